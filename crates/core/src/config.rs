@@ -1,0 +1,505 @@
+//! The configuration file: TOML as DESIGN.md gives it, parsed into raw structs, then
+//! validated into [`Config`] with every secret reference resolved.
+//!
+//! Validation fails fast with one line naming the bad field, e.g.
+//! `integration[0] (stripe-acme).provider: unknown provider "strip" (expected one of …)`.
+//! No message ever contains a secret's value.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use serde::Deserialize;
+
+use crate::handlers;
+use crate::secret::{Secret, resolve_reference};
+use crate::verify::{Provider, decode_standard_secret};
+
+/// Default distance allowed between a signed timestamp and now.
+pub const DEFAULT_TOLERANCE_SECS: u64 = 300;
+/// Default per-integration body limit (1 MiB).
+pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
+/// The largest body limit a configuration may set (64 MiB).
+pub const MAX_MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
+/// Default time a sink keeps idempotency keys.
+pub const DEFAULT_IDEMPOTENCY_RETENTION_SECS: u64 = 86_400;
+/// Default per-request timeout towards a sink.
+pub const DEFAULT_SINK_TIMEOUT_SECS: u64 = 10;
+
+/// Why a configuration cannot be used. Each variant displays as one line.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {path}: {reason}")]
+    Unreadable {
+        /// The path given.
+        path: String,
+        /// The operating system's reason.
+        reason: String,
+    },
+    /// The TOML does not parse or does not fit the schema.
+    #[error("config line {line}, column {column}: {message}")]
+    Syntax {
+        /// 1-based line of the offending text.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// What the parser said, flattened to one line.
+        message: String,
+    },
+    /// A field holds a value that is not allowed.
+    #[error("{field}: {message}")]
+    Invalid {
+        /// The path of the field, e.g. `integration[1] (gh).routes."push".sink`.
+        field: String,
+        /// What is wrong with it.
+        message: String,
+    },
+}
+
+/// A validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    integrations: Vec<Integration>,
+    integration_index: HashMap<String, usize>,
+    sinks: Vec<Sink>,
+}
+
+/// One webhook source, reachable at `POST /webhooks/{id}`.
+#[derive(Debug, Clone)]
+pub struct Integration {
+    /// The route segment and the first part of every source scope.
+    pub id: String,
+    /// Which verifier and extractor apply.
+    pub provider: Provider,
+    /// The business tenant this integration's events belong to.
+    pub tenant: String,
+    /// Every active secret; any one may verify (rotation). Standard Webhooks secrets are
+    /// already base64-decoded.
+    pub secrets: Vec<Secret>,
+    /// Allowed clock distance for signed timestamps, either way.
+    pub tolerance_secs: u64,
+    /// The body limit, enforced while streaming.
+    pub max_body_bytes: usize,
+    /// Which account/installation/team verified events must come from.
+    pub expect: Expect,
+    /// Event type (or GitHub `event.action`) → handler; unlisted types are ignored.
+    pub routes: BTreeMap<String, Route>,
+    /// Stripe price id → entitlement name, for `entitlements.grant`.
+    pub entitlements: BTreeMap<String, String>,
+}
+
+/// Expected scope values; `None` means "any".
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expect {
+    /// Stripe: the connected account (`account`), or absent for platform events.
+    pub account: Option<String>,
+    /// Stripe: `livemode`.
+    pub livemode: Option<bool>,
+    /// GitHub: `X-GitHub-Hook-Installation-Target-ID`, as a string.
+    pub installation_target_id: Option<String>,
+    /// Slack: `team_id`.
+    pub team_id: Option<String>,
+    /// Slack: `api_app_id`.
+    pub api_app_id: Option<String>,
+}
+
+/// Where a routed event goes.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Route {
+    /// A handler name (see [`handlers::BUILTIN_HANDLERS`]).
+    pub handler: String,
+    /// The sink that receives the transition's effect, if any.
+    pub sink: Option<String>,
+}
+
+/// A downstream service that receives effects.
+#[derive(Debug, Clone)]
+pub struct Sink {
+    /// Referenced by routes.
+    pub id: String,
+    /// Where effects are POSTed.
+    pub url: String,
+    /// The header that carries the operation key, when the receiver supports idempotency.
+    pub idempotency_header: Option<String>,
+    /// How long the receiver remembers idempotency keys.
+    pub idempotency_retention_secs: u64,
+    /// Reconciliation endpoint with a `{key}` placeholder.
+    pub status_url: Option<String>,
+    /// Per-request timeout.
+    pub timeout_secs: u64,
+    /// Standard Webhooks signing keys (decoded); empty means unsigned.
+    pub secrets: Vec<Secret>,
+}
+
+impl Config {
+    /// Reads, parses and validates the file at `path`, resolving `env:` references from
+    /// the process environment.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Unreadable {
+            path: path.display().to_string(),
+            reason: error.kind().to_string(),
+        })?;
+        Self::from_toml(&text, &|name| std::env::var(name).ok())
+    }
+
+    /// Parses and validates `text`; `env_lookup` resolves `env:` references.
+    pub fn from_toml(
+        text: &str,
+        env_lookup: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
+        let raw: RawConfig = toml::from_str(text).map_err(|error| syntax_error(text, &error))?;
+        validate(raw, env_lookup)
+    }
+
+    /// Every integration, in file order.
+    pub fn integrations(&self) -> &[Integration] {
+        &self.integrations
+    }
+
+    /// The integration with this id.
+    pub fn integration(&self, id: &str) -> Option<&Integration> {
+        self.integration_index
+            .get(id)
+            .map(|&index| &self.integrations[index])
+    }
+
+    /// Every sink, in file order.
+    pub fn sinks(&self) -> &[Sink] {
+        &self.sinks
+    }
+
+    /// The sink with this id.
+    pub fn sink(&self, id: &str) -> Option<&Sink> {
+        self.sinks.iter().find(|sink| sink.id == id)
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    #[serde(default)]
+    integration: Vec<RawIntegration>,
+    #[serde(default)]
+    sink: Vec<RawSink>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawIntegration {
+    id: String,
+    provider: String,
+    tenant: String,
+    secrets: Vec<String>,
+    tolerance_secs: Option<u64>,
+    max_body_bytes: Option<usize>,
+    #[serde(default)]
+    expect: Expect,
+    #[serde(default)]
+    routes: BTreeMap<String, Route>,
+    #[serde(default)]
+    entitlements: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSink {
+    id: String,
+    url: String,
+    idempotency_header: Option<String>,
+    idempotency_retention_secs: Option<u64>,
+    status_url: Option<String>,
+    timeout_secs: Option<u64>,
+    #[serde(default)]
+    secrets: Vec<String>,
+}
+
+fn syntax_error(text: &str, error: &toml::de::Error) -> ConfigError {
+    let offset = error.span().map_or(0, |span| span.start).min(text.len());
+    let before = &text[..offset];
+    let line = before.matches('\n').count() + 1;
+    let column = before
+        .rfind('\n')
+        .map_or(offset, |newline| offset - newline - 1)
+        + 1;
+    ConfigError::Syntax {
+        line,
+        column,
+        message: error
+            .message()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" "),
+    }
+}
+
+fn invalid(field: impl Into<String>, message: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+/// Ids appear in URLs and metric labels: keep them to a safe, boring alphabet.
+fn is_valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 64
+        && id
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.'))
+}
+
+const ID_RULE: &str = "must be 1-64 characters of letters, digits, '-', '_' or '.'";
+
+fn validate(
+    raw: RawConfig,
+    env_lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<Config, ConfigError> {
+    let mut sinks = Vec::with_capacity(raw.sink.len());
+    for (index, raw_sink) in raw.sink.into_iter().enumerate() {
+        let path = format!("sink[{index}] ({})", raw_sink.id);
+        if sinks.iter().any(|sink: &Sink| sink.id == raw_sink.id) {
+            return Err(invalid(format!("{path}.id"), "duplicate sink id"));
+        }
+        sinks.push(validate_sink(&path, raw_sink, env_lookup)?);
+    }
+
+    let mut integrations = Vec::with_capacity(raw.integration.len());
+    let mut integration_index = HashMap::new();
+    for (index, raw_integration) in raw.integration.into_iter().enumerate() {
+        let path = format!("integration[{index}] ({})", raw_integration.id);
+        if integration_index.contains_key(&raw_integration.id) {
+            return Err(invalid(format!("{path}.id"), "duplicate integration id"));
+        }
+        let integration = validate_integration(&path, raw_integration, &sinks, env_lookup)?;
+        integration_index.insert(integration.id.clone(), integrations.len());
+        integrations.push(integration);
+    }
+    Ok(Config {
+        integrations,
+        integration_index,
+        sinks,
+    })
+}
+
+fn validate_integration(
+    path: &str,
+    raw: RawIntegration,
+    sinks: &[Sink],
+    env_lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<Integration, ConfigError> {
+    if !is_valid_id(&raw.id) {
+        return Err(invalid(format!("{path}.id"), ID_RULE));
+    }
+    let provider = Provider::from_name(&raw.provider).ok_or_else(|| {
+        let names: Vec<&str> = Provider::ALL
+            .iter()
+            .map(|provider| provider.name())
+            .collect();
+        invalid(
+            format!("{path}.provider"),
+            format!(
+                "unknown provider {:?} (expected one of {})",
+                raw.provider,
+                names.join(", ")
+            ),
+        )
+    })?;
+    if raw.tenant.trim().is_empty() {
+        return Err(invalid(format!("{path}.tenant"), "must not be empty"));
+    }
+    let secrets = resolve_secrets(
+        path,
+        &raw.secrets,
+        provider == Provider::Standard,
+        env_lookup,
+    )?;
+    if secrets.is_empty() {
+        return Err(invalid(
+            format!("{path}.secrets"),
+            "needs at least one secret reference",
+        ));
+    }
+    let tolerance_secs = raw.tolerance_secs.unwrap_or(DEFAULT_TOLERANCE_SECS);
+    if tolerance_secs == 0 {
+        return Err(invalid(
+            format!("{path}.tolerance_secs"),
+            "must be at least 1",
+        ));
+    }
+    let max_body_bytes = raw.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES);
+    if max_body_bytes == 0 || max_body_bytes > MAX_MAX_BODY_BYTES {
+        return Err(invalid(
+            format!("{path}.max_body_bytes"),
+            format!("must be between 1 and {MAX_MAX_BODY_BYTES}"),
+        ));
+    }
+    validate_expect(path, provider, &raw.expect)?;
+    for (event_type, route) in &raw.routes {
+        let route_path = format!("{path}.routes.{event_type:?}");
+        if event_type.is_empty() {
+            return Err(invalid(route_path, "event type must not be empty"));
+        }
+        if !handlers::is_known_handler(&route.handler) {
+            return Err(invalid(
+                format!("{route_path}.handler"),
+                format!(
+                    "unknown handler {:?} (expected one of {})",
+                    route.handler,
+                    handlers::BUILTIN_HANDLERS.join(", ")
+                ),
+            ));
+        }
+        match &route.sink {
+            Some(sink) if !sinks.iter().any(|known| &known.id == sink) => {
+                return Err(invalid(
+                    format!("{route_path}.sink"),
+                    format!("unknown sink {sink:?} (no [[sink]] has that id)"),
+                ));
+            }
+            None if route.handler == handlers::FORWARD => {
+                return Err(invalid(
+                    format!("{route_path}.sink"),
+                    "the forward handler needs a sink to forward to",
+                ));
+            }
+            _ => {}
+        }
+    }
+    Ok(Integration {
+        id: raw.id,
+        provider,
+        tenant: raw.tenant,
+        secrets,
+        tolerance_secs,
+        max_body_bytes,
+        expect: raw.expect,
+        routes: raw.routes,
+        entitlements: raw.entitlements,
+    })
+}
+
+fn validate_expect(path: &str, provider: Provider, expect: &Expect) -> Result<(), ConfigError> {
+    let present = [
+        ("account", expect.account.is_some()),
+        ("livemode", expect.livemode.is_some()),
+        (
+            "installation_target_id",
+            expect.installation_target_id.is_some(),
+        ),
+        ("team_id", expect.team_id.is_some()),
+        ("api_app_id", expect.api_app_id.is_some()),
+    ];
+    let allowed: &[&str] = match provider {
+        Provider::Stripe => &["account", "livemode"],
+        Provider::Github => &["installation_target_id"],
+        Provider::Slack => &["team_id", "api_app_id"],
+        Provider::Standard => &[],
+    };
+    for (key, is_set) in present {
+        if is_set && !allowed.contains(&key) {
+            return Err(invalid(
+                format!("{path}.expect.{key}"),
+                format!("does not apply to provider {}", provider.name()),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn resolve_secrets(
+    path: &str,
+    references: &[String],
+    standard_encoding: bool,
+    env_lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<Secret>, ConfigError> {
+    references
+        .iter()
+        .enumerate()
+        .map(|(index, reference)| {
+            let field = format!("{path}.secrets[{index}]");
+            let value = resolve_reference(reference, env_lookup)
+                .map_err(|error| invalid(&field, error.to_string()))?;
+            if standard_encoding {
+                decode_standard_secret(&value).map_err(|_| {
+                    invalid(
+                        &field,
+                        format!(
+                            "{reference} is not a Standard Webhooks secret (expected whsec_ followed by base64)"
+                        ),
+                    )
+                })
+            } else {
+                Ok(Secret::new(value.into_bytes()))
+            }
+        })
+        .collect()
+}
+
+fn validate_sink(
+    path: &str,
+    raw: RawSink,
+    env_lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<Sink, ConfigError> {
+    if !is_valid_id(&raw.id) {
+        return Err(invalid(format!("{path}.id"), ID_RULE));
+    }
+    if !is_http_url(&raw.url) {
+        return Err(invalid(
+            format!("{path}.url"),
+            "must be an http:// or https:// URL",
+        ));
+    }
+    if let Some(status_url) = &raw.status_url
+        && (!is_http_url(status_url) || !status_url.contains("{key}"))
+    {
+        return Err(invalid(
+            format!("{path}.status_url"),
+            "must be an http:// or https:// URL containing {key}",
+        ));
+    }
+    if let Some(header) = &raw.idempotency_header
+        && (header.is_empty()
+            || !header
+                .bytes()
+                .all(|byte| byte.is_ascii_alphanumeric() || byte == b'-'))
+    {
+        return Err(invalid(
+            format!("{path}.idempotency_header"),
+            "must be a header name of letters, digits and '-'",
+        ));
+    }
+    let timeout_secs = raw.timeout_secs.unwrap_or(DEFAULT_SINK_TIMEOUT_SECS);
+    if timeout_secs == 0 {
+        return Err(invalid(
+            format!("{path}.timeout_secs"),
+            "must be at least 1",
+        ));
+    }
+    let secrets = resolve_secrets(path, &raw.secrets, true, env_lookup)?;
+    Ok(Sink {
+        id: raw.id,
+        url: raw.url,
+        idempotency_header: raw.idempotency_header,
+        idempotency_retention_secs: raw
+            .idempotency_retention_secs
+            .unwrap_or(DEFAULT_IDEMPOTENCY_RETENTION_SECS),
+        status_url: raw.status_url,
+        timeout_secs,
+        secrets,
+    })
+}
+
+fn is_http_url(url: &str) -> bool {
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"));
+    rest.is_some_and(|rest| {
+        let host = rest.split(['/', '?', '#']).next().unwrap_or("");
+        !host.is_empty() && !rest.contains(char::is_whitespace)
+    })
+}
+
+#[cfg(test)]
+mod tests;

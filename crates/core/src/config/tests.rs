@@ -1,0 +1,207 @@
+//! Config validation: every start-up failure the issue names, as one line naming the field.
+
+use super::*;
+
+const SECRET_VALUE: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+fn env(name: &str) -> Option<String> {
+    match name {
+        "GOOD" => Some(SECRET_VALUE.to_owned()),
+        "NOT_BASE64" => Some("whsec_***not base64***".to_owned()),
+        "EMPTY" => Some(String::new()),
+        _ => None,
+    }
+}
+
+const VALID: &str = r#"
+[[integration]]
+id = "stripe-acme"
+provider = "stripe"
+tenant = "acme"
+secrets = ["env:GOOD"]
+expect = { account = "acct_123", livemode = true }
+
+[integration.routes]
+"payment_intent.succeeded" = { handler = "orders.mark_paid", sink = "fulfillment" }
+"charge.refunded" = { handler = "orders.refund" }
+
+[integration.entitlements]
+"price_pro_monthly" = "pro"
+
+[[integration]]
+id = "hooks"
+provider = "standard"
+tenant = "acme"
+secrets = ["env:GOOD"]
+max_body_bytes = 4096
+tolerance_secs = 60
+
+[[sink]]
+id = "fulfillment"
+url = "http://fulfillment.internal/orders"
+idempotency_header = "Idempotency-Key"
+status_url = "http://fulfillment.internal/operations/{key}"
+"#;
+
+fn error_of(text: &str) -> String {
+    Config::from_toml(text, &env)
+        .expect_err("config must be refused")
+        .to_string()
+}
+
+#[test]
+fn valid_config_parses_with_defaults() {
+    let config = Config::from_toml(VALID, &env).expect("valid");
+    let stripe = config.integration("stripe-acme").expect("present");
+    assert_eq!(stripe.provider, Provider::Stripe);
+    assert_eq!(stripe.tolerance_secs, DEFAULT_TOLERANCE_SECS);
+    assert_eq!(stripe.max_body_bytes, DEFAULT_MAX_BODY_BYTES);
+    assert_eq!(stripe.expect.livemode, Some(true));
+    assert_eq!(stripe.secrets[0].expose(), SECRET_VALUE.as_bytes());
+    let hooks = config.integration("hooks").expect("present");
+    assert_eq!(hooks.max_body_bytes, 4096);
+    // Standard Webhooks keys are stored decoded.
+    assert_eq!(hooks.secrets[0].expose().len(), 24);
+    let sink = config.sink("fulfillment").expect("sink");
+    assert_eq!(
+        sink.idempotency_retention_secs,
+        DEFAULT_IDEMPOTENCY_RETENTION_SECS
+    );
+    assert_eq!(sink.timeout_secs, DEFAULT_SINK_TIMEOUT_SECS);
+    assert!(config.integration("nope").is_none());
+}
+
+#[test]
+fn unknown_provider_names_the_field() {
+    let error = error_of(&VALID.replacen("provider = \"stripe\"", "provider = \"strip\"", 1));
+    assert!(
+        error.starts_with("integration[0] (stripe-acme).provider: unknown provider \"strip\""),
+        "{error}"
+    );
+}
+
+#[test]
+fn missing_or_empty_secret_names_the_field() {
+    let error = error_of(&VALID.replacen("env:GOOD", "env:ABSENT", 1));
+    assert_eq!(
+        error,
+        "integration[0] (stripe-acme).secrets[0]: environment variable ABSENT is not set or is empty"
+    );
+    let error = error_of(&VALID.replacen("env:GOOD", "env:EMPTY", 1));
+    assert!(
+        error.contains("secrets[0]") && error.contains("EMPTY"),
+        "{error}"
+    );
+    let error = error_of(&VALID.replacen("[\"env:GOOD\"]", "[]", 1));
+    assert!(
+        error.starts_with("integration[0] (stripe-acme).secrets:"),
+        "{error}"
+    );
+}
+
+#[test]
+fn literal_secret_is_refused_without_echo() {
+    let error = error_of(&VALID.replacen("env:GOOD", "sk_live_dont_print_me", 1));
+    assert!(
+        error.contains("secrets[0]") && !error.contains("sk_live_dont_print_me"),
+        "{error}"
+    );
+}
+
+#[test]
+fn duplicate_integration_id_is_refused() {
+    let error = error_of(&VALID.replacen("id = \"hooks\"", "id = \"stripe-acme\"", 1));
+    assert_eq!(
+        error,
+        "integration[1] (stripe-acme).id: duplicate integration id"
+    );
+}
+
+#[test]
+fn route_to_unknown_handler_or_sink_is_refused() {
+    let error = error_of(&VALID.replacen("orders.refund", "orders.refnd", 1));
+    assert!(
+        error.starts_with(
+            "integration[0] (stripe-acme).routes.\"charge.refunded\".handler: unknown handler"
+        ),
+        "{error}"
+    );
+    let error = error_of(&VALID.replacen("sink = \"fulfillment\"", "sink = \"nowhere\"", 1));
+    assert!(
+        error.contains(".routes.\"payment_intent.succeeded\".sink: unknown sink \"nowhere\""),
+        "{error}"
+    );
+    let error = error_of(&VALID.replacen(
+        "{ handler = \"orders.refund\" }",
+        "{ handler = \"forward\" }",
+        1,
+    ));
+    assert!(error.contains("forward handler needs a sink"), "{error}");
+}
+
+#[test]
+fn bad_standard_secret_encoding_is_refused() {
+    let text = VALID.replacen(
+        "secrets = [\"env:GOOD\"]\nmax_body_bytes",
+        "secrets = [\"env:NOT_BASE64\"]\nmax_body_bytes",
+        1,
+    );
+    let error = error_of(&text);
+    assert!(
+        error.starts_with(
+            "integration[1] (hooks).secrets[0]: env:NOT_BASE64 is not a Standard Webhooks secret"
+        ),
+        "{error}"
+    );
+    assert!(!error.contains("not base64***"), "{error}");
+}
+
+#[test]
+fn expect_keys_must_fit_the_provider() {
+    let error = error_of(&VALID.replacen("account = \"acct_123\"", "team_id = \"T1\"", 1));
+    assert_eq!(
+        error,
+        "integration[0] (stripe-acme).expect.team_id: does not apply to provider stripe"
+    );
+}
+
+#[test]
+fn syntax_and_schema_errors_are_one_line_with_position() {
+    let error = error_of("[[integration]]\nid = \"x\"\nprovider = 5\n");
+    assert!(error.starts_with("config line 3, column"), "{error}");
+    assert!(!error.contains('\n'), "{error}");
+    let error = error_of("[[integration]]\nid = \"x\"\nprovder = \"stripe\"\n");
+    assert!(
+        error.contains("line 3") && error.contains("provder"),
+        "{error}"
+    );
+}
+
+#[test]
+fn ids_and_limits_are_checked() {
+    let error = error_of(&VALID.replacen("id = \"hooks\"", "id = \"has space\"", 1));
+    assert!(
+        error.starts_with("integration[1] (has space).id:"),
+        "{error}"
+    );
+    let error = error_of(&VALID.replacen("max_body_bytes = 4096", "max_body_bytes = 0", 1));
+    assert!(error.contains("(hooks).max_body_bytes"), "{error}");
+    let error = error_of(&VALID.replacen("http://fulfillment.internal/orders", "ftp://x", 1));
+    assert_eq!(
+        error,
+        "sink[0] (fulfillment).url: must be an http:// or https:// URL"
+    );
+    let error = error_of(&VALID.replacen("operations/{key}", "operations/", 1));
+    assert!(
+        error.starts_with("sink[0] (fulfillment).status_url"),
+        "{error}"
+    );
+}
+
+#[test]
+fn debug_output_never_contains_secret_values() {
+    let config = Config::from_toml(VALID, &env).expect("valid");
+    let rendered = format!("{config:?}");
+    assert!(!rendered.contains(SECRET_VALUE));
+    assert!(!rendered.contains("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"));
+}

@@ -1,0 +1,358 @@
+//! After a request verifies: validate its shape, extract the event id and type, derive the
+//! source scope from verified data, check it against `expect`, and find the route.
+//!
+//! Shape problems are [`ExtractError::Malformed`] (400); a verified event from the wrong
+//! account, installation or team is [`ExtractError::Forbidden`] (403). Payloads must be
+//! JSON objects that PostgreSQL's `jsonb` will store, so a stored receipt can never fail to
+//! insert for reasons of shape.
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+
+use crate::config::{Integration, Route};
+use crate::headers::Headers;
+use crate::keys::{EventId, SourceScope};
+use crate::verify::Provider;
+
+/// The longest event id or type we store; longer ones are malformed, not truncated.
+pub const MAX_IDENTIFIER_LEN: usize = 255;
+
+/// A verified delivery, understood.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Delivery<'body> {
+    /// Slack's endpoint check: answer with the challenge, store nothing.
+    UrlVerification {
+        /// The value to echo.
+        challenge: String,
+    },
+    /// An ordinary event.
+    Event(Event<'body>),
+}
+
+/// One event, ready to route and store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event<'body> {
+    /// The provider's id for the event: the second half of the receipt key.
+    pub event_id: EventId,
+    /// The event type as stored (GitHub: `event.action` when there is an action).
+    pub event_type: String,
+    /// Route keys to try, most specific first (GitHub: `event.action`, then `event`).
+    pub route_keys: Vec<String>,
+    /// The first half of the receipt key.
+    pub source_scope: SourceScope,
+    /// The body as UTF-8 JSON text, validated as an object that `jsonb` accepts.
+    pub payload_json: &'body str,
+}
+
+/// Why a verified request is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExtractError {
+    /// Not parseable, no event id or type, or a shape we do not support (400).
+    #[error("malformed: {0}")]
+    Malformed(Cow<'static, str>),
+    /// Authentic, but from an account/installation/team this integration does not expect (403).
+    #[error("forbidden: {0}")]
+    Forbidden(&'static str),
+}
+
+fn malformed(reason: impl Into<Cow<'static, str>>) -> ExtractError {
+    ExtractError::Malformed(reason.into())
+}
+
+/// Understands one verified request for `integration`.
+pub fn extract<'body>(
+    integration: &Integration,
+    headers: &Headers<'_>,
+    body: &'body [u8],
+) -> Result<Delivery<'body>, ExtractError> {
+    let payload_json = json_object_text(body)?;
+    match integration.provider {
+        Provider::Stripe => extract_stripe(integration, payload_json),
+        Provider::Github => extract_github(integration, headers, payload_json),
+        Provider::Slack => extract_slack(integration, payload_json),
+        Provider::Standard => extract_standard(integration, headers, payload_json),
+    }
+}
+
+/// The route for `event`, trying its keys in order. `None`: not routed, so ignored.
+pub fn find_route<'i>(
+    integration: &'i Integration,
+    event: &Event<'_>,
+) -> Option<(&'i str, &'i Route)> {
+    event.route_keys.iter().find_map(|key| {
+        integration
+            .routes
+            .get_key_value(key)
+            .map(|(key, route)| (key.as_str(), route))
+    })
+}
+
+/// Checks the body is one JSON object that `jsonb` can hold and returns it as text.
+fn json_object_text(body: &[u8]) -> Result<&str, ExtractError> {
+    let text = std::str::from_utf8(body).map_err(|_| malformed("body is not UTF-8"))?;
+    // jsonb cannot hold U+0000; refusing it here keeps a verified event from failing the
+    // INSERT forever (which would answer 503 to every redelivery).
+    if text.contains("\\u0000") {
+        return Err(malformed("body contains \\u0000, which cannot be stored"));
+    }
+    if nesting_depth(text.as_bytes()) > MAX_JSON_DEPTH {
+        return Err(malformed("body is nested too deeply"));
+    }
+    let first = text.trim_start().as_bytes().first();
+    if first != Some(&b'{') {
+        return Err(malformed("body is not a JSON object"));
+    }
+    serde_json::from_str::<IgnoredAny>(text).map_err(|_| malformed("body is not valid JSON"))?;
+    Ok(text)
+}
+
+/// The deepest nesting of arrays and objects we store. Real provider payloads stay far
+/// below it; deeper bodies would only stress parsers (ours and PostgreSQL's).
+pub const MAX_JSON_DEPTH: usize = 64;
+
+/// The deepest `[`/`{` nesting in `bytes`, ignoring brackets inside strings.
+fn nesting_depth(bytes: &[u8]) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let (mut in_string, mut escaped) = (false, false);
+    for &byte in bytes {
+        if in_string {
+            match byte {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
+/// Parses the fields we need; duplicate keys among them are refused by serde.
+fn parse_fields<'a, T: Deserialize<'a>>(text: &'a str) -> Result<T, ExtractError> {
+    serde_json::from_str(text).map_err(|error| {
+        if error.to_string().starts_with("duplicate field") {
+            malformed("a field appears twice")
+        } else {
+            malformed("a field has the wrong type")
+        }
+    })
+}
+
+fn required_identifier(
+    value: Option<Cow<'_, str>>,
+    what: &'static str,
+) -> Result<String, ExtractError> {
+    match value {
+        Some(value) if !value.is_empty() && value.len() <= MAX_IDENTIFIER_LEN => {
+            Ok(value.into_owned())
+        }
+        Some(value) if !value.is_empty() => Err(malformed(format!(
+            "{what} is longer than {MAX_IDENTIFIER_LEN} bytes"
+        ))),
+        _ => Err(malformed(format!("no {what}"))),
+    }
+}
+
+fn header_identifier(
+    headers: &Headers<'_>,
+    name: &'static str,
+    what: &'static str,
+) -> Result<String, ExtractError> {
+    required_identifier(headers.get(name).map(Cow::Borrowed), what)
+}
+
+fn expect_equal(
+    expected: &Option<String>,
+    actual: Option<&str>,
+    reason: &'static str,
+) -> Result<(), ExtractError> {
+    match expected {
+        Some(expected) if Some(expected.as_str()) != actual => Err(ExtractError::Forbidden(reason)),
+        _ => Ok(()),
+    }
+}
+
+#[derive(Deserialize)]
+struct StripeFields<'a> {
+    #[serde(borrow)]
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow, rename = "type")]
+    event_type: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    account: Option<Cow<'a, str>>,
+    livemode: Option<bool>,
+}
+
+fn extract_stripe<'body>(
+    integration: &Integration,
+    payload_json: &'body str,
+) -> Result<Delivery<'body>, ExtractError> {
+    let fields: StripeFields = parse_fields(payload_json)?;
+    let event_id = required_identifier(fields.id, "event id")?;
+    let event_type = required_identifier(fields.event_type, "event type")?;
+    let livemode = fields.livemode.ok_or_else(|| malformed("no livemode"))?;
+    let account = fields.account.as_deref();
+    expect_equal(&integration.expect.account, account, "unexpected account")?;
+    if integration
+        .expect
+        .livemode
+        .is_some_and(|expected| expected != livemode)
+    {
+        return Err(ExtractError::Forbidden("unexpected livemode"));
+    }
+    let mode = if livemode { "live" } else { "test" };
+    Ok(Delivery::Event(Event {
+        event_id: EventId::new(event_id),
+        route_keys: vec![event_type.clone()],
+        event_type,
+        source_scope: SourceScope::from_parts([
+            integration.id.as_str(),
+            account.unwrap_or("platform"),
+            mode,
+        ]),
+        payload_json,
+    }))
+}
+
+#[derive(Deserialize)]
+struct GithubFields<'a> {
+    #[serde(borrow)]
+    action: Option<Cow<'a, str>>,
+}
+
+fn extract_github<'body>(
+    integration: &Integration,
+    headers: &Headers<'_>,
+    payload_json: &'body str,
+) -> Result<Delivery<'body>, ExtractError> {
+    let event_id = header_identifier(headers, "x-github-delivery", "X-GitHub-Delivery")?;
+    let event_name = header_identifier(headers, "x-github-event", "X-GitHub-Event")?;
+    let fields: GithubFields = parse_fields(payload_json)?;
+    let target = headers
+        .get("x-github-hook-installation-target-id")
+        .filter(|target| !target.is_empty());
+    expect_equal(
+        &integration.expect.installation_target_id,
+        target,
+        "unexpected installation target",
+    )?;
+    let mut route_keys = Vec::with_capacity(2);
+    if let Some(action) = fields.action.filter(|action| !action.is_empty()) {
+        route_keys.push(format!("{event_name}.{action}"));
+    }
+    route_keys.push(event_name);
+    let event_type = route_keys[0].clone();
+    if event_type.len() > MAX_IDENTIFIER_LEN {
+        return Err(malformed("event type is too long"));
+    }
+    Ok(Delivery::Event(Event {
+        event_id: EventId::new(event_id),
+        event_type,
+        route_keys,
+        source_scope: SourceScope::from_parts([integration.id.as_str(), target.unwrap_or("-")]),
+        payload_json,
+    }))
+}
+
+#[derive(Deserialize)]
+struct SlackFields<'a> {
+    #[serde(borrow, rename = "type")]
+    envelope_type: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    challenge: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    event_id: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    team_id: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    api_app_id: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    event: Option<SlackInnerEvent<'a>>,
+}
+
+#[derive(Deserialize)]
+struct SlackInnerEvent<'a> {
+    #[serde(borrow, rename = "type")]
+    event_type: Option<Cow<'a, str>>,
+}
+
+fn extract_slack<'body>(
+    integration: &Integration,
+    payload_json: &'body str,
+) -> Result<Delivery<'body>, ExtractError> {
+    let fields: SlackFields = parse_fields(payload_json)?;
+    if fields.envelope_type.as_deref() == Some("url_verification") {
+        // It carries no team, so no scope check applies (DESIGN.md).
+        let challenge = fields.challenge.ok_or_else(|| malformed("no challenge"))?;
+        return Ok(Delivery::UrlVerification {
+            challenge: challenge.into_owned(),
+        });
+    }
+    let event_id = required_identifier(fields.event_id, "event id")?;
+    let event_type = required_identifier(
+        fields.event.and_then(|event| event.event_type),
+        "event type",
+    )?;
+    let team_id = required_identifier(fields.team_id, "team_id")?;
+    let api_app_id = required_identifier(fields.api_app_id, "api_app_id")?;
+    expect_equal(
+        &integration.expect.team_id,
+        Some(&team_id),
+        "unexpected team",
+    )?;
+    expect_equal(
+        &integration.expect.api_app_id,
+        Some(&api_app_id),
+        "unexpected app",
+    )?;
+    Ok(Delivery::Event(Event {
+        event_id: EventId::new(event_id),
+        route_keys: vec![event_type.clone()],
+        event_type,
+        source_scope: SourceScope::from_parts([integration.id.as_str(), &team_id, &api_app_id]),
+        payload_json,
+    }))
+}
+
+#[derive(Deserialize)]
+struct StandardFields<'a> {
+    #[serde(borrow, rename = "type")]
+    event_type: Option<Cow<'a, str>>,
+}
+
+fn extract_standard<'body>(
+    integration: &Integration,
+    headers: &Headers<'_>,
+    payload_json: &'body str,
+) -> Result<Delivery<'body>, ExtractError> {
+    let event_id = required_identifier(
+        headers
+            .get_any(&["webhook-id", "svix-id"])
+            .map(Cow::Borrowed),
+        "event id",
+    )?;
+    let fields: StandardFields = parse_fields(payload_json)?;
+    let event_type = required_identifier(fields.event_type, "event type")?;
+    Ok(Delivery::Event(Event {
+        event_id: EventId::new(event_id),
+        route_keys: vec![event_type.clone()],
+        event_type,
+        source_scope: SourceScope::from_parts([integration.id.as_str()]),
+        payload_json,
+    }))
+}
+
+#[cfg(test)]
+mod tests;

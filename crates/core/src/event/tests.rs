@@ -1,0 +1,258 @@
+//! Extraction: shapes, ids, scopes, `expect` and routing for each provider.
+
+use super::*;
+use crate::config::Config;
+
+const CONFIG: &str = r#"
+[[integration]]
+id = "stripe-acme"
+provider = "stripe"
+tenant = "acme"
+secrets = ["env:S"]
+expect = { account = "acct_1", livemode = true }
+routes = { "payment_intent.succeeded" = { handler = "orders.mark_paid" } }
+
+[[integration]]
+id = "stripe-any"
+provider = "stripe"
+tenant = "acme"
+secrets = ["env:S"]
+
+[[integration]]
+id = "gh"
+provider = "github"
+tenant = "acme"
+secrets = ["env:S"]
+expect = { installation_target_id = "42" }
+routes = { "pull_request.opened" = { handler = "forward", sink = "s" }, "pull_request" = { handler = "forward", sink = "s" } }
+
+[[integration]]
+id = "slack"
+provider = "slack"
+tenant = "acme"
+secrets = ["env:S"]
+expect = { team_id = "T1", api_app_id = "A1" }
+
+[[integration]]
+id = "std"
+provider = "standard"
+tenant = "acme"
+secrets = ["env:S"]
+
+[[sink]]
+id = "s"
+url = "http://sink.internal/"
+"#;
+
+fn config() -> Config {
+    Config::from_toml(CONFIG, &|_| {
+        Some("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".to_owned())
+    })
+    .expect("config")
+}
+
+fn run<'b>(
+    integration: &str,
+    headers: &[(&str, &str)],
+    body: &'b str,
+) -> Result<Delivery<'b>, ExtractError> {
+    let config = config();
+    let integration = config.integration(integration).expect("integration");
+    let headers: Headers = headers
+        .iter()
+        .map(|(name, value)| (*name, value.as_bytes()))
+        .collect();
+    extract(integration, &headers, body.as_bytes())
+}
+
+fn event(delivery: Result<Delivery<'_>, ExtractError>) -> Event<'_> {
+    match delivery {
+        Ok(Delivery::Event(event)) => event,
+        other => panic!("expected an event, got {other:?}"),
+    }
+}
+
+fn is_malformed(result: Result<Delivery<'_>, ExtractError>) -> bool {
+    matches!(result, Err(ExtractError::Malformed(_)))
+}
+
+#[test]
+fn stripe_event_scope_includes_account_and_mode() {
+    let body = r#"{"id":"evt_1","type":"payment_intent.succeeded","account":"acct_1","livemode":true,"data":{}}"#;
+    let event = event(run("stripe-acme", &[], body));
+    assert_eq!(event.event_id.as_str(), "evt_1");
+    assert_eq!(event.event_type, "payment_intent.succeeded");
+    assert_eq!(event.source_scope.as_str(), "stripe-acme/acct_1/live");
+    assert_eq!(event.payload_json, body);
+    let platform = event_of_platform();
+    assert_eq!(platform.source_scope.as_str(), "stripe-any/platform/test");
+}
+
+fn event_of_platform() -> Event<'static> {
+    event(run(
+        "stripe-any",
+        &[],
+        r#"{"id":"evt_2","type":"x","livemode":false}"#,
+    ))
+}
+
+#[test]
+fn stripe_scope_mismatch_is_forbidden() {
+    let wrong_account = r#"{"id":"evt_1","type":"t","account":"acct_2","livemode":true}"#;
+    assert_eq!(
+        run("stripe-acme", &[], wrong_account),
+        Err(ExtractError::Forbidden("unexpected account"))
+    );
+    let no_account = r#"{"id":"evt_1","type":"t","livemode":true}"#;
+    assert_eq!(
+        run("stripe-acme", &[], no_account),
+        Err(ExtractError::Forbidden("unexpected account"))
+    );
+    let test_mode = r#"{"id":"evt_1","type":"t","account":"acct_1","livemode":false}"#;
+    assert_eq!(
+        run("stripe-acme", &[], test_mode),
+        Err(ExtractError::Forbidden("unexpected livemode"))
+    );
+}
+
+#[test]
+fn shape_problems_are_malformed() {
+    for body in [
+        "",
+        "[]",
+        "not json",
+        r#"{"id":"evt_1","type":"t","livemode":true"#,
+        r#"{"type":"t","livemode":true}"#,
+        r#"{"id":"","type":"t","livemode":true}"#,
+        r#"{"id":"evt_1","livemode":true}"#,
+        r#"{"id":5,"type":"t","livemode":true}"#,
+        r#"{"id":"evt_1","type":"t"}"#,
+        r#"{"id":"evt_1","id":"evt_2","type":"t","livemode":true}"#,
+        r#"{"id":"evt_1","type":"t\u0000","livemode":true}"#,
+    ] {
+        assert!(is_malformed(run("stripe-any", &[], body)), "{body:?}");
+    }
+    let long_id = format!(
+        r#"{{"id":"{}","type":"t","livemode":true}}"#,
+        "e".repeat(300)
+    );
+    assert!(is_malformed(run("stripe-any", &[], &long_id)));
+    let deep = format!(
+        "{{\"id\":\"e\",\"type\":\"t\",\"livemode\":true,\"x\":{}{}}}",
+        "[".repeat(200),
+        "]".repeat(200)
+    );
+    assert!(is_malformed(run("stripe-any", &[], &deep)));
+}
+
+#[test]
+fn github_routes_action_before_event_and_checks_target() {
+    let headers = [
+        ("x-github-delivery", "d-1"),
+        ("x-github-event", "pull_request"),
+        ("x-github-hook-installation-target-id", "42"),
+    ];
+    let event = event(run("gh", &headers, r#"{"action":"opened"}"#));
+    assert_eq!(event.event_id.as_str(), "d-1");
+    assert_eq!(event.event_type, "pull_request.opened");
+    assert_eq!(event.route_keys, ["pull_request.opened", "pull_request"]);
+    assert_eq!(event.source_scope.as_str(), "gh/42");
+    let config = config();
+    let integration = config.integration("gh").expect("gh");
+    assert_eq!(
+        find_route(integration, &event).map(|(key, _)| key),
+        Some("pull_request.opened")
+    );
+    let closed = crate::event::Event {
+        route_keys: vec!["pull_request.closed".into(), "pull_request".into()],
+        ..event.clone()
+    };
+    assert_eq!(
+        find_route(integration, &closed).map(|(key, _)| key),
+        Some("pull_request")
+    );
+    let ping = crate::event::Event {
+        route_keys: vec!["ping".into()],
+        ..event
+    };
+    assert_eq!(find_route(integration, &ping), None);
+
+    let wrong_target = [
+        headers[0],
+        headers[1],
+        ("x-github-hook-installation-target-id", "7"),
+    ];
+    assert_eq!(
+        run("gh", &wrong_target, "{}"),
+        Err(ExtractError::Forbidden("unexpected installation target"))
+    );
+    assert!(
+        is_malformed(run("gh", &headers[1..], "{}")),
+        "no delivery id"
+    );
+    assert!(
+        is_malformed(run("gh", &[headers[0], headers[2]], "{}")),
+        "no event name"
+    );
+    assert!(
+        is_malformed(run("gh", &headers, "payload=%7B%7D")),
+        "form-encoded body"
+    );
+}
+
+#[test]
+fn slack_url_verification_and_events() {
+    let challenge = run(
+        "slack",
+        &[],
+        r#"{"token":"t","challenge":"abc123","type":"url_verification"}"#,
+    );
+    assert_eq!(
+        challenge,
+        Ok(Delivery::UrlVerification {
+            challenge: "abc123".into()
+        })
+    );
+    let body = r#"{"type":"event_callback","event_id":"Ev1","team_id":"T1","api_app_id":"A1","event":{"type":"app_mention"}}"#;
+    let event = event(run("slack", &[], body));
+    assert_eq!(
+        (event.event_id.as_str(), event.event_type.as_str()),
+        ("Ev1", "app_mention")
+    );
+    assert_eq!(event.source_scope.as_str(), "slack/T1/A1");
+    let other_team = body.replace("\"T1\"", "\"T2\"");
+    assert_eq!(
+        run("slack", &[], &other_team),
+        Err(ExtractError::Forbidden("unexpected team"))
+    );
+    assert!(is_malformed(run(
+        "slack",
+        &[],
+        r#"{"type":"event_callback","team_id":"T1","api_app_id":"A1","event":{"type":"x"}}"#
+    )));
+}
+
+#[test]
+fn standard_takes_id_from_header_and_type_from_payload() {
+    let event = event(run(
+        "std",
+        &[("webhook-id", "msg_1")],
+        r#"{"type":"invoice.paid","data":{}}"#,
+    ));
+    assert_eq!(
+        (event.event_id.as_str(), event.event_type.as_str()),
+        ("msg_1", "invoice.paid")
+    );
+    assert_eq!(event.source_scope.as_str(), "std");
+    let aliased = event_from_svix();
+    assert_eq!(aliased.event_id.as_str(), "msg_2");
+    assert!(is_malformed(run(
+        "std",
+        &[("webhook-id", "msg_1")],
+        r#"{"data":{}}"#
+    )));
+}
+
+fn event_from_svix() -> Event<'static> {
+    event(run("std", &[("svix-id", "msg_2")], r#"{"type":"x"}"#))
+}

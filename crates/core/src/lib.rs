@@ -1,0 +1,20 @@
+//! `inbound-core`: everything both binaries share and nothing that speaks HTTP.
+//!
+//! - [`config`]: the TOML configuration, validated, with secrets resolved from references.
+//! - [`secret`]: secret references (`env:` / `file:`) and the redacted [`secret::Secret`].
+//! - [`verify`]: the provider signature verifiers (and matching signers), pure functions.
+//! - [`event`]: shape validation, event id/type extraction, source scope and routing.
+//! - [`keys`]: the receipt key's newtypes.
+//! - [`clock`]: an injectable clock so freshness checks are testable.
+//! - [`store`]: all SQL, and the embedded migrations.
+//! - [`handlers`]: the names of the built-in business handlers routes may name.
+
+pub mod clock;
+pub mod config;
+pub mod event;
+pub mod handlers;
+pub mod headers;
+pub mod keys;
+pub mod secret;
+pub mod store;
+pub mod verify;

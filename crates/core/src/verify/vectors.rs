@@ -1,0 +1,361 @@
+//! Known-answer tests: every vector in `shared/vectors/signatures.json` verifies, signs to
+//! the same header, and fails once its body, header or secret is tampered with.
+//!
+//! The vectors are read from the shared folder beside the checkout when it is there (and
+//! must then equal the committed copy in `testdata/`), else from the committed copy.
+
+use serde_json::Value;
+
+use super::*;
+
+fn load_vectors() -> Value {
+    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let committed = std::fs::read_to_string(manifest.join("testdata/signatures.json"))
+        .expect("committed copy of the signature vectors");
+    let shared_path = manifest.join("../../../shared/vectors/signatures.json");
+    if let Ok(shared) = std::fs::read_to_string(&shared_path) {
+        assert_eq!(
+            shared,
+            committed,
+            "crates/core/testdata/signatures.json is out of date: copy {} over it",
+            shared_path.display()
+        );
+    }
+    serde_json::from_str(&committed).expect("vectors are JSON")
+}
+
+fn text<'v>(vector: &'v Value, field: &str) -> &'v str {
+    vector[field]
+        .as_str()
+        .unwrap_or_else(|| panic!("vector field {field}"))
+}
+
+fn number(vector: &Value, field: &str) -> i64 {
+    vector[field]
+        .as_i64()
+        .unwrap_or_else(|| panic!("vector field {field}"))
+}
+
+fn headers_of<'a>(pairs: &'a [(&'a str, String)]) -> Headers<'a> {
+    pairs
+        .iter()
+        .map(|(name, value)| (*name, value.as_bytes()))
+        .collect()
+}
+
+fn context(secrets: &[Secret], now: i64) -> VerifyContext<'_> {
+    VerifyContext {
+        secrets,
+        tolerance_secs: 300,
+        now_unix_secs: now,
+    }
+}
+
+/// Asserts `pairs` verify, and that changing the body or using another secret does not.
+fn assert_verifies_only_untampered(
+    provider: Provider,
+    pairs: &[(&str, String)],
+    body: &str,
+    secret: Secret,
+    now: i64,
+) {
+    let right = [secret];
+    let wrong = [Secret::new(b"another secret".to_vec())];
+    let headers = headers_of(pairs);
+    assert_eq!(
+        verify(provider, &headers, body.as_bytes(), context(&right, now)),
+        Ok(())
+    );
+    let mut tampered_body = body.as_bytes().to_vec();
+    tampered_body.push(b' ');
+    assert_eq!(
+        verify(provider, &headers, &tampered_body, context(&right, now)),
+        Err(VerifyError::NoMatchingSignature)
+    );
+    assert_eq!(
+        verify(provider, &headers, body.as_bytes(), context(&wrong, now)),
+        Err(VerifyError::NoMatchingSignature)
+    );
+    // Rotation: the right secret second in the list still verifies.
+    let rotated = [wrong[0].clone(), right[0].clone()];
+    assert_eq!(
+        verify(provider, &headers, body.as_bytes(), context(&rotated, now)),
+        Ok(())
+    );
+}
+
+#[test]
+fn standard_webhooks_vectors() {
+    let vectors = load_vectors();
+    let list = vectors["standard_webhooks"].as_array().expect("list");
+    assert!(!list.is_empty());
+    for vector in list {
+        let key = decode_standard_secret(text(vector, "secret")).expect("secret decodes");
+        let (id, body, timestamp) = (
+            text(vector, "id"),
+            text(vector, "body"),
+            number(vector, "timestamp"),
+        );
+        assert_eq!(
+            sign_standard(&key, id, timestamp, body.as_bytes()),
+            text(vector, "signature")
+        );
+        let pairs = [
+            ("webhook-id", id.to_owned()),
+            ("webhook-timestamp", timestamp.to_string()),
+            ("webhook-signature", text(vector, "signature").to_owned()),
+        ];
+        assert_verifies_only_untampered(Provider::Standard, &pairs, body, key.clone(), timestamp);
+        // The svix-* aliases carry the same scheme.
+        let aliased = [
+            ("svix-id", id.to_owned()),
+            ("svix-timestamp", timestamp.to_string()),
+            ("svix-signature", text(vector, "signature").to_owned()),
+        ];
+        assert_verifies_only_untampered(Provider::Standard, &aliased, body, key.clone(), timestamp);
+        // A tampered id or timestamp header breaks the signature.
+        let keys = [key.clone()];
+        for (index, replacement) in [(0, format!("{id}x")), (1, (timestamp + 1).to_string())] {
+            let mut tampered = pairs.clone();
+            tampered[index].1 = replacement;
+            assert_eq!(
+                verify(
+                    Provider::Standard,
+                    &headers_of(&tampered),
+                    body.as_bytes(),
+                    context(&keys, timestamp)
+                ),
+                Err(VerifyError::NoMatchingSignature)
+            );
+        }
+        // A list with an unknown version and a wrong v1 before the right one verifies.
+        let mut listed = pairs.clone();
+        listed[2].1 = format!("v1a,abcd v1,AAAA {}", text(vector, "signature"));
+        assert_eq!(
+            verify(
+                Provider::Standard,
+                &headers_of(&listed),
+                body.as_bytes(),
+                context(&keys, timestamp)
+            ),
+            Ok(())
+        );
+        if let Some(rejected) = vector["must_reject_signature"].as_str() {
+            let mut bad = pairs.clone();
+            bad[2].1 = rejected.to_owned();
+            assert_eq!(
+                verify(
+                    Provider::Standard,
+                    &headers_of(&bad),
+                    body.as_bytes(),
+                    context(&keys, timestamp)
+                ),
+                Err(VerifyError::NoMatchingSignature)
+            );
+        }
+    }
+}
+
+#[test]
+fn github_vectors() {
+    let vectors = load_vectors();
+    for vector in vectors["github"].as_array().expect("list") {
+        let secret = Secret::new(text(vector, "secret").as_bytes().to_vec());
+        let body = text(vector, "body");
+        let header = text(vector, "x_hub_signature_256");
+        assert_eq!(sign_github(&secret, body.as_bytes()), header);
+        let pairs = [("x-hub-signature-256", header.to_owned())];
+        assert_verifies_only_untampered(Provider::Github, &pairs, body, secret.clone(), 0);
+        let flipped = [(
+            "x-hub-signature-256",
+            header.replace("sha256=7", "sha256=8"),
+        )];
+        assert_eq!(
+            verify(
+                Provider::Github,
+                &headers_of(&flipped),
+                body.as_bytes(),
+                context(&[secret], 0)
+            ),
+            Err(VerifyError::NoMatchingSignature)
+        );
+    }
+}
+
+#[test]
+fn slack_vectors() {
+    let vectors = load_vectors();
+    for vector in vectors["slack"].as_array().expect("list") {
+        let secret = Secret::new(text(vector, "secret").as_bytes().to_vec());
+        let (body, timestamp) = (text(vector, "body"), number(vector, "timestamp"));
+        let header = text(vector, "x_slack_signature");
+        assert_eq!(sign_slack(&secret, timestamp, body.as_bytes()), header);
+        let pairs = [
+            ("x-slack-signature", header.to_owned()),
+            ("x-slack-request-timestamp", timestamp.to_string()),
+        ];
+        assert_verifies_only_untampered(Provider::Slack, &pairs, body, secret.clone(), timestamp);
+        // The timestamp is signed: moving it breaks the signature even inside tolerance.
+        let moved = [
+            pairs[0].clone(),
+            ("x-slack-request-timestamp", (timestamp - 1).to_string()),
+        ];
+        assert_eq!(
+            verify(
+                Provider::Slack,
+                &headers_of(&moved),
+                body.as_bytes(),
+                context(&[secret], timestamp)
+            ),
+            Err(VerifyError::NoMatchingSignature)
+        );
+    }
+}
+
+#[test]
+fn stripe_vectors() {
+    let vectors = load_vectors();
+    for vector in vectors["stripe"].as_array().expect("list") {
+        let secret = Secret::new(text(vector, "secret").as_bytes().to_vec());
+        let (body, timestamp) = (text(vector, "body"), number(vector, "timestamp"));
+        let header = text(vector, "stripe_signature");
+        assert_eq!(sign_stripe(&secret, timestamp, body.as_bytes()), header);
+        let pairs = [("stripe-signature", header.to_owned())];
+        assert_verifies_only_untampered(Provider::Stripe, &pairs, body, secret.clone(), timestamp);
+        let v1 = header.split_once(",v1=").expect("v1").1;
+        let keys = [secret];
+        // Any v1 may match; v0 entries are ignored, even when they would match.
+        let several = [(
+            "stripe-signature",
+            format!("t={timestamp},v1={},v0={v1},v1={v1}", "0".repeat(64)),
+        )];
+        assert_eq!(
+            verify(
+                Provider::Stripe,
+                &headers_of(&several),
+                body.as_bytes(),
+                context(&keys, timestamp)
+            ),
+            Ok(())
+        );
+        let only_v0 = [("stripe-signature", format!("t={timestamp},v0={v1}"))];
+        assert_eq!(
+            verify(
+                Provider::Stripe,
+                &headers_of(&only_v0),
+                body.as_bytes(),
+                context(&keys, timestamp)
+            ),
+            Err(VerifyError::NoMatchingSignature)
+        );
+        // The timestamp is signed.
+        let moved = [("stripe-signature", format!("t={},v1={v1}", timestamp + 1))];
+        assert_eq!(
+            verify(
+                Provider::Stripe,
+                &headers_of(&moved),
+                body.as_bytes(),
+                context(&keys, timestamp)
+            ),
+            Err(VerifyError::NoMatchingSignature)
+        );
+    }
+}
+
+#[test]
+fn freshness_is_two_sided_for_every_timestamped_provider() {
+    let secret = Secret::new(b"whsec_test_secret".to_vec());
+    let signed_at = 1_700_000_000;
+    let body = br#"{"id":"evt_1"}"#;
+    let stripe = [("stripe-signature", sign_stripe(&secret, signed_at, body))];
+    let slack = [
+        ("x-slack-signature", sign_slack(&secret, signed_at, body)),
+        ("x-slack-request-timestamp", signed_at.to_string()),
+    ];
+    let standard = [
+        ("webhook-id", "msg_1".to_owned()),
+        ("webhook-timestamp", signed_at.to_string()),
+        (
+            "webhook-signature",
+            sign_standard(&secret, "msg_1", signed_at, body),
+        ),
+    ];
+    let keys = [secret.clone()];
+    for (provider, pairs) in [
+        (Provider::Stripe, &stripe[..]),
+        (Provider::Slack, &slack[..]),
+        (Provider::Standard, &standard[..]),
+    ] {
+        let headers = headers_of(pairs);
+        let at = |now| verify(provider, &headers, body, context(&keys, now));
+        assert_eq!(at(signed_at + 300), Ok(()), "{provider:?} at the old edge");
+        assert_eq!(
+            at(signed_at - 300),
+            Ok(()),
+            "{provider:?} at the future edge"
+        );
+        assert_eq!(
+            at(signed_at + 301),
+            Err(VerifyError::TimestampTooOld),
+            "{provider:?}"
+        );
+        assert_eq!(
+            at(signed_at - 301),
+            Err(VerifyError::TimestampInFuture),
+            "{provider:?}"
+        );
+    }
+}
+
+#[test]
+fn missing_and_malformed_headers_are_named() {
+    let keys = [Secret::new(b"k".to_vec())];
+    let none = Headers::default();
+    let ctx = context(&keys, 0);
+    assert_eq!(
+        verify(Provider::Stripe, &none, b"", ctx),
+        Err(VerifyError::MissingHeader("stripe-signature"))
+    );
+    assert_eq!(
+        verify(Provider::Github, &none, b"", ctx),
+        Err(VerifyError::MissingHeader("x-hub-signature-256"))
+    );
+    assert_eq!(
+        verify(Provider::Slack, &none, b"", ctx),
+        Err(VerifyError::MissingHeader("x-slack-signature"))
+    );
+    assert_eq!(
+        verify(Provider::Standard, &none, b"", ctx),
+        Err(VerifyError::MissingHeader("webhook-id"))
+    );
+    let pairs = [("stripe-signature", "garbage".to_owned())];
+    assert_eq!(
+        verify(Provider::Stripe, &headers_of(&pairs), b"", ctx),
+        Err(VerifyError::MalformedHeader("stripe-signature"))
+    );
+    let pairs = [("stripe-signature", "t=-5,v1=00".to_owned())];
+    assert_eq!(
+        verify(Provider::Stripe, &headers_of(&pairs), b"", ctx),
+        Err(VerifyError::MalformedHeader("stripe-signature"))
+    );
+    let pairs = [("x-hub-signature-256", "sha1=00".to_owned())];
+    assert_eq!(
+        verify(Provider::Github, &headers_of(&pairs), b"", ctx),
+        Err(VerifyError::MalformedHeader("x-hub-signature-256"))
+    );
+    let pairs = [
+        ("webhook-id", "msg".to_owned()),
+        ("webhook-signature", "v1,AAAA".to_owned()),
+    ];
+    assert_eq!(
+        verify(Provider::Standard, &headers_of(&pairs), b"", ctx),
+        Err(VerifyError::MissingHeader("webhook-timestamp"))
+    );
+}
+
+#[test]
+fn standard_secret_must_be_base64() {
+    assert!(decode_standard_secret("whsec_not*base64").is_err());
+    assert!(decode_standard_secret("whsec_").is_err());
+    assert!(decode_standard_secret("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").is_ok());
+}
