@@ -1,1 +1,16 @@
-//! x
+//! Test support for the end-to-end suites: a fresh migrated database per test, the real
+//! binaries started as child processes (with their logs captured), a small HTTP client,
+//! provider signers, and a TCP proxy that can cut the database away.
+//!
+//! Binaries are taken from the workspace's target directory (`make test` builds them
+//! first, with the `failpoints` feature); `INBOUND_BIN_DIR` overrides the location.
+
+pub mod database;
+pub mod fixtures;
+pub mod http;
+pub mod process;
+pub mod proxy;
+pub mod signing;
+
+pub use database::TestDatabase;
+pub use process::{Ingress, IngressOptions};

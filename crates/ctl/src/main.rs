@@ -1,1 +1,123 @@
-fn main() {}
+//! `inboundctl`: the operators' tool. Each subcommand is a small function over core.
+//!
+//! - `migrate [--create-database]`: apply the embedded migrations.
+//! - `check-config --config F`: validate a configuration; exits 1 with a one-line error.
+//! - `sign-event --config F --integration ID --body JSON`: print a ready-to-paste `curl`
+//!   command that sends a correctly signed test event (for local runs and demos).
+
+mod sign;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use inbound_core::config::Config;
+use inbound_core::store;
+use sqlx::migrate::MigrateDatabase;
+
+/// Operate an inbound installation.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Apply the database migrations.
+    Migrate {
+        /// PostgreSQL URL.
+        #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+        database_url: String,
+        /// Create the database first when it does not exist.
+        #[arg(long)]
+        create_database: bool,
+    },
+    /// Validate a configuration file (secrets are resolved, never printed).
+    CheckConfig {
+        /// Configuration file (TOML).
+        #[arg(long, env = "INBOUND_CONFIG")]
+        config: PathBuf,
+    },
+    /// Print a curl command that sends a signed test event to a running ingress.
+    SignEvent {
+        /// Configuration file (TOML).
+        #[arg(long, env = "INBOUND_CONFIG")]
+        config: PathBuf,
+        /// Integration id.
+        #[arg(long)]
+        integration: String,
+        /// The JSON body to send.
+        #[arg(long)]
+        body: String,
+        /// Base URL of the ingress.
+        #[arg(long, default_value = "http://127.0.0.1:8080")]
+        url: String,
+    },
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> ExitCode {
+    match run(Cli::parse()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("inboundctl: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Migrate {
+            database_url,
+            create_database,
+        } => migrate(&database_url, create_database).await,
+        Command::CheckConfig { config } => {
+            let loaded = Config::load(&config)?;
+            println!(
+                "{}: ok ({} integrations, {} sinks)",
+                config.display(),
+                loaded.integrations().len(),
+                loaded.sinks().len()
+            );
+            Ok(())
+        }
+        Command::SignEvent {
+            config,
+            integration,
+            body,
+            url,
+        } => {
+            let loaded = Config::load(&config)?;
+            println!(
+                "{}",
+                sign::curl_command(&loaded, &integration, &body, &url)?
+            );
+            Ok(())
+        }
+    }
+}
+
+async fn migrate(database_url: &str, create_database: bool) -> anyhow::Result<()> {
+    if create_database
+        && !sqlx::Postgres::database_exists(database_url)
+            .await
+            .context("cannot reach PostgreSQL")?
+    {
+        sqlx::Postgres::create_database(database_url)
+            .await
+            .context("cannot create the database")?;
+        println!("created the database");
+    }
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect(database_url)
+        .await
+        .context("cannot connect to PostgreSQL")?;
+    store::migrate(&pool).await.context("migration failed")?;
+    println!("migrations applied");
+    Ok(())
+}

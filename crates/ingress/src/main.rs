@@ -1,1 +1,156 @@
-fn main() {}
+//! `inbound-ingress`: parse flags, set up telemetry, build the pool, bind, and serve until
+//! SIGTERM/SIGINT, then drain.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Parser;
+use inbound_core::clock::SystemClock;
+use inbound_core::config::Config;
+use inbound_core::store::{self, PoolSettings};
+use inbound_ingress::server::Drain;
+use inbound_ingress::telemetry::{self, LogFormat};
+use inbound_ingress::{App, AppSettings, ServerLimits, serve};
+use tokio::net::TcpListener;
+
+/// The inbound webhook receiver: verify, durably accept, answer.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Cli {
+    /// Configuration file (TOML).
+    #[arg(long, env = "INBOUND_CONFIG")]
+    config: PathBuf,
+    /// PostgreSQL URL.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    database_url: String,
+    /// Address for webhooks and /healthz, /readyz.
+    #[arg(long, env = "INBOUND_LISTEN", default_value = "0.0.0.0:8080")]
+    listen: SocketAddr,
+    /// Address for /metrics (and /healthz, /readyz).
+    #[arg(long, env = "INBOUND_METRICS_LISTEN", default_value = "0.0.0.0:9090")]
+    metrics_listen: SocketAddr,
+    /// Log format; JSON when stderr is not a terminal.
+    #[arg(long, env = "INBOUND_LOG_FORMAT", value_enum)]
+    log_format: Option<LogFormat>,
+    /// Wait at most this long for a database connection.
+    #[arg(long, env = "INBOUND_DB_ACQUIRE_TIMEOUT_MS", default_value_t = 2000)]
+    db_acquire_timeout_ms: u64,
+    /// Server-side statement timeout.
+    #[arg(long, env = "INBOUND_DB_STATEMENT_TIMEOUT_MS", default_value_t = 5000)]
+    db_statement_timeout_ms: u64,
+    /// Database connections in the pool.
+    #[arg(long, env = "INBOUND_DB_MAX_CONNECTIONS", default_value_t = 16)]
+    db_max_connections: u32,
+    /// Whole-request budget (body, verification, commit).
+    #[arg(long, env = "INBOUND_REQUEST_TIMEOUT_SECS", default_value_t = 10)]
+    request_timeout_secs: u64,
+    /// A request head must arrive within this; idle keep-alive connections close after it.
+    #[arg(long, env = "INBOUND_HEADER_READ_TIMEOUT_SECS", default_value_t = 5)]
+    header_read_timeout_secs: u64,
+    /// Connections served at once.
+    #[arg(long, env = "INBOUND_MAX_CONNECTIONS", default_value_t = 1024)]
+    max_connections: usize,
+    /// Drain budget after SIGTERM/SIGINT.
+    #[arg(long, env = "INBOUND_SHUTDOWN_GRACE_SECS", default_value_t = 20)]
+    shutdown_grace_secs: u64,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    telemetry::init_logging(cli.log_format);
+    if let Err(error) = run(cli).await {
+        // One line, then a non-zero exit: start-up errors are read by people.
+        tracing::error!("{error:#}");
+        std::process::exit(1);
+    }
+    Ok(())
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let config = Config::load(&cli.config).context("invalid configuration")?;
+    let metrics = telemetry::install_metrics().context("cannot install the metrics recorder")?;
+    let statement_timeout = Duration::from_millis(cli.db_statement_timeout_ms);
+    let acquire_timeout = Duration::from_millis(cli.db_acquire_timeout_ms);
+    let pool = store::connect_pool_lazy(
+        &cli.database_url,
+        &PoolSettings {
+            max_connections: cli.db_max_connections,
+            acquire_timeout,
+            statement_timeout,
+            application_name: "inbound-ingress".to_owned(),
+        },
+    )?;
+    let settings = AppSettings {
+        request_timeout: Duration::from_secs(cli.request_timeout_secs),
+        database_timeout: acquire_timeout + statement_timeout,
+        readiness_timeout: Duration::from_secs(1),
+    };
+    let app = Arc::new(App::new(
+        Arc::new(config),
+        pool,
+        Arc::new(SystemClock),
+        settings,
+    ));
+    let limits = ServerLimits {
+        header_read_timeout: Duration::from_secs(cli.header_read_timeout_secs),
+        max_connections: cli.max_connections,
+        shutdown_grace: Duration::from_secs(cli.shutdown_grace_secs),
+    };
+
+    let listener = TcpListener::bind(cli.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", cli.listen))?;
+    let metrics_listener = TcpListener::bind(cli.metrics_listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", cli.metrics_listen))?;
+    tracing::info!(
+        addr = %listener.local_addr()?,
+        metrics_addr = %metrics_listener.local_addr()?,
+        "listening"
+    );
+
+    let metrics_app = Arc::clone(&app);
+    tokio::spawn(serve(
+        metrics_listener,
+        limits.clone(),
+        move |request| {
+            telemetry::serve_metrics_port(Arc::clone(&metrics_app), metrics.clone(), request)
+        },
+        std::future::pending(),
+    ));
+
+    let handler_app = Arc::clone(&app);
+    let drain = serve(
+        listener,
+        limits,
+        move |request| Arc::clone(&handler_app).handle(request),
+        shutdown_signal(),
+    )
+    .await;
+    match drain {
+        Drain::Complete => tracing::info!("drained; exiting"),
+        Drain::TimedOut => tracing::warn!("grace period over with requests still open; exiting"),
+    }
+    app.pool().close().await;
+    Ok(())
+}
+
+/// Resolves on the first SIGTERM or SIGINT.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut terminate), Ok(mut interrupt)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::error!("cannot install signal handlers; stopping at once");
+        return;
+    };
+    tokio::select! {
+        _ = terminate.recv() => tracing::info!("SIGTERM: draining"),
+        _ = interrupt.recv() => tracing::info!("SIGINT: draining"),
+    }
+}

@@ -1,0 +1,135 @@
+//! The ingress application: paths and methods, health endpoints, and the per-request
+//! metrics and log line. [`App::handle`] is what the server calls for every request.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{Method, Request, Response, StatusCode};
+use hyper::body::Incoming;
+use inbound_core::clock::Clock;
+use inbound_core::config::Config;
+use inbound_core::store;
+use serde_json::json;
+use sqlx::PgPool;
+use tokio::time::Instant;
+
+use crate::receive::{self, Details};
+use crate::reply::{Body, Reply, json_response};
+use crate::telemetry;
+
+/// Timing policy of the application (the server's own limits are in `ServerLimits`).
+#[derive(Debug, Clone)]
+pub struct AppSettings {
+    /// Whole-request budget: body read, verification and commit.
+    pub request_timeout: Duration,
+    /// Budget for acquiring a connection and committing the receipt.
+    pub database_timeout: Duration,
+    /// `/readyz` fails when the database does not answer within this.
+    pub readiness_timeout: Duration,
+}
+
+/// Shared state of every request.
+pub struct App {
+    config: Arc<Config>,
+    pool: PgPool,
+    clock: Arc<dyn Clock>,
+    settings: AppSettings,
+}
+
+impl App {
+    /// Builds the application over a validated config and a (lazy) pool.
+    pub fn new(
+        config: Arc<Config>,
+        pool: PgPool,
+        clock: Arc<dyn Clock>,
+        settings: AppSettings,
+    ) -> Self {
+        Self {
+            config,
+            pool,
+            clock,
+            settings,
+        }
+    }
+
+    /// The database pool.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// The clock freshness checks read.
+    pub fn clock(&self) -> &dyn Clock {
+        self.clock.as_ref()
+    }
+
+    /// The timing policy.
+    pub fn settings(&self) -> &AppSettings {
+        &self.settings
+    }
+
+    /// Answers one request.
+    pub async fn handle(self: Arc<Self>, request: Request<Incoming>) -> Response<Body> {
+        let path = request.uri().path();
+        if let Some(integration_id) = path.strip_prefix("/webhooks/") {
+            let integration_id = integration_id.to_owned();
+            return self.handle_webhook(integration_id, request).await;
+        }
+        match (request.method(), path) {
+            (&Method::GET | &Method::HEAD, "/healthz") => {
+                json_response(StatusCode::OK, &json!({"status": "ok"}))
+            }
+            (&Method::GET | &Method::HEAD, "/readyz") => self.readiness().await,
+            (_, "/healthz" | "/readyz") => Reply::MethodNotAllowed("GET, HEAD").into_response(),
+            _ => Reply::NotFound.into_response(),
+        }
+    }
+
+    /// `200 ready` when the database answers within the readiness timeout, else 503.
+    pub async fn readiness(&self) -> Response<Body> {
+        let answered =
+            tokio::time::timeout(self.settings.readiness_timeout, store::ping(&self.pool)).await;
+        match answered {
+            Ok(Ok(())) => json_response(StatusCode::OK, &json!({"status": "ready"})),
+            _ => json_response(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &json!({"status": "unavailable"}),
+            ),
+        }
+    }
+
+    async fn handle_webhook(
+        &self,
+        integration_id: String,
+        request: Request<Incoming>,
+    ) -> Response<Body> {
+        let started = Instant::now();
+        let deadline = started + self.settings.request_timeout;
+        let mut details = Details::default();
+        let integration = self.config.integration(&integration_id);
+        let reply = if request.method() != Method::POST {
+            Reply::MethodNotAllowed("POST")
+        } else if let Some(integration) = integration {
+            let (parts, body) = request.into_parts();
+            receive::receive(self, integration, &parts, body, deadline, &mut details).await
+        } else {
+            Reply::UnknownIntegration
+        };
+        // Unknown ids come from the caller: never let them become label values.
+        let label = integration.map_or("unknown", |integration| integration.id.as_str());
+        let elapsed = started.elapsed();
+        telemetry::record_request(label, reply.outcome_label(), elapsed);
+        tracing::info!(
+            integration = label,
+            outcome = reply.outcome_label(),
+            event_id = details.event_id.as_ref().map(|id| id.as_str()),
+            receipt_id = match &reply {
+                Reply::Accepted(id) => Some(id.0),
+                _ => None,
+            },
+            reason = details.reason.as_deref(),
+            duration_ms = elapsed.as_secs_f64() * 1000.0,
+            "webhook"
+        );
+        reply.into_response()
+    }
+}

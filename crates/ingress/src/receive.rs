@@ -1,0 +1,140 @@
+//! `POST /webhooks/{integration}`: the order of checks is the contract's — integration
+//! (404) → body limit (413, even unsigned) → signature and freshness (401) → shape, event
+//! id and type (400) → scope (403) → route (200 ignored) → commit → 200. Nothing answers
+//! 2xx for an event until [`store::insert_receipt`] has returned, i.e. committed.
+
+use bytes::Bytes;
+use http::request::Parts;
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use inbound_core::config::Integration;
+use inbound_core::event::{self, Delivery, ExtractError};
+use inbound_core::headers::Headers;
+use inbound_core::keys::EventId;
+use inbound_core::store::{self, InsertOutcome, NewReceipt};
+use inbound_core::verify::{self, VerifyContext};
+use tokio::time::Instant;
+
+use crate::app::App;
+use crate::failpoint;
+use crate::reply::Reply;
+
+/// What the request log line needs besides the reply.
+#[derive(Debug, Default)]
+pub struct Details {
+    /// The event id, once the request verified and had one.
+    pub event_id: Option<EventId>,
+    /// Why it was refused, for the log only (never in the response).
+    pub reason: Option<String>,
+}
+
+/// Runs the pipeline for one webhook request to a known integration.
+pub async fn receive(
+    app: &App,
+    integration: &Integration,
+    parts: &Parts,
+    body: Incoming,
+    deadline: Instant,
+    details: &mut Details,
+) -> Reply {
+    let body = match read_body(parts, body, integration.max_body_bytes, deadline).await {
+        Ok(body) => body,
+        Err(reply) => return reply,
+    };
+    let headers: Headers = parts
+        .headers
+        .iter()
+        .map(|(name, value)| (name.as_str(), value.as_bytes()))
+        .collect();
+    let context = VerifyContext {
+        secrets: &integration.secrets,
+        tolerance_secs: integration.tolerance_secs,
+        now_unix_secs: app.clock().now_unix_secs(),
+    };
+    if let Err(error) = verify::verify(integration.provider, &headers, &body, context) {
+        details.reason = Some(error.to_string());
+        return Reply::Unauthorized;
+    }
+    let event = match event::extract(integration, &headers, &body) {
+        Ok(Delivery::UrlVerification { challenge }) => return Reply::Challenge(challenge),
+        Ok(Delivery::Event(event)) => event,
+        Err(ExtractError::Malformed(reason)) => {
+            details.reason = Some(reason.to_string());
+            return Reply::Malformed(reason.into_owned());
+        }
+        Err(error @ ExtractError::Forbidden(_)) => {
+            details.reason = Some(error.to_string());
+            return Reply::Forbidden;
+        }
+    };
+    details.event_id = Some(event.event_id.clone());
+    let Some((route_key, _route)) = event::find_route(integration, &event) else {
+        return Reply::Ignored;
+    };
+    let receipt = NewReceipt {
+        integration: &integration.id,
+        source_scope: &event.source_scope,
+        event_id: &event.event_id,
+        event_type: &event.event_type,
+        route_key,
+        payload_json: event.payload_json,
+    };
+    match commit_receipt(app, receipt, deadline).await {
+        Ok(InsertOutcome::Accepted(receipt_id)) => {
+            failpoint::hit("after_receipt_commit");
+            Reply::Accepted(receipt_id)
+        }
+        Ok(InsertOutcome::Duplicate) => Reply::Duplicate,
+        Err(reason) => {
+            details.reason = Some(reason);
+            Reply::Unavailable
+        }
+    }
+}
+
+/// Reads the whole body, refusing it past `limit` bytes while it streams in.
+async fn read_body(
+    parts: &Parts,
+    body: Incoming,
+    limit: usize,
+    deadline: Instant,
+) -> Result<Bytes, Reply> {
+    let declared = parts
+        .headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > limit as u64) {
+        return Err(Reply::PayloadTooLarge);
+    }
+    match tokio::time::timeout_at(deadline, Limited::new(body, limit).collect()).await {
+        Err(_elapsed) => Err(Reply::RequestTimeout),
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(error)) if error.is::<http_body_util::LengthLimitError>() => {
+            Err(Reply::PayloadTooLarge)
+        }
+        Ok(Err(_)) => Err(Reply::Malformed(
+            "the request body could not be read".to_owned(),
+        )),
+    }
+}
+
+/// Commits the receipt within the database deadline. `Err` carries a reason for the log;
+/// the caller answers 503 and the provider redelivers (then `accepted` or `duplicate`).
+async fn commit_receipt(
+    app: &App,
+    receipt: NewReceipt<'_>,
+    deadline: Instant,
+) -> Result<InsertOutcome, String> {
+    let database_deadline = deadline.min(Instant::now() + app.settings().database_timeout);
+    let attempt = async {
+        let mut connection = app.pool().acquire().await?;
+        failpoint::hit("before_receipt_commit");
+        store::insert_receipt(&mut connection, receipt).await
+    };
+    match tokio::time::timeout_at(database_deadline, attempt).await {
+        Ok(Ok(outcome)) => Ok(outcome),
+        Ok(Err(error)) => Err(format!("database: {error}")),
+        Err(_elapsed) => Err("the database did not confirm the commit in time".to_owned()),
+    }
+}

@@ -1,0 +1,140 @@
+//! Every way a request ends, mapped to its HTTP status, JSON body and metric label in one
+//! place. Bodies tell an unauthenticated caller nothing it could use: a 401 never says
+//! which check failed, a 503 never says why the database failed (that goes to the log).
+
+use bytes::Bytes;
+use http::header::{ALLOW, CONTENT_TYPE, RETRY_AFTER};
+use http::{HeaderValue, Response, StatusCode};
+use http_body_util::Full;
+use inbound_core::keys::ReceiptId;
+use serde_json::json;
+
+/// The response body type of every route.
+pub type Body = Full<Bytes>;
+
+/// Seconds a client should wait before retrying after a 503.
+pub const RETRY_AFTER_SECS: u64 = 5;
+
+/// How a webhook request ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// Verified, and a new receipt is committed.
+    Accepted(ReceiptId),
+    /// Verified, and the receipt key was already committed.
+    Duplicate,
+    /// Verified, but the event type is not routed: counted, not stored.
+    Ignored,
+    /// Slack `url_verification`, verified: echo the challenge.
+    Challenge(String),
+    /// Verified, but the body cannot be understood (the reason is safe to return: the
+    /// caller proved it holds the secret).
+    Malformed(String),
+    /// Signature missing or wrong, or timestamp outside tolerance.
+    Unauthorized,
+    /// Verified, but from an account/installation/team we do not expect.
+    Forbidden,
+    /// No integration with that id.
+    UnknownIntegration,
+    /// Body over the integration's limit.
+    PayloadTooLarge,
+    /// The body did not arrive within the request timeout.
+    RequestTimeout,
+    /// The database did not confirm the commit: retry later.
+    Unavailable,
+    /// A method other than POST on a webhook route.
+    MethodNotAllowed(&'static str),
+    /// No such route.
+    NotFound,
+}
+
+impl Reply {
+    /// The `outcome` label of `inbound_ingress_requests_total`.
+    pub fn outcome_label(&self) -> &'static str {
+        match self {
+            Self::Accepted(_) => "accepted",
+            Self::Duplicate => "duplicate",
+            Self::Ignored => "ignored",
+            Self::Challenge(_) => "challenge",
+            Self::Malformed(_) => "malformed",
+            Self::Unauthorized => "unauthorized",
+            Self::Forbidden => "forbidden",
+            Self::UnknownIntegration => "unknown_integration",
+            Self::PayloadTooLarge => "payload_too_large",
+            Self::RequestTimeout => "request_timeout",
+            Self::Unavailable => "unavailable",
+            Self::MethodNotAllowed(_) => "method_not_allowed",
+            Self::NotFound => "not_found",
+        }
+    }
+
+    /// The HTTP response.
+    pub fn into_response(self) -> Response<Body> {
+        let (status, body) = match &self {
+            Self::Accepted(id) => (
+                StatusCode::OK,
+                json!({"status": "accepted", "receipt_id": id.0}),
+            ),
+            Self::Duplicate => (StatusCode::OK, json!({"status": "duplicate"})),
+            Self::Ignored => (StatusCode::OK, json!({"status": "ignored"})),
+            Self::Challenge(challenge) => (StatusCode::OK, json!({"challenge": challenge})),
+            Self::Malformed(detail) => (
+                StatusCode::BAD_REQUEST,
+                json!({"error": "malformed", "detail": detail}),
+            ),
+            Self::Unauthorized => (StatusCode::UNAUTHORIZED, json!({"error": "unauthorized"})),
+            Self::Forbidden => (StatusCode::FORBIDDEN, json!({"error": "forbidden"})),
+            Self::UnknownIntegration => (
+                StatusCode::NOT_FOUND,
+                json!({"error": "unknown_integration"}),
+            ),
+            Self::PayloadTooLarge => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                json!({"error": "payload_too_large"}),
+            ),
+            Self::RequestTimeout => (
+                StatusCode::REQUEST_TIMEOUT,
+                json!({"error": "request_timeout"}),
+            ),
+            Self::Unavailable => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                json!({"error": "unavailable"}),
+            ),
+            Self::MethodNotAllowed(_) => (
+                StatusCode::METHOD_NOT_ALLOWED,
+                json!({"error": "method_not_allowed"}),
+            ),
+            Self::NotFound => (StatusCode::NOT_FOUND, json!({"error": "not_found"})),
+        };
+        let mut response = json_response(status, &body);
+        match self {
+            Self::Unavailable => {
+                response
+                    .headers_mut()
+                    .insert(RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+            }
+            Self::MethodNotAllowed(allow) => {
+                response
+                    .headers_mut()
+                    .insert(ALLOW, HeaderValue::from_static(allow));
+            }
+            // The rest of an oversized or late body is unread: close rather than drain it.
+            Self::PayloadTooLarge | Self::RequestTimeout => {
+                response
+                    .headers_mut()
+                    .insert(http::header::CONNECTION, HeaderValue::from_static("close"));
+            }
+            _ => {}
+        }
+        response
+    }
+}
+
+/// A JSON response with the given status.
+pub fn json_response(status: StatusCode, body: &serde_json::Value) -> Response<Body> {
+    let mut response = Response::new(Full::new(Bytes::from(body.to_string())));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}

@@ -1,0 +1,108 @@
+//! The hyper 1.x accept loop: at most `max_connections` connections at once (further ones
+//! wait in the listen backlog), a header-read timeout that also closes idle keep-alive
+//! connections, and a graceful drain when `shutdown` resolves: stop accepting, let every
+//! in-flight request finish (its commit and its answer), then return — or give up after
+//! the grace period.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{Request, Response};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+use crate::reply::Body;
+
+/// Connection-level limits.
+#[derive(Debug, Clone)]
+pub struct ServerLimits {
+    /// A client must send a complete request head within this; idle keep-alive
+    /// connections are closed after it too.
+    pub header_read_timeout: Duration,
+    /// Connections served at once.
+    pub max_connections: usize,
+    /// How long the drain may take after shutdown begins.
+    pub shutdown_grace: Duration,
+}
+
+/// How the drain ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Drain {
+    /// Every connection finished.
+    Complete,
+    /// The grace period ran out with connections still open.
+    TimedOut,
+}
+
+/// Serves `handler` on `listener` until `shutdown` resolves, then drains.
+pub async fn serve<H, F>(
+    listener: TcpListener,
+    limits: ServerLimits,
+    handler: H,
+    shutdown: impl Future<Output = ()>,
+) -> Drain
+where
+    H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response<Body>> + Send + 'static,
+{
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        .keep_alive(true)
+        .max_buf_size(64 * 1024);
+    let graceful = GracefulShutdown::new();
+    let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let mut shutdown = std::pin::pin!(shutdown);
+
+    loop {
+        let permit = tokio::select! {
+            biased;
+            () = &mut shutdown => break,
+            permit = Arc::clone(&permits).acquire_owned() => permit,
+        };
+        // The semaphore is never closed, so acquiring cannot fail.
+        let Ok(permit) = permit else { break };
+        let (stream, _peer) = tokio::select! {
+            biased;
+            () = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    // Usually EMFILE: back off instead of spinning.
+                    tracing::warn!(%error, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+        };
+        stream.set_nodelay(true).ok();
+        let handler = handler.clone();
+        let connection = builder.serve_connection(
+            TokioIo::new(stream),
+            service_fn(move |request| {
+                let response = handler(request);
+                async move { Ok::<_, std::convert::Infallible>(response.await) }
+            }),
+        );
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            // Errors here are the client's (reset, header timeout, bad request line).
+            if let Err(error) = connection.await {
+                tracing::debug!(%error, "connection ended with an error");
+            }
+            drop(permit);
+        });
+    }
+    drop(listener);
+    tokio::select! {
+        () = graceful.shutdown() => Drain::Complete,
+        () = tokio::time::sleep(limits.shutdown_grace) => Drain::TimedOut,
+    }
+}

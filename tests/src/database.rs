@@ -1,0 +1,124 @@
+//! A fresh, migrated database per test, dropped when the test ends.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::{ConnectOptions, Connection, PgConnection};
+
+/// The server tests run against: `DATABASE_URL`, else the local trust-auth cluster.
+pub fn admin_url() -> String {
+    std::env::var("DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
+}
+
+/// `url` with its database name replaced by `name` (query parameters kept).
+pub fn with_database(url: &str, name: &str) -> String {
+    let (base, query) = url
+        .split_once('?')
+        .map_or((url, None), |(base, query)| (base, Some(query)));
+    let authority_start = base.find("://").map_or(0, |index| index + 3);
+    let path_start = base[authority_start..]
+        .find('/')
+        .map_or(base.len(), |index| authority_start + index);
+    let mut rebuilt = format!("{}/{name}", &base[..path_start]);
+    if let Some(query) = query {
+        rebuilt.push('?');
+        rebuilt.push_str(query);
+    }
+    rebuilt
+}
+
+/// A database of its own for one test.
+pub struct TestDatabase {
+    name: String,
+    url: String,
+    pool: PgPool,
+}
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+impl TestDatabase {
+    /// Creates and migrates a new database named after the test process.
+    pub async fn create() -> Self {
+        let name = format!(
+            "inbound_test_{}_{}_{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::SeqCst),
+            rand::random::<u32>()
+        );
+        let admin: PgConnectOptions = admin_url().parse().expect("DATABASE_URL parses");
+        let mut connection = admin.connect().await.unwrap_or_else(|error| {
+            panic!("cannot connect to PostgreSQL at DATABASE_URL ({error}); is the server running? `make test` starts it")
+        });
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .execute(&mut connection)
+            .await
+            .expect("create test database");
+        connection.close().await.ok();
+        let options = admin.database(&name);
+        let url = with_database(&admin_url(), &name);
+        let pool = PgPoolOptions::new()
+            .max_connections(4)
+            .connect_with(options)
+            .await
+            .expect("connect to test database");
+        inbound_core::store::migrate(&pool)
+            .await
+            .expect("migrate test database");
+        Self { name, url, pool }
+    }
+
+    /// The URL of this database.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// A pool on this database, for assertions.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// Rows in `receipts`.
+    pub async fn receipt_count(&self) -> i64 {
+        sqlx::query_scalar("SELECT count(*) FROM receipts")
+            .fetch_one(&self.pool)
+            .await
+            .expect("count receipts")
+    }
+
+    /// Whether a receipt with this id exists (and has its queue row while pending).
+    pub async fn receipt_is_committed(&self, receipt_id: i64) -> bool {
+        sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM receipts r JOIN receipt_queue q ON q.receipt_id = r.id
+                            WHERE r.id = $1 AND r.status = 'pending')",
+        )
+        .bind(receipt_id)
+        .fetch_one(&self.pool)
+        .await
+        .expect("look up receipt")
+    }
+}
+
+impl Drop for TestDatabase {
+    fn drop(&mut self) {
+        let name = self.name.clone();
+        // Drop runs outside async context: use a thread with its own small runtime.
+        let dropper = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .ok()?;
+            runtime.block_on(async {
+                let admin: PgConnectOptions = admin_url().parse().ok()?;
+                let mut connection: PgConnection = admin.connect().await.ok()?;
+                sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+                )))
+                .execute(&mut connection)
+                .await
+                .ok()
+            })
+        });
+        dropper.join().ok();
+    }
+}

@@ -1,0 +1,288 @@
+//! The configuration and signed requests shared by the end-to-end suites: one integration
+//! per provider, each with routes, an `expect` scope and (Stripe) a rotated file secret.
+
+use crate::signing::{self, HeaderList};
+
+/// Stripe's current secret (from the environment).
+pub const STRIPE_SECRET: &str = "whsec_stripe_current_8c1f";
+/// Stripe's previous secret (from a file), still accepted during rotation.
+pub const STRIPE_PREVIOUS_SECRET: &str = "whsec_stripe_previous_77aa";
+/// GitHub's secret.
+pub const GITHUB_SECRET: &str = "gh-secret-2b9e";
+/// Slack's signing secret.
+pub const SLACK_SECRET: &str = "slack-secret-51d0";
+/// Standard Webhooks secret (`whsec_` + base64).
+pub const STANDARD_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+/// Every configured secret value, for scanning logs.
+pub const ALL_SECRETS: &[&str] = &[
+    STRIPE_SECRET,
+    STRIPE_PREVIOUS_SECRET,
+    GITHUB_SECRET,
+    SLACK_SECRET,
+    STANDARD_SECRET,
+    "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+];
+
+/// Body limit of every test integration.
+pub const MAX_BODY_BYTES: usize = 4096;
+
+/// The test configuration. `secret_dir` holds the file `stripe-previous`.
+pub fn config_toml(secret_dir: &std::path::Path) -> String {
+    format!(
+        r#"
+[[integration]]
+id = "stripe-acme"
+provider = "stripe"
+tenant = "acme"
+secrets = ["env:TEST_STRIPE_SECRET", "file:{dir}/stripe-previous"]
+max_body_bytes = {MAX_BODY_BYTES}
+expect = {{ account = "acct_123", livemode = true }}
+[integration.routes]
+"payment_intent.succeeded" = {{ handler = "orders.mark_paid" }}
+
+[[integration]]
+id = "gh-acme"
+provider = "github"
+tenant = "acme"
+secrets = ["env:TEST_GITHUB_SECRET"]
+max_body_bytes = {MAX_BODY_BYTES}
+expect = {{ installation_target_id = "42" }}
+[integration.routes]
+"pull_request.opened" = {{ handler = "forward", sink = "audit" }}
+"push" = {{ handler = "forward", sink = "audit" }}
+
+[[integration]]
+id = "slack-acme"
+provider = "slack"
+tenant = "acme"
+secrets = ["env:TEST_SLACK_SECRET"]
+max_body_bytes = {MAX_BODY_BYTES}
+expect = {{ team_id = "T1", api_app_id = "A1" }}
+[integration.routes]
+"app_mention" = {{ handler = "forward", sink = "audit" }}
+
+[[integration]]
+id = "std-acme"
+provider = "standard"
+tenant = "acme"
+secrets = ["env:TEST_STANDARD_SECRET"]
+max_body_bytes = {MAX_BODY_BYTES}
+[integration.routes]
+"invoice.paid" = {{ handler = "forward", sink = "audit" }}
+
+[[sink]]
+id = "audit"
+url = "http://127.0.0.1:9/audit"
+"#,
+        dir = secret_dir.display()
+    )
+}
+
+/// Writes the file secrets into `secret_dir`.
+pub fn write_secret_files(secret_dir: &std::path::Path) {
+    std::fs::write(
+        secret_dir.join("stripe-previous"),
+        format!("  {STRIPE_PREVIOUS_SECRET}\n"),
+    )
+    .expect("write secret");
+}
+
+/// The environment the test configuration's `env:` references need.
+pub fn secret_env() -> Vec<(String, String)> {
+    [
+        ("TEST_STRIPE_SECRET", STRIPE_SECRET),
+        ("TEST_GITHUB_SECRET", GITHUB_SECRET),
+        ("TEST_SLACK_SECRET", SLACK_SECRET),
+        ("TEST_STANDARD_SECRET", STANDARD_SECRET),
+    ]
+    .into_iter()
+    .map(|(name, value)| (name.to_owned(), value.to_owned()))
+    .collect()
+}
+
+/// The providers, as the suites iterate over them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Provider {
+    /// `stripe-acme`.
+    Stripe,
+    /// `gh-acme`.
+    Github,
+    /// `slack-acme`.
+    Slack,
+    /// `std-acme`.
+    Standard,
+}
+
+/// Every provider.
+pub const PROVIDERS: [Provider; 4] = [
+    Provider::Stripe,
+    Provider::Github,
+    Provider::Slack,
+    Provider::Standard,
+];
+
+/// Which request to build.
+#[derive(Debug, Clone, Copy)]
+pub enum Variant<'a> {
+    /// A valid, signed event that is routed.
+    Routed(&'a str),
+    /// A valid, signed event of a type that is not routed.
+    Unrouted(&'a str),
+    /// Signed now with the right secret, but without an event id (Standard Webhooks signs
+    /// its id, so there the body lacks the event type instead).
+    NoEventId,
+    /// A routed event signed with a wrong secret.
+    WrongSecret(&'a str),
+    /// A routed event whose signed timestamp is `age` seconds old (negative: future).
+    Aged(&'a str, i64),
+    /// Verified but from another account/installation/team.
+    ForeignScope(&'a str),
+    /// A body that is not JSON, signed with a wrong secret.
+    GarbageWithBadSignature,
+}
+
+impl Provider {
+    /// The integration id.
+    pub fn integration(self) -> &'static str {
+        match self {
+            Self::Stripe => "stripe-acme",
+            Self::Github => "gh-acme",
+            Self::Slack => "slack-acme",
+            Self::Standard => "std-acme",
+        }
+    }
+
+    /// Whether the provider signs a timestamp.
+    pub fn signs_timestamp(self) -> bool {
+        self != Self::Github
+    }
+
+    /// Whether the provider has a scope to check.
+    pub fn has_scope(self) -> bool {
+        self != Self::Standard
+    }
+
+    /// Builds the headers and body for `variant`.
+    pub fn request(self, variant: Variant<'_>) -> (HeaderList, String) {
+        let (event_id, routed, age, wrong_secret, foreign) = match variant {
+            Variant::Routed(id) => (Some(id), true, 0, false, false),
+            Variant::Unrouted(id) => (Some(id), false, 0, false, false),
+            Variant::NoEventId => (None, true, 0, false, false),
+            Variant::WrongSecret(id) => (Some(id), true, 0, true, false),
+            Variant::Aged(id, age) => (Some(id), true, age, false, false),
+            Variant::ForeignScope(id) => (Some(id), true, 0, false, true),
+            Variant::GarbageWithBadSignature => {
+                let body = "this is { not json".to_owned();
+                let (headers, _) = self.sign("evt_garbage", &body, 0, true, false, false);
+                return (headers, body);
+            }
+        };
+        let body = self.body(event_id, routed, foreign);
+        self.sign(
+            event_id.unwrap_or("msg_without_type"),
+            &body,
+            age,
+            wrong_secret,
+            event_id.is_none(),
+            foreign,
+        )
+    }
+
+    fn body(self, event_id: Option<&str>, routed: bool, foreign: bool) -> String {
+        match self {
+            Self::Stripe => {
+                let event_type = if routed {
+                    "payment_intent.succeeded"
+                } else {
+                    "customer.created"
+                };
+                let account = if foreign { "acct_other" } else { "acct_123" };
+                let mut body: serde_json::Value = serde_json::from_str(&signing::stripe_body(
+                    event_id.unwrap_or(""),
+                    event_type,
+                    Some(account),
+                    true,
+                ))
+                .expect("json");
+                if event_id.is_none() {
+                    body.as_object_mut().expect("object").remove("id");
+                }
+                body.to_string()
+            }
+            Self::Github => {
+                let action = if routed { "opened" } else { "closed" };
+                serde_json::json!({"action": action, "number": 7, "repository": {"full_name": "acme/app"}}).to_string()
+            }
+            Self::Slack => {
+                let event_type = if routed {
+                    "app_mention"
+                } else {
+                    "reaction_added"
+                };
+                let team = if foreign { "T_OTHER" } else { "T1" };
+                let mut body = serde_json::json!({
+                    "type": "event_callback", "team_id": team, "api_app_id": "A1",
+                    "event": {"type": event_type, "text": "hello"}
+                });
+                if let Some(event_id) = event_id {
+                    body["event_id"] = event_id.into();
+                }
+                body.to_string()
+            }
+            Self::Standard => {
+                let event_type = if routed {
+                    "invoice.paid"
+                } else {
+                    "invoice.created"
+                };
+                let mut body = serde_json::json!({"type": event_type, "data": {"invoice": "in_1"}});
+                if event_id.is_none() {
+                    body.as_object_mut().expect("object").remove("type");
+                }
+                body.to_string()
+            }
+        }
+    }
+
+    /// Signs `body`; `missing_id` drops GitHub's delivery header, `foreign` names another
+    /// installation target.
+    fn sign(
+        self,
+        event_id: &str,
+        body: &str,
+        age: i64,
+        wrong_secret: bool,
+        missing_id: bool,
+        foreign: bool,
+    ) -> (HeaderList, String) {
+        let secret = |right: &'static str| {
+            if wrong_secret {
+                "whsec_dGhlIHdyb25nIHNlY3JldA=="
+            } else {
+                right
+            }
+        };
+        let mut headers = match self {
+            Self::Stripe => signing::stripe_headers(secret(STRIPE_SECRET), body, age),
+            Self::Github => {
+                let target = if foreign { "7" } else { "42" };
+                signing::github_headers(
+                    secret(GITHUB_SECRET),
+                    body,
+                    event_id,
+                    "pull_request",
+                    target,
+                )
+            }
+            Self::Slack => signing::slack_headers(secret(SLACK_SECRET), body, age),
+            Self::Standard => {
+                signing::standard_headers(secret(STANDARD_SECRET), event_id, body, age)
+            }
+        };
+        if missing_id && self == Self::Github {
+            headers.retain(|(name, _)| name != "x-github-delivery");
+        }
+        (headers, body.to_owned())
+    }
+}

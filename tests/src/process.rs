@@ -1,0 +1,248 @@
+//! The real binaries as child processes: started with a config file and a database URL,
+//! their JSON log lines captured, stopped with SIGKILL or SIGTERM.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Where the workspace's binaries are.
+pub fn binary(name: &str) -> PathBuf {
+    let directory = std::env::var_os("INBOUND_BIN_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+            let target = std::env::var_os("CARGO_TARGET_DIR")
+                .map_or_else(|| workspace.join("target"), PathBuf::from);
+            target.join("debug")
+        });
+    let path = directory.join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: build the binaries first (`make test` runs `cargo build --workspace --bins --features inbound-ingress/failpoints`)",
+        path.display()
+    );
+    path
+}
+
+/// A scratch directory removed on drop.
+pub struct ScratchDir(PathBuf);
+
+impl ScratchDir {
+    /// Creates a new, empty directory under the system temp dir.
+    pub fn new() -> Self {
+        let path = std::env::temp_dir().join(format!(
+            "inbound-test-{}-{}",
+            std::process::id(),
+            rand::random::<u64>()
+        ));
+        std::fs::create_dir_all(&path).expect("create scratch dir");
+        Self(path)
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Default for ScratchDir {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        std::fs::remove_dir_all(&self.0).ok();
+    }
+}
+
+/// How to start an ingress.
+#[derive(Debug, Clone, Default)]
+pub struct IngressOptions {
+    /// The TOML configuration.
+    pub config_toml: String,
+    /// The database URL.
+    pub database_url: String,
+    /// Extra environment (secrets referenced by `env:`, `INBOUND_FAILPOINT`, …).
+    pub env: Vec<(String, String)>,
+    /// Extra command-line flags.
+    pub args: Vec<String>,
+}
+
+/// A running `inbound-ingress`.
+pub struct Ingress {
+    child: Child,
+    /// Webhook address.
+    pub addr: SocketAddr,
+    /// Metrics address.
+    pub metrics_addr: SocketAddr,
+    logs: Arc<Mutex<Vec<String>>>,
+    _scratch: ScratchDir,
+}
+
+/// Variables of ours that must not leak from the test runner into a child.
+const INHERITED_TO_REMOVE: &[&str] = &[
+    "DATABASE_URL",
+    "INBOUND_CONFIG",
+    "INBOUND_LISTEN",
+    "INBOUND_METRICS_LISTEN",
+    "INBOUND_FAILPOINT",
+    "INBOUND_LOG_FORMAT",
+];
+
+impl Ingress {
+    /// Starts an ingress on loopback ports chosen by the OS and waits until it listens.
+    pub fn start(options: &IngressOptions) -> Self {
+        let scratch = ScratchDir::new();
+        let config_path = scratch.path().join("config.toml");
+        std::fs::write(&config_path, &options.config_toml).expect("write config");
+        let mut command = Command::new(binary("inbound-ingress"));
+        for name in INHERITED_TO_REMOVE {
+            command.env_remove(name);
+        }
+        command
+            .arg("--config")
+            .arg(&config_path)
+            .args(["--database-url", &options.database_url])
+            .args([
+                "--listen",
+                "127.0.0.1:0",
+                "--metrics-listen",
+                "127.0.0.1:0",
+                "--log-format",
+                "json",
+            ])
+            .args(&options.args)
+            .env("RUST_LOG", "info")
+            .envs(options.env.iter().map(|(name, value)| (name, value)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = command.spawn().expect("spawn inbound-ingress");
+        let logs = capture_lines(child.stderr.take().expect("stderr piped"));
+        let listening = wait_for_line(&mut child, &logs, "\"listening\"", Duration::from_secs(30));
+        let fields: serde_json::Value =
+            serde_json::from_str(&listening).expect("listening line is JSON");
+        let address = |field: &str| -> SocketAddr {
+            fields[field]
+                .as_str()
+                .and_then(|text| text.parse().ok())
+                .expect("listening line names addresses")
+        };
+        Self {
+            addr: address("addr"),
+            metrics_addr: address("metrics_addr"),
+            child,
+            logs,
+            _scratch: scratch,
+        }
+    }
+
+    /// `http://addr/webhooks/{integration}`.
+    pub fn webhook_url(&self, integration: &str) -> String {
+        format!("http://{}/webhooks/{integration}", self.addr)
+    }
+
+    /// `http://addr{path}`.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// `http://metrics_addr{path}`.
+    pub fn metrics_url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.metrics_addr)
+    }
+
+    /// Every log line so far.
+    pub fn logs(&self) -> Vec<String> {
+        self.logs.lock().expect("log lock").clone()
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// SIGKILL, and wait for the process to be gone.
+    pub fn kill(&mut self) {
+        self.child.kill().ok();
+        self.child.wait().ok();
+    }
+
+    /// Sends SIGTERM.
+    pub fn terminate(&self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -TERM failed");
+    }
+
+    /// Waits up to `limit` for the process to exit.
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let started = Instant::now();
+        while started.elapsed() < limit {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+}
+
+impl Drop for Ingress {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Collects the lines of `stream` on a thread.
+pub fn capture_lines(stream: impl std::io::Read + Send + 'static) -> Arc<Mutex<Vec<String>>> {
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&lines);
+    std::thread::spawn(move || {
+        for line in BufReader::new(stream).lines() {
+            let Ok(line) = line else { break };
+            sink.lock().expect("log lock").push(line);
+        }
+    });
+    lines
+}
+
+/// Waits for a line containing `needle`; panics with the logs if the child exits first.
+pub fn wait_for_line(
+    child: &mut Child,
+    lines: &Mutex<Vec<String>>,
+    needle: &str,
+    limit: Duration,
+) -> String {
+    let started = Instant::now();
+    loop {
+        if let Some(line) = lines
+            .lock()
+            .expect("log lock")
+            .iter()
+            .find(|line| line.contains(needle))
+        {
+            return line.clone();
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            std::thread::sleep(Duration::from_millis(50));
+            panic!(
+                "process exited ({status}) before logging {needle}: {:#?}",
+                lines.lock().expect("log lock")
+            );
+        }
+        assert!(
+            started.elapsed() < limit,
+            "no {needle} line within {limit:?}: {:#?}",
+            lines.lock().expect("log lock")
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
