@@ -27,15 +27,29 @@ pub const ALL_SECRETS: &[&str] = &[
 /// Body limit of every test integration.
 pub const MAX_BODY_BYTES: usize = 4096;
 
-/// The test configuration. `secret_dir` holds the file `stripe-previous`.
-pub fn config_toml(secret_dir: &std::path::Path) -> String {
+/// How to start an ingress with the test configuration on `database_url`.
+pub fn ingress_options(database_url: &str) -> crate::IngressOptions {
+    crate::IngressOptions {
+        config_toml: config_toml(),
+        files: vec![(
+            "stripe-previous".to_owned(),
+            format!("  {STRIPE_PREVIOUS_SECRET}\n"),
+        )],
+        database_url: database_url.to_owned(),
+        env: secret_env(),
+        args: Vec::new(),
+    }
+}
+
+/// The test configuration; `{scratch}` holds the file `stripe-previous`.
+pub fn config_toml() -> String {
     format!(
         r#"
 [[integration]]
 id = "stripe-acme"
 provider = "stripe"
 tenant = "acme"
-secrets = ["env:TEST_STRIPE_SECRET", "file:{dir}/stripe-previous"]
+secrets = ["env:TEST_STRIPE_SECRET", "file:{{scratch}}/stripe-previous"]
 max_body_bytes = {MAX_BODY_BYTES}
 expect = {{ account = "acct_123", livemode = true }}
 [integration.routes]
@@ -74,18 +88,8 @@ max_body_bytes = {MAX_BODY_BYTES}
 [[sink]]
 id = "audit"
 url = "http://127.0.0.1:9/audit"
-"#,
-        dir = secret_dir.display()
+"#
     )
-}
-
-/// Writes the file secrets into `secret_dir`.
-pub fn write_secret_files(secret_dir: &std::path::Path) {
-    std::fs::write(
-        secret_dir.join("stripe-previous"),
-        format!("  {STRIPE_PREVIOUS_SECRET}\n"),
-    )
-    .expect("write secret");
 }
 
 /// The environment the test configuration's `env:` references need.

@@ -63,8 +63,10 @@ impl Drop for ScratchDir {
 /// How to start an ingress.
 #[derive(Debug, Clone, Default)]
 pub struct IngressOptions {
-    /// The TOML configuration.
+    /// The TOML configuration; `{scratch}` stands for the process's scratch directory.
     pub config_toml: String,
+    /// Files (name, contents) written into the scratch directory before start.
+    pub files: Vec<(String, String)>,
     /// The database URL.
     pub database_url: String,
     /// Extra environment (secrets referenced by `env:`, `INBOUND_FAILPOINT`, …).
@@ -97,9 +99,20 @@ const INHERITED_TO_REMOVE: &[&str] = &[
 impl Ingress {
     /// Starts an ingress on loopback ports chosen by the OS and waits until it listens.
     pub fn start(options: &IngressOptions) -> Self {
+        Self::try_start(options).unwrap_or_else(|logs| panic!("ingress did not start: {logs:#?}"))
+    }
+
+    /// Like [`Ingress::start`], but returns the log lines when the process exits first.
+    pub fn try_start(options: &IngressOptions) -> Result<Self, Vec<String>> {
         let scratch = ScratchDir::new();
         let config_path = scratch.path().join("config.toml");
-        std::fs::write(&config_path, &options.config_toml).expect("write config");
+        for (name, contents) in &options.files {
+            std::fs::write(scratch.path().join(name), contents).expect("write scratch file");
+        }
+        let config = options
+            .config_toml
+            .replace("{scratch}", &scratch.path().display().to_string());
+        std::fs::write(&config_path, config).expect("write config");
         let mut command = Command::new(binary("inbound-ingress"));
         for name in INHERITED_TO_REMOVE {
             command.env_remove(name);
@@ -124,7 +137,7 @@ impl Ingress {
             .stderr(Stdio::piped());
         let mut child = command.spawn().expect("spawn inbound-ingress");
         let logs = capture_lines(child.stderr.take().expect("stderr piped"));
-        let listening = wait_for_line(&mut child, &logs, "\"listening\"", Duration::from_secs(30));
+        let listening = wait_for_line(&mut child, &logs, "\"listening\"", Duration::from_secs(30))?;
         let fields: serde_json::Value =
             serde_json::from_str(&listening).expect("listening line is JSON");
         let address = |field: &str| -> SocketAddr {
@@ -133,13 +146,13 @@ impl Ingress {
                 .and_then(|text| text.parse().ok())
                 .expect("listening line names addresses")
         };
-        Self {
+        Ok(Self {
             addr: address("addr"),
             metrics_addr: address("metrics_addr"),
             child,
             logs,
             _scratch: scratch,
-        }
+        })
     }
 
     /// `http://addr/webhooks/{integration}`.
@@ -214,29 +227,28 @@ pub fn capture_lines(stream: impl std::io::Read + Send + 'static) -> Arc<Mutex<V
     lines
 }
 
-/// Waits for a line containing `needle`; panics with the logs if the child exits first.
+/// Waits for a line containing `needle`; `Err` with every line if the child exits first.
 pub fn wait_for_line(
     child: &mut Child,
     lines: &Mutex<Vec<String>>,
     needle: &str,
     limit: Duration,
-) -> String {
+) -> Result<String, Vec<String>> {
     let started = Instant::now();
     loop {
-        if let Some(line) = lines
+        let found = lines
             .lock()
             .expect("log lock")
             .iter()
             .find(|line| line.contains(needle))
-        {
-            return line.clone();
+            .cloned();
+        if let Some(line) = found {
+            return Ok(line);
         }
-        if let Ok(Some(status)) = child.try_wait() {
-            std::thread::sleep(Duration::from_millis(50));
-            panic!(
-                "process exited ({status}) before logging {needle}: {:#?}",
-                lines.lock().expect("log lock")
-            );
+        if let Ok(Some(_status)) = child.try_wait() {
+            // Let the reader thread take the last lines.
+            std::thread::sleep(Duration::from_millis(100));
+            return Err(lines.lock().expect("log lock").clone());
         }
         assert!(
             started.elapsed() < limit,

@@ -1,17 +1,27 @@
-//! A TCP proxy between a binary and PostgreSQL that a test can cut and restore: while cut,
-//! every open connection is closed and new ones are closed as soon as they arrive.
+//! A TCP proxy between a binary and PostgreSQL that a test can cut, stall and restore.
+//! Cut: every open connection is closed and new ones are closed on arrival. Stalled:
+//! connections stay open but no byte moves either way (a hung network or server).
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
+
+/// What the proxy does with traffic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Open,
+    Cut,
+    Stalled,
+}
 
 /// A running proxy.
 pub struct DbProxy {
     /// Where clients connect.
     pub addr: SocketAddr,
-    cut: watch::Sender<bool>,
+    state: watch::Sender<State>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -20,49 +30,53 @@ impl DbProxy {
     pub async fn start(target: SocketAddr) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
         let addr = listener.local_addr().expect("proxy addr");
-        let (cut, watcher) = watch::channel(false);
-        let watcher = Arc::new(watcher);
+        let (state, watcher) = watch::channel(State::Open);
         let task = tokio::spawn(async move {
             loop {
                 let Ok((client, _)) = listener.accept().await else {
                     continue;
                 };
-                let mut is_cut = (*watcher).clone();
-                if *is_cut.borrow() {
+                if *watcher.borrow() == State::Cut {
                     drop(client);
                     continue;
                 }
+                let watcher = watcher.clone();
                 tokio::spawn(async move {
                     let Ok(server) = TcpStream::connect(target).await else {
                         return;
                     };
-                    let (mut client, mut server) = (client, server);
+                    let (client_read, client_write) = client.into_split();
+                    let (server_read, server_write) = server.into_split();
+                    // When either direction ends, both halves drop and the pair closes.
                     tokio::select! {
-                        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
-                        _ = is_cut.wait_for(|cut| *cut) => {}
+                        () = pump(client_read, server_write, watcher.clone()) => {}
+                        () = pump(server_read, client_write, watcher) => {}
                     }
                 });
             }
         });
-        Self { addr, cut, task }
+        Self { addr, state, task }
     }
 
     /// Closes every connection and refuses new ones until [`DbProxy::restore`].
     pub fn cut(&self) {
-        self.cut.send_replace(true);
+        self.state.send_replace(State::Cut);
     }
 
-    /// Lets connections through again.
+    /// Holds every byte in both directions until [`DbProxy::restore`] or [`DbProxy::cut`].
+    pub fn stall(&self) {
+        self.state.send_replace(State::Stalled);
+    }
+
+    /// Lets traffic through again.
     pub fn restore(&self) {
-        self.cut.send_replace(false);
+        self.state.send_replace(State::Open);
     }
 
     /// `database_url` with its host and port replaced by the proxy's.
     pub fn rewrite_url(&self, database_url: &str) -> String {
         let (scheme, rest) = database_url.split_once("://").expect("URL has a scheme");
-        let (authority, path) = rest
-            .split_once('/')
-            .map_or((rest, ""), |(authority, path)| (authority, path));
+        let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
         let userinfo = authority
             .rsplit_once('@')
             .map(|(userinfo, _)| format!("{userinfo}@"))
@@ -74,6 +88,27 @@ impl DbProxy {
 impl Drop for DbProxy {
     fn drop(&mut self) {
         self.task.abort();
+    }
+}
+
+/// Copies `from` to `to` while the state allows it.
+async fn pump(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, mut state: watch::Receiver<State>) {
+    let mut buffer = vec![0u8; 16 * 1024];
+    loop {
+        let read = tokio::select! {
+            read = from.read(&mut buffer) => match read {
+                Ok(0) | Err(_) => return,
+                Ok(read) => read,
+            },
+            _ = state.wait_for(|state| *state == State::Cut) => return,
+        };
+        match state.wait_for(|state| *state != State::Stalled).await {
+            Ok(current) if *current == State::Open => {}
+            _ => return,
+        }
+        if to.write_all(&buffer[..read]).await.is_err() {
+            return;
+        }
     }
 }
 

@@ -3,31 +3,21 @@
 
 use inbound_tests::fixtures::{self, PROVIDERS, Provider, Variant};
 use inbound_tests::http::{Answer, HttpClient};
-use inbound_tests::process::ScratchDir;
-use inbound_tests::{Ingress, IngressOptions, TestDatabase};
+use inbound_tests::{Ingress, TestDatabase};
 
 struct Harness {
     database: TestDatabase,
     ingress: Ingress,
     client: HttpClient,
-    _secrets: ScratchDir,
 }
 
 async fn start() -> Harness {
     let database = TestDatabase::create().await;
-    let secrets = ScratchDir::new();
-    fixtures::write_secret_files(secrets.path());
-    let ingress = Ingress::start(&IngressOptions {
-        config_toml: fixtures::config_toml(secrets.path()),
-        database_url: database.url().to_owned(),
-        env: fixtures::secret_env(),
-        args: vec![],
-    });
+    let ingress = Ingress::start(&fixtures::ingress_options(database.url()));
     Harness {
         database,
         ingress,
         client: HttpClient::new(),
-        _secrets: secrets,
     }
 }
 

@@ -1,0 +1,189 @@
+//! Crash-table rows 1 and 2 at the ingress, with real process deaths:
+//!
+//! - `crash_before_receipt_commit`: the process dies before the INSERT; nothing is stored,
+//!   no 2xx was sent, and the redelivery is accepted as new.
+//! - `crash_after_commit_before_ack`: the process dies after the commit, before answering;
+//!   the receipt survives, the redelivery is a duplicate, one receipt.
+//! - `sigkill_under_load_loses_no_acknowledged_receipt`: SIGKILL at a random point under
+//!   concurrent load; every request that got a 200 has its receipt, and redelivering the
+//!   unanswered ones leaves exactly one receipt per event.
+//!
+//! The first two use failpoints (the `failpoints` feature, which `make test` enables).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use inbound_tests::fixtures::{self, Provider, Variant};
+use inbound_tests::http::HttpClient;
+use inbound_tests::{Ingress, TestDatabase};
+
+fn start_ingress(database: &TestDatabase, failpoint: Option<&str>) -> Ingress {
+    let mut options = fixtures::ingress_options(database.url());
+    if let Some(failpoint) = failpoint {
+        options
+            .env
+            .push(("INBOUND_FAILPOINT".into(), failpoint.into()));
+    }
+    Ingress::start(&options)
+}
+
+async fn deliver(
+    client: &HttpClient,
+    ingress: &Ingress,
+    event_id: &str,
+) -> Result<serde_json::Value, String> {
+    let (headers, body) = Provider::Stripe.request(Variant::Routed(event_id));
+    let answer = client
+        .post(&ingress.webhook_url("stripe-acme"), &headers, body)
+        .await?;
+    if answer.status == 200 {
+        Ok(answer.json)
+    } else {
+        Err(format!("status {}", answer.status))
+    }
+}
+
+async fn crash_at(failpoint: &str) -> (TestDatabase, Ingress) {
+    let database = TestDatabase::create().await;
+    let mut doomed = start_ingress(&database, Some(failpoint));
+    let client = HttpClient::new();
+    let answer = deliver(&client, &doomed, "evt_crash").await;
+    assert!(
+        answer.is_err(),
+        "no answer may come from a process that died: {answer:?}"
+    );
+    let status = doomed
+        .wait_exit(Duration::from_secs(10))
+        .expect("the process died at the failpoint");
+    assert!(!status.success(), "{status}");
+    assert!(
+        doomed
+            .logs()
+            .iter()
+            .any(|line| line.contains(&format!("failpoint {failpoint} hit")))
+    );
+    let restarted = start_ingress(&database, None);
+    (database, restarted)
+}
+
+#[tokio::test]
+async fn crash_before_receipt_commit() {
+    let (database, restarted) = crash_at("before_receipt_commit").await;
+    assert_eq!(database.receipt_count().await, 0, "nothing accepted");
+    let answer = deliver(&HttpClient::new(), &restarted, "evt_crash")
+        .await
+        .expect("200");
+    assert_eq!(answer["status"], "accepted", "the redelivery is new");
+    assert_eq!(database.receipt_count().await, 1);
+}
+
+#[tokio::test]
+async fn crash_after_commit_before_ack() {
+    let (database, restarted) = crash_at("after_receipt_commit").await;
+    let (status, queued): (String, bool) = sqlx::query_as(
+        "SELECT r.status, EXISTS (SELECT 1 FROM receipt_queue q WHERE q.receipt_id = r.id)
+         FROM receipts r WHERE r.event_id = 'evt_crash'",
+    )
+    .fetch_one(database.pool())
+    .await
+    .expect("the receipt survived the crash");
+    assert_eq!(
+        (status.as_str(), queued),
+        ("pending", true),
+        "pending and queued for the worker"
+    );
+    let answer = deliver(&HttpClient::new(), &restarted, "evt_crash")
+        .await
+        .expect("200");
+    assert_eq!(answer["status"], "duplicate");
+    assert_eq!(database.receipt_count().await, 1);
+}
+
+#[tokio::test]
+async fn sigkill_under_load_loses_no_acknowledged_receipt() {
+    let database = TestDatabase::create().await;
+    let mut ingress = start_ingress(&database, None);
+    let client = HttpClient::new();
+    let url = ingress.webhook_url("stripe-acme");
+    let senders = 16;
+    let per_sender = 60;
+    let acknowledged = Arc::new(std::sync::Mutex::new(Vec::<(String, i64)>::new()));
+    let mut tasks = Vec::new();
+    for sender in 0..senders {
+        let (client, url, acknowledged) = (client.clone(), url.clone(), Arc::clone(&acknowledged));
+        tasks.push(tokio::spawn(async move {
+            for index in 0..per_sender {
+                let event_id = format!("evt_load_{sender}_{index}");
+                let (headers, body) = Provider::Stripe.request(Variant::Routed(&event_id));
+                match client.post(&url, &headers, body).await {
+                    Ok(answer) if answer.status == 200 => {
+                        let receipt_id = answer.json["receipt_id"]
+                            .as_i64()
+                            .expect("accepted carries an id");
+                        acknowledged
+                            .lock()
+                            .expect("lock")
+                            .push((event_id, receipt_id));
+                    }
+                    // A refused or cut connection: the process is gone; the provider
+                    // would redeliver later.
+                    _ => return,
+                }
+            }
+        }));
+    }
+    // Kill once a good share of the load has been acknowledged, mid-stream.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while acknowledged.lock().expect("lock").len() < senders * per_sender / 3 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "load made no progress"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    ingress.kill();
+    for task in tasks {
+        task.await.expect("sender task");
+    }
+    let acknowledged = acknowledged.lock().expect("lock").clone();
+    assert!(
+        acknowledged.len() < senders * per_sender,
+        "the kill interrupted the load"
+    );
+    for (event_id, receipt_id) in &acknowledged {
+        assert!(
+            database.receipt_is_committed(*receipt_id).await,
+            "{event_id} got 200 but receipt {receipt_id} is missing"
+        );
+    }
+
+    // The provider redelivers everything that was not acknowledged.
+    let restarted = start_ingress(&database, None);
+    let acknowledged_ids: BTreeSet<&str> = acknowledged
+        .iter()
+        .map(|(event_id, _)| event_id.as_str())
+        .collect();
+    let mut redelivered = 0;
+    for sender in 0..senders {
+        for index in 0..per_sender {
+            let event_id = format!("evt_load_{sender}_{index}");
+            if !acknowledged_ids.contains(event_id.as_str()) {
+                let answer = deliver(&client, &restarted, &event_id)
+                    .await
+                    .expect("200 after restart");
+                assert!(
+                    answer["status"] == "accepted" || answer["status"] == "duplicate",
+                    "{answer}"
+                );
+                redelivered += 1;
+            }
+        }
+    }
+    assert!(redelivered > 0);
+    assert_eq!(
+        database.receipt_count().await,
+        (senders * per_sender) as i64,
+        "exactly one receipt per event"
+    );
+}

@@ -1,0 +1,184 @@
+//! The database goes away (cut, or stalled mid-commit) between the ingress and PostgreSQL:
+//! the ingress answers 503 with `Retry-After`, never 2xx, reports not ready, and recovers
+//! without a restart once the database is back.
+
+use std::time::Duration;
+
+use inbound_tests::fixtures::{self, Provider, Variant};
+use inbound_tests::http::{Answer, HttpClient};
+use inbound_tests::proxy::{DbProxy, database_addr};
+use inbound_tests::{Ingress, TestDatabase};
+
+struct Harness {
+    database: TestDatabase,
+    proxy: DbProxy,
+    ingress: Ingress,
+    client: HttpClient,
+}
+
+async fn start() -> Harness {
+    let database = TestDatabase::create().await;
+    let proxy = DbProxy::start(database_addr(database.url())).await;
+    let mut options = fixtures::ingress_options(&proxy.rewrite_url(database.url()));
+    // Short budgets keep the test quick; the behaviour is the same at the defaults.
+    options.args = [
+        "--db-acquire-timeout-ms",
+        "500",
+        "--db-statement-timeout-ms",
+        "1000",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let ingress = Ingress::start(&options);
+    Harness {
+        database,
+        proxy,
+        ingress,
+        client: HttpClient::new(),
+    }
+}
+
+impl Harness {
+    async fn deliver(&self, event_id: &str) -> Answer {
+        let (headers, body) = Provider::Stripe.request(Variant::Routed(event_id));
+        self.client
+            .post(&self.ingress.webhook_url("stripe-acme"), &headers, body)
+            .await
+            .expect("an answer")
+    }
+
+    async fn readiness(&self) -> u16 {
+        self.client
+            .get(&self.ingress.url("/readyz"))
+            .await
+            .expect("an answer")
+            .status
+    }
+}
+
+fn assert_unavailable(answer: &Answer) {
+    assert_eq!(answer.status, 503, "{answer:?}");
+    assert_eq!(answer.json, serde_json::json!({"error": "unavailable"}));
+    let retry_after = answer
+        .headers
+        .get("retry-after")
+        .and_then(|value| value.to_str().ok());
+    assert!(
+        retry_after
+            .and_then(|value| value.parse::<u64>().ok())
+            .is_some_and(|secs| secs > 0),
+        "{answer:?}"
+    );
+}
+
+#[tokio::test]
+async fn cut_database_answers_503_then_recovers_without_restart() {
+    let harness = start().await;
+    assert_eq!(
+        harness.deliver("evt_before").await.json["status"],
+        "accepted"
+    );
+    assert_eq!(harness.readiness().await, 200);
+
+    harness.proxy.cut();
+    for attempt in 0..3 {
+        let answer = harness.deliver("evt_during_outage").await;
+        assert_unavailable(&answer);
+        assert_ne!(answer.status, 200, "attempt {attempt}");
+    }
+    assert_eq!(harness.readiness().await, 503);
+
+    harness.proxy.restore();
+    let answer = harness.deliver("evt_during_outage").await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(
+        answer.json["status"], "accepted",
+        "the refused delivery is new, not a duplicate"
+    );
+    assert_eq!(harness.readiness().await, 200);
+    assert_eq!(harness.database.receipt_count().await, 2);
+}
+
+#[tokio::test]
+async fn stalled_commit_times_out_as_503_and_is_deduplicated_on_redelivery() {
+    let harness = start().await;
+    assert_eq!(harness.deliver("evt_warm").await.json["status"], "accepted");
+
+    harness.proxy.stall();
+    let started = std::time::Instant::now();
+    let answer = harness.deliver("evt_stalled").await;
+    assert_unavailable(&answer);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "bounded by the database budget: {:?}",
+        started.elapsed()
+    );
+
+    harness.proxy.restore();
+    // The stalled statement never reached the server, so the redelivery is new. Either
+    // way the provider's retry leaves exactly one receipt.
+    let answer = harness.deliver("evt_stalled").await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let again = harness.deliver("evt_stalled").await;
+    assert_eq!(again.json["status"], "duplicate");
+    let count: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM receipts WHERE event_id = 'evt_stalled'")
+            .fetch_one(harness.database.pool())
+            .await
+            .expect("count");
+    assert_eq!(count, 1);
+}
+
+#[tokio::test]
+async fn ingress_starts_while_the_database_is_down_and_serves_once_it_is_up() {
+    let database = TestDatabase::create().await;
+    let proxy = DbProxy::start(database_addr(database.url())).await;
+    proxy.cut();
+    let mut options = fixtures::ingress_options(&proxy.rewrite_url(database.url()));
+    options.args = vec!["--db-acquire-timeout-ms".into(), "300".into()];
+    let ingress = Ingress::start(&options);
+    let client = HttpClient::new();
+    assert_eq!(
+        client
+            .get(&ingress.url("/healthz"))
+            .await
+            .expect("answer")
+            .status,
+        200,
+        "alive"
+    );
+    assert_eq!(
+        client
+            .get(&ingress.url("/readyz"))
+            .await
+            .expect("answer")
+            .status,
+        503,
+        "not ready"
+    );
+    let (headers, body) = Provider::Stripe.request(Variant::Routed("evt_cold"));
+    let url = ingress.webhook_url("stripe-acme");
+    assert_unavailable(
+        &client
+            .post(&url, &headers, body.clone())
+            .await
+            .expect("answer"),
+    );
+    proxy.restore();
+    assert_eq!(
+        client
+            .get(&ingress.url("/readyz"))
+            .await
+            .expect("answer")
+            .status,
+        200
+    );
+    assert_eq!(
+        client
+            .post(&url, &headers, body)
+            .await
+            .expect("answer")
+            .json["status"],
+        "accepted"
+    );
+}
