@@ -9,6 +9,7 @@ mod sign;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -34,6 +35,9 @@ enum Command {
         /// Create the database first when it does not exist.
         #[arg(long)]
         create_database: bool,
+        /// Give up connecting after this many seconds.
+        #[arg(long, default_value_t = 10)]
+        connect_timeout_secs: u64,
     },
     /// Validate a configuration file (secrets are resolved, never printed).
     CheckConfig {
@@ -74,7 +78,15 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Migrate {
             database_url,
             create_database,
-        } => migrate(&database_url, create_database).await,
+            connect_timeout_secs,
+        } => {
+            migrate(
+                &database_url,
+                create_database,
+                Duration::from_secs(connect_timeout_secs),
+            )
+            .await
+        }
         Command::CheckConfig { config } => {
             let loaded = Config::load(&config)?;
             println!(
@@ -101,7 +113,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
-async fn migrate(database_url: &str, create_database: bool) -> anyhow::Result<()> {
+async fn migrate(
+    database_url: &str,
+    create_database: bool,
+    connect_timeout: Duration,
+) -> anyhow::Result<()> {
     if create_database
         && !sqlx::Postgres::database_exists(database_url)
             .await
@@ -114,6 +130,7 @@ async fn migrate(database_url: &str, create_database: bool) -> anyhow::Result<()
     }
     let pool = sqlx::postgres::PgPoolOptions::new()
         .max_connections(1)
+        .acquire_timeout(connect_timeout)
         .connect(database_url)
         .await
         .context("cannot connect to PostgreSQL")?;
