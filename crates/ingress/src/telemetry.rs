@@ -53,11 +53,8 @@ pub enum LogFormat {
 /// Sets up `tracing` to stderr, filtered by `RUST_LOG` (default `info`).
 pub fn init_logging(format: Option<LogFormat>) {
     use std::io::IsTerminal;
-    let format = format.unwrap_or(if std::io::stderr().is_terminal() {
-        LogFormat::Text
-    } else {
-        LogFormat::Json
-    });
+    let on_terminal = std::io::stderr().is_terminal();
+    let format = format.unwrap_or(if on_terminal { LogFormat::Text } else { LogFormat::Json });
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
@@ -69,7 +66,7 @@ pub fn init_logging(format: Option<LogFormat>) {
             .flatten_event(true)
             .with_current_span(false)
             .init(),
-        LogFormat::Text => builder.init(),
+        LogFormat::Text => builder.with_ansi(on_terminal).init(),
     }
 }
 

@@ -1,0 +1,37 @@
+# inbound — the two commands a newcomer needs are `make run` and `make test`.
+SHELL := /bin/bash
+CARGO ?= cargo
+# Crash-table fixtures need the failpoints feature; release builds never enable it.
+TEST_FEATURES := --features inbound-ingress/failpoints
+
+.PHONY: run test lint fmt build release bench-ingress postgres
+
+## Everything up locally: PostgreSQL, database, example config and secrets, the ingress.
+run:
+	scripts/run-local.sh
+
+## The whole suite against real PostgreSQL (started here when it is not running).
+test: postgres
+	$(CARGO) build --workspace --bins $(TEST_FEATURES)
+	@if command -v cargo-nextest >/dev/null 2>&1; then \
+		$(CARGO) nextest run --workspace $(TEST_FEATURES) --no-fail-fast; \
+	else \
+		$(CARGO) test --workspace $(TEST_FEATURES) --no-fail-fast; \
+	fi
+
+## Formatting and clippy with warnings as errors.
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets $(TEST_FEATURES) -- -D warnings
+
+fmt:
+	$(CARGO) fmt --all
+
+build:
+	$(CARGO) build --workspace
+
+release:
+	$(CARGO) build --release -p inbound-ingress -p inboundctl
+
+postgres:
+	@scripts/ensure-postgres.sh
