@@ -33,5 +33,9 @@ build:
 release:
 	$(CARGO) build --release -p inbound-ingress -p inboundctl
 
+## Ingress throughput beside pgbench's single-row ceiling (a benchmark, not a test).
+bench-ingress:
+	scripts/bench-ingress.sh
+
 postgres:
 	@scripts/ensure-postgres.sh

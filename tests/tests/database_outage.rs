@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use inbound_tests::fixtures::{self, Provider, Variant};
+use inbound_tests::fixtures::{self, PROVIDERS, Provider, Variant};
 use inbound_tests::http::{Answer, HttpClient};
 use inbound_tests::proxy::{DbProxy, database_addr};
 use inbound_tests::{Ingress, TestDatabase};
@@ -85,6 +85,17 @@ async fn cut_database_answers_503_then_recovers_without_restart() {
         let answer = harness.deliver("evt_during_outage").await;
         assert_unavailable(&answer);
         assert_ne!(answer.status, 200, "attempt {attempt}");
+    }
+    // Every provider's verified, routed event gets the same 503 while the database is gone.
+    for provider in PROVIDERS {
+        let (headers, body) = provider.request(Variant::Routed("evt_outage_each"));
+        let url = harness.ingress.webhook_url(provider.integration());
+        let answer = harness
+            .client
+            .post(&url, &headers, body)
+            .await
+            .expect("an answer");
+        assert_unavailable(&answer);
     }
     assert_eq!(harness.readiness().await, 503);
 

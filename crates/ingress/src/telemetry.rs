@@ -54,7 +54,11 @@ pub enum LogFormat {
 pub fn init_logging(format: Option<LogFormat>) {
     use std::io::IsTerminal;
     let on_terminal = std::io::stderr().is_terminal();
-    let format = format.unwrap_or(if on_terminal { LogFormat::Text } else { LogFormat::Json });
+    let format = format.unwrap_or(if on_terminal {
+        LogFormat::Text
+    } else {
+        LogFormat::Json
+    });
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
