@@ -17,8 +17,16 @@ struct Harness {
 }
 
 async fn start() -> Harness {
+    start_with_database(true).await
+}
+
+/// Starts the ingress through the proxy; with `database_up` false the proxy is cut first.
+async fn start_with_database(database_up: bool) -> Harness {
     let database = TestDatabase::create().await;
     let proxy = DbProxy::start(database_addr(database.url())).await;
+    if !database_up {
+        proxy.cut();
+    }
     let mut options = fixtures::ingress_options(&proxy.rewrite_url(database.url()));
     // Short budgets keep the test quick; the behaviour is the same at the defaults.
     options.args = [
@@ -47,12 +55,16 @@ impl Harness {
             .expect("an answer")
     }
 
-    async fn readiness(&self) -> u16 {
+    async fn status_of(&self, path: &str) -> u16 {
         self.client
-            .get(&self.ingress.url("/readyz"))
+            .get(&self.ingress.url(path))
             .await
             .expect("an answer")
             .status
+    }
+
+    async fn readiness(&self) -> u16 {
+        self.status_of("/readyz").await
     }
 }
 
@@ -142,54 +154,12 @@ async fn stalled_commit_times_out_as_503_and_is_deduplicated_on_redelivery() {
 
 #[tokio::test]
 async fn ingress_starts_while_the_database_is_down_and_serves_once_it_is_up() {
-    let database = TestDatabase::create().await;
-    let proxy = DbProxy::start(database_addr(database.url())).await;
-    proxy.cut();
-    let mut options = fixtures::ingress_options(&proxy.rewrite_url(database.url()));
-    options.args = vec!["--db-acquire-timeout-ms".into(), "300".into()];
-    let ingress = Ingress::start(&options);
-    let client = HttpClient::new();
-    assert_eq!(
-        client
-            .get(&ingress.url("/healthz"))
-            .await
-            .expect("answer")
-            .status,
-        200,
-        "alive"
-    );
-    assert_eq!(
-        client
-            .get(&ingress.url("/readyz"))
-            .await
-            .expect("answer")
-            .status,
-        503,
-        "not ready"
-    );
-    let (headers, body) = Provider::Stripe.request(Variant::Routed("evt_cold"));
-    let url = ingress.webhook_url("stripe-acme");
-    assert_unavailable(
-        &client
-            .post(&url, &headers, body.clone())
-            .await
-            .expect("answer"),
-    );
-    proxy.restore();
-    assert_eq!(
-        client
-            .get(&ingress.url("/readyz"))
-            .await
-            .expect("answer")
-            .status,
-        200
-    );
-    assert_eq!(
-        client
-            .post(&url, &headers, body)
-            .await
-            .expect("answer")
-            .json["status"],
-        "accepted"
-    );
+    let harness = start_with_database(false).await;
+    assert_eq!(harness.status_of("/healthz").await, 200, "alive");
+    assert_eq!(harness.readiness().await, 503, "not ready");
+    assert_unavailable(&harness.deliver("evt_cold").await);
+    harness.proxy.restore();
+    assert_eq!(harness.readiness().await, 200);
+    assert_eq!(harness.deliver("evt_cold").await.json["status"], "accepted");
+    assert_eq!(harness.database.receipt_count().await, 1);
 }
