@@ -4,17 +4,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::{Method, Request, Response, StatusCode};
+use http::{Method, Request, Response};
 use hyper::body::Incoming;
 use inbound_core::clock::Clock;
 use inbound_core::config::Config;
-use inbound_core::store;
-use serde_json::json;
+use inbound_service::ops;
 use sqlx::PgPool;
 use tokio::time::Instant;
 
 use crate::receive::{self, Details};
-use crate::reply::{Body, Reply, json_response};
+use crate::reply::{Body, Reply};
 use crate::telemetry;
 
 /// Timing policy of the application (the server's own limits are in `ServerLimits`).
@@ -75,25 +74,12 @@ impl App {
             return self.handle_webhook(integration_id, request).await;
         }
         match (request.method(), path) {
-            (&Method::GET | &Method::HEAD, "/healthz") => {
-                json_response(StatusCode::OK, &json!({"status": "ok"}))
+            (&Method::GET | &Method::HEAD, "/healthz") => ops::liveness(),
+            (&Method::GET | &Method::HEAD, "/readyz") => {
+                ops::readiness(&self.pool, self.settings.readiness_timeout).await
             }
-            (&Method::GET | &Method::HEAD, "/readyz") => self.readiness().await,
             (_, "/healthz" | "/readyz") => Reply::MethodNotAllowed("GET, HEAD").into_response(),
             _ => Reply::NotFound.into_response(),
-        }
-    }
-
-    /// `200 ready` when the database answers within the readiness timeout, else 503.
-    pub async fn readiness(&self) -> Response<Body> {
-        let answered =
-            tokio::time::timeout(self.settings.readiness_timeout, store::ping(&self.pool)).await;
-        match answered {
-            Ok(Ok(())) => json_response(StatusCode::OK, &json!({"status": "ready"})),
-            _ => json_response(
-                StatusCode::SERVICE_UNAVAILABLE,
-                &json!({"status": "unavailable"}),
-            ),
         }
     }
 

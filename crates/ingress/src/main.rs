@@ -11,9 +11,11 @@ use clap::Parser;
 use inbound_core::clock::SystemClock;
 use inbound_core::config::Config;
 use inbound_core::store::{self, PoolSettings};
-use inbound_ingress::server::Drain;
-use inbound_ingress::telemetry::{self, LogFormat};
-use inbound_ingress::{App, AppSettings, ServerLimits, serve};
+use inbound_ingress::telemetry;
+use inbound_ingress::{App, AppSettings};
+use inbound_service::logging::{self, LogFormat};
+use inbound_service::signals::shutdown_signal;
+use inbound_service::{Drain, ServerLimits, ops, serve};
 use tokio::net::TcpListener;
 
 /// The inbound webhook receiver: verify, durably accept, answer.
@@ -61,7 +63,7 @@ struct Cli {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    telemetry::init_logging(cli.log_format);
+    logging::init_logging(cli.log_format);
     if let Err(error) = run(cli).await {
         // One line, then a non-zero exit: start-up errors are read by people.
         tracing::error!("{error:#}");
@@ -113,12 +115,18 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         "listening"
     );
 
-    let metrics_app = Arc::clone(&app);
+    let ops_pool = app.pool().clone();
+    let readiness_timeout = app.settings().readiness_timeout;
     tokio::spawn(serve(
         metrics_listener,
         limits.clone(),
         move |request| {
-            telemetry::serve_metrics_port(Arc::clone(&metrics_app), metrics.clone(), request)
+            ops::serve_ops(
+                request,
+                metrics.clone(),
+                ops_pool.clone(),
+                readiness_timeout,
+            )
         },
         std::future::pending(),
     ));
@@ -137,20 +145,4 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
     app.pool().close().await;
     Ok(())
-}
-
-/// Resolves on the first SIGTERM or SIGINT.
-async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut terminate), Ok(mut interrupt)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        tracing::error!("cannot install signal handlers; stopping at once");
-        return;
-    };
-    tokio::select! {
-        _ = terminate.recv() => tracing::info!("SIGTERM: draining"),
-        _ = interrupt.recv() => tracing::info!("SIGINT: draining"),
-    }
 }

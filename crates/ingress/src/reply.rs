@@ -2,15 +2,11 @@
 //! place. Bodies tell an unauthenticated caller nothing it could use: a 401 never says
 //! which check failed, a 503 never says why the database failed (that goes to the log).
 
-use bytes::Bytes;
-use http::header::{ALLOW, CONTENT_TYPE, RETRY_AFTER};
+use http::header::{ALLOW, RETRY_AFTER};
 use http::{HeaderValue, Response, StatusCode};
-use http_body_util::Full;
 use inbound_core::keys::ReceiptId;
+pub use inbound_service::http::{Body, json_response};
 use serde_json::json;
-
-/// The response body type of every route.
-pub type Body = Full<Bytes>;
 
 /// Seconds a client should wait before retrying after a 503.
 pub const RETRY_AFTER_SECS: u64 = 5;
@@ -127,14 +123,4 @@ impl Reply {
         }
         response
     }
-}
-
-/// A JSON response with the given status.
-pub fn json_response(status: StatusCode, body: &serde_json::Value) -> Response<Body> {
-    let mut response = Response::new(Full::new(Bytes::from(body.to_string())));
-    *response.status_mut() = status;
-    response
-        .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    response
 }

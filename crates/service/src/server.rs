@@ -17,7 +17,7 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
-use crate::reply::Body;
+use crate::http::Body;
 
 /// Connection-level limits.
 #[derive(Debug, Clone)]

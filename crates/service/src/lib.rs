@@ -1,0 +1,15 @@
+//! `inbound-service`: the process plumbing both binaries share and neither owns.
+//!
+//! - [`server`]: the hyper 1.x accept loop with limits and a graceful drain.
+//! - [`http`]: the response body type and JSON responses.
+//! - [`ops`]: `/metrics`, `/healthz` and `/readyz`, and the Prometheus recorder.
+//! - [`logging`]: `--log-format json|text` and `RUST_LOG`.
+//! - [`signals`]: SIGTERM/SIGINT as a future.
+
+pub mod http;
+pub mod logging;
+pub mod ops;
+pub mod server;
+pub mod signals;
+
+pub use server::{Drain, ServerLimits, serve};

@@ -1,0 +1,34 @@
+//! Log set-up: one line per event to stderr, JSON or text, filtered by `RUST_LOG`.
+
+/// Log line format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// One JSON object per line (the default when stderr is not a terminal).
+    Json,
+    /// Human-readable lines.
+    Text,
+}
+
+/// Sets up `tracing` to stderr, filtered by `RUST_LOG` (default `info`).
+pub fn init_logging(format: Option<LogFormat>) {
+    use std::io::IsTerminal;
+    let on_terminal = std::io::stderr().is_terminal();
+    let format = format.unwrap_or(if on_terminal {
+        LogFormat::Text
+    } else {
+        LogFormat::Json
+    });
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .init(),
+        LogFormat::Text => builder.with_ansi(on_terminal).init(),
+    }
+}
