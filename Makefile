@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 # Crash-table fixtures need the failpoints feature; release builds never enable it.
-TEST_FEATURES := --features inbound-ingress/failpoints
+TEST_FEATURES := --features inbound-service/failpoints
 
 .PHONY: run test lint fmt build release bench-ingress postgres
 

@@ -28,8 +28,8 @@ pub const ALL_SECRETS: &[&str] = &[
 pub const MAX_BODY_BYTES: usize = 4096;
 
 /// How to start an ingress with the test configuration on `database_url`.
-pub fn ingress_options(database_url: &str) -> crate::IngressOptions {
-    crate::IngressOptions {
+pub fn ingress_options(database_url: &str) -> crate::ServiceOptions {
+    crate::ServiceOptions {
         config_toml: config_toml(),
         files: vec![(
             "stripe-previous".to_owned(),
@@ -53,7 +53,13 @@ secrets = ["env:TEST_STRIPE_SECRET", "file:{{scratch}}/stripe-previous"]
 max_body_bytes = {MAX_BODY_BYTES}
 expect = {{ account = "acct_123", livemode = true }}
 [integration.routes]
-"payment_intent.succeeded" = {{ handler = "orders.mark_paid" }}
+"payment_intent.succeeded" = {{ handler = "orders.mark_paid", sink = "audit" }}
+"payment_intent.payment_failed" = {{ handler = "orders.mark_paid" }}
+"charge.refunded" = {{ handler = "orders.refund", sink = "audit" }}
+"invoice.paid" = {{ handler = "entitlements.grant", sink = "audit" }}
+[integration.entitlements]
+"price_pro" = "pro"
+"price_team" = "team"
 
 [[integration]]
 id = "gh-acme"

@@ -6,6 +6,7 @@
 //! first, with the `failpoints` feature); `INBOUND_BIN_DIR` overrides the location.
 
 pub mod database;
+pub mod domain;
 pub mod fixtures;
 pub mod http;
 pub mod process;
@@ -13,4 +14,4 @@ pub mod proxy;
 pub mod signing;
 
 pub use database::TestDatabase;
-pub use process::{Ingress, IngressOptions};
+pub use process::{Service, ServiceOptions};

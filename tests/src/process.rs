@@ -60,9 +60,9 @@ impl Drop for ScratchDir {
     }
 }
 
-/// How to start an ingress.
+/// How to start a service binary.
 #[derive(Debug, Clone, Default)]
-pub struct IngressOptions {
+pub struct ServiceOptions {
     /// The TOML configuration; `{scratch}` stands for the process's scratch directory.
     pub config_toml: String,
     /// Files (name, contents) written into the scratch directory before start.
@@ -75,10 +75,19 @@ pub struct IngressOptions {
     pub args: Vec<String>,
 }
 
-/// A running `inbound-ingress`.
-pub struct Ingress {
+/// Which binary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// `inbound-ingress`.
+    Ingress,
+    /// `inbound-worker`.
+    Worker,
+}
+
+/// A running `inbound-ingress` or `inbound-worker`.
+pub struct Service {
     child: Child,
-    /// Webhook address.
+    /// Webhook address (the ingress); the metrics address for a worker.
     pub addr: SocketAddr,
     /// Metrics address.
     pub metrics_addr: SocketAddr,
@@ -96,14 +105,24 @@ const INHERITED_TO_REMOVE: &[&str] = &[
     "INBOUND_LOG_FORMAT",
 ];
 
-impl Ingress {
+impl Service {
     /// Starts an ingress on loopback ports chosen by the OS and waits until it listens.
-    pub fn start(options: &IngressOptions) -> Self {
-        Self::try_start(options).unwrap_or_else(|logs| panic!("ingress did not start: {logs:#?}"))
+    pub fn ingress(options: &ServiceOptions) -> Self {
+        Self::try_start(Role::Ingress, options).unwrap_or_else(|logs| panic!("ingress did not start: {logs:#?}"))
     }
 
-    /// Like [`Ingress::start`], but returns the log lines when the process exits first.
-    pub fn try_start(options: &IngressOptions) -> Result<Self, Vec<String>> {
+    /// Like [`Service::ingress`], but returns the log lines when the process exits first.
+    pub fn try_ingress(options: &ServiceOptions) -> Result<Self, Vec<String>> {
+        Self::try_start(Role::Ingress, options)
+    }
+
+    /// Starts a worker with its metrics port on loopback and waits until it listens.
+    pub fn worker(options: &ServiceOptions) -> Self {
+        Self::try_start(Role::Worker, options).unwrap_or_else(|logs| panic!("worker did not start: {logs:#?}"))
+    }
+
+    /// Starts `role` and waits for its "listening" line; `Err` with the logs if it exits.
+    pub fn try_start(role: Role, options: &ServiceOptions) -> Result<Self, Vec<String>> {
         let scratch = ScratchDir::new();
         let config_path = scratch.path().join("config.toml");
         for (name, contents) in &options.files {
@@ -113,7 +132,11 @@ impl Ingress {
             .config_toml
             .replace("{scratch}", &scratch.path().display().to_string());
         std::fs::write(&config_path, config).expect("write config");
-        let mut command = Command::new(binary("inbound-ingress"));
+        let binary_name = match role {
+            Role::Ingress => "inbound-ingress",
+            Role::Worker => "inbound-worker",
+        };
+        let mut command = Command::new(binary(binary_name));
         for name in INHERITED_TO_REMOVE {
             command.env_remove(name);
         }
@@ -121,21 +144,15 @@ impl Ingress {
             .arg("--config")
             .arg(&config_path)
             .args(["--database-url", &options.database_url])
-            .args([
-                "--listen",
-                "127.0.0.1:0",
-                "--metrics-listen",
-                "127.0.0.1:0",
-                "--log-format",
-                "json",
-            ])
+            .args(["--metrics-listen", "127.0.0.1:0", "--log-format", "json"])
+            .args(if role == Role::Ingress { &["--listen", "127.0.0.1:0"][..] } else { &[] })
             .args(&options.args)
             .env("RUST_LOG", "info")
             .envs(options.env.iter().map(|(name, value)| (name, value)))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
-        let mut child = command.spawn().expect("spawn inbound-ingress");
+        let mut child = command.spawn().expect("spawn the service binary");
         let logs = capture_lines(child.stderr.take().expect("stderr piped"));
         let listening = wait_for_line(&mut child, &logs, "\"listening\"", Duration::from_secs(30))?;
         let fields: serde_json::Value =
@@ -146,9 +163,10 @@ impl Ingress {
                 .and_then(|text| text.parse().ok())
                 .expect("listening line names addresses")
         };
+        let metrics_addr = address("metrics_addr");
         Ok(Self {
-            addr: address("addr"),
-            metrics_addr: address("metrics_addr"),
+            addr: if role == Role::Ingress { address("addr") } else { metrics_addr },
+            metrics_addr,
             child,
             logs,
             _scratch: scratch,
@@ -208,7 +226,7 @@ impl Ingress {
     }
 }
 
-impl Drop for Ingress {
+impl Drop for Service {
     fn drop(&mut self) {
         self.kill();
     }

@@ -16,21 +16,21 @@ use std::time::Duration;
 
 use inbound_tests::fixtures::{self, Provider, Variant};
 use inbound_tests::http::HttpClient;
-use inbound_tests::{Ingress, TestDatabase};
+use inbound_tests::{Service, TestDatabase};
 
-fn start_ingress(database: &TestDatabase, failpoint: Option<&str>) -> Ingress {
+fn start_ingress(database: &TestDatabase, failpoint: Option<&str>) -> Service {
     let mut options = fixtures::ingress_options(database.url());
     if let Some(failpoint) = failpoint {
         options
             .env
             .push(("INBOUND_FAILPOINT".into(), failpoint.into()));
     }
-    Ingress::start(&options)
+    Service::ingress(&options)
 }
 
 async fn deliver(
     client: &HttpClient,
-    ingress: &Ingress,
+    ingress: &Service,
     event_id: &str,
 ) -> Result<serde_json::Value, String> {
     let (headers, body) = Provider::Stripe.request(Variant::Routed(event_id));
@@ -44,7 +44,7 @@ async fn deliver(
     }
 }
 
-async fn crash_at(failpoint: &str) -> (TestDatabase, Ingress) {
+async fn crash_at(failpoint: &str) -> (TestDatabase, Service) {
     let database = TestDatabase::create().await;
     let mut doomed = start_ingress(&database, Some(failpoint));
     let client = HttpClient::new();

@@ -6,7 +6,7 @@ use std::process::{Command, Output};
 use inbound_tests::database::{admin_url, with_database};
 use inbound_tests::fixtures;
 use inbound_tests::process::{ScratchDir, binary};
-use inbound_tests::{Ingress, TestDatabase};
+use inbound_tests::{Service, TestDatabase};
 
 fn inboundctl(args: &[&str], env: &[(String, String)]) -> Output {
     Command::new(binary("inboundctl"))
@@ -174,7 +174,7 @@ async fn migrate_without_a_reachable_database_fails_clearly() {
 #[tokio::test]
 async fn sign_event_prints_a_curl_command_the_ingress_accepts() {
     let database = TestDatabase::create().await;
-    let ingress = Ingress::start(&fixtures::ingress_options(database.url()));
+    let ingress = Service::ingress(&fixtures::ingress_options(database.url()));
     let scratch = ScratchDir::new();
     let path = write_config(&scratch, |config| config);
     let body = r#"{"id":"evt_from_curl","type":"payment_intent.succeeded","account":"acct_123","livemode":true}"#;

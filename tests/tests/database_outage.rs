@@ -7,12 +7,12 @@ use std::time::Duration;
 use inbound_tests::fixtures::{self, PROVIDERS, Provider, Variant};
 use inbound_tests::http::{Answer, HttpClient};
 use inbound_tests::proxy::{DbProxy, database_addr};
-use inbound_tests::{Ingress, TestDatabase};
+use inbound_tests::{Service, TestDatabase};
 
 struct Harness {
     database: TestDatabase,
     proxy: DbProxy,
-    ingress: Ingress,
+    ingress: Service,
     client: HttpClient,
 }
 
@@ -37,7 +37,7 @@ async fn start_with_database(database_up: bool) -> Harness {
     ]
     .map(str::to_owned)
     .to_vec();
-    let ingress = Ingress::start(&options);
+    let ingress = Service::ingress(&options);
     Harness {
         database,
         proxy,

@@ -6,18 +6,18 @@ use std::time::Duration;
 
 use inbound_tests::fixtures::{self, Provider, Variant};
 use inbound_tests::http::HttpClient;
-use inbound_tests::{Ingress, TestDatabase};
+use inbound_tests::{Service, TestDatabase};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-fn start_with_args(database: &TestDatabase, args: &[&str]) -> Ingress {
+fn start_with_args(database: &TestDatabase, args: &[&str]) -> Service {
     let mut options = fixtures::ingress_options(database.url());
     options.args = args.iter().map(|arg| (*arg).to_owned()).collect();
-    Ingress::start(&options)
+    Service::ingress(&options)
 }
 
 /// A raw HTTP/1.1 request head for a signed Stripe delivery, and its body.
-fn raw_request(ingress: &Ingress, event_id: &str) -> (String, String) {
+fn raw_request(ingress: &Service, event_id: &str) -> (String, String) {
     let (headers, body) = Provider::Stripe.request(Variant::Routed(event_id));
     let mut head = format!(
         "POST /webhooks/stripe-acme HTTP/1.1\r\nhost: {}\r\n",
@@ -216,7 +216,7 @@ async fn bad_configuration_stops_start_up_with_one_line_naming_the_field() {
     let database = TestDatabase::create().await;
     let mut options = fixtures::ingress_options(database.url());
     options.env.retain(|(name, _)| name != "TEST_GITHUB_SECRET");
-    let logs = match Ingress::try_start(&options) {
+    let logs = match Service::try_ingress(&options) {
         Ok(_) => panic!("started without its GitHub secret"),
         Err(logs) => logs,
     };

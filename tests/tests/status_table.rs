@@ -3,17 +3,17 @@
 
 use inbound_tests::fixtures::{self, PROVIDERS, Provider, Variant};
 use inbound_tests::http::{Answer, HttpClient};
-use inbound_tests::{Ingress, TestDatabase};
+use inbound_tests::{Service, TestDatabase};
 
 struct Harness {
     database: TestDatabase,
-    ingress: Ingress,
+    ingress: Service,
     client: HttpClient,
 }
 
 async fn start() -> Harness {
     let database = TestDatabase::create().await;
-    let ingress = Ingress::start(&fixtures::ingress_options(database.url()));
+    let ingress = Service::ingress(&fixtures::ingress_options(database.url()));
     Harness {
         database,
         ingress,
@@ -203,7 +203,7 @@ async fn status_table_for(provider: Provider) {
     assert_no_secret_in_logs(&harness.ingress);
 }
 
-fn assert_no_secret_in_logs(ingress: &Ingress) {
+fn assert_no_secret_in_logs(ingress: &Service) {
     let logs = ingress.logs();
     assert!(
         logs.iter().any(|line| line.contains("\"webhook\"")),

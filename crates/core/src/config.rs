@@ -137,11 +137,17 @@ impl Config {
     /// Reads, parses and validates the file at `path`, resolving `env:` references from
     /// the process environment.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        Self::load_with_handlers(path, handlers::BUILTIN_HANDLERS)
+    }
+
+    /// Like [`Config::load`], for a worker that registered handlers of its own: routes may
+    /// name any of `known_handlers`.
+    pub fn load_with_handlers(path: &Path, known_handlers: &[&str]) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Unreadable {
             path: path.display().to_string(),
             reason: error.kind().to_string(),
         })?;
-        Self::from_toml(&text, &|name| std::env::var(name).ok())
+        Self::from_toml_with_handlers(&text, &|name| std::env::var(name).ok(), known_handlers)
     }
 
     /// Parses and validates `text`; `env_lookup` resolves `env:` references.
@@ -149,8 +155,17 @@ impl Config {
         text: &str,
         env_lookup: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Self, ConfigError> {
+        Self::from_toml_with_handlers(text, env_lookup, handlers::BUILTIN_HANDLERS)
+    }
+
+    /// [`Config::from_toml`] with the handler names routes may use.
+    pub fn from_toml_with_handlers(
+        text: &str,
+        env_lookup: &dyn Fn(&str) -> Option<String>,
+        known_handlers: &[&str],
+    ) -> Result<Self, ConfigError> {
         let raw: RawConfig = toml::from_str(text).map_err(|error| syntax_error(text, &error))?;
-        validate(raw, env_lookup)
+        validate(raw, env_lookup, known_handlers)
     }
 
     /// Every integration, in file order.
@@ -255,6 +270,7 @@ const ID_RULE: &str = "must be 1-64 characters of letters, digits, '-', '_' or '
 fn validate(
     raw: RawConfig,
     env_lookup: &dyn Fn(&str) -> Option<String>,
+    known_handlers: &[&str],
 ) -> Result<Config, ConfigError> {
     let mut sinks = Vec::with_capacity(raw.sink.len());
     for (index, raw_sink) in raw.sink.into_iter().enumerate() {
@@ -272,7 +288,8 @@ fn validate(
         if integration_index.contains_key(&raw_integration.id) {
             return Err(invalid(format!("{path}.id"), "duplicate integration id"));
         }
-        let integration = validate_integration(&path, raw_integration, &sinks, env_lookup)?;
+        let integration =
+            validate_integration(&path, raw_integration, &sinks, env_lookup, known_handlers)?;
         integration_index.insert(integration.id.clone(), integrations.len());
         integrations.push(integration);
     }
@@ -288,6 +305,7 @@ fn validate_integration(
     raw: RawIntegration,
     sinks: &[Sink],
     env_lookup: &dyn Fn(&str) -> Option<String>,
+    known_handlers: &[&str],
 ) -> Result<Integration, ConfigError> {
     if !is_valid_id(&raw.id) {
         return Err(invalid(format!("{path}.id"), ID_RULE));
@@ -341,13 +359,13 @@ fn validate_integration(
         if event_type.is_empty() {
             return Err(invalid(route_path, "event type must not be empty"));
         }
-        if !handlers::is_known_handler(&route.handler) {
+        if !known_handlers.contains(&route.handler.as_str()) {
             return Err(invalid(
                 format!("{route_path}.handler"),
                 format!(
                     "unknown handler {:?} (expected one of {})",
                     route.handler,
-                    handlers::BUILTIN_HANDLERS.join(", ")
+                    known_handlers.join(", ")
                 ),
             ));
         }

@@ -7,7 +7,7 @@
 //! - [`keys`]: the receipt key's newtypes.
 //! - [`clock`]: an injectable clock so freshness checks are testable.
 //! - [`store`]: all SQL, and the embedded migrations.
-//! - [`handlers`]: the names of the built-in business handlers routes may name.
+//! - [`handlers`]: the handler model (trait, transitions, effect intents) and the built-ins.
 
 pub mod clock;
 pub mod config;

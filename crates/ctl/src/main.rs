@@ -4,7 +4,10 @@
 //! - `check-config --config F`: validate a configuration; exits 1 with a one-line error.
 //! - `sign-event --config F --integration ID --body JSON`: print a ready-to-paste `curl`
 //!   command that sends a correctly signed test event (for local runs and demos).
+//! - `status`, `receipts list|show|replay`, `purge`: stuck work and retention (see
+//!   [`operate`]); each takes `--json`.
 
+mod operate;
 mod sign;
 
 use std::path::PathBuf;
@@ -44,6 +47,40 @@ enum Command {
         /// Configuration file (TOML).
         #[arg(long, env = "INBOUND_CONFIG")]
         config: PathBuf,
+    },
+    /// Receipts and effects by state, and the oldest pending age per integration.
+    Status {
+        #[command(flatten)]
+        database: operate::DatabaseArgs,
+        /// Configuration file, to list every integration (even those with nothing pending).
+        #[arg(long, env = "INBOUND_CONFIG")]
+        config: Option<PathBuf>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List, show or replay receipts.
+    Receipts {
+        #[command(subcommand)]
+        command: operate::ReceiptsCommand,
+    },
+    /// Retention: drop payloads of done receipts, later their key rows, in bounded batches.
+    Purge {
+        #[command(flatten)]
+        database: operate::DatabaseArgs,
+        /// Drop payloads of receipts done more than this many days ago.
+        #[arg(long)]
+        payloads_older_than_days: u32,
+        /// Delete receipt rows (their keys) done more than this many days ago; at least
+        /// the payload age. Omit to keep every key.
+        #[arg(long)]
+        keys_older_than_days: Option<u32>,
+        /// Rows per batch (one short transaction each).
+        #[arg(long, default_value_t = 1000)]
+        batch_size: i64,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Print a curl command that sends a signed test event to a running ingress.
     SignEvent {
@@ -87,6 +124,15 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             )
             .await
         }
+        Command::Status { database, config, json } => operate::status(&database, config.as_deref(), json).await,
+        Command::Receipts { command } => operate::receipts(command).await,
+        Command::Purge {
+            database,
+            payloads_older_than_days,
+            keys_older_than_days,
+            batch_size,
+            json,
+        } => operate::purge(&database, payloads_older_than_days, keys_older_than_days, batch_size, json).await,
         Command::CheckConfig { config } => {
             let loaded = Config::load(&config)?;
             println!(

@@ -5,10 +5,8 @@
 //! - [`receive`]: the `POST /webhooks/{integration}` pipeline.
 //! - [`reply`]: every outcome, mapped to its status and body in one place.
 //! - [`telemetry`]: metric names, HELP text and buckets.
-//! - [`failpoint`]: deterministic crash points for the crash-table tests (feature-gated).
 
 pub mod app;
-pub mod failpoint;
 pub mod receive;
 pub mod reply;
 pub mod telemetry;

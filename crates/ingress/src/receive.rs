@@ -13,10 +13,10 @@ use inbound_core::headers::Headers;
 use inbound_core::keys::EventId;
 use inbound_core::store::{self, InsertOutcome, NewReceipt};
 use inbound_core::verify::{self, VerifyContext};
+use inbound_service::failpoint;
 use tokio::time::Instant;
 
 use crate::app::App;
-use crate::failpoint;
 use crate::reply::Reply;
 
 /// What the request log line needs besides the reply.

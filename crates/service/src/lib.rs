@@ -5,7 +5,9 @@
 //! - [`ops`]: `/metrics`, `/healthz` and `/readyz`, and the Prometheus recorder.
 //! - [`logging`]: `--log-format json|text` and `RUST_LOG`.
 //! - [`signals`]: SIGTERM/SIGINT as a future.
+//! - [`failpoint`]: crash points for the crash-table tests (feature `failpoints`).
 
+pub mod failpoint;
 pub mod http;
 pub mod logging;
 pub mod ops;

@@ -1,0 +1,201 @@
+//! The handler model: one receipt becomes one business transition inside the worker's
+//! transaction.
+//!
+//! A [`Handler`] gets the open transaction and the receipt ([`HandlerInput`]) and returns a
+//! [`Transition`] — applied (with effect intents), accepted duplicate, ignored, or
+//! quarantine — or a [`HandlerError`], which rolls the transaction back and retries later.
+//! The worker owns the transaction: it fenced the lease before calling, and it records
+//! the outcome and the intents and commits after. A handler never commits, never calls
+//! the network, and makes its transition idempotent with a uniqueness rule on the
+//! *business* key (not the event id), so a new event id for the same operation changes
+//! nothing twice.
+
+mod entitlements;
+mod forward;
+mod orders;
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use sqlx::PgConnection;
+
+use crate::config::Integration;
+use crate::keys::ReceiptId;
+
+/// Marks an order paid from a Stripe PaymentIntent.
+pub const ORDERS_MARK_PAID: &str = "orders.mark_paid";
+/// Marks a paid order refunded from a fully refunded Stripe Charge.
+pub const ORDERS_REFUND: &str = "orders.refund";
+/// Grants entitlements for each mapped line price of a Stripe Invoice.
+pub const ENTITLEMENTS_GRANT: &str = "entitlements.grant";
+/// No local change; only an effect intent carrying the event to a sink.
+pub const FORWARD: &str = "forward";
+
+/// Every built-in handler name, in the order the documentation lists them.
+pub const BUILTIN_HANDLERS: &[&str] = &[ORDERS_MARK_PAID, ORDERS_REFUND, ENTITLEMENTS_GRANT, FORWARD];
+
+/// What a handler sees of the receipt it transitions.
+#[derive(Debug, Clone, Copy)]
+pub struct HandlerInput<'a> {
+    /// The receipt being applied.
+    pub receipt_id: ReceiptId,
+    /// Its integration (tenant, entitlement map, …).
+    pub integration: &'a Integration,
+    /// The provider's event id.
+    pub event_id: &'a str,
+    /// The stored event type.
+    pub event_type: &'a str,
+    /// The receipt key's scope.
+    pub source_scope: &'a str,
+    /// The validated payload.
+    pub payload: &'a serde_json::Value,
+    /// The sink the route names, if any: effects go there.
+    pub sink: Option<&'a str>,
+}
+
+impl HandlerInput<'_> {
+    /// An effect intent towards the route's sink, or `None` when the route has no sink.
+    /// `business_key` must identify the business operation (not the event), so that a
+    /// repeated operation maps to the same operation key.
+    pub fn effect(&self, kind: &str, business_key: &[&str], data: serde_json::Value) -> Option<EffectIntent> {
+        let sink = self.sink?;
+        Some(EffectIntent {
+            operation_key: operation_key(kind, business_key),
+            sink: sink.to_owned(),
+            kind: kind.to_owned(),
+            data,
+        })
+    }
+}
+
+/// `kind:part:part…`, with `%` and `:` escaped in the parts so keys never alias.
+pub fn operation_key(kind: &str, business_key: &[&str]) -> String {
+    let mut key = kind.to_owned();
+    for part in business_key {
+        key.push(':');
+        key.push_str(&part.replace('%', "%25").replace(':', "%3A"));
+    }
+    key
+}
+
+/// A request to deliver something to a sink once the transition commits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EffectIntent {
+    /// Stable, derived from the business key; the Idempotency-Key sent to the sink.
+    pub operation_key: String,
+    /// The sink id.
+    pub sink: String,
+    /// What happened, e.g. `order.paid`.
+    pub kind: String,
+    /// The effect's data.
+    pub data: serde_json::Value,
+}
+
+/// How a receipt ends when its handler succeeds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transition {
+    /// The business change happened now; deliver these effects.
+    Applied {
+        /// Zero or more intents, committed with the transition.
+        effects: Vec<EffectIntent>,
+    },
+    /// The business change had already happened (another event id, a redelivery).
+    Duplicate {
+        /// Why, for operators.
+        reason: String,
+    },
+    /// Nothing to do for this event (stale, partial, unmapped).
+    Ignored {
+        /// Why, for operators.
+        reason: String,
+    },
+    /// A permanent inconsistency that needs a person.
+    Quarantine {
+        /// Why, for operators.
+        reason: String,
+    },
+}
+
+/// A handler failure: the transaction rolls back and the receipt is retried with backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum HandlerError {
+    /// Something that may resolve itself (the order does not exist yet, …).
+    #[error("{0}")]
+    Transient(String),
+    /// The database failed; retried like any transient failure.
+    #[error("database: {0}")]
+    Database(#[from] sqlx::Error),
+}
+
+/// The future a handler returns.
+pub type HandlerFuture<'a> = Pin<Box<dyn Future<Output = Result<Transition, HandlerError>> + Send + 'a>>;
+
+/// A business transition. Implement it for your own domain and register it by name.
+pub trait Handler: Send + Sync {
+    /// Applies the transition for `input` inside `transaction` (do not commit it).
+    fn apply<'a>(&'a self, transaction: &'a mut PgConnection, input: HandlerInput<'a>) -> HandlerFuture<'a>;
+}
+
+/// Handlers by route name.
+#[derive(Clone, Default)]
+pub struct Registry {
+    handlers: BTreeMap<String, Arc<dyn Handler>>,
+}
+
+impl Registry {
+    /// The built-in handlers.
+    pub fn builtin() -> Self {
+        let mut registry = Self::default();
+        registry.register(ORDERS_MARK_PAID, orders::MarkPaid);
+        registry.register(ORDERS_REFUND, orders::Refund);
+        registry.register(ENTITLEMENTS_GRANT, entitlements::Grant);
+        registry.register(FORWARD, forward::Forward);
+        registry
+    }
+
+    /// Adds (or replaces) the handler called `name`.
+    pub fn register(&mut self, name: &str, handler: impl Handler + 'static) {
+        self.handlers.insert(name.to_owned(), Arc::new(handler));
+    }
+
+    /// The handler called `name`.
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Handler>> {
+        self.handlers.get(name)
+    }
+
+    /// Every registered name (for configuration validation).
+    pub fn names(&self) -> Vec<&str> {
+        self.handlers.keys().map(String::as_str).collect()
+    }
+}
+
+/// Reads a string at a JSON pointer.
+fn text_at<'v>(value: &'v serde_json::Value, pointer: &str) -> Option<&'v str> {
+    value.pointer(pointer).and_then(serde_json::Value::as_str).filter(|text| !text.is_empty())
+}
+
+fn quarantine(reason: impl Into<String>) -> Transition {
+    Transition::Quarantine { reason: reason.into() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn operation_keys_escape_their_separator() {
+        assert_eq!(operation_key("order.paid", &["acme", "o:1"]), "order.paid:acme:o%3A1");
+        assert_ne!(operation_key("k", &["a:b", "c"]), operation_key("k", &["a", "b:c"]));
+    }
+
+    #[test]
+    fn every_builtin_is_registered() {
+        let registry = Registry::builtin();
+        assert_eq!(registry.names().len(), BUILTIN_HANDLERS.len());
+        for name in BUILTIN_HANDLERS {
+            assert!(registry.get(name).is_some(), "{name}");
+        }
+    }
+}

@@ -1,0 +1,302 @@
+//! What operators read and change: queue gauges, receipt listings and details, replays of
+//! failed or quarantined receipts, and bounded retention purges. Every count reads the
+//! small queue table or a partial index, never all receipts.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::{Connection, PgConnection};
+
+/// Receipts by state, as `inbound_receipts{state}` and `inboundctl status` report them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, sqlx::FromRow)]
+pub struct ReceiptCounts {
+    /// Claimable now (including expired leases).
+    pub pending: i64,
+    /// Held by a worker under a live lease.
+    pub leased: i64,
+    /// Backing off after a transient failure.
+    pub waiting: i64,
+    /// Permanent inconsistency, needs a person.
+    pub quarantined: i64,
+    /// Attempts exhausted, needs an owner.
+    pub failed: i64,
+}
+
+impl ReceiptCounts {
+    /// `(state label, count)` for every state, in a fixed order.
+    pub fn by_state(&self) -> [(&'static str, i64); 5] {
+        [
+            ("pending", self.pending),
+            ("leased", self.leased),
+            ("waiting", self.waiting),
+            ("quarantined", self.quarantined),
+            ("failed", self.failed),
+        ]
+    }
+}
+
+/// Counts receipts by state from the queue table and the non-done partial index.
+pub async fn receipt_counts(conn: &mut PgConnection) -> Result<ReceiptCounts, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT
+             (SELECT count(*) FROM receipt_queue WHERE visible_at <= now()) AS pending,
+             (SELECT count(*) FROM receipt_queue WHERE visible_at > now() AND leased_by IS NOT NULL) AS leased,
+             (SELECT count(*) FROM receipt_queue WHERE visible_at > now() AND leased_by IS NULL) AS waiting,
+             (SELECT count(*) FROM receipts WHERE status = 'quarantined') AS quarantined,
+             (SELECT count(*) FROM receipts WHERE status = 'failed') AS failed",
+    )
+    .fetch_one(conn)
+    .await
+}
+
+/// Seconds since the oldest unfinished receipt of `integration` was accepted (0 if none).
+pub async fn oldest_pending_age_seconds(conn: &mut PgConnection, integration: &str) -> Result<f64, sqlx::Error> {
+    sqlx::query_scalar(
+        "SELECT COALESCE(EXTRACT(EPOCH FROM now() - min(enqueued_at)), 0)::float8
+         FROM receipt_queue WHERE integration = $1",
+    )
+    .bind(integration)
+    .fetch_one(conn)
+    .await
+}
+
+/// The integrations with unfinished receipts.
+pub async fn queued_integrations(conn: &mut PgConnection) -> Result<Vec<String>, sqlx::Error> {
+    sqlx::query_scalar("SELECT DISTINCT integration FROM receipt_queue ORDER BY 1")
+        .fetch_all(conn)
+        .await
+}
+
+/// Effects by status (every status, zero when none).
+pub async fn effect_counts(conn: &mut PgConnection) -> Result<Vec<(String, i64)>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT s.status, count(e.id)
+         FROM unnest(ARRAY['pending', 'in_flight', 'completed', 'failed', 'uncertain', 'review']) WITH ORDINALITY AS s (status, position)
+         LEFT JOIN effects e ON e.status = s.status
+         GROUP BY s.status, s.position ORDER BY s.position",
+    )
+    .fetch_all(conn)
+    .await
+}
+
+/// One line of `inboundctl receipts list`.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct ReceiptSummary {
+    /// `receipts.id`.
+    pub id: i64,
+    /// The integration id.
+    pub integration: String,
+    /// The provider's event id.
+    pub event_id: String,
+    /// The event type.
+    pub event_type: String,
+    /// `pending | done | quarantined | failed`.
+    pub status: String,
+    /// `applied | duplicate | ignored` once done.
+    pub outcome: Option<String>,
+    /// Attempts so far.
+    pub attempts: i32,
+    /// When it was accepted.
+    pub received_at: DateTime<Utc>,
+}
+
+/// Receipts in `status` (optionally of one integration), newest first.
+pub async fn list_receipts(
+    conn: &mut PgConnection,
+    status: &str,
+    integration: Option<&str>,
+    limit: i64,
+) -> Result<Vec<ReceiptSummary>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT id, integration, event_id, event_type, status, outcome, attempts, received_at
+         FROM receipts
+         WHERE status = $1 AND ($2::text IS NULL OR integration = $2)
+         ORDER BY id DESC LIMIT $3",
+    )
+    .bind(status)
+    .bind(integration)
+    .bind(limit)
+    .fetch_all(conn)
+    .await
+}
+
+/// Everything `inboundctl receipts show` prints.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct ReceiptDetail {
+    /// `receipts.id`.
+    pub id: i64,
+    /// The integration id.
+    pub integration: String,
+    /// First half of the receipt key.
+    pub source_scope: String,
+    /// Second half of the receipt key.
+    pub event_id: String,
+    /// The event type.
+    pub event_type: String,
+    /// The route that matched.
+    pub route_key: String,
+    /// `pending | done | quarantined | failed`.
+    pub status: String,
+    /// `applied | duplicate | ignored` once done.
+    pub outcome: Option<String>,
+    /// Why it ended as it did (duplicate, ignored, quarantined).
+    pub outcome_reason: Option<String>,
+    /// Attempts so far.
+    pub attempts: i32,
+    /// The last transient error.
+    pub last_error: Option<String>,
+    /// When it was accepted.
+    pub received_at: DateTime<Utc>,
+    /// When it reached its terminal state.
+    pub finished_at: Option<DateTime<Utc>>,
+    /// When it is next claimable, while queued.
+    pub visible_at: Option<DateTime<Utc>>,
+    /// The worker holding its lease, while leased.
+    pub leased_by: Option<String>,
+    /// The payload (`null` once purged).
+    pub payload: Option<serde_json::Value>,
+}
+
+/// One effect of a receipt.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct EffectSummary {
+    /// `effects.id`.
+    pub id: i64,
+    /// The idempotency key.
+    pub operation_key: String,
+    /// The sink id.
+    pub sink: String,
+    /// What happened.
+    pub kind: String,
+    /// `pending | in_flight | completed | failed | uncertain | review`.
+    pub status: String,
+    /// Delivery attempts so far.
+    pub attempts: i32,
+    /// The last delivery error.
+    pub last_error: Option<String>,
+}
+
+/// The receipt with this id, with its queue state.
+pub async fn receipt_detail(conn: &mut PgConnection, receipt_id: i64) -> Result<Option<ReceiptDetail>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT r.id, r.integration, r.source_scope, r.event_id, r.event_type, r.route_key, r.status,
+                r.outcome, r.outcome_reason, r.attempts, COALESCE(q.last_error, r.last_error) AS last_error,
+                r.received_at, r.finished_at, q.visible_at, q.leased_by, r.payload
+         FROM receipts r LEFT JOIN receipt_queue q ON q.receipt_id = r.id
+         WHERE r.id = $1",
+    )
+    .bind(receipt_id)
+    .fetch_optional(conn)
+    .await
+}
+
+/// The effects of a receipt, oldest first.
+pub async fn receipt_effects(conn: &mut PgConnection, receipt_id: i64) -> Result<Vec<EffectSummary>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT id, operation_key, sink, kind, status, attempts, last_error
+         FROM effects WHERE receipt_id = $1 ORDER BY id",
+    )
+    .bind(receipt_id)
+    .fetch_all(conn)
+    .await
+}
+
+/// Why a replay was refused. Nothing is replayed when any id is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    /// No receipt has this id.
+    #[error("receipt {0} does not exist")]
+    Unknown(i64),
+    /// Only failed and quarantined receipts can be replayed.
+    #[error("receipt {id} is {status}; only failed or quarantined receipts can be replayed")]
+    WrongState {
+        /// The receipt.
+        id: i64,
+        /// Its status.
+        status: String,
+    },
+    /// The database failed.
+    #[error("database: {0}")]
+    Database(#[from] sqlx::Error),
+}
+
+/// Sends failed/quarantined receipts back to pending with attempts reset, recording who
+/// and why, all in one transaction: either every id is replayed or none.
+pub async fn replay(conn: &mut PgConnection, receipt_ids: &[i64], replayed_by: &str, reason: &str) -> Result<(), ReplayError> {
+    let mut transaction = conn.begin().await?;
+    for &id in receipt_ids {
+        let status: Option<String> = sqlx::query_scalar("SELECT status FROM receipts WHERE id = $1 FOR UPDATE")
+            .bind(id)
+            .fetch_optional(&mut *transaction)
+            .await?;
+        match status {
+            None => return Err(ReplayError::Unknown(id)),
+            Some(status) if status != "failed" && status != "quarantined" => return Err(ReplayError::WrongState { id, status }),
+            Some(status) => {
+                sqlx::query(
+                    "WITH logged AS (
+                         INSERT INTO receipt_replays (receipt_id, previous_status, replayed_by, reason)
+                         VALUES ($1, $2, $3, $4)
+                     ), queued AS (
+                         INSERT INTO receipt_queue (receipt_id, integration, visible_at, enqueued_at)
+                         SELECT id, integration, now(), now() FROM receipts WHERE id = $1
+                     )
+                     UPDATE receipts
+                     SET status = 'pending', outcome = NULL, outcome_reason = NULL, attempts = 0,
+                         finished_at = NULL
+                     WHERE id = $1",
+                )
+                .bind(id)
+                .bind(&status)
+                .bind(replayed_by)
+                .bind(reason)
+                .execute(&mut *transaction)
+                .await?;
+            }
+        }
+    }
+    transaction.commit().await?;
+    Ok(())
+}
+
+/// Drops the payloads of up to `batch` done receipts finished more than `days` ago;
+/// returns how many. Call until it returns less than `batch`.
+pub async fn purge_payloads_batch(conn: &mut PgConnection, days: u32, batch: i64) -> Result<u64, sqlx::Error> {
+    let purged = sqlx::query(
+        "UPDATE receipts SET payload = NULL
+         WHERE id IN (
+             SELECT id FROM receipts
+             WHERE status = 'done' AND payload IS NOT NULL
+               AND finished_at < now() - make_interval(days => $1)
+             ORDER BY finished_at LIMIT $2
+             FOR UPDATE SKIP LOCKED
+         )",
+    )
+    .bind(i32::try_from(days).unwrap_or(i32::MAX))
+    .bind(batch)
+    .execute(conn)
+    .await?;
+    Ok(purged.rows_affected())
+}
+
+/// Deletes up to `batch` done receipt rows (their keys) finished more than `days` ago,
+/// keeping any whose effects are not yet completed or failed; returns how many.
+pub async fn purge_keys_batch(conn: &mut PgConnection, days: u32, batch: i64) -> Result<u64, sqlx::Error> {
+    let purged = sqlx::query(
+        "DELETE FROM receipts
+         WHERE id IN (
+             SELECT r.id FROM receipts r
+             WHERE r.status = 'done' AND r.finished_at < now() - make_interval(days => $1)
+               AND NOT EXISTS (
+                   SELECT 1 FROM effects e
+                   WHERE e.receipt_id = r.id AND e.status NOT IN ('completed', 'failed')
+               )
+             ORDER BY r.finished_at LIMIT $2
+             FOR UPDATE SKIP LOCKED
+         )",
+    )
+    .bind(i32::try_from(days).unwrap_or(i32::MAX))
+    .bind(batch)
+    .execute(conn)
+    .await?;
+    Ok(purged.rows_affected())
+}

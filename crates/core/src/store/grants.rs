@@ -1,0 +1,34 @@
+//! The reference `entitlement_grants` table: one row per business key
+//! `(tenant, account, invoice, entitlement)`.
+
+use sqlx::PgConnection;
+
+/// One grant's business key.
+#[derive(Debug, Clone, Copy)]
+pub struct Grant<'a> {
+    /// The tenant of the integration.
+    pub tenant: &'a str,
+    /// The Stripe customer.
+    pub account_id: &'a str,
+    /// The Stripe invoice.
+    pub invoice_id: &'a str,
+    /// The entitlement name mapped from a price.
+    pub entitlement: &'a str,
+}
+
+/// Inserts the grant unless its business key exists; `true` when it was new.
+pub async fn insert(conn: &mut PgConnection, grant: Grant<'_>, receipt_id: i64) -> Result<bool, sqlx::Error> {
+    let inserted = sqlx::query(
+        "INSERT INTO entitlement_grants (tenant_id, account_id, invoice_id, entitlement, receipt_id)
+         VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT (tenant_id, account_id, invoice_id, entitlement) DO NOTHING",
+    )
+    .bind(grant.tenant)
+    .bind(grant.account_id)
+    .bind(grant.invoice_id)
+    .bind(grant.entitlement)
+    .bind(receipt_id)
+    .execute(conn)
+    .await?;
+    Ok(inserted.rows_affected() == 1)
+}

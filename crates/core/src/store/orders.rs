@@ -1,0 +1,100 @@
+//! The reference `orders` table: payment and refund transitions, each guarded by the
+//! order's state and bound to the payment's facts in the `UPDATE … WHERE`.
+
+use sqlx::PgConnection;
+
+/// What a successful PaymentIntent says about an order.
+#[derive(Debug, Clone, Copy)]
+pub struct Payment<'a> {
+    /// The tenant of the integration.
+    pub tenant: &'a str,
+    /// `metadata.order_id`.
+    pub order_id: &'a str,
+    /// The PaymentIntent id.
+    pub payment_id: &'a str,
+    /// `amount_received`, in minor units.
+    pub amount_minor: i64,
+    /// Lowercase ISO currency code, as Stripe sends it.
+    pub currency: &'a str,
+}
+
+/// An order as the handlers need to classify a zero-row update.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct OrderState {
+    /// The order id.
+    pub id: String,
+    /// The PaymentIntent the business expects.
+    pub provider_payment_id: Option<String>,
+    /// The amount due.
+    pub total_minor: i64,
+    /// The currency due.
+    pub currency: String,
+    /// `awaiting_payment | paid | refunded | canceled`.
+    pub status: String,
+}
+
+/// `awaiting_payment → paid`, only when payment id, amount and currency all match.
+/// `true` when the row changed.
+pub async fn mark_paid(conn: &mut PgConnection, payment: Payment<'_>, receipt_id: i64) -> Result<bool, sqlx::Error> {
+    let updated = sqlx::query(
+        "UPDATE orders
+         SET status = 'paid', amount_received_minor = $4, paid_receipt_id = $6,
+             paid_at = now(), updated_at = now()
+         WHERE tenant_id = $1 AND id = $2 AND status = 'awaiting_payment'
+           AND provider_payment_id = $3 AND total_minor = $4 AND currency = $5",
+    )
+    .bind(payment.tenant)
+    .bind(payment.order_id)
+    .bind(payment.payment_id)
+    .bind(payment.amount_minor)
+    .bind(payment.currency)
+    .bind(receipt_id)
+    .execute(conn)
+    .await?;
+    Ok(updated.rows_affected() == 1)
+}
+
+/// The order with this id, if any.
+pub async fn find(conn: &mut PgConnection, tenant: &str, order_id: &str) -> Result<Option<OrderState>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT id, provider_payment_id, total_minor, currency, status
+         FROM orders WHERE tenant_id = $1 AND id = $2",
+    )
+    .bind(tenant)
+    .bind(order_id)
+    .fetch_optional(conn)
+    .await
+}
+
+/// The order paid by this PaymentIntent, if any.
+pub async fn find_by_payment(conn: &mut PgConnection, tenant: &str, payment_id: &str) -> Result<Option<OrderState>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT id, provider_payment_id, total_minor, currency, status
+         FROM orders WHERE tenant_id = $1 AND provider_payment_id = $2",
+    )
+    .bind(tenant)
+    .bind(payment_id)
+    .fetch_optional(conn)
+    .await
+}
+
+/// `paid → refunded` for the order of this PaymentIntent; returns the order id when the
+/// row changed.
+pub async fn mark_refunded(
+    conn: &mut PgConnection,
+    tenant: &str,
+    payment_id: &str,
+    receipt_id: i64,
+) -> Result<Option<String>, sqlx::Error> {
+    sqlx::query_scalar(
+        "UPDATE orders
+         SET status = 'refunded', refunded_receipt_id = $3, refunded_at = now(), updated_at = now()
+         WHERE tenant_id = $1 AND provider_payment_id = $2 AND status = 'paid'
+         RETURNING id",
+    )
+    .bind(tenant)
+    .bind(payment_id)
+    .bind(receipt_id)
+    .fetch_optional(conn)
+    .await
+}

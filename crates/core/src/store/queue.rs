@@ -1,0 +1,202 @@
+//! The receipt queue: claim with leases, fence the business transaction on the lease
+//! token, and record how an attempt ended.
+//!
+//! A lease is visibility: a claimed row's `visible_at` moves `lease` into the future, so
+//! an expired lease is simply claimable again. Every claim increments `lease_token`; every
+//! later write about that attempt names the token, and a stale one matches no row.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use sqlx::PgConnection;
+
+use crate::keys::ReceiptId;
+
+/// A receipt claimed by one worker for one attempt.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct ClaimedReceipt {
+    /// `receipts.id`.
+    pub receipt_id: i64,
+    /// The fencing token of this attempt.
+    pub lease_token: i64,
+    /// Attempts including this one.
+    pub attempts: i32,
+    /// Whether the row was taken over from a holder whose lease expired.
+    pub reclaimed: bool,
+    /// The integration id.
+    pub integration: String,
+    /// First half of the receipt key.
+    pub source_scope: String,
+    /// Second half of the receipt key.
+    pub event_id: String,
+    /// The stored event type.
+    pub event_type: String,
+    /// The route that matched at acceptance.
+    pub route_key: String,
+    /// The payload (`None` only if purged, which pending receipts never are).
+    pub payload: Option<serde_json::Value>,
+    /// When the ingress committed the receipt.
+    pub received_at: DateTime<Utc>,
+}
+
+impl ClaimedReceipt {
+    /// The receipt id as a newtype.
+    pub fn id(&self) -> ReceiptId {
+        ReceiptId(self.receipt_id)
+    }
+}
+
+/// Claims up to `limit` visible receipts in one statement, leasing them for `lease`.
+/// `integrations`, when given, pins the claim to those integrations.
+pub async fn claim_batch(
+    conn: &mut PgConnection,
+    limit: i64,
+    lease: Duration,
+    worker_id: &str,
+    integrations: Option<&[String]>,
+) -> Result<Vec<ClaimedReceipt>, sqlx::Error> {
+    sqlx::query_as(
+        "WITH claimable AS MATERIALIZED (
+             SELECT receipt_id, leased_by IS NOT NULL AS reclaimed
+             FROM receipt_queue
+             WHERE visible_at <= now()
+               AND ($4::text[] IS NULL OR integration = ANY ($4))
+             ORDER BY visible_at, receipt_id
+             LIMIT $1
+             FOR UPDATE SKIP LOCKED
+         ), claimed AS (
+             UPDATE receipt_queue q
+             SET visible_at = now() + $2 * interval '1 millisecond',
+                 attempts = q.attempts + 1,
+                 lease_token = q.lease_token + 1,
+                 leased_by = $3,
+                 leased_at = now()
+             FROM claimable c
+             WHERE q.receipt_id = c.receipt_id
+             RETURNING q.receipt_id, q.lease_token, q.attempts, c.reclaimed
+         )
+         SELECT c.receipt_id, c.lease_token, c.attempts, c.reclaimed, r.integration,
+                r.source_scope, r.event_id, r.event_type, r.route_key, r.payload, r.received_at
+         FROM claimed c JOIN receipts r ON r.id = c.receipt_id
+         ORDER BY c.receipt_id",
+    )
+    .bind(limit)
+    .bind(i64::try_from(lease.as_millis()).unwrap_or(i64::MAX))
+    .bind(worker_id)
+    .bind(integrations)
+    .fetch_all(conn)
+    .await
+}
+
+/// The first statement of a business transaction: removes the queue row if this attempt
+/// still holds the lease. `false` means the lease was lost: roll back. The row stays
+/// locked until the transaction ends, so no other worker can claim it meanwhile.
+pub async fn take_fenced(conn: &mut PgConnection, receipt_id: i64, lease_token: i64) -> Result<bool, sqlx::Error> {
+    let removed = sqlx::query("DELETE FROM receipt_queue WHERE receipt_id = $1 AND lease_token = $2")
+        .bind(receipt_id)
+        .bind(lease_token)
+        .execute(conn)
+        .await?;
+    Ok(removed.rows_affected() == 1)
+}
+
+/// A terminal state written in the business transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finish<'a> {
+    /// `done` with `applied`.
+    Applied,
+    /// `done` with `duplicate` and why.
+    Duplicate(&'a str),
+    /// `done` with `ignored` and why.
+    Ignored(&'a str),
+    /// `quarantined` with why.
+    Quarantined(&'a str),
+}
+
+/// Records the terminal state, inside the business transaction (after [`take_fenced`]).
+pub async fn finish(conn: &mut PgConnection, receipt_id: i64, attempts: i32, finish: Finish<'_>) -> Result<(), sqlx::Error> {
+    let (status, outcome, reason) = match finish {
+        Finish::Applied => ("done", Some("applied"), None),
+        Finish::Duplicate(reason) => ("done", Some("duplicate"), Some(reason)),
+        Finish::Ignored(reason) => ("done", Some("ignored"), Some(reason)),
+        Finish::Quarantined(reason) => ("quarantined", None, Some(reason)),
+    };
+    sqlx::query(
+        "UPDATE receipts
+         SET status = $2, outcome = $3, outcome_reason = $4, attempts = $5, finished_at = now()
+         WHERE id = $1",
+    )
+    .bind(receipt_id)
+    .bind(status)
+    .bind(outcome)
+    .bind(reason)
+    .bind(attempts)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// After a transient failure (its transaction rolled back): releases the lease and makes
+/// the receipt visible again after `delay`, recording the error. One statement. `false`
+/// when the lease was already lost.
+pub async fn release_for_retry(
+    conn: &mut PgConnection,
+    receipt_id: i64,
+    lease_token: i64,
+    delay: Duration,
+    error: &str,
+) -> Result<bool, sqlx::Error> {
+    let updated = sqlx::query(
+        "WITH released AS (
+             UPDATE receipt_queue
+             SET visible_at = now() + $3 * interval '1 millisecond', leased_by = NULL,
+                 leased_at = NULL, last_error = $4
+             WHERE receipt_id = $1 AND lease_token = $2
+             RETURNING receipt_id, attempts
+         )
+         UPDATE receipts r SET attempts = released.attempts, last_error = $4
+         FROM released WHERE r.id = released.receipt_id",
+    )
+    .bind(receipt_id)
+    .bind(lease_token)
+    .bind(i64::try_from(delay.as_millis()).unwrap_or(i64::MAX))
+    .bind(error)
+    .execute(conn)
+    .await?;
+    Ok(updated.rows_affected() == 1)
+}
+
+/// Attempts exhausted: the receipt leaves the queue as `failed` with its last error. One
+/// statement. `false` when the lease was already lost.
+pub async fn fail_exhausted(conn: &mut PgConnection, receipt_id: i64, lease_token: i64, error: &str) -> Result<bool, sqlx::Error> {
+    let updated = sqlx::query(
+        "WITH removed AS (
+             DELETE FROM receipt_queue WHERE receipt_id = $1 AND lease_token = $2
+             RETURNING receipt_id, attempts
+         )
+         UPDATE receipts r
+         SET status = 'failed', attempts = removed.attempts, last_error = $3, finished_at = now()
+         FROM removed WHERE r.id = removed.receipt_id",
+    )
+    .bind(receipt_id)
+    .bind(lease_token)
+    .bind(error)
+    .execute(conn)
+    .await?;
+    Ok(updated.rows_affected() == 1)
+}
+
+/// Gives back a lease that was claimed but never started (shutdown): visible at once, and
+/// the attempt does not count.
+pub async fn release_unstarted(conn: &mut PgConnection, receipt_id: i64, lease_token: i64) -> Result<bool, sqlx::Error> {
+    let updated = sqlx::query(
+        "UPDATE receipt_queue
+         SET visible_at = now(), leased_by = NULL, leased_at = NULL, attempts = attempts - 1
+         WHERE receipt_id = $1 AND lease_token = $2",
+    )
+    .bind(receipt_id)
+    .bind(lease_token)
+    .execute(conn)
+    .await?;
+    Ok(updated.rows_affected() == 1)
+}

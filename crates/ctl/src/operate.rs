@@ -1,0 +1,243 @@
+//! Operators' commands for stuck work and retention: `status`, `receipts list|show|replay`
+//! and `purge`. Each prints a readable table, or JSON with `--json`, and refuses bad input
+//! (unknown id, wrong state, bad ages) with a clear message and a non-zero exit.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::{Args, Subcommand};
+use inbound_core::config::Config;
+use inbound_core::store::admin;
+use serde_json::json;
+use sqlx::{Connection, PgConnection};
+
+/// How to reach the database.
+#[derive(Debug, Args)]
+pub struct DatabaseArgs {
+    /// PostgreSQL URL.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    database_url: String,
+}
+
+impl DatabaseArgs {
+    async fn connect(&self) -> anyhow::Result<PgConnection> {
+        tokio::time::timeout(Duration::from_secs(10), PgConnection::connect(&self.database_url))
+            .await
+            .context("cannot connect to PostgreSQL: timed out")?
+            .context("cannot connect to PostgreSQL")
+    }
+}
+
+/// `inboundctl receipts …`.
+#[derive(Debug, Subcommand)]
+pub enum ReceiptsCommand {
+    /// Receipts in one state, newest first.
+    List {
+        #[command(flatten)]
+        database: DatabaseArgs,
+        /// pending | done | quarantined | failed.
+        #[arg(long)]
+        status: String,
+        /// Only this integration.
+        #[arg(long)]
+        integration: Option<String>,
+        /// At most this many.
+        #[arg(long, default_value_t = 50)]
+        limit: i64,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One receipt: payload, attempts, last error, outcome and effects.
+    Show {
+        #[command(flatten)]
+        database: DatabaseArgs,
+        /// The receipt id.
+        id: i64,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Send failed or quarantined receipts back to pending (attempts reset).
+    Replay {
+        #[command(flatten)]
+        database: DatabaseArgs,
+        /// Receipt ids.
+        #[arg(required = true)]
+        ids: Vec<i64>,
+        /// Why (recorded).
+        #[arg(long)]
+        reason: String,
+        /// Who (recorded); defaults to $USER.
+        #[arg(long, env = "USER", default_value = "unknown")]
+        by: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+const STATUSES: [&str; 4] = ["pending", "done", "quarantined", "failed"];
+
+/// `inboundctl status`.
+pub async fn status(database: &DatabaseArgs, config: Option<&Path>, as_json: bool) -> anyhow::Result<()> {
+    let mut connection = database.connect().await?;
+    let counts = admin::receipt_counts(&mut connection).await?;
+    let effects = admin::effect_counts(&mut connection).await?;
+    let mut integrations = admin::queued_integrations(&mut connection).await?;
+    if let Some(path) = config {
+        let config = Config::load(path)?;
+        integrations.extend(config.integrations().iter().map(|integration| integration.id.clone()));
+        integrations.sort();
+        integrations.dedup();
+    }
+    let mut ages = Vec::new();
+    for integration in &integrations {
+        ages.push((integration.clone(), admin::oldest_pending_age_seconds(&mut connection, integration).await?));
+    }
+    if as_json {
+        let ages: serde_json::Map<String, serde_json::Value> = ages.into_iter().map(|(id, age)| (id, json!(age))).collect();
+        let effects: serde_json::Map<String, serde_json::Value> = effects.into_iter().map(|(state, n)| (state, json!(n))).collect();
+        println!("{}", json!({"receipts": counts, "effects": effects, "oldest_pending_age_seconds": ages}));
+        return Ok(());
+    }
+    println!("receipts");
+    for (state, count) in counts.by_state() {
+        println!("  {state:<12} {count}");
+    }
+    println!("effects");
+    for (state, count) in &effects {
+        println!("  {state:<12} {count}");
+    }
+    println!("oldest pending age (s)");
+    if ages.is_empty() {
+        println!("  (nothing pending)");
+    }
+    for (integration, age) in ages {
+        println!("  {integration:<24} {age:.1}");
+    }
+    Ok(())
+}
+
+/// `inboundctl receipts …`.
+pub async fn receipts(command: ReceiptsCommand) -> anyhow::Result<()> {
+    match command {
+        ReceiptsCommand::List { database, status, integration, limit, json } => {
+            if !STATUSES.contains(&status.as_str()) {
+                bail!("--status {status:?} is not one of {}", STATUSES.join(", "));
+            }
+            if limit < 1 {
+                bail!("--limit must be at least 1");
+            }
+            let mut connection = database.connect().await?;
+            let rows = admin::list_receipts(&mut connection, &status, integration.as_deref(), limit).await?;
+            if json {
+                println!("{}", serde_json::to_string(&rows)?);
+            } else {
+                println!("{:>10}  {:<20} {:<12} {:<10} {:>8}  {:<28} event", "id", "integration", "status", "outcome", "attempts", "event type");
+                for row in rows {
+                    println!(
+                        "{:>10}  {:<20} {:<12} {:<10} {:>8}  {:<28} {}",
+                        row.id, row.integration, row.status, row.outcome.as_deref().unwrap_or("-"), row.attempts, row.event_type, row.event_id
+                    );
+                }
+            }
+            Ok(())
+        }
+        ReceiptsCommand::Show { database, id, json } => {
+            let mut connection = database.connect().await?;
+            let Some(detail) = admin::receipt_detail(&mut connection, id).await? else {
+                bail!("receipt {id} does not exist");
+            };
+            let effects = admin::receipt_effects(&mut connection, id).await?;
+            if json {
+                println!("{}", json!({"receipt": detail, "effects": effects}));
+                return Ok(());
+            }
+            println!("receipt {} ({} / {})", detail.id, detail.integration, detail.event_id);
+            println!("  scope        {}", detail.source_scope);
+            println!("  type         {} (route {})", detail.event_type, detail.route_key);
+            println!("  status       {}{}", detail.status, detail.outcome.as_deref().map(|outcome| format!(" ({outcome})")).unwrap_or_default());
+            if let Some(reason) = &detail.outcome_reason {
+                println!("  reason       {reason}");
+            }
+            println!("  attempts     {}", detail.attempts);
+            if let Some(error) = &detail.last_error {
+                println!("  last error   {error}");
+            }
+            println!("  received     {}", detail.received_at);
+            if let Some(finished) = detail.finished_at {
+                println!("  finished     {finished}");
+            }
+            if let Some(visible) = detail.visible_at {
+                println!("  next claim   {visible}{}", detail.leased_by.as_deref().map(|by| format!(" (leased by {by})")).unwrap_or_default());
+            }
+            println!("  effects      {}", if effects.is_empty() { "none" } else { "" });
+            for effect in &effects {
+                println!("    {} {} → {} [{}] attempts {}", effect.id, effect.operation_key, effect.sink, effect.status, effect.attempts);
+            }
+            match &detail.payload {
+                Some(payload) => println!("  payload\n{}", serde_json::to_string_pretty(payload)?),
+                None => println!("  payload      (purged)"),
+            }
+            Ok(())
+        }
+        ReceiptsCommand::Replay { database, ids, reason, by, json } => {
+            if reason.trim().is_empty() {
+                bail!("--reason must say why");
+            }
+            let mut connection = database.connect().await?;
+            admin::replay(&mut connection, &ids, &by, &reason).await?;
+            if json {
+                println!("{}", json!({"replayed": ids}));
+            } else {
+                println!("replayed {} receipt(s): {}", ids.len(), ids.iter().map(i64::to_string).collect::<Vec<_>>().join(", "));
+            }
+            Ok(())
+        }
+    }
+}
+
+/// `inboundctl purge`.
+pub async fn purge(
+    database: &DatabaseArgs,
+    payload_days: u32,
+    key_days: Option<u32>,
+    batch_size: i64,
+    as_json: bool,
+) -> anyhow::Result<()> {
+    if let Some(key_days) = key_days
+        && key_days < payload_days
+    {
+        bail!("--keys-older-than-days ({key_days}) must be at least --payloads-older-than-days ({payload_days})");
+    }
+    if batch_size < 1 {
+        bail!("--batch-size must be at least 1");
+    }
+    let mut connection = database.connect().await?;
+    let mut payloads = 0;
+    loop {
+        let purged = admin::purge_payloads_batch(&mut connection, payload_days, batch_size).await?;
+        payloads += purged;
+        if purged < batch_size as u64 {
+            break;
+        }
+    }
+    let mut keys = 0;
+    if let Some(key_days) = key_days {
+        loop {
+            let purged = admin::purge_keys_batch(&mut connection, key_days, batch_size).await?;
+            keys += purged;
+            if purged < batch_size as u64 {
+                break;
+            }
+        }
+    }
+    if as_json {
+        println!("{}", json!({"payloads_purged": payloads, "keys_purged": keys}));
+    } else {
+        println!("purged {payloads} payload(s) and {keys} receipt key row(s)");
+    }
+    Ok(())
+}

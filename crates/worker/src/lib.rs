@@ -1,0 +1,59 @@
+//! `inbound-worker`: claims accepted receipts with leases and applies each business
+//! transition exactly once.
+//!
+//! - [`runner`]: the claim loop, its concurrency and its drain on shutdown.
+//! - [`process`]: one claimed receipt: the fenced business transaction and how each
+//!   outcome (applied, duplicate, ignored, quarantined, transient, lease lost) is recorded.
+//! - [`backoff`]: exponential backoff with jitter.
+//! - [`gauges`]: queue gauges refreshed from index-backed queries.
+//! - [`telemetry`]: metric names, HELP text and buckets.
+
+pub mod backoff;
+pub mod gauges;
+pub mod process;
+pub mod runner;
+pub mod telemetry;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use inbound_core::config::Config;
+use inbound_core::handlers::Registry;
+use sqlx::PgPool;
+
+pub use runner::{Step, run, run_once};
+
+/// How a worker claims and retries.
+#[derive(Debug, Clone)]
+pub struct WorkerSettings {
+    /// Receipts processed at once.
+    pub concurrency: usize,
+    /// How long a claim is held before another worker may take it over.
+    pub lease: Duration,
+    /// Sleep between claims when there is nothing to do.
+    pub poll_interval: Duration,
+    /// Attempts before a receipt is `failed`.
+    pub max_attempts: i32,
+    /// First retry delay.
+    pub backoff_base: Duration,
+    /// Longest retry delay.
+    pub backoff_cap: Duration,
+    /// Written to `receipt_queue.leased_by`.
+    pub worker_id: String,
+    /// Claim only these integrations (`None`: all).
+    pub integrations: Option<Vec<String>>,
+    /// How long in-flight transitions may take to finish after shutdown begins.
+    pub shutdown_grace: Duration,
+}
+
+/// Everything a worker needs, shared by its tasks.
+pub struct Worker {
+    /// The database.
+    pub pool: PgPool,
+    /// The validated configuration.
+    pub config: Arc<Config>,
+    /// Handlers by route name.
+    pub registry: Registry,
+    /// Claiming and retry policy.
+    pub settings: WorkerSettings,
+}

@@ -1,0 +1,150 @@
+//! `inbound-worker`: parse flags, set up telemetry, build the pool, serve the ops port,
+//! and claim and apply receipts until SIGTERM/SIGINT, then drain.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, ensure};
+use clap::Parser;
+use inbound_core::config::Config;
+use inbound_core::handlers::Registry;
+use inbound_core::store::{self, PoolSettings};
+use inbound_service::logging::{self, LogFormat};
+use inbound_service::signals::shutdown_signal;
+use inbound_service::{ServerLimits, ops, serve};
+use inbound_worker::{Worker, WorkerSettings, gauges, telemetry};
+use tokio::net::TcpListener;
+
+/// The inbound worker: claim accepted receipts and apply each transition exactly once.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Cli {
+    /// Configuration file (TOML).
+    #[arg(long, env = "INBOUND_CONFIG")]
+    config: PathBuf,
+    /// PostgreSQL URL.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    database_url: String,
+    /// Address for /metrics, /healthz and /readyz.
+    #[arg(long, env = "INBOUND_METRICS_LISTEN", default_value = "0.0.0.0:9091")]
+    metrics_listen: SocketAddr,
+    /// Log format; JSON when stderr is not a terminal.
+    #[arg(long, env = "INBOUND_LOG_FORMAT", value_enum)]
+    log_format: Option<LogFormat>,
+    /// Receipts processed at once.
+    #[arg(long, env = "INBOUND_CONCURRENCY", default_value_t = 8)]
+    concurrency: usize,
+    /// Lease length; an expired lease is claimable by another worker.
+    #[arg(long, env = "INBOUND_LEASE_SECS", default_value_t = 30)]
+    lease_secs: u64,
+    /// Sleep between claims when idle.
+    #[arg(long, env = "INBOUND_POLL_INTERVAL_MS", default_value_t = 500)]
+    poll_interval_ms: u64,
+    /// Attempts before a receipt is failed.
+    #[arg(long, env = "INBOUND_MAX_ATTEMPTS", default_value_t = 10)]
+    max_attempts: i32,
+    /// First retry delay.
+    #[arg(long, env = "INBOUND_BACKOFF_BASE_MS", default_value_t = 1000)]
+    backoff_base_ms: u64,
+    /// Longest retry delay.
+    #[arg(long, env = "INBOUND_BACKOFF_CAP_SECS", default_value_t = 600)]
+    backoff_cap_secs: u64,
+    /// Claim only these integrations (repeat the flag); all when absent.
+    #[arg(long = "integration", env = "INBOUND_INTEGRATIONS", value_delimiter = ',')]
+    integrations: Vec<String>,
+    /// Identifies this worker in `receipt_queue.leased_by`.
+    #[arg(long, env = "INBOUND_WORKER_ID")]
+    worker_id: Option<String>,
+    /// How often the queue gauges are refreshed.
+    #[arg(long, env = "INBOUND_GAUGE_INTERVAL_SECS", default_value_t = 5)]
+    gauge_interval_secs: u64,
+    /// Wait at most this long for a database connection.
+    #[arg(long, env = "INBOUND_DB_ACQUIRE_TIMEOUT_MS", default_value_t = 2000)]
+    db_acquire_timeout_ms: u64,
+    /// Server-side statement timeout.
+    #[arg(long, env = "INBOUND_DB_STATEMENT_TIMEOUT_MS", default_value_t = 5000)]
+    db_statement_timeout_ms: u64,
+    /// Drain budget after SIGTERM/SIGINT.
+    #[arg(long, env = "INBOUND_SHUTDOWN_GRACE_SECS", default_value_t = 20)]
+    shutdown_grace_secs: u64,
+}
+
+#[tokio::main]
+async fn main() {
+    let cli = Cli::parse();
+    logging::init_logging(cli.log_format);
+    if let Err(error) = run(cli).await {
+        tracing::error!("{error:#}");
+        std::process::exit(1);
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    ensure!(cli.lease_secs >= 1, "--lease-secs must be at least 1");
+    ensure!(cli.concurrency >= 1, "--concurrency must be at least 1");
+    ensure!(cli.max_attempts >= 1, "--max-attempts must be at least 1");
+    let registry = Registry::builtin();
+    let config = Config::load_with_handlers(&cli.config, &registry.names()).context("invalid configuration")?;
+    for integration in &cli.integrations {
+        ensure!(config.integration(integration).is_some(), "--integration {integration}: no such integration in the configuration");
+    }
+    let metrics = telemetry::install_metrics().context("cannot install the metrics recorder")?;
+    let pool = store::connect_pool_lazy(
+        &cli.database_url,
+        &PoolSettings {
+            // One per in-flight receipt, one for claims, one for gauges, one spare.
+            max_connections: u32::try_from(cli.concurrency).unwrap_or(u32::MAX).saturating_add(3),
+            acquire_timeout: Duration::from_millis(cli.db_acquire_timeout_ms),
+            statement_timeout: Duration::from_millis(cli.db_statement_timeout_ms),
+            application_name: "inbound-worker".to_owned(),
+        },
+    )?;
+    let worker_id = cli.worker_id.unwrap_or_else(|| {
+        let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "worker".to_owned());
+        format!("{host}-{}", std::process::id())
+    });
+    let worker = Arc::new(Worker {
+        pool: pool.clone(),
+        config: Arc::new(config),
+        registry,
+        settings: WorkerSettings {
+            concurrency: cli.concurrency,
+            lease: Duration::from_secs(cli.lease_secs),
+            poll_interval: Duration::from_millis(cli.poll_interval_ms),
+            max_attempts: cli.max_attempts,
+            backoff_base: Duration::from_millis(cli.backoff_base_ms),
+            backoff_cap: Duration::from_secs(cli.backoff_cap_secs),
+            worker_id: worker_id.clone(),
+            integrations: (!cli.integrations.is_empty()).then_some(cli.integrations),
+            shutdown_grace: Duration::from_secs(cli.shutdown_grace_secs),
+        },
+    });
+
+    let metrics_listener = TcpListener::bind(cli.metrics_listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", cli.metrics_listen))?;
+    tracing::info!(metrics_addr = %metrics_listener.local_addr()?, worker_id, "listening");
+    let ops_pool = pool.clone();
+    let limits = ServerLimits {
+        header_read_timeout: Duration::from_secs(5),
+        max_connections: 64,
+        shutdown_grace: Duration::from_secs(1),
+    };
+    tokio::spawn(serve(
+        metrics_listener,
+        limits,
+        move |request| ops::serve_ops(request, metrics.clone(), ops_pool.clone(), Duration::from_secs(1)),
+        std::future::pending(),
+    ));
+    let gauge_worker = Arc::clone(&worker);
+    let gauge_interval = Duration::from_secs(cli.gauge_interval_secs.max(1));
+    let gauges = tokio::spawn(async move { gauges::refresh_forever(&gauge_worker, gauge_interval).await });
+
+    inbound_worker::run(Arc::clone(&worker), shutdown_signal()).await;
+    gauges.abort();
+    pool.close().await;
+    tracing::info!("drained; exiting");
+    Ok(())
+}

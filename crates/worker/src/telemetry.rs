@@ -1,0 +1,41 @@
+//! The worker's metrics: names fixed by DESIGN.md, HELP text and buckets.
+
+use metrics_exporter_prometheus::PrometheusHandle;
+
+/// Gauge: seconds since the oldest unfinished receipt was accepted, per integration.
+pub const OLDEST_PENDING_AGE_SECONDS: &str = "inbound_oldest_pending_age_seconds";
+/// Gauge: receipts by state (pending, leased, waiting, quarantined, failed).
+pub const RECEIPTS: &str = "inbound_receipts";
+/// Counter: processing attempts by integration and outcome.
+pub const RECEIPT_ATTEMPTS_TOTAL: &str = "inbound_receipt_attempts_total";
+/// Histogram: seconds from acceptance to done.
+pub const ACCEPT_TO_DONE_SECONDS: &str = "inbound_accept_to_done_seconds";
+/// Counter: claims that took over an expired lease.
+pub const LEASE_RECLAIMS_TOTAL: &str = "inbound_lease_reclaims_total";
+
+/// From a fast commit to a receipt retried for an hour.
+const ACCEPT_TO_DONE_BUCKETS_SECONDS: &[f64] = &[
+    0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0,
+];
+
+/// Installs the global Prometheus recorder and describes every metric (HELP text).
+pub fn install_metrics() -> anyhow::Result<PrometheusHandle> {
+    let handle = inbound_service::ops::install_recorder(&[(ACCEPT_TO_DONE_SECONDS, ACCEPT_TO_DONE_BUCKETS_SECONDS)])?;
+    metrics::describe_gauge!(
+        OLDEST_PENDING_AGE_SECONDS,
+        metrics::Unit::Seconds,
+        "Age of the oldest unfinished receipt per integration (0 when none)."
+    );
+    metrics::describe_gauge!(RECEIPTS, "Receipts by state: pending, leased, waiting, quarantined, failed.");
+    metrics::describe_counter!(
+        RECEIPT_ATTEMPTS_TOTAL,
+        "Receipt processing attempts by integration and outcome (applied, duplicate, ignored, quarantined, transient, failed, lease_lost)."
+    );
+    metrics::describe_histogram!(
+        ACCEPT_TO_DONE_SECONDS,
+        metrics::Unit::Seconds,
+        "Time from the ingress's commit to the receipt's done commit."
+    );
+    metrics::describe_counter!(LEASE_RECLAIMS_TOTAL, "Claims that took over a receipt whose lease had expired.");
+    Ok(handle)
+}

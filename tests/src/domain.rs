@@ -1,0 +1,146 @@
+//! The reference business domain for worker tests: seeded orders, Stripe events as the
+//! worker sees them, receipts accepted through core's real acceptance path, and an
+//! in-process worker over a test database.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use inbound_core::config::Config;
+use inbound_core::event::{self, Delivery};
+use inbound_core::handlers::Registry;
+use inbound_core::headers::Headers;
+use inbound_core::store;
+use inbound_worker::{Worker, WorkerSettings};
+use serde_json::{Value, json};
+use sqlx::PgPool;
+
+use crate::fixtures;
+use crate::process::ScratchDir;
+
+/// The tenant of `stripe-acme`.
+pub const TENANT: &str = "acme";
+
+/// Inserts an order awaiting payment.
+pub async fn seed_order(pool: &PgPool, order_id: &str, payment_id: &str, total_minor: i64, currency: &str) {
+    sqlx::query(
+        "INSERT INTO orders (tenant_id, id, provider_payment_id, total_minor, currency) VALUES ($1, $2, $3, $4, $5)",
+    )
+    .bind(TENANT)
+    .bind(order_id)
+    .bind(payment_id)
+    .bind(total_minor)
+    .bind(currency)
+    .execute(pool)
+    .await
+    .expect("seed order");
+}
+
+/// The status of an order.
+pub async fn order_status(pool: &PgPool, order_id: &str) -> String {
+    sqlx::query_scalar("SELECT status FROM orders WHERE tenant_id = $1 AND id = $2")
+        .bind(TENANT)
+        .bind(order_id)
+        .fetch_one(pool)
+        .await
+        .expect("order exists")
+}
+
+/// A Stripe event body for `stripe-acme` with `object` as `data.object`.
+pub fn stripe_event(event_id: &str, event_type: &str, object: Value) -> String {
+    json!({
+        "id": event_id, "object": "event", "type": event_type, "account": "acct_123",
+        "livemode": true, "data": {"object": object}
+    })
+    .to_string()
+}
+
+/// A PaymentIntent object.
+pub fn payment_intent(payment_id: &str, order_id: &str, amount: i64, currency: &str, status: &str) -> Value {
+    json!({
+        "id": payment_id, "object": "payment_intent", "status": status,
+        "amount_received": amount, "currency": currency, "metadata": {"order_id": order_id}
+    })
+}
+
+/// A Charge object refunding `refunded` of `amount`.
+pub fn charge(payment_id: &str, amount: i64, refunded: i64) -> Value {
+    json!({
+        "id": format!("ch_{payment_id}"), "object": "charge", "payment_intent": payment_id,
+        "amount": amount, "amount_refunded": refunded, "refunded": refunded == amount
+    })
+}
+
+/// An Invoice object with one line per price.
+pub fn invoice(invoice_id: &str, customer: &str, prices: &[&str]) -> Value {
+    let lines: Vec<Value> = prices.iter().map(|price| json!({"price": {"id": price}})).collect();
+    json!({"id": invoice_id, "object": "invoice", "customer": customer, "lines": {"data": lines}})
+}
+
+/// The test configuration, loaded in process (secrets from the fixture values).
+pub fn config() -> Config {
+    let scratch = ScratchDir::new();
+    let options = fixtures::ingress_options("unused");
+    for (name, contents) in &options.files {
+        std::fs::write(scratch.path().join(name), contents).expect("write file");
+    }
+    let text = options.config_toml.replace("{scratch}", &scratch.path().display().to_string());
+    let env: std::collections::HashMap<String, String> = options.env.into_iter().collect();
+    Config::from_toml(&text, &|name| env.get(name).cloned()).expect("fixture config is valid")
+}
+
+/// Accepts `body` for `stripe-acme` exactly as the ingress would (after verification);
+/// `Some(receipt id)` when new, `None` for a duplicate receipt key.
+pub async fn accept(pool: &PgPool, config: &Config, body: &str) -> Option<i64> {
+    let integration = config.integration("stripe-acme").expect("stripe-acme");
+    let Ok(Delivery::Event(event)) = event::extract(integration, &Headers::default(), body.as_bytes()) else {
+        panic!("fixture event does not extract: {body}");
+    };
+    let (route_key, _) = event::find_route(integration, &event).expect("fixture event is routed");
+    let receipt = store::NewReceipt {
+        integration: &integration.id,
+        source_scope: &event.source_scope,
+        event_id: &event.event_id,
+        event_type: &event.event_type,
+        route_key,
+        payload_json: event.payload_json,
+    };
+    let mut connection = pool.acquire().await.expect("connection");
+    match store::insert_receipt(&mut connection, receipt).await.expect("insert receipt") {
+        store::InsertOutcome::Accepted(id) => Some(id.0),
+        store::InsertOutcome::Duplicate => None,
+    }
+}
+
+/// Settings for an in-process worker: small, fast, and deterministic enough for tests.
+pub fn settings() -> WorkerSettings {
+    WorkerSettings {
+        concurrency: 8,
+        lease: Duration::from_secs(30),
+        poll_interval: Duration::from_millis(50),
+        max_attempts: 10,
+        backoff_base: Duration::from_millis(100),
+        backoff_cap: Duration::from_secs(2),
+        worker_id: "test-worker".to_owned(),
+        integrations: None,
+        shutdown_grace: Duration::from_secs(5),
+    }
+}
+
+/// A worker over `pool` in this process.
+pub fn worker(pool: &PgPool, settings: WorkerSettings) -> Arc<Worker> {
+    Arc::new(Worker { pool: pool.clone(), config: Arc::new(config()), registry: Registry::builtin(), settings })
+}
+
+/// A receipt's `(status, outcome, outcome_reason)`.
+pub async fn receipt_state(pool: &PgPool, receipt_id: i64) -> (String, Option<String>, Option<String>) {
+    sqlx::query_as("SELECT status, outcome, outcome_reason FROM receipts WHERE id = $1")
+        .bind(receipt_id)
+        .fetch_one(pool)
+        .await
+        .expect("receipt exists")
+}
+
+/// The operation keys of every effect, in order.
+pub async fn operation_keys(pool: &PgPool) -> Vec<String> {
+    sqlx::query_scalar("SELECT operation_key FROM effects ORDER BY id").fetch_all(pool).await.expect("effects")
+}
