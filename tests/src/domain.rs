@@ -21,7 +21,13 @@ use crate::process::ScratchDir;
 pub const TENANT: &str = "acme";
 
 /// Inserts an order awaiting payment.
-pub async fn seed_order(pool: &PgPool, order_id: &str, payment_id: &str, total_minor: i64, currency: &str) {
+pub async fn seed_order(
+    pool: &PgPool,
+    order_id: &str,
+    payment_id: &str,
+    total_minor: i64,
+    currency: &str,
+) {
     sqlx::query(
         "INSERT INTO orders (tenant_id, id, provider_payment_id, total_minor, currency) VALUES ($1, $2, $3, $4, $5)",
     )
@@ -55,7 +61,13 @@ pub fn stripe_event(event_id: &str, event_type: &str, object: Value) -> String {
 }
 
 /// A PaymentIntent object.
-pub fn payment_intent(payment_id: &str, order_id: &str, amount: i64, currency: &str, status: &str) -> Value {
+pub fn payment_intent(
+    payment_id: &str,
+    order_id: &str,
+    amount: i64,
+    currency: &str,
+    status: &str,
+) -> Value {
     json!({
         "id": payment_id, "object": "payment_intent", "status": status,
         "amount_received": amount, "currency": currency, "metadata": {"order_id": order_id}
@@ -72,7 +84,10 @@ pub fn charge(payment_id: &str, amount: i64, refunded: i64) -> Value {
 
 /// An Invoice object with one line per price.
 pub fn invoice(invoice_id: &str, customer: &str, prices: &[&str]) -> Value {
-    let lines: Vec<Value> = prices.iter().map(|price| json!({"price": {"id": price}})).collect();
+    let lines: Vec<Value> = prices
+        .iter()
+        .map(|price| json!({"price": {"id": price}}))
+        .collect();
     json!({"id": invoice_id, "object": "invoice", "customer": customer, "lines": {"data": lines}})
 }
 
@@ -83,7 +98,9 @@ pub fn config() -> Config {
     for (name, contents) in &options.files {
         std::fs::write(scratch.path().join(name), contents).expect("write file");
     }
-    let text = options.config_toml.replace("{scratch}", &scratch.path().display().to_string());
+    let text = options
+        .config_toml
+        .replace("{scratch}", &scratch.path().display().to_string());
     let env: std::collections::HashMap<String, String> = options.env.into_iter().collect();
     Config::from_toml(&text, &|name| env.get(name).cloned()).expect("fixture config is valid")
 }
@@ -92,7 +109,9 @@ pub fn config() -> Config {
 /// `Some(receipt id)` when new, `None` for a duplicate receipt key.
 pub async fn accept(pool: &PgPool, config: &Config, body: &str) -> Option<i64> {
     let integration = config.integration("stripe-acme").expect("stripe-acme");
-    let Ok(Delivery::Event(event)) = event::extract(integration, &Headers::default(), body.as_bytes()) else {
+    let Ok(Delivery::Event(event)) =
+        event::extract(integration, &Headers::default(), body.as_bytes())
+    else {
         panic!("fixture event does not extract: {body}");
     };
     let (route_key, _) = event::find_route(integration, &event).expect("fixture event is routed");
@@ -105,7 +124,10 @@ pub async fn accept(pool: &PgPool, config: &Config, body: &str) -> Option<i64> {
         payload_json: event.payload_json,
     };
     let mut connection = pool.acquire().await.expect("connection");
-    match store::insert_receipt(&mut connection, receipt).await.expect("insert receipt") {
+    match store::insert_receipt(&mut connection, receipt)
+        .await
+        .expect("insert receipt")
+    {
         store::InsertOutcome::Accepted(id) => Some(id.0),
         store::InsertOutcome::Duplicate => None,
     }
@@ -128,11 +150,19 @@ pub fn settings() -> WorkerSettings {
 
 /// A worker over `pool` in this process.
 pub fn worker(pool: &PgPool, settings: WorkerSettings) -> Arc<Worker> {
-    Arc::new(Worker { pool: pool.clone(), config: Arc::new(config()), registry: Registry::builtin(), settings })
+    Arc::new(Worker {
+        pool: pool.clone(),
+        config: Arc::new(config()),
+        registry: Registry::builtin(),
+        settings,
+    })
 }
 
 /// A receipt's `(status, outcome, outcome_reason)`.
-pub async fn receipt_state(pool: &PgPool, receipt_id: i64) -> (String, Option<String>, Option<String>) {
+pub async fn receipt_state(
+    pool: &PgPool,
+    receipt_id: i64,
+) -> (String, Option<String>, Option<String>) {
     sqlx::query_as("SELECT status, outcome, outcome_reason FROM receipts WHERE id = $1")
         .bind(receipt_id)
         .fetch_one(pool)
@@ -142,5 +172,8 @@ pub async fn receipt_state(pool: &PgPool, receipt_id: i64) -> (String, Option<St
 
 /// The operation keys of every effect, in order.
 pub async fn operation_keys(pool: &PgPool) -> Vec<String> {
-    sqlx::query_scalar("SELECT operation_key FROM effects ORDER BY id").fetch_all(pool).await.expect("effects")
+    sqlx::query_scalar("SELECT operation_key FROM effects ORDER BY id")
+        .fetch_all(pool)
+        .await
+        .expect("effects")
 }

@@ -21,7 +21,7 @@ pub fn binary(name: &str) -> PathBuf {
     let path = directory.join(name);
     assert!(
         path.exists(),
-        "{} is missing: build the binaries first (`make test` runs `cargo build --workspace --bins --features inbound-ingress/failpoints`)",
+        "{} is missing: build the binaries first (`make test` runs `cargo build --workspace --bins --features inbound-service/failpoints`)",
         path.display()
     );
     path
@@ -108,7 +108,8 @@ const INHERITED_TO_REMOVE: &[&str] = &[
 impl Service {
     /// Starts an ingress on loopback ports chosen by the OS and waits until it listens.
     pub fn ingress(options: &ServiceOptions) -> Self {
-        Self::try_start(Role::Ingress, options).unwrap_or_else(|logs| panic!("ingress did not start: {logs:#?}"))
+        Self::try_start(Role::Ingress, options)
+            .unwrap_or_else(|logs| panic!("ingress did not start: {logs:#?}"))
     }
 
     /// Like [`Service::ingress`], but returns the log lines when the process exits first.
@@ -118,7 +119,8 @@ impl Service {
 
     /// Starts a worker with its metrics port on loopback and waits until it listens.
     pub fn worker(options: &ServiceOptions) -> Self {
-        Self::try_start(Role::Worker, options).unwrap_or_else(|logs| panic!("worker did not start: {logs:#?}"))
+        Self::try_start(Role::Worker, options)
+            .unwrap_or_else(|logs| panic!("worker did not start: {logs:#?}"))
     }
 
     /// Starts `role` and waits for its "listening" line; `Err` with the logs if it exits.
@@ -145,7 +147,11 @@ impl Service {
             .arg(&config_path)
             .args(["--database-url", &options.database_url])
             .args(["--metrics-listen", "127.0.0.1:0", "--log-format", "json"])
-            .args(if role == Role::Ingress { &["--listen", "127.0.0.1:0"][..] } else { &[] })
+            .args(if role == Role::Ingress {
+                &["--listen", "127.0.0.1:0"][..]
+            } else {
+                &[]
+            })
             .args(&options.args)
             .env("RUST_LOG", "info")
             .envs(options.env.iter().map(|(name, value)| (name, value)))
@@ -165,7 +171,11 @@ impl Service {
         };
         let metrics_addr = address("metrics_addr");
         Ok(Self {
-            addr: if role == Role::Ingress { address("addr") } else { metrics_addr },
+            addr: if role == Role::Ingress {
+                address("addr")
+            } else {
+                metrics_addr
+            },
             metrics_addr,
             child,
             logs,

@@ -203,3 +203,120 @@ async fn sign_event_prints_a_curl_command_the_ingress_accepts() {
     assert_eq!(answer["status"], "accepted", "{command}");
     assert_eq!(database.receipt_count().await, 1);
 }
+
+#[tokio::test]
+async fn status_list_show_replay_and_purge_through_the_binary() {
+    use inbound_tests::domain;
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let config = domain::config();
+    let env = [("DATABASE_URL".to_owned(), database.url().to_owned())];
+    let body = domain::stripe_event(
+        "evt_1",
+        "payment_intent.succeeded",
+        domain::payment_intent("pi_1", "o1", 1000, "usd", "succeeded"),
+    );
+    let receipt = domain::accept(pool, &config, &body).await.expect("new");
+    let json_of = |output: Output| -> serde_json::Value {
+        assert!(output.status.success(), "{}", text(&output.stderr));
+        serde_json::from_slice(&output.stdout).expect("JSON")
+    };
+
+    let status = json_of(inboundctl(&["status", "--json"], &env));
+    assert_eq!(status["receipts"]["pending"], 1, "{status}");
+    assert_eq!(status["effects"]["pending"], 0, "{status}");
+    assert!(
+        status["oldest_pending_age_seconds"]["stripe-acme"]
+            .as_f64()
+            .is_some(),
+        "{status}"
+    );
+
+    let listed = json_of(inboundctl(
+        &["receipts", "list", "--status", "pending", "--json"],
+        &env,
+    ));
+    assert_eq!(listed[0]["id"], receipt);
+    let refused = inboundctl(&["receipts", "list", "--status", "stuck"], &env);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        text(&refused.stderr)
+            .contains("--status \"stuck\" is not one of pending, done, quarantined, failed")
+    );
+
+    // A quarantined receipt, shown, then replayed with who and why.
+    sqlx::query("DELETE FROM receipt_queue")
+        .execute(pool)
+        .await
+        .expect("dequeue");
+    sqlx::query("UPDATE receipts SET status = 'quarantined', outcome_reason = 'amount mismatch', finished_at = now()")
+        .execute(pool)
+        .await
+        .expect("quarantine");
+    let shown = json_of(inboundctl(
+        &["receipts", "show", &receipt.to_string(), "--json"],
+        &env,
+    ));
+    assert_eq!(shown["receipt"]["status"], "quarantined");
+    assert_eq!(shown["receipt"]["outcome_reason"], "amount mismatch");
+    assert_eq!(shown["receipt"]["payload"]["id"], "evt_1");
+    let human = inboundctl(&["receipts", "show", &receipt.to_string()], &env);
+    assert!(
+        text(&human.stdout).contains("reason       amount mismatch"),
+        "{}",
+        text(&human.stdout)
+    );
+    let unknown = inboundctl(&["receipts", "show", "424242"], &env);
+    assert_eq!(unknown.status.code(), Some(1));
+    assert!(text(&unknown.stderr).contains("receipt 424242 does not exist"));
+
+    let replayed = inboundctl(
+        &[
+            "receipts",
+            "replay",
+            &receipt.to_string(),
+            "--reason",
+            "fixed the order",
+            "--by",
+            "alice",
+        ],
+        &env,
+    );
+    assert!(replayed.status.success(), "{}", text(&replayed.stderr));
+    assert_eq!(domain::receipt_state(pool, receipt).await.0, "pending");
+    let again = inboundctl(
+        &[
+            "receipts",
+            "replay",
+            &receipt.to_string(),
+            "--reason",
+            "again",
+        ],
+        &env,
+    );
+    assert_eq!(again.status.code(), Some(1));
+    assert!(
+        text(&again.stderr)
+            .contains("is pending; only failed or quarantined receipts can be replayed")
+    );
+
+    let bad_ages = inboundctl(
+        &[
+            "purge",
+            "--payloads-older-than-days",
+            "30",
+            "--keys-older-than-days",
+            "7",
+        ],
+        &env,
+    );
+    assert_eq!(bad_ages.status.code(), Some(1));
+    let purged = json_of(inboundctl(
+        &["purge", "--payloads-older-than-days", "30", "--json"],
+        &env,
+    ));
+    assert_eq!(
+        purged,
+        serde_json::json!({"payloads_purged": 0, "keys_purged": 0})
+    );
+}

@@ -19,7 +19,11 @@ async fn step(worker: &std::sync::Arc<inbound_worker::Worker>) -> Vec<Attempt> {
 }
 
 fn succeeded(event_id: &str, payment: &str, order: &str, amount: i64, currency: &str) -> String {
-    stripe_event(event_id, "payment_intent.succeeded", payment_intent(payment, order, amount, currency, "succeeded"))
+    stripe_event(
+        event_id,
+        "payment_intent.succeeded",
+        payment_intent(payment, order, amount, currency, "succeeded"),
+    )
 }
 
 #[tokio::test]
@@ -36,46 +40,135 @@ async fn mark_paid_applies_once_and_classifies_every_zero_row_update() {
     domain::seed_order(pool, "o_currency", "pi_currency", 1000, "usd").await;
     domain::seed_order(pool, "o_other", "pi_expected", 1000, "usd").await;
 
-    let paid = domain::accept(pool, &config, &succeeded("evt_1", "pi_1", "o1", 1000, "usd")).await.expect("new");
-    let amount = domain::accept(pool, &config, &succeeded("evt_a", "pi_amount", "o_amount", 999, "usd")).await.expect("new");
-    let currency = domain::accept(pool, &config, &succeeded("evt_c", "pi_currency", "o_currency", 1000, "eur")).await.expect("new");
-    let other = domain::accept(pool, &config, &succeeded("evt_o", "pi_unexpected", "o_other", 1000, "usd")).await.expect("new");
-    let missing = domain::accept(pool, &config, &succeeded("evt_m", "pi_m", "o_missing", 1000, "usd")).await.expect("new");
+    let paid = domain::accept(
+        pool,
+        &config,
+        &succeeded("evt_1", "pi_1", "o1", 1000, "usd"),
+    )
+    .await
+    .expect("new");
+    let amount = domain::accept(
+        pool,
+        &config,
+        &succeeded("evt_a", "pi_amount", "o_amount", 999, "usd"),
+    )
+    .await
+    .expect("new");
+    let currency = domain::accept(
+        pool,
+        &config,
+        &succeeded("evt_c", "pi_currency", "o_currency", 1000, "eur"),
+    )
+    .await
+    .expect("new");
+    let other = domain::accept(
+        pool,
+        &config,
+        &succeeded("evt_o", "pi_unexpected", "o_other", 1000, "usd"),
+    )
+    .await
+    .expect("new");
+    let missing = domain::accept(
+        pool,
+        &config,
+        &succeeded("evt_m", "pi_m", "o_missing", 1000, "usd"),
+    )
+    .await
+    .expect("new");
     step(&worker).await;
 
-    assert_eq!(domain::receipt_state(pool, paid).await, ("done".into(), Some("applied".into()), None));
+    assert_eq!(
+        domain::receipt_state(pool, paid).await,
+        ("done".into(), Some("applied".into()), None)
+    );
     assert_eq!(domain::order_status(pool, "o1").await, "paid");
     assert_eq!(domain::operation_keys(pool).await, ["order.paid:acme:o1"]);
-    for (receipt, needle) in [(amount, "received 999 usd"), (currency, "received 1000 eur"), (other, "expects PaymentIntent pi_expected")] {
+    for (receipt, needle) in [
+        (amount, "received 999 usd"),
+        (currency, "received 1000 eur"),
+        (other, "expects PaymentIntent pi_expected"),
+    ] {
         let (status, outcome, reason) = domain::receipt_state(pool, receipt).await;
         assert_eq!((status.as_str(), outcome), ("quarantined", None));
-        assert!(reason.as_deref().is_some_and(|reason| reason.contains(needle)), "{reason:?}");
+        assert!(
+            reason
+                .as_deref()
+                .is_some_and(|reason| reason.contains(needle)),
+            "{reason:?}"
+        );
     }
     for order in ["o_amount", "o_currency", "o_other"] {
-        assert_eq!(domain::order_status(pool, order).await, "awaiting_payment", "{order} unchanged");
+        assert_eq!(
+            domain::order_status(pool, order).await,
+            "awaiting_payment",
+            "{order} unchanged"
+        );
     }
     // The order does not exist yet: transient, still pending with its error, backing off.
     let (status, _, _) = domain::receipt_state(pool, missing).await;
     assert_eq!(status, "pending");
-    let detail = admin::receipt_detail(&mut pool.acquire().await.expect("conn"), missing).await.expect("query").expect("row");
-    assert!(detail.last_error.as_deref().is_some_and(|error| error.contains("o_missing does not exist")), "{detail:?}");
-    assert!(detail.visible_at.expect("queued") > chrono::Utc::now(), "backing off");
+    let detail = admin::receipt_detail(&mut pool.acquire().await.expect("conn"), missing)
+        .await
+        .expect("query")
+        .expect("row");
+    assert!(
+        detail
+            .last_error
+            .as_deref()
+            .is_some_and(|error| error.contains("o_missing does not exist")),
+        "{detail:?}"
+    );
+    assert!(
+        detail.visible_at.expect("queued") > chrono::Utc::now(),
+        "backing off"
+    );
 
     // The same payment under a new event id, and a redelivery: nothing applies twice.
-    let again = domain::accept(pool, &config, &succeeded("evt_1_bis", "pi_1", "o1", 1000, "usd")).await.expect("new id");
-    assert_eq!(domain::accept(pool, &config, &succeeded("evt_1", "pi_1", "o1", 1000, "usd")).await, None, "same key");
+    let again = domain::accept(
+        pool,
+        &config,
+        &succeeded("evt_1_bis", "pi_1", "o1", 1000, "usd"),
+    )
+    .await
+    .expect("new id");
+    assert_eq!(
+        domain::accept(
+            pool,
+            &config,
+            &succeeded("evt_1", "pi_1", "o1", 1000, "usd")
+        )
+        .await,
+        None,
+        "same key"
+    );
     step(&worker).await;
     let (status, outcome, reason) = domain::receipt_state(pool, again).await;
-    assert_eq!((status.as_str(), outcome.as_deref()), ("done", Some("duplicate")));
+    assert_eq!(
+        (status.as_str(), outcome.as_deref()),
+        ("done", Some("duplicate"))
+    );
     assert!(reason.is_some_and(|reason| reason.contains("already paid")));
-    assert_eq!(domain::operation_keys(pool).await.len(), 1, "no second intent");
+    assert_eq!(
+        domain::operation_keys(pool).await.len(),
+        1,
+        "no second intent"
+    );
 
     // A stale payment_failed after paid changes nothing and says why.
-    let failed_body = stripe_event("evt_f", "payment_intent.payment_failed", payment_intent("pi_1", "o1", 0, "usd", "requires_payment_method"));
-    let stale = domain::accept(pool, &config, &failed_body).await.expect("new");
+    let failed_body = stripe_event(
+        "evt_f",
+        "payment_intent.payment_failed",
+        payment_intent("pi_1", "o1", 0, "usd", "requires_payment_method"),
+    );
+    let stale = domain::accept(pool, &config, &failed_body)
+        .await
+        .expect("new");
     step(&worker).await;
     let (status, outcome, reason) = domain::receipt_state(pool, stale).await;
-    assert_eq!((status.as_str(), outcome.as_deref()), ("done", Some("ignored")));
+    assert_eq!(
+        (status.as_str(), outcome.as_deref()),
+        ("done", Some("ignored"))
+    );
     assert!(reason.is_some_and(|reason| reason.contains("requires_payment_method")));
     assert_eq!(domain::order_status(pool, "o1").await, "paid");
 }
@@ -89,29 +182,78 @@ async fn refunds_apply_once_never_regress_and_wait_for_the_payment() {
     domain::seed_order(pool, "o1", "pi_1", 1000, "usd").await;
 
     // The refund overtakes the payment: transient until the payment applies.
-    let early_refund = domain::accept(pool, &config, &stripe_event("evt_r1", "charge.refunded", charge("pi_1", 1000, 1000))).await.expect("new");
+    let early_refund = domain::accept(
+        pool,
+        &config,
+        &stripe_event("evt_r1", "charge.refunded", charge("pi_1", 1000, 1000)),
+    )
+    .await
+    .expect("new");
     step(&worker).await;
     assert_eq!(domain::receipt_state(pool, early_refund).await.0, "pending");
-    domain::accept(pool, &config, &succeeded("evt_p1", "pi_1", "o1", 1000, "usd")).await.expect("new");
+    domain::accept(
+        pool,
+        &config,
+        &succeeded("evt_p1", "pi_1", "o1", 1000, "usd"),
+    )
+    .await
+    .expect("new");
     step(&worker).await;
     assert_eq!(domain::order_status(pool, "o1").await, "paid");
     // Make the backed-off refund visible now rather than sleeping through the backoff.
-    sqlx::query("UPDATE receipt_queue SET visible_at = now()").execute(pool).await.expect("expedite");
+    sqlx::query("UPDATE receipt_queue SET visible_at = now()")
+        .execute(pool)
+        .await
+        .expect("expedite");
     step(&worker).await;
-    assert_eq!(domain::receipt_state(pool, early_refund).await, ("done".into(), Some("applied".into()), None));
+    assert_eq!(
+        domain::receipt_state(pool, early_refund).await,
+        ("done".into(), Some("applied".into()), None)
+    );
     assert_eq!(domain::order_status(pool, "o1").await, "refunded");
 
-    let partial = domain::accept(pool, &config, &stripe_event("evt_r2", "charge.refunded", charge("pi_1", 1000, 400))).await.expect("new");
-    let repeat = domain::accept(pool, &config, &stripe_event("evt_r3", "charge.refunded", charge("pi_1", 1000, 1000))).await.expect("new");
-    let late_success = domain::accept(pool, &config, &succeeded("evt_p2", "pi_1", "o1", 1000, "usd")).await.expect("new");
+    let partial = domain::accept(
+        pool,
+        &config,
+        &stripe_event("evt_r2", "charge.refunded", charge("pi_1", 1000, 400)),
+    )
+    .await
+    .expect("new");
+    let repeat = domain::accept(
+        pool,
+        &config,
+        &stripe_event("evt_r3", "charge.refunded", charge("pi_1", 1000, 1000)),
+    )
+    .await
+    .expect("new");
+    let late_success = domain::accept(
+        pool,
+        &config,
+        &succeeded("evt_p2", "pi_1", "o1", 1000, "usd"),
+    )
+    .await
+    .expect("new");
     step(&worker).await;
-    assert_eq!(domain::receipt_state(pool, partial).await.1.as_deref(), Some("ignored"));
-    assert_eq!(domain::receipt_state(pool, repeat).await.1.as_deref(), Some("duplicate"));
+    assert_eq!(
+        domain::receipt_state(pool, partial).await.1.as_deref(),
+        Some("ignored")
+    );
+    assert_eq!(
+        domain::receipt_state(pool, repeat).await.1.as_deref(),
+        Some("duplicate")
+    );
     let (_, outcome, reason) = domain::receipt_state(pool, late_success).await;
-    assert_eq!(outcome.as_deref(), Some("duplicate"), "succeeded after refunded never regresses");
+    assert_eq!(
+        outcome.as_deref(),
+        Some("duplicate"),
+        "succeeded after refunded never regresses"
+    );
     assert!(reason.is_some_and(|reason| reason.contains("already refunded")));
     assert_eq!(domain::order_status(pool, "o1").await, "refunded");
-    assert_eq!(domain::operation_keys(pool).await, ["order.paid:acme:o1", "order.refunded:acme:o1"]);
+    assert_eq!(
+        domain::operation_keys(pool).await,
+        ["order.paid:acme:o1", "order.refunded:acme:o1"]
+    );
 }
 
 #[tokio::test]
@@ -120,20 +262,89 @@ async fn grants_once_per_business_key_and_each_customer_gets_its_own() {
     let pool = database.pool();
     let config = domain::config();
     let worker = domain::worker(pool, domain::settings());
-    let first = domain::accept(pool, &config, &stripe_event("evt_i1", "invoice.paid", invoice("in_1", "cus_a", &["price_pro", "price_team", "price_unmapped"]))).await.expect("new");
-    let other_customer = domain::accept(pool, &config, &stripe_event("evt_i2", "invoice.paid", invoice("in_1", "cus_b", &["price_pro"]))).await.expect("new");
+    let first = domain::accept(
+        pool,
+        &config,
+        &stripe_event(
+            "evt_i1",
+            "invoice.paid",
+            invoice(
+                "in_1",
+                "cus_a",
+                &["price_pro", "price_team", "price_unmapped"],
+            ),
+        ),
+    )
+    .await
+    .expect("new");
+    let other_customer = domain::accept(
+        pool,
+        &config,
+        &stripe_event(
+            "evt_i2",
+            "invoice.paid",
+            invoice("in_1", "cus_b", &["price_pro"]),
+        ),
+    )
+    .await
+    .expect("new");
     step(&worker).await;
-    let repeat = domain::accept(pool, &config, &stripe_event("evt_i3", "invoice.paid", invoice("in_1", "cus_a", &["price_pro", "price_team"]))).await.expect("new");
-    let unmapped = domain::accept(pool, &config, &stripe_event("evt_i4", "invoice.paid", invoice("in_2", "cus_a", &["price_unmapped"]))).await.expect("new");
+    let repeat = domain::accept(
+        pool,
+        &config,
+        &stripe_event(
+            "evt_i3",
+            "invoice.paid",
+            invoice("in_1", "cus_a", &["price_pro", "price_team"]),
+        ),
+    )
+    .await
+    .expect("new");
+    let unmapped = domain::accept(
+        pool,
+        &config,
+        &stripe_event(
+            "evt_i4",
+            "invoice.paid",
+            invoice("in_2", "cus_a", &["price_unmapped"]),
+        ),
+    )
+    .await
+    .expect("new");
     step(&worker).await;
 
-    assert_eq!(domain::receipt_state(pool, first).await.1.as_deref(), Some("applied"));
-    assert_eq!(domain::receipt_state(pool, other_customer).await.1.as_deref(), Some("applied"));
-    assert_eq!(domain::receipt_state(pool, repeat).await.1.as_deref(), Some("duplicate"));
-    assert_eq!(domain::receipt_state(pool, unmapped).await.1.as_deref(), Some("ignored"));
+    assert_eq!(
+        domain::receipt_state(pool, first).await.1.as_deref(),
+        Some("applied")
+    );
+    assert_eq!(
+        domain::receipt_state(pool, other_customer)
+            .await
+            .1
+            .as_deref(),
+        Some("applied")
+    );
+    assert_eq!(
+        domain::receipt_state(pool, repeat).await.1.as_deref(),
+        Some("duplicate")
+    );
+    assert_eq!(
+        domain::receipt_state(pool, unmapped).await.1.as_deref(),
+        Some("ignored")
+    );
     let grants: Vec<(String, String)> =
-        sqlx::query_as("SELECT account_id, entitlement FROM entitlement_grants ORDER BY 1, 2").fetch_all(pool).await.expect("grants");
-    assert_eq!(grants, [("cus_a".into(), "pro".into()), ("cus_a".into(), "team".into()), ("cus_b".into(), "pro".into())]);
+        sqlx::query_as("SELECT account_id, entitlement FROM entitlement_grants ORDER BY 1, 2")
+            .fetch_all(pool)
+            .await
+            .expect("grants");
+    assert_eq!(
+        grants,
+        [
+            ("cus_a".into(), "pro".into()),
+            ("cus_a".into(), "team".into()),
+            ("cus_b".into(), "pro".into())
+        ]
+    );
     assert_eq!(
         domain::operation_keys(pool).await.len(),
         3,
@@ -148,26 +359,68 @@ async fn a_worker_whose_lease_was_taken_over_cannot_complete() {
     let pool = database.pool();
     let config = domain::config();
     domain::seed_order(pool, "o1", "pi_1", 1000, "usd").await;
-    domain::accept(pool, &config, &succeeded("evt_1", "pi_1", "o1", 1000, "usd")).await.expect("new");
+    domain::accept(
+        pool,
+        &config,
+        &succeeded("evt_1", "pi_1", "o1", 1000, "usd"),
+    )
+    .await
+    .expect("new");
 
     let mut connection = pool.acquire().await.expect("conn");
     // Worker A claims with a lease that expires at once; worker B takes over.
-    let stale = queue::claim_batch(&mut connection, 1, Duration::ZERO, "worker-a", None).await.expect("claim").remove(0);
+    let stale = queue::claim_batch(&mut connection, 1, Duration::ZERO, "worker-a", None)
+        .await
+        .expect("claim")
+        .remove(0);
     tokio::time::sleep(Duration::from_millis(20)).await;
-    let current = queue::claim_batch(&mut connection, 1, Duration::from_secs(30), "worker-b", None).await.expect("claim").remove(0);
+    let current = queue::claim_batch(
+        &mut connection,
+        1,
+        Duration::from_secs(30),
+        "worker-b",
+        None,
+    )
+    .await
+    .expect("claim")
+    .remove(0);
     assert!(current.reclaimed && current.lease_token == stale.lease_token + 1);
     drop(connection);
 
     let worker = domain::worker(pool, domain::settings());
-    assert_eq!(process(&worker, stale.clone()).await, Attempt::LeaseLost, "A's transaction rolls back");
+    assert_eq!(
+        process(&worker, stale.clone()).await,
+        Attempt::LeaseLost,
+        "A's transaction rolls back"
+    );
     assert_eq!(domain::order_status(pool, "o1").await, "awaiting_payment");
-    assert!(matches!(process(&worker, current).await, Attempt::Committed(Transition::Applied { .. })));
+    assert!(matches!(
+        process(&worker, current).await,
+        Attempt::Committed(Transition::Applied { .. })
+    ));
     assert_eq!(domain::order_status(pool, "o1").await, "paid");
     // A's late bookkeeping is fenced too.
     let mut connection = pool.acquire().await.expect("conn");
-    assert!(!queue::release_for_retry(&mut connection, stale.receipt_id, stale.lease_token, Duration::ZERO, "late").await.expect("query"));
-    assert!(!queue::fail_exhausted(&mut connection, stale.receipt_id, stale.lease_token, "late").await.expect("query"));
-    assert_eq!(domain::receipt_state(pool, stale.receipt_id).await.0, "done");
+    assert!(
+        !queue::release_for_retry(
+            &mut connection,
+            stale.receipt_id,
+            stale.lease_token,
+            Duration::ZERO,
+            "late"
+        )
+        .await
+        .expect("query")
+    );
+    assert!(
+        !queue::fail_exhausted(&mut connection, stale.receipt_id, stale.lease_token, "late")
+            .await
+            .expect("query")
+    );
+    assert_eq!(
+        domain::receipt_state(pool, stale.receipt_id).await.0,
+        "done"
+    );
 }
 
 #[tokio::test]
@@ -179,7 +432,13 @@ async fn a_poison_receipt_fails_after_max_attempts_on_schedule_and_a_replay_appl
     settings.max_attempts = 4;
     settings.backoff_base = Duration::from_millis(200);
     let worker = domain::worker(pool, settings);
-    let poison = domain::accept(pool, &config, &succeeded("evt_p", "pi_p", "o_late", 1000, "usd")).await.expect("new");
+    let poison = domain::accept(
+        pool,
+        &config,
+        &succeeded("evt_p", "pi_p", "o_late", 1000, "usd"),
+    )
+    .await
+    .expect("new");
 
     let mut delays = Vec::new();
     for attempt in 1..=4 {
@@ -192,36 +451,61 @@ async fn a_poison_receipt_fails_after_max_attempts_on_schedule_and_a_replay_appl
         };
         match &attempts[..] {
             [Attempt::Retrying { delay_ms, .. }] if attempt < 4 => delays.push(*delay_ms),
-            [Attempt::Failed { error }] if attempt == 4 => assert!(error.contains("o_late does not exist")),
+            [Attempt::Failed { error }] if attempt == 4 => {
+                assert!(error.contains("o_late does not exist"))
+            }
             other => panic!("attempt {attempt}: {other:?}"),
         }
     }
     // Equal jitter around 200 ms · 2^(n-1): [100, 200), [200, 400), [400, 800).
     for (index, delay) in delays.iter().enumerate() {
         let full = 200u128 << index;
-        assert!((full / 2..=full).contains(delay), "attempt {} waited {delay} ms", index + 1);
+        assert!(
+            (full / 2..=full).contains(delay),
+            "attempt {} waited {delay} ms",
+            index + 1
+        );
     }
-    let detail = admin::receipt_detail(&mut pool.acquire().await.expect("conn"), poison).await.expect("query").expect("row");
-    assert_eq!((detail.status.as_str(), detail.attempts, detail.visible_at), ("failed", 4, None));
+    let detail = admin::receipt_detail(&mut pool.acquire().await.expect("conn"), poison)
+        .await
+        .expect("query")
+        .expect("row");
+    assert_eq!(
+        (detail.status.as_str(), detail.attempts, detail.visible_at),
+        ("failed", 4, None)
+    );
 
     // The order appears; an operator replays the receipt and it applies.
     domain::seed_order(pool, "o_late", "pi_p", 1000, "usd").await;
     let mut connection = pool.acquire().await.expect("conn");
     let refused = admin::replay(&mut connection, &[poison, 999_999], "ops", "order created").await;
     assert!(refused.is_err_and(|error| error.to_string() == "receipt 999999 does not exist"));
-    admin::replay(&mut connection, &[poison], "ops", "order created").await.expect("replay");
+    admin::replay(&mut connection, &[poison], "ops", "order created")
+        .await
+        .expect("replay");
     let wrong_state = admin::replay(&mut connection, &[poison], "ops", "again").await;
-    assert!(wrong_state.is_err_and(|error| error.to_string().contains("is pending; only failed or quarantined")));
+    assert!(wrong_state.is_err_and(|error| {
+        error
+            .to_string()
+            .contains("is pending; only failed or quarantined")
+    }));
     drop(connection);
     step(&worker).await;
-    assert_eq!(domain::receipt_state(pool, poison).await, ("done".into(), Some("applied".into()), None));
-    let replays: (String, String, String) =
-        sqlx::query_as("SELECT previous_status, replayed_by, reason FROM receipt_replays WHERE receipt_id = $1")
-            .bind(poison)
-            .fetch_one(pool)
-            .await
-            .expect("replay recorded");
-    assert_eq!(replays, ("failed".into(), "ops".into(), "order created".into()));
+    assert_eq!(
+        domain::receipt_state(pool, poison).await,
+        ("done".into(), Some("applied".into()), None)
+    );
+    let replays: (String, String, String) = sqlx::query_as(
+        "SELECT previous_status, replayed_by, reason FROM receipt_replays WHERE receipt_id = $1",
+    )
+    .bind(poison)
+    .fetch_one(pool)
+    .await
+    .expect("replay recorded");
+    assert_eq!(
+        replays,
+        ("failed".into(), "ops".into(), "order created".into())
+    );
 }
 
 #[tokio::test]
@@ -236,18 +520,56 @@ async fn purge_drops_payloads_then_keys_and_duplicates_stay_detected_until_then(
     step(&worker).await;
     // The effect is completed by the dispatcher in production; here by hand, so the key
     // row becomes purgeable.
-    sqlx::query("UPDATE effects SET status = 'completed'").execute(pool).await.expect("complete");
-    sqlx::query("UPDATE receipts SET finished_at = now() - interval '10 days'").execute(pool).await.expect("age");
+    sqlx::query("UPDATE effects SET status = 'completed'")
+        .execute(pool)
+        .await
+        .expect("complete");
+    sqlx::query("UPDATE receipts SET finished_at = now() - interval '10 days'")
+        .execute(pool)
+        .await
+        .expect("age");
 
     let mut connection = pool.acquire().await.expect("conn");
-    assert_eq!(admin::purge_payloads_batch(&mut connection, 7, 100).await.expect("purge"), 1);
-    let detail = admin::receipt_detail(&mut connection, receipt).await.expect("query").expect("row");
+    assert_eq!(
+        admin::purge_payloads_batch(&mut connection, 7, 100)
+            .await
+            .expect("purge"),
+        1
+    );
+    let detail = admin::receipt_detail(&mut connection, receipt)
+        .await
+        .expect("query")
+        .expect("row");
     assert!(detail.payload.is_none(), "payload dropped");
-    assert_eq!(domain::accept(pool, &config, &body).await, None, "the key row still detects the duplicate");
-    assert_eq!(admin::purge_keys_batch(&mut connection, 30, 100).await.expect("purge"), 0, "not old enough");
-    assert_eq!(admin::purge_keys_batch(&mut connection, 7, 100).await.expect("purge"), 1);
-    assert!(admin::receipt_detail(&mut connection, receipt).await.expect("query").is_none());
-    assert_eq!(domain::order_status(pool, "o1").await, "paid", "business state stays");
+    assert_eq!(
+        domain::accept(pool, &config, &body).await,
+        None,
+        "the key row still detects the duplicate"
+    );
+    assert_eq!(
+        admin::purge_keys_batch(&mut connection, 30, 100)
+            .await
+            .expect("purge"),
+        0,
+        "not old enough"
+    );
+    assert_eq!(
+        admin::purge_keys_batch(&mut connection, 7, 100)
+            .await
+            .expect("purge"),
+        1
+    );
+    assert!(
+        admin::receipt_detail(&mut connection, receipt)
+            .await
+            .expect("query")
+            .is_none()
+    );
+    assert_eq!(
+        domain::order_status(pool, "o1").await,
+        "paid",
+        "business state stays"
+    );
 }
 
 #[tokio::test]
@@ -257,9 +579,24 @@ async fn key_rows_with_undelivered_effects_are_kept() {
     let config = domain::config();
     let worker = domain::worker(pool, domain::settings());
     domain::seed_order(pool, "o1", "pi_1", 1000, "usd").await;
-    domain::accept(pool, &config, &succeeded("evt_1", "pi_1", "o1", 1000, "usd")).await.expect("new");
+    domain::accept(
+        pool,
+        &config,
+        &succeeded("evt_1", "pi_1", "o1", 1000, "usd"),
+    )
+    .await
+    .expect("new");
     step(&worker).await;
-    sqlx::query("UPDATE receipts SET finished_at = now() - interval '10 days'").execute(pool).await.expect("age");
+    sqlx::query("UPDATE receipts SET finished_at = now() - interval '10 days'")
+        .execute(pool)
+        .await
+        .expect("age");
     let mut connection = pool.acquire().await.expect("conn");
-    assert_eq!(admin::purge_keys_batch(&mut connection, 7, 100).await.expect("purge"), 0, "its effect is still pending");
+    assert_eq!(
+        admin::purge_keys_batch(&mut connection, 7, 100)
+            .await
+            .expect("purge"),
+        0,
+        "its effect is still pending"
+    );
 }

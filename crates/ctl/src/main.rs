@@ -124,7 +124,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             )
             .await
         }
-        Command::Status { database, config, json } => operate::status(&database, config.as_deref(), json).await,
+        Command::Status {
+            database,
+            config,
+            json,
+        } => operate::status(&database, config.as_deref(), json).await,
         Command::Receipts { command } => operate::receipts(command).await,
         Command::Purge {
             database,
@@ -132,7 +136,16 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             keys_older_than_days,
             batch_size,
             json,
-        } => operate::purge(&database, payloads_older_than_days, keys_older_than_days, batch_size, json).await,
+        } => {
+            operate::purge(
+                &database,
+                payloads_older_than_days,
+                keys_older_than_days,
+                batch_size,
+                json,
+            )
+            .await
+        }
         Command::CheckConfig { config } => {
             let loaded = Config::load(&config)?;
             println!(

@@ -22,10 +22,13 @@ pub struct DatabaseArgs {
 
 impl DatabaseArgs {
     async fn connect(&self) -> anyhow::Result<PgConnection> {
-        tokio::time::timeout(Duration::from_secs(10), PgConnection::connect(&self.database_url))
-            .await
-            .context("cannot connect to PostgreSQL: timed out")?
-            .context("cannot connect to PostgreSQL")
+        tokio::time::timeout(
+            Duration::from_secs(10),
+            PgConnection::connect(&self.database_url),
+        )
+        .await
+        .context("cannot connect to PostgreSQL: timed out")?
+        .context("cannot connect to PostgreSQL")
     }
 }
 
@@ -81,25 +84,44 @@ pub enum ReceiptsCommand {
 const STATUSES: [&str; 4] = ["pending", "done", "quarantined", "failed"];
 
 /// `inboundctl status`.
-pub async fn status(database: &DatabaseArgs, config: Option<&Path>, as_json: bool) -> anyhow::Result<()> {
+pub async fn status(
+    database: &DatabaseArgs,
+    config: Option<&Path>,
+    as_json: bool,
+) -> anyhow::Result<()> {
     let mut connection = database.connect().await?;
     let counts = admin::receipt_counts(&mut connection).await?;
     let effects = admin::effect_counts(&mut connection).await?;
     let mut integrations = admin::queued_integrations(&mut connection).await?;
     if let Some(path) = config {
         let config = Config::load(path)?;
-        integrations.extend(config.integrations().iter().map(|integration| integration.id.clone()));
+        integrations.extend(
+            config
+                .integrations()
+                .iter()
+                .map(|integration| integration.id.clone()),
+        );
         integrations.sort();
         integrations.dedup();
     }
     let mut ages = Vec::new();
     for integration in &integrations {
-        ages.push((integration.clone(), admin::oldest_pending_age_seconds(&mut connection, integration).await?));
+        ages.push((
+            integration.clone(),
+            admin::oldest_pending_age_seconds(&mut connection, integration).await?,
+        ));
     }
     if as_json {
-        let ages: serde_json::Map<String, serde_json::Value> = ages.into_iter().map(|(id, age)| (id, json!(age))).collect();
-        let effects: serde_json::Map<String, serde_json::Value> = effects.into_iter().map(|(state, n)| (state, json!(n))).collect();
-        println!("{}", json!({"receipts": counts, "effects": effects, "oldest_pending_age_seconds": ages}));
+        let ages: serde_json::Map<String, serde_json::Value> =
+            ages.into_iter().map(|(id, age)| (id, json!(age))).collect();
+        let effects: serde_json::Map<String, serde_json::Value> = effects
+            .into_iter()
+            .map(|(state, n)| (state, json!(n)))
+            .collect();
+        println!(
+            "{}",
+            json!({"receipts": counts, "effects": effects, "oldest_pending_age_seconds": ages})
+        );
         return Ok(());
     }
     println!("receipts");
@@ -123,7 +145,13 @@ pub async fn status(database: &DatabaseArgs, config: Option<&Path>, as_json: boo
 /// `inboundctl receipts …`.
 pub async fn receipts(command: ReceiptsCommand) -> anyhow::Result<()> {
     match command {
-        ReceiptsCommand::List { database, status, integration, limit, json } => {
+        ReceiptsCommand::List {
+            database,
+            status,
+            integration,
+            limit,
+            json,
+        } => {
             if !STATUSES.contains(&status.as_str()) {
                 bail!("--status {status:?} is not one of {}", STATUSES.join(", "));
             }
@@ -131,15 +159,26 @@ pub async fn receipts(command: ReceiptsCommand) -> anyhow::Result<()> {
                 bail!("--limit must be at least 1");
             }
             let mut connection = database.connect().await?;
-            let rows = admin::list_receipts(&mut connection, &status, integration.as_deref(), limit).await?;
+            let rows =
+                admin::list_receipts(&mut connection, &status, integration.as_deref(), limit)
+                    .await?;
             if json {
                 println!("{}", serde_json::to_string(&rows)?);
             } else {
-                println!("{:>10}  {:<20} {:<12} {:<10} {:>8}  {:<28} event", "id", "integration", "status", "outcome", "attempts", "event type");
+                println!(
+                    "{:>10}  {:<20} {:<12} {:<10} {:>8}  {:<28} event",
+                    "id", "integration", "status", "outcome", "attempts", "event type"
+                );
                 for row in rows {
                     println!(
                         "{:>10}  {:<20} {:<12} {:<10} {:>8}  {:<28} {}",
-                        row.id, row.integration, row.status, row.outcome.as_deref().unwrap_or("-"), row.attempts, row.event_type, row.event_id
+                        row.id,
+                        row.integration,
+                        row.status,
+                        row.outcome.as_deref().unwrap_or("-"),
+                        row.attempts,
+                        row.event_type,
+                        row.event_id
                     );
                 }
             }
@@ -155,10 +194,24 @@ pub async fn receipts(command: ReceiptsCommand) -> anyhow::Result<()> {
                 println!("{}", json!({"receipt": detail, "effects": effects}));
                 return Ok(());
             }
-            println!("receipt {} ({} / {})", detail.id, detail.integration, detail.event_id);
+            println!(
+                "receipt {} ({} / {})",
+                detail.id, detail.integration, detail.event_id
+            );
             println!("  scope        {}", detail.source_scope);
-            println!("  type         {} (route {})", detail.event_type, detail.route_key);
-            println!("  status       {}{}", detail.status, detail.outcome.as_deref().map(|outcome| format!(" ({outcome})")).unwrap_or_default());
+            println!(
+                "  type         {} (route {})",
+                detail.event_type, detail.route_key
+            );
+            println!(
+                "  status       {}{}",
+                detail.status,
+                detail
+                    .outcome
+                    .as_deref()
+                    .map(|outcome| format!(" ({outcome})"))
+                    .unwrap_or_default()
+            );
             if let Some(reason) = &detail.outcome_reason {
                 println!("  reason       {reason}");
             }
@@ -171,11 +224,24 @@ pub async fn receipts(command: ReceiptsCommand) -> anyhow::Result<()> {
                 println!("  finished     {finished}");
             }
             if let Some(visible) = detail.visible_at {
-                println!("  next claim   {visible}{}", detail.leased_by.as_deref().map(|by| format!(" (leased by {by})")).unwrap_or_default());
+                println!(
+                    "  next claim   {visible}{}",
+                    detail
+                        .leased_by
+                        .as_deref()
+                        .map(|by| format!(" (leased by {by})"))
+                        .unwrap_or_default()
+                );
             }
-            println!("  effects      {}", if effects.is_empty() { "none" } else { "" });
+            println!(
+                "  effects      {}",
+                if effects.is_empty() { "none" } else { "" }
+            );
             for effect in &effects {
-                println!("    {} {} → {} [{}] attempts {}", effect.id, effect.operation_key, effect.sink, effect.status, effect.attempts);
+                println!(
+                    "    {} {} → {} [{}] attempts {}",
+                    effect.id, effect.operation_key, effect.sink, effect.status, effect.attempts
+                );
             }
             match &detail.payload {
                 Some(payload) => println!("  payload\n{}", serde_json::to_string_pretty(payload)?),
@@ -183,7 +249,13 @@ pub async fn receipts(command: ReceiptsCommand) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        ReceiptsCommand::Replay { database, ids, reason, by, json } => {
+        ReceiptsCommand::Replay {
+            database,
+            ids,
+            reason,
+            by,
+            json,
+        } => {
             if reason.trim().is_empty() {
                 bail!("--reason must say why");
             }
@@ -192,7 +264,14 @@ pub async fn receipts(command: ReceiptsCommand) -> anyhow::Result<()> {
             if json {
                 println!("{}", json!({"replayed": ids}));
             } else {
-                println!("replayed {} receipt(s): {}", ids.len(), ids.iter().map(i64::to_string).collect::<Vec<_>>().join(", "));
+                println!(
+                    "replayed {} receipt(s): {}",
+                    ids.len(),
+                    ids.iter()
+                        .map(i64::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
             }
             Ok(())
         }
@@ -210,7 +289,9 @@ pub async fn purge(
     if let Some(key_days) = key_days
         && key_days < payload_days
     {
-        bail!("--keys-older-than-days ({key_days}) must be at least --payloads-older-than-days ({payload_days})");
+        bail!(
+            "--keys-older-than-days ({key_days}) must be at least --payloads-older-than-days ({payload_days})"
+        );
     }
     if batch_size < 1 {
         bail!("--batch-size must be at least 1");
@@ -235,7 +316,10 @@ pub async fn purge(
         }
     }
     if as_json {
-        println!("{}", json!({"payloads_purged": payloads, "keys_purged": keys}));
+        println!(
+            "{}",
+            json!({"payloads_purged": payloads, "keys_purged": keys})
+        );
     } else {
         println!("purged {payloads} payload(s) and {keys} receipt key row(s)");
     }

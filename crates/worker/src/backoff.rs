@@ -7,7 +7,9 @@ use std::time::Duration;
 /// `jitter` is uniform in `[0, 1)`: the delay lies in `[d/2, d)` where
 /// `d = min(cap, base · 2^(attempt-1))`.
 pub fn retry_delay(attempt: i32, base: Duration, cap: Duration, jitter: f64) -> Duration {
-    let exponent = u32::try_from(attempt.saturating_sub(1)).unwrap_or(0).min(32);
+    let exponent = u32::try_from(attempt.saturating_sub(1))
+        .unwrap_or(0)
+        .min(32);
     let full = base.saturating_mul(2u32.saturating_pow(exponent)).min(cap);
     let half = full / 2;
     half + half.mul_f64(jitter.clamp(0.0, 1.0))

@@ -17,7 +17,8 @@ pub async fn refresh(worker: &Worker) -> Result<(), sqlx::Error> {
     }
     for integration in worker.config.integrations() {
         let age = admin::oldest_pending_age_seconds(&mut connection, &integration.id).await?;
-        metrics::gauge!(OLDEST_PENDING_AGE_SECONDS, "integration" => integration.id.clone()).set(age);
+        metrics::gauge!(OLDEST_PENDING_AGE_SECONDS, "integration" => integration.id.clone())
+            .set(age);
     }
     Ok(())
 }
@@ -28,7 +29,8 @@ pub fn initialise(worker: &Worker) {
         metrics::gauge!(RECEIPTS, "state" => state).set(0.0);
     }
     for integration in worker.config.integrations() {
-        metrics::gauge!(OLDEST_PENDING_AGE_SECONDS, "integration" => integration.id.clone()).set(0.0);
+        metrics::gauge!(OLDEST_PENDING_AGE_SECONDS, "integration" => integration.id.clone())
+            .set(0.0);
     }
 }
 

@@ -52,7 +52,11 @@ struct Cli {
     #[arg(long, env = "INBOUND_BACKOFF_CAP_SECS", default_value_t = 600)]
     backoff_cap_secs: u64,
     /// Claim only these integrations (repeat the flag); all when absent.
-    #[arg(long = "integration", env = "INBOUND_INTEGRATIONS", value_delimiter = ',')]
+    #[arg(
+        long = "integration",
+        env = "INBOUND_INTEGRATIONS",
+        value_delimiter = ','
+    )]
     integrations: Vec<String>,
     /// Identifies this worker in `receipt_queue.leased_by`.
     #[arg(long, env = "INBOUND_WORKER_ID")]
@@ -86,16 +90,22 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     ensure!(cli.concurrency >= 1, "--concurrency must be at least 1");
     ensure!(cli.max_attempts >= 1, "--max-attempts must be at least 1");
     let registry = Registry::builtin();
-    let config = Config::load_with_handlers(&cli.config, &registry.names()).context("invalid configuration")?;
+    let config = Config::load_with_handlers(&cli.config, &registry.names())
+        .context("invalid configuration")?;
     for integration in &cli.integrations {
-        ensure!(config.integration(integration).is_some(), "--integration {integration}: no such integration in the configuration");
+        ensure!(
+            config.integration(integration).is_some(),
+            "--integration {integration}: no such integration in the configuration"
+        );
     }
     let metrics = telemetry::install_metrics().context("cannot install the metrics recorder")?;
     let pool = store::connect_pool_lazy(
         &cli.database_url,
         &PoolSettings {
             // One per in-flight receipt, one for claims, one for gauges, one spare.
-            max_connections: u32::try_from(cli.concurrency).unwrap_or(u32::MAX).saturating_add(3),
+            max_connections: u32::try_from(cli.concurrency)
+                .unwrap_or(u32::MAX)
+                .saturating_add(3),
             acquire_timeout: Duration::from_millis(cli.db_acquire_timeout_ms),
             statement_timeout: Duration::from_millis(cli.db_statement_timeout_ms),
             application_name: "inbound-worker".to_owned(),
@@ -135,12 +145,20 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     tokio::spawn(serve(
         metrics_listener,
         limits,
-        move |request| ops::serve_ops(request, metrics.clone(), ops_pool.clone(), Duration::from_secs(1)),
+        move |request| {
+            ops::serve_ops(
+                request,
+                metrics.clone(),
+                ops_pool.clone(),
+                Duration::from_secs(1),
+            )
+        },
         std::future::pending(),
     ));
     let gauge_worker = Arc::clone(&worker);
     let gauge_interval = Duration::from_secs(cli.gauge_interval_secs.max(1));
-    let gauges = tokio::spawn(async move { gauges::refresh_forever(&gauge_worker, gauge_interval).await });
+    let gauges =
+        tokio::spawn(async move { gauges::refresh_forever(&gauge_worker, gauge_interval).await });
 
     inbound_worker::run(Arc::clone(&worker), shutdown_signal()).await;
     gauges.abort();

@@ -15,9 +15,9 @@ use inbound_core::store::queue::{self, ClaimedReceipt, Finish};
 use inbound_service::failpoint;
 use sqlx::Connection;
 
+use crate::Worker;
 use crate::backoff::retry_delay;
 use crate::telemetry::{ACCEPT_TO_DONE_SECONDS, LEASE_RECLAIMS_TOTAL, RECEIPT_ATTEMPTS_TOTAL};
-use crate::Worker;
 
 /// How an attempt ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,9 +84,13 @@ pub async fn process(worker: &Worker, claimed: ClaimedReceipt) -> Attempt {
     };
     metrics::counter!(RECEIPT_ATTEMPTS_TOTAL, "integration" => claimed.integration.clone(), "outcome" => attempt.outcome_label())
         .increment(1);
-    if let Attempt::Committed(Transition::Applied { .. } | Transition::Duplicate { .. } | Transition::Ignored { .. }) = &attempt {
+    if let Attempt::Committed(
+        Transition::Applied { .. } | Transition::Duplicate { .. } | Transition::Ignored { .. },
+    ) = &attempt
+    {
         let accepted_to_done = chrono::Utc::now() - claimed.received_at;
-        metrics::histogram!(ACCEPT_TO_DONE_SECONDS).record(accepted_to_done.as_seconds_f64().max(0.0));
+        metrics::histogram!(ACCEPT_TO_DONE_SECONDS)
+            .record(accepted_to_done.as_seconds_f64().max(0.0));
     }
     log_attempt(&claimed, &attempt, started);
     attempt
@@ -97,15 +101,18 @@ async fn apply(worker: &Worker, claimed: &ClaimedReceipt) -> Result<Transition, 
     let integration = worker
         .config
         .integration(&claimed.integration)
-        .ok_or_else(|| Abort::Transient(format!("integration {} is not configured", claimed.integration)))?;
-    let route = integration
-        .routes
-        .get(&claimed.route_key)
-        .ok_or_else(|| Abort::Transient(format!("route {:?} is not configured", claimed.route_key)))?;
-    let handler = worker
-        .registry
-        .get(&route.handler)
-        .ok_or_else(|| Abort::Transient(format!("handler {:?} is not registered", route.handler)))?;
+        .ok_or_else(|| {
+            Abort::Transient(format!(
+                "integration {} is not configured",
+                claimed.integration
+            ))
+        })?;
+    let route = integration.routes.get(&claimed.route_key).ok_or_else(|| {
+        Abort::Transient(format!("route {:?} is not configured", claimed.route_key))
+    })?;
+    let handler = worker.registry.get(&route.handler).ok_or_else(|| {
+        Abort::Transient(format!("handler {:?} is not registered", route.handler))
+    })?;
 
     let mut connection = worker.pool.acquire().await?;
     let mut transaction = connection.begin().await?;
@@ -116,7 +123,9 @@ async fn apply(worker: &Worker, claimed: &ClaimedReceipt) -> Result<Transition, 
     failpoint::hit("worker_in_business_tx");
     let transition = match &claimed.payload {
         // Pending payloads are never purged; if one is missing, a person must look.
-        None => Transition::Quarantine { reason: "the payload is gone".to_owned() },
+        None => Transition::Quarantine {
+            reason: "the payload is gone".to_owned(),
+        },
         Some(payload) => {
             let input = HandlerInput {
                 receipt_id: claimed.id(),
@@ -136,9 +145,20 @@ async fn apply(worker: &Worker, claimed: &ClaimedReceipt) -> Result<Transition, 
     };
     let finish = match &transition {
         Transition::Applied { effects } => {
-            let event = SourceEvent { integration: &claimed.integration, id: &claimed.event_id, event_type: &claimed.event_type };
+            let event = SourceEvent {
+                integration: &claimed.integration,
+                id: &claimed.event_id,
+                event_type: &claimed.event_type,
+            };
             for intent in effects {
-                effects::insert_intent(&mut transaction, claimed.receipt_id, &integration.tenant, event, intent).await?;
+                effects::insert_intent(
+                    &mut transaction,
+                    claimed.receipt_id,
+                    &integration.tenant,
+                    event,
+                    intent,
+                )
+                .await?;
             }
             Finish::Applied
         }
@@ -146,7 +166,13 @@ async fn apply(worker: &Worker, claimed: &ClaimedReceipt) -> Result<Transition, 
         Transition::Ignored { reason } => Finish::Ignored(reason),
         Transition::Quarantine { reason } => Finish::Quarantined(reason),
     };
-    queue::finish(&mut transaction, claimed.receipt_id, claimed.attempts, finish).await?;
+    queue::finish(
+        &mut transaction,
+        claimed.receipt_id,
+        claimed.attempts,
+        finish,
+    )
+    .await?;
     failpoint::hit("before_business_commit");
     transaction.commit().await?;
     failpoint::hit("after_business_commit");
@@ -156,10 +182,32 @@ async fn apply(worker: &Worker, claimed: &ClaimedReceipt) -> Result<Transition, 
 /// Records a rolled-back attempt: retry later, or `failed` when attempts are exhausted.
 async fn record_failure(worker: &Worker, claimed: &ClaimedReceipt, error: String) -> Attempt {
     let exhausted = claimed.attempts >= worker.settings.max_attempts;
-    let delay = retry_delay(claimed.attempts, worker.settings.backoff_base, worker.settings.backoff_cap, rand::random::<f64>());
+    let delay = retry_delay(
+        claimed.attempts,
+        worker.settings.backoff_base,
+        worker.settings.backoff_cap,
+        rand::random::<f64>(),
+    );
     let recorded = match worker.pool.acquire().await {
-        Ok(mut connection) if exhausted => queue::fail_exhausted(&mut connection, claimed.receipt_id, claimed.lease_token, &error).await,
-        Ok(mut connection) => queue::release_for_retry(&mut connection, claimed.receipt_id, claimed.lease_token, delay, &error).await,
+        Ok(mut connection) if exhausted => {
+            queue::fail_exhausted(
+                &mut connection,
+                claimed.receipt_id,
+                claimed.lease_token,
+                &error,
+            )
+            .await
+        }
+        Ok(mut connection) => {
+            queue::release_for_retry(
+                &mut connection,
+                claimed.receipt_id,
+                claimed.lease_token,
+                delay,
+                &error,
+            )
+            .await
+        }
         Err(acquire_error) => Err(acquire_error),
     };
     match recorded {
@@ -169,7 +217,14 @@ async fn record_failure(worker: &Worker, claimed: &ClaimedReceipt, error: String
             tracing::warn!(receipt_id = claimed.receipt_id, error = %record_error, "could not record the failed attempt; the lease will expire");
         }
     }
-    if exhausted { Attempt::Failed { error } } else { Attempt::Retrying { error, delay_ms: delay.as_millis() } }
+    if exhausted {
+        Attempt::Failed { error }
+    } else {
+        Attempt::Retrying {
+            error,
+            delay_ms: delay.as_millis(),
+        }
+    }
 }
 
 /// One structured line per attempt.
@@ -179,7 +234,9 @@ fn log_attempt(claimed: &ClaimedReceipt, attempt: &Attempt, started: Instant) {
     let (reason, retry_in_ms, effects) = match attempt {
         Attempt::Committed(Transition::Applied { effects }) => (None, None, effects.len()),
         Attempt::Committed(
-            Transition::Duplicate { reason } | Transition::Ignored { reason } | Transition::Quarantine { reason },
+            Transition::Duplicate { reason }
+            | Transition::Ignored { reason }
+            | Transition::Quarantine { reason },
         ) => (Some(reason.as_str()), None, 0),
         Attempt::LeaseLost => (None, None, 0),
         Attempt::Retrying { error, delay_ms } => (Some(error.as_str()), Some(*delay_ms), 0),
@@ -187,15 +244,34 @@ fn log_attempt(claimed: &ClaimedReceipt, attempt: &Attempt, started: Instant) {
     };
     let retry_in_ms = retry_in_ms.map(|ms| ms as u64);
     // Outcomes that need a person are warnings; the rest is the normal flow.
-    if matches!(attempt, Attempt::Failed { .. } | Attempt::LeaseLost | Attempt::Committed(Transition::Quarantine { .. })) {
+    if matches!(
+        attempt,
+        Attempt::Failed { .. }
+            | Attempt::LeaseLost
+            | Attempt::Committed(Transition::Quarantine { .. })
+    ) {
         tracing::warn!(
-            integration = claimed.integration, receipt_id = claimed.receipt_id, event_id = claimed.event_id,
-            attempt = claimed.attempts, outcome, reason, duration_ms, "receipt"
+            integration = claimed.integration,
+            receipt_id = claimed.receipt_id,
+            event_id = claimed.event_id,
+            attempt = claimed.attempts,
+            outcome,
+            reason,
+            duration_ms,
+            "receipt"
         );
     } else {
         tracing::info!(
-            integration = claimed.integration, receipt_id = claimed.receipt_id, event_id = claimed.event_id,
-            attempt = claimed.attempts, outcome, reason, retry_in_ms, effects, duration_ms, "receipt"
+            integration = claimed.integration,
+            receipt_id = claimed.receipt_id,
+            event_id = claimed.event_id,
+            attempt = claimed.attempts,
+            outcome,
+            reason,
+            retry_in_ms,
+            effects,
+            duration_ms,
+            "receipt"
         );
     }
 }

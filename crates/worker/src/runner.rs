@@ -83,7 +83,9 @@ pub async fn run(worker: Arc<Worker>, shutdown: impl Future<Output = ()> + Send 
                 failure_delay = worker.settings.poll_interval;
                 for receipt in claimed {
                     // `free` permits were available and only this loop takes them.
-                    let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else { break };
+                    let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+                        break;
+                    };
                     let worker = Arc::clone(&worker);
                     tasks.spawn(async move {
                         process(&worker, receipt).await;
@@ -106,13 +108,19 @@ pub async fn run(worker: Arc<Worker>, shutdown: impl Future<Output = ()> + Send 
             }
         }
     }
-    tracing::info!(in_flight = tasks.len(), "stopped claiming; finishing in-flight receipts");
+    tracing::info!(
+        in_flight = tasks.len(),
+        "stopped claiming; finishing in-flight receipts"
+    );
     let drained = tokio::time::timeout(worker.settings.shutdown_grace, async {
         while tasks.join_next().await.is_some() {}
     })
     .await;
     if drained.is_err() {
-        tracing::warn!(abandoned = tasks.len(), "grace period over; abandoned receipts will be reclaimed when their leases expire");
+        tracing::warn!(
+            abandoned = tasks.len(),
+            "grace period over; abandoned receipts will be reclaimed when their leases expire"
+        );
         tasks.abort_all();
     }
 }

@@ -20,13 +20,19 @@ const ACCEPT_TO_DONE_BUCKETS_SECONDS: &[f64] = &[
 
 /// Installs the global Prometheus recorder and describes every metric (HELP text).
 pub fn install_metrics() -> anyhow::Result<PrometheusHandle> {
-    let handle = inbound_service::ops::install_recorder(&[(ACCEPT_TO_DONE_SECONDS, ACCEPT_TO_DONE_BUCKETS_SECONDS)])?;
+    let handle = inbound_service::ops::install_recorder(&[(
+        ACCEPT_TO_DONE_SECONDS,
+        ACCEPT_TO_DONE_BUCKETS_SECONDS,
+    )])?;
     metrics::describe_gauge!(
         OLDEST_PENDING_AGE_SECONDS,
         metrics::Unit::Seconds,
         "Age of the oldest unfinished receipt per integration (0 when none)."
     );
-    metrics::describe_gauge!(RECEIPTS, "Receipts by state: pending, leased, waiting, quarantined, failed.");
+    metrics::describe_gauge!(
+        RECEIPTS,
+        "Receipts by state: pending, leased, waiting, quarantined, failed."
+    );
     metrics::describe_counter!(
         RECEIPT_ATTEMPTS_TOTAL,
         "Receipt processing attempts by integration and outcome (applied, duplicate, ignored, quarantined, transient, failed, lease_lost)."
@@ -36,6 +42,9 @@ pub fn install_metrics() -> anyhow::Result<PrometheusHandle> {
         metrics::Unit::Seconds,
         "Time from the ingress's commit to the receipt's done commit."
     );
-    metrics::describe_counter!(LEASE_RECLAIMS_TOTAL, "Claims that took over a receipt whose lease had expired.");
+    metrics::describe_counter!(
+        LEASE_RECLAIMS_TOTAL,
+        "Claims that took over a receipt whose lease had expired."
+    );
     Ok(handle)
 }

@@ -13,7 +13,11 @@ use crate::store::grants::{self, Grant as GrantKey};
 pub(super) struct Grant;
 
 impl Handler for Grant {
-    fn apply<'a>(&'a self, transaction: &'a mut PgConnection, input: HandlerInput<'a>) -> HandlerFuture<'a> {
+    fn apply<'a>(
+        &'a self,
+        transaction: &'a mut PgConnection,
+        input: HandlerInput<'a>,
+    ) -> HandlerFuture<'a> {
         Box::pin(grant(transaction, input))
     }
 }
@@ -25,37 +29,68 @@ fn line_price(line: &Value) -> Option<&str> {
         .find_map(|pointer| text_at(line, pointer))
 }
 
-async fn grant(transaction: &mut PgConnection, input: HandlerInput<'_>) -> Result<Transition, HandlerError> {
+async fn grant(
+    transaction: &mut PgConnection,
+    input: HandlerInput<'_>,
+) -> Result<Transition, HandlerError> {
     let payload = input.payload;
     let Some(invoice_id) = text_at(payload, "/data/object/id") else {
         return Ok(quarantine("the event carries no invoice id"));
     };
     // `customer` is an id, or an expanded object with one.
-    let Some(customer) = text_at(payload, "/data/object/customer").or_else(|| text_at(payload, "/data/object/customer/id")) else {
+    let Some(customer) = text_at(payload, "/data/object/customer")
+        .or_else(|| text_at(payload, "/data/object/customer/id"))
+    else {
         return Ok(quarantine(format!("invoice {invoice_id} has no customer")));
     };
-    let lines = payload.pointer("/data/object/lines/data").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    let lines = payload
+        .pointer("/data/object/lines/data")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
     let entitlements: BTreeSet<&str> = lines
         .iter()
         .filter_map(line_price)
-        .filter_map(|price| input.integration.entitlements.get(price).map(String::as_str))
+        .filter_map(|price| {
+            input
+                .integration
+                .entitlements
+                .get(price)
+                .map(String::as_str)
+        })
         .collect();
     if entitlements.is_empty() {
-        return Ok(Transition::Ignored { reason: format!("no line of invoice {invoice_id} has a mapped price") });
+        return Ok(Transition::Ignored {
+            reason: format!("no line of invoice {invoice_id} has a mapped price"),
+        });
     }
     let tenant = input.integration.tenant.as_str();
     let mut effects = Vec::new();
     let mut granted = 0;
     for entitlement in &entitlements {
-        let key = GrantKey { tenant, account_id: customer, invoice_id, entitlement };
+        let key = GrantKey {
+            tenant,
+            account_id: customer,
+            invoice_id,
+            entitlement,
+        };
         if grants::insert(transaction, key, input.receipt_id.0).await? {
             granted += 1;
             let data = json!({"account_id": customer, "invoice_id": invoice_id, "entitlement": entitlement});
-            effects.extend(input.effect("entitlement.granted", &[tenant, customer, invoice_id, entitlement], data));
+            effects.extend(input.effect(
+                "entitlement.granted",
+                &[tenant, customer, invoice_id, entitlement],
+                data,
+            ));
         }
     }
     if granted == 0 {
-        return Ok(Transition::Duplicate { reason: format!("invoice {invoice_id} already granted {}", entitlements.into_iter().collect::<Vec<_>>().join(", ")) });
+        return Ok(Transition::Duplicate {
+            reason: format!(
+                "invoice {invoice_id} already granted {}",
+                entitlements.into_iter().collect::<Vec<_>>().join(", ")
+            ),
+        });
     }
     Ok(Transition::Applied { effects })
 }

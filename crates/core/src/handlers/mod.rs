@@ -34,7 +34,8 @@ pub const ENTITLEMENTS_GRANT: &str = "entitlements.grant";
 pub const FORWARD: &str = "forward";
 
 /// Every built-in handler name, in the order the documentation lists them.
-pub const BUILTIN_HANDLERS: &[&str] = &[ORDERS_MARK_PAID, ORDERS_REFUND, ENTITLEMENTS_GRANT, FORWARD];
+pub const BUILTIN_HANDLERS: &[&str] =
+    &[ORDERS_MARK_PAID, ORDERS_REFUND, ENTITLEMENTS_GRANT, FORWARD];
 
 /// What a handler sees of the receipt it transitions.
 #[derive(Debug, Clone, Copy)]
@@ -59,7 +60,12 @@ impl HandlerInput<'_> {
     /// An effect intent towards the route's sink, or `None` when the route has no sink.
     /// `business_key` must identify the business operation (not the event), so that a
     /// repeated operation maps to the same operation key.
-    pub fn effect(&self, kind: &str, business_key: &[&str], data: serde_json::Value) -> Option<EffectIntent> {
+    pub fn effect(
+        &self,
+        kind: &str,
+        business_key: &[&str],
+        data: serde_json::Value,
+    ) -> Option<EffectIntent> {
         let sink = self.sink?;
         Some(EffectIntent {
             operation_key: operation_key(kind, business_key),
@@ -130,12 +136,17 @@ pub enum HandlerError {
 }
 
 /// The future a handler returns.
-pub type HandlerFuture<'a> = Pin<Box<dyn Future<Output = Result<Transition, HandlerError>> + Send + 'a>>;
+pub type HandlerFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<Transition, HandlerError>> + Send + 'a>>;
 
 /// A business transition. Implement it for your own domain and register it by name.
 pub trait Handler: Send + Sync {
     /// Applies the transition for `input` inside `transaction` (do not commit it).
-    fn apply<'a>(&'a self, transaction: &'a mut PgConnection, input: HandlerInput<'a>) -> HandlerFuture<'a>;
+    fn apply<'a>(
+        &'a self,
+        transaction: &'a mut PgConnection,
+        input: HandlerInput<'a>,
+    ) -> HandlerFuture<'a>;
 }
 
 /// Handlers by route name.
@@ -173,11 +184,16 @@ impl Registry {
 
 /// Reads a string at a JSON pointer.
 fn text_at<'v>(value: &'v serde_json::Value, pointer: &str) -> Option<&'v str> {
-    value.pointer(pointer).and_then(serde_json::Value::as_str).filter(|text| !text.is_empty())
+    value
+        .pointer(pointer)
+        .and_then(serde_json::Value::as_str)
+        .filter(|text| !text.is_empty())
 }
 
 fn quarantine(reason: impl Into<String>) -> Transition {
-    Transition::Quarantine { reason: reason.into() }
+    Transition::Quarantine {
+        reason: reason.into(),
+    }
 }
 
 #[cfg(test)]
@@ -186,8 +202,14 @@ mod tests {
 
     #[test]
     fn operation_keys_escape_their_separator() {
-        assert_eq!(operation_key("order.paid", &["acme", "o:1"]), "order.paid:acme:o%3A1");
-        assert_ne!(operation_key("k", &["a:b", "c"]), operation_key("k", &["a", "b:c"]));
+        assert_eq!(
+            operation_key("order.paid", &["acme", "o:1"]),
+            "order.paid:acme:o%3A1"
+        );
+        assert_ne!(
+            operation_key("k", &["a:b", "c"]),
+            operation_key("k", &["a", "b:c"])
+        );
     }
 
     #[test]

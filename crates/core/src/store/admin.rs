@@ -49,7 +49,10 @@ pub async fn receipt_counts(conn: &mut PgConnection) -> Result<ReceiptCounts, sq
 }
 
 /// Seconds since the oldest unfinished receipt of `integration` was accepted (0 if none).
-pub async fn oldest_pending_age_seconds(conn: &mut PgConnection, integration: &str) -> Result<f64, sqlx::Error> {
+pub async fn oldest_pending_age_seconds(
+    conn: &mut PgConnection,
+    integration: &str,
+) -> Result<f64, sqlx::Error> {
     sqlx::query_scalar(
         "SELECT COALESCE(EXTRACT(EPOCH FROM now() - min(enqueued_at)), 0)::float8
          FROM receipt_queue WHERE integration = $1",
@@ -176,7 +179,10 @@ pub struct EffectSummary {
 }
 
 /// The receipt with this id, with its queue state.
-pub async fn receipt_detail(conn: &mut PgConnection, receipt_id: i64) -> Result<Option<ReceiptDetail>, sqlx::Error> {
+pub async fn receipt_detail(
+    conn: &mut PgConnection,
+    receipt_id: i64,
+) -> Result<Option<ReceiptDetail>, sqlx::Error> {
     sqlx::query_as(
         "SELECT r.id, r.integration, r.source_scope, r.event_id, r.event_type, r.route_key, r.status,
                 r.outcome, r.outcome_reason, r.attempts, COALESCE(q.last_error, r.last_error) AS last_error,
@@ -190,7 +196,10 @@ pub async fn receipt_detail(conn: &mut PgConnection, receipt_id: i64) -> Result<
 }
 
 /// The effects of a receipt, oldest first.
-pub async fn receipt_effects(conn: &mut PgConnection, receipt_id: i64) -> Result<Vec<EffectSummary>, sqlx::Error> {
+pub async fn receipt_effects(
+    conn: &mut PgConnection,
+    receipt_id: i64,
+) -> Result<Vec<EffectSummary>, sqlx::Error> {
     sqlx::query_as(
         "SELECT id, operation_key, sink, kind, status, attempts, last_error
          FROM effects WHERE receipt_id = $1 ORDER BY id",
@@ -221,16 +230,24 @@ pub enum ReplayError {
 
 /// Sends failed/quarantined receipts back to pending with attempts reset, recording who
 /// and why, all in one transaction: either every id is replayed or none.
-pub async fn replay(conn: &mut PgConnection, receipt_ids: &[i64], replayed_by: &str, reason: &str) -> Result<(), ReplayError> {
+pub async fn replay(
+    conn: &mut PgConnection,
+    receipt_ids: &[i64],
+    replayed_by: &str,
+    reason: &str,
+) -> Result<(), ReplayError> {
     let mut transaction = conn.begin().await?;
     for &id in receipt_ids {
-        let status: Option<String> = sqlx::query_scalar("SELECT status FROM receipts WHERE id = $1 FOR UPDATE")
-            .bind(id)
-            .fetch_optional(&mut *transaction)
-            .await?;
+        let status: Option<String> =
+            sqlx::query_scalar("SELECT status FROM receipts WHERE id = $1 FOR UPDATE")
+                .bind(id)
+                .fetch_optional(&mut *transaction)
+                .await?;
         match status {
             None => return Err(ReplayError::Unknown(id)),
-            Some(status) if status != "failed" && status != "quarantined" => return Err(ReplayError::WrongState { id, status }),
+            Some(status) if status != "failed" && status != "quarantined" => {
+                return Err(ReplayError::WrongState { id, status });
+            }
             Some(status) => {
                 sqlx::query(
                     "WITH logged AS (
@@ -260,7 +277,11 @@ pub async fn replay(conn: &mut PgConnection, receipt_ids: &[i64], replayed_by: &
 
 /// Drops the payloads of up to `batch` done receipts finished more than `days` ago;
 /// returns how many. Call until it returns less than `batch`.
-pub async fn purge_payloads_batch(conn: &mut PgConnection, days: u32, batch: i64) -> Result<u64, sqlx::Error> {
+pub async fn purge_payloads_batch(
+    conn: &mut PgConnection,
+    days: u32,
+    batch: i64,
+) -> Result<u64, sqlx::Error> {
     let purged = sqlx::query(
         "UPDATE receipts SET payload = NULL
          WHERE id IN (
@@ -280,7 +301,11 @@ pub async fn purge_payloads_batch(conn: &mut PgConnection, days: u32, batch: i64
 
 /// Deletes up to `batch` done receipt rows (their keys) finished more than `days` ago,
 /// keeping any whose effects are not yet completed or failed; returns how many.
-pub async fn purge_keys_batch(conn: &mut PgConnection, days: u32, batch: i64) -> Result<u64, sqlx::Error> {
+pub async fn purge_keys_batch(
+    conn: &mut PgConnection,
+    days: u32,
+    batch: i64,
+) -> Result<u64, sqlx::Error> {
     let purged = sqlx::query(
         "DELETE FROM receipts
          WHERE id IN (

@@ -17,7 +17,11 @@ pub struct Grant<'a> {
 }
 
 /// Inserts the grant unless its business key exists; `true` when it was new.
-pub async fn insert(conn: &mut PgConnection, grant: Grant<'_>, receipt_id: i64) -> Result<bool, sqlx::Error> {
+pub async fn insert(
+    conn: &mut PgConnection,
+    grant: Grant<'_>,
+    receipt_id: i64,
+) -> Result<bool, sqlx::Error> {
     let inserted = sqlx::query(
         "INSERT INTO entitlement_grants (tenant_id, account_id, invoice_id, entitlement, receipt_id)
          VALUES ($1, $2, $3, $4, $5)

@@ -35,7 +35,11 @@ pub struct OrderState {
 
 /// `awaiting_payment → paid`, only when payment id, amount and currency all match.
 /// `true` when the row changed.
-pub async fn mark_paid(conn: &mut PgConnection, payment: Payment<'_>, receipt_id: i64) -> Result<bool, sqlx::Error> {
+pub async fn mark_paid(
+    conn: &mut PgConnection,
+    payment: Payment<'_>,
+    receipt_id: i64,
+) -> Result<bool, sqlx::Error> {
     let updated = sqlx::query(
         "UPDATE orders
          SET status = 'paid', amount_received_minor = $4, paid_receipt_id = $6,
@@ -55,7 +59,11 @@ pub async fn mark_paid(conn: &mut PgConnection, payment: Payment<'_>, receipt_id
 }
 
 /// The order with this id, if any.
-pub async fn find(conn: &mut PgConnection, tenant: &str, order_id: &str) -> Result<Option<OrderState>, sqlx::Error> {
+pub async fn find(
+    conn: &mut PgConnection,
+    tenant: &str,
+    order_id: &str,
+) -> Result<Option<OrderState>, sqlx::Error> {
     sqlx::query_as(
         "SELECT id, provider_payment_id, total_minor, currency, status
          FROM orders WHERE tenant_id = $1 AND id = $2",
@@ -67,7 +75,11 @@ pub async fn find(conn: &mut PgConnection, tenant: &str, order_id: &str) -> Resu
 }
 
 /// The order paid by this PaymentIntent, if any.
-pub async fn find_by_payment(conn: &mut PgConnection, tenant: &str, payment_id: &str) -> Result<Option<OrderState>, sqlx::Error> {
+pub async fn find_by_payment(
+    conn: &mut PgConnection,
+    tenant: &str,
+    payment_id: &str,
+) -> Result<Option<OrderState>, sqlx::Error> {
     sqlx::query_as(
         "SELECT id, provider_payment_id, total_minor, currency, status
          FROM orders WHERE tenant_id = $1 AND provider_payment_id = $2",

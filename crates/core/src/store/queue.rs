@@ -91,12 +91,17 @@ pub async fn claim_batch(
 /// The first statement of a business transaction: removes the queue row if this attempt
 /// still holds the lease. `false` means the lease was lost: roll back. The row stays
 /// locked until the transaction ends, so no other worker can claim it meanwhile.
-pub async fn take_fenced(conn: &mut PgConnection, receipt_id: i64, lease_token: i64) -> Result<bool, sqlx::Error> {
-    let removed = sqlx::query("DELETE FROM receipt_queue WHERE receipt_id = $1 AND lease_token = $2")
-        .bind(receipt_id)
-        .bind(lease_token)
-        .execute(conn)
-        .await?;
+pub async fn take_fenced(
+    conn: &mut PgConnection,
+    receipt_id: i64,
+    lease_token: i64,
+) -> Result<bool, sqlx::Error> {
+    let removed =
+        sqlx::query("DELETE FROM receipt_queue WHERE receipt_id = $1 AND lease_token = $2")
+            .bind(receipt_id)
+            .bind(lease_token)
+            .execute(conn)
+            .await?;
     Ok(removed.rows_affected() == 1)
 }
 
@@ -114,7 +119,12 @@ pub enum Finish<'a> {
 }
 
 /// Records the terminal state, inside the business transaction (after [`take_fenced`]).
-pub async fn finish(conn: &mut PgConnection, receipt_id: i64, attempts: i32, finish: Finish<'_>) -> Result<(), sqlx::Error> {
+pub async fn finish(
+    conn: &mut PgConnection,
+    receipt_id: i64,
+    attempts: i32,
+    finish: Finish<'_>,
+) -> Result<(), sqlx::Error> {
     let (status, outcome, reason) = match finish {
         Finish::Applied => ("done", Some("applied"), None),
         Finish::Duplicate(reason) => ("done", Some("duplicate"), Some(reason)),
@@ -168,7 +178,12 @@ pub async fn release_for_retry(
 
 /// Attempts exhausted: the receipt leaves the queue as `failed` with its last error. One
 /// statement. `false` when the lease was already lost.
-pub async fn fail_exhausted(conn: &mut PgConnection, receipt_id: i64, lease_token: i64, error: &str) -> Result<bool, sqlx::Error> {
+pub async fn fail_exhausted(
+    conn: &mut PgConnection,
+    receipt_id: i64,
+    lease_token: i64,
+    error: &str,
+) -> Result<bool, sqlx::Error> {
     let updated = sqlx::query(
         "WITH removed AS (
              DELETE FROM receipt_queue WHERE receipt_id = $1 AND lease_token = $2
@@ -188,7 +203,11 @@ pub async fn fail_exhausted(conn: &mut PgConnection, receipt_id: i64, lease_toke
 
 /// Gives back a lease that was claimed but never started (shutdown): visible at once, and
 /// the attempt does not count.
-pub async fn release_unstarted(conn: &mut PgConnection, receipt_id: i64, lease_token: i64) -> Result<bool, sqlx::Error> {
+pub async fn release_unstarted(
+    conn: &mut PgConnection,
+    receipt_id: i64,
+    lease_token: i64,
+) -> Result<bool, sqlx::Error> {
     let updated = sqlx::query(
         "UPDATE receipt_queue
          SET visible_at = now(), leased_by = NULL, leased_at = NULL, attempts = attempts - 1

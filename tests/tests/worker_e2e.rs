@@ -1,0 +1,467 @@
+//! The real `inbound-worker` binary: several workers racing over shared orders, crash-table
+//! rows 3 and 4 with real process deaths, the drain on SIGTERM, a database outage, and the
+//! ops port with its queue gauges.
+
+use std::time::{Duration, Instant};
+
+use inbound_tests::domain::{self, stripe_event};
+use inbound_tests::fixtures;
+use inbound_tests::http::HttpClient;
+use inbound_tests::proxy::{DbProxy, database_addr};
+use inbound_tests::{Service, TestDatabase};
+use sqlx::{Connection, PgPool};
+
+fn worker_options(database_url: &str, args: &[&str]) -> inbound_tests::ServiceOptions {
+    let mut options = fixtures::ingress_options(database_url);
+    options.args = ["--poll-interval-ms", "50", "--gauge-interval-secs", "1"]
+        .iter()
+        .chain(args)
+        .map(|arg| (*arg).to_owned())
+        .collect();
+    options
+}
+
+fn succeeded(event_id: &str, payment: &str, order: &str) -> String {
+    stripe_event(
+        event_id,
+        "payment_intent.succeeded",
+        domain::payment_intent(payment, order, 1000, "usd", "succeeded"),
+    )
+}
+
+async fn count(pool: &PgPool, sql: &str) -> i64 {
+    sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_owned()))
+        .fetch_one(pool)
+        .await
+        .expect("count")
+}
+
+/// Polls `sql` (a count) until it equals `expected`, or panics after `limit`.
+async fn wait_for_count(pool: &PgPool, sql: &str, expected: i64, limit: Duration) {
+    let started = Instant::now();
+    loop {
+        let current = count(pool, sql).await;
+        if current == expected {
+            return;
+        }
+        assert!(
+            started.elapsed() < limit,
+            "{sql}: {current}, expected {expected} within {limit:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn four_workers_apply_two_thousand_receipts_over_five_hundred_orders_once_each() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let config = domain::config();
+    for order in 0..500 {
+        domain::seed_order(
+            pool,
+            &format!("o{order}"),
+            &format!("pi_{order}"),
+            1000,
+            "usd",
+        )
+        .await;
+    }
+    // Per order: the event, a redelivery (same key: refused), and three new event ids for
+    // the same payment (cross-id repeats).
+    let mut accepted = 0;
+    for order in 0..500 {
+        for copy in 0..4 {
+            let body = succeeded(
+                &format!("evt_{order}_{copy}"),
+                &format!("pi_{order}"),
+                &format!("o{order}"),
+            );
+            accepted += i32::from(domain::accept(pool, &config, &body).await.is_some());
+            if copy == 0 {
+                assert_eq!(
+                    domain::accept(pool, &config, &body).await,
+                    None,
+                    "redelivery"
+                );
+            }
+        }
+    }
+    assert_eq!(accepted, 2000);
+    let workers: Vec<Service> = (0..4)
+        .map(|_| Service::worker(&worker_options(database.url(), &["--concurrency", "8"])))
+        .collect();
+    wait_for_count(
+        pool,
+        "SELECT count(*) FROM receipts WHERE status = 'done'",
+        2000,
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(
+        count(pool, "SELECT count(*) FROM orders WHERE status = 'paid'").await,
+        500
+    );
+    assert_eq!(
+        count(
+            pool,
+            "SELECT count(*) FROM receipts WHERE outcome = 'applied'"
+        )
+        .await,
+        500
+    );
+    assert_eq!(
+        count(
+            pool,
+            "SELECT count(*) FROM receipts WHERE outcome = 'duplicate'"
+        )
+        .await,
+        1500
+    );
+    assert_eq!(
+        count(pool, "SELECT count(*) FROM effects").await,
+        500,
+        "one intent per operation"
+    );
+    assert_eq!(
+        count(pool, "SELECT count(DISTINCT paid_receipt_id) FROM orders").await,
+        500
+    );
+    assert_eq!(count(pool, "SELECT count(*) FROM receipt_queue").await, 0);
+    let busy = workers
+        .iter()
+        .filter(|worker| {
+            worker
+                .logs()
+                .iter()
+                .any(|line| line.contains("\"outcome\":\"applied\""))
+        })
+        .count();
+    assert!(
+        busy >= 2,
+        "the work was shared ({busy} workers applied something)"
+    );
+}
+
+/// Waits until a worker's backend is blocked on a lock (it is inside its business transaction).
+async fn wait_until_worker_blocked(pool: &PgPool) {
+    let started = Instant::now();
+    while count(pool, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'inbound-worker' AND wait_event_type = 'Lock'").await == 0 {
+        assert!(started.elapsed() < Duration::from_secs(20), "the worker never blocked on the order row");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn crash_during_business_tx() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let config = domain::config();
+    domain::seed_order(pool, "o1", "pi_1", 1000, "usd").await;
+    let receipt = domain::accept(pool, &config, &succeeded("evt_1", "pi_1", "o1"))
+        .await
+        .expect("new");
+
+    // Hold the order row so the worker blocks inside its transaction, then kill it there.
+    let mut blocker = sqlx::PgConnection::connect(database.url())
+        .await
+        .expect("connect");
+    let mut lock = blocker.begin().await.expect("begin");
+    sqlx::query("SELECT 1 FROM orders WHERE id = 'o1' FOR UPDATE")
+        .execute(&mut *lock)
+        .await
+        .expect("lock");
+    let mut doomed = Service::worker(&worker_options(database.url(), &["--lease-secs", "2"]));
+    wait_until_worker_blocked(pool).await;
+    doomed.kill();
+    lock.rollback().await.expect("release");
+
+    // The dead worker's transaction rolled back: pending, queued, nothing applied.
+    wait_for_count(pool, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'inbound-worker'", 0, Duration::from_secs(10)).await;
+    assert_eq!(domain::receipt_state(pool, receipt).await.0, "pending");
+    assert_eq!(count(pool, "SELECT count(*) FROM receipt_queue").await, 1);
+    assert_eq!(domain::order_status(pool, "o1").await, "awaiting_payment");
+    assert_eq!(count(pool, "SELECT count(*) FROM effects").await, 0);
+
+    // A new worker applies it once, after the lease expires.
+    let started = Instant::now();
+    let successor = Service::worker(&worker_options(database.url(), &["--lease-secs", "2"]));
+    wait_for_count(
+        pool,
+        "SELECT count(*) FROM receipts WHERE status = 'done'",
+        1,
+        Duration::from_secs(20),
+    )
+    .await;
+    assert!(
+        started.elapsed() >= Duration::from_millis(500),
+        "it waited for the lease"
+    );
+    assert_eq!(
+        domain::receipt_state(pool, receipt).await,
+        ("done".into(), Some("applied".into()), None)
+    );
+    assert_eq!(
+        count(pool, "SELECT attempts::bigint FROM receipts").await,
+        2
+    );
+    assert_eq!(count(pool, "SELECT count(*) FROM effects").await, 1);
+    let metrics = HttpClient::new()
+        .get(&successor.metrics_url("/metrics"))
+        .await
+        .expect("metrics");
+    let text = String::from_utf8_lossy(&metrics.body);
+    assert!(text.contains("inbound_lease_reclaims_total 1"), "{text}");
+}
+
+#[tokio::test]
+async fn crash_after_local_commit() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let config = domain::config();
+    domain::seed_order(pool, "o1", "pi_1", 1000, "usd").await;
+    let receipt = domain::accept(pool, &config, &succeeded("evt_1", "pi_1", "o1"))
+        .await
+        .expect("new");
+    let mut options = worker_options(database.url(), &["--lease-secs", "1"]);
+    options
+        .env
+        .push(("INBOUND_FAILPOINT".into(), "after_business_commit".into()));
+    let mut doomed = Service::worker(&options);
+    doomed
+        .wait_exit(Duration::from_secs(20))
+        .expect("died at the failpoint");
+    assert!(
+        doomed
+            .logs()
+            .iter()
+            .any(|line| line.contains("failpoint after_business_commit hit"))
+    );
+
+    // Everything local survived, committed together.
+    assert_eq!(
+        domain::receipt_state(pool, receipt).await,
+        ("done".into(), Some("applied".into()), None)
+    );
+    assert_eq!(domain::order_status(pool, "o1").await, "paid");
+    assert_eq!(domain::operation_keys(pool).await, ["order.paid:acme:o1"]);
+    let effect_status: String = sqlx::query_scalar("SELECT status FROM effects")
+        .fetch_one(pool)
+        .await
+        .expect("effect");
+    assert_eq!(effect_status, "pending", "the effect keeps its own state");
+
+    // A restarted worker finds nothing to redo.
+    let successor = Service::worker(&worker_options(database.url(), &["--lease-secs", "1"]));
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(
+        !successor
+            .logs()
+            .iter()
+            .any(|line| line.contains("\"receipt\"")),
+        "no receipt was processed again"
+    );
+    assert_eq!(
+        count(pool, "SELECT attempts::bigint FROM receipts").await,
+        1
+    );
+}
+
+#[tokio::test]
+async fn sigterm_finishes_the_in_flight_transition_then_exits_zero() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let config = domain::config();
+    domain::seed_order(pool, "o1", "pi_1", 1000, "usd").await;
+    let receipt = domain::accept(pool, &config, &succeeded("evt_1", "pi_1", "o1"))
+        .await
+        .expect("new");
+    let mut blocker = sqlx::PgConnection::connect(database.url())
+        .await
+        .expect("connect");
+    let mut lock = blocker.begin().await.expect("begin");
+    sqlx::query("SELECT 1 FROM orders WHERE id = 'o1' FOR UPDATE")
+        .execute(&mut *lock)
+        .await
+        .expect("lock");
+    let mut worker = Service::worker(&worker_options(
+        database.url(),
+        &["--shutdown-grace-secs", "10"],
+    ));
+    wait_until_worker_blocked(pool).await;
+    worker.terminate();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    lock.rollback().await.expect("release");
+    let status = worker
+        .wait_exit(Duration::from_secs(10))
+        .expect("exits after the drain");
+    assert!(status.success(), "{status}");
+    assert_eq!(
+        domain::receipt_state(pool, receipt).await.1.as_deref(),
+        Some("applied")
+    );
+}
+
+#[tokio::test]
+async fn the_worker_survives_a_database_outage_and_resumes() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let config = domain::config();
+    let proxy = DbProxy::start(database_addr(database.url())).await;
+    let worker = Service::worker(&worker_options(
+        &proxy.rewrite_url(database.url()),
+        &["--db-acquire-timeout-ms", "300"],
+    ));
+    domain::seed_order(pool, "o1", "pi_1", 1000, "usd").await;
+    domain::seed_order(pool, "o2", "pi_2", 1000, "usd").await;
+    domain::accept(pool, &config, &succeeded("evt_1", "pi_1", "o1"))
+        .await
+        .expect("new");
+    wait_for_count(
+        pool,
+        "SELECT count(*) FROM receipts WHERE status = 'done'",
+        1,
+        Duration::from_secs(10),
+    )
+    .await;
+
+    proxy.cut();
+    domain::accept(pool, &config, &succeeded("evt_2", "pi_2", "o2"))
+        .await
+        .expect("new");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        worker
+            .logs()
+            .iter()
+            .any(|line| line.contains("claim failed; backing off")),
+        "it noticed the outage"
+    );
+    // No transaction of the worker stays open across the outage.
+    assert_eq!(count(pool, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'inbound-worker' AND state LIKE 'idle in transaction%'").await, 0);
+    let client = HttpClient::new();
+    assert_eq!(
+        client
+            .get(&worker.metrics_url("/readyz"))
+            .await
+            .expect("answer")
+            .status,
+        503
+    );
+    assert_eq!(
+        client
+            .get(&worker.metrics_url("/healthz"))
+            .await
+            .expect("answer")
+            .status,
+        200
+    );
+
+    proxy.restore();
+    wait_for_count(
+        pool,
+        "SELECT count(*) FROM receipts WHERE status = 'done'",
+        2,
+        Duration::from_secs(15),
+    )
+    .await;
+    assert_eq!(
+        count(pool, "SELECT count(*) FROM orders WHERE status = 'paid'").await,
+        2
+    );
+    assert_eq!(
+        client
+            .get(&worker.metrics_url("/readyz"))
+            .await
+            .expect("answer")
+            .status,
+        200
+    );
+}
+
+#[tokio::test]
+async fn ops_port_serves_health_and_every_queue_gauge() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let config = domain::config();
+    // An order that does not exist keeps one receipt backing off.
+    domain::accept(pool, &config, &succeeded("evt_1", "pi_1", "o_missing"))
+        .await
+        .expect("new");
+    let worker = Service::worker(&worker_options(
+        database.url(),
+        &["--backoff-base-ms", "60000"],
+    ));
+    wait_for_count(
+        pool,
+        "SELECT count(*) FROM receipt_queue WHERE attempts = 1 AND leased_by IS NULL",
+        1,
+        Duration::from_secs(10),
+    )
+    .await;
+    let client = HttpClient::new();
+    assert_eq!(
+        client
+            .get(&worker.metrics_url("/healthz"))
+            .await
+            .expect("answer")
+            .status,
+        200
+    );
+    assert_eq!(
+        client
+            .get(&worker.metrics_url("/readyz"))
+            .await
+            .expect("answer")
+            .status,
+        200
+    );
+    let started = Instant::now();
+    let text = loop {
+        let metrics = client
+            .get(&worker.metrics_url("/metrics"))
+            .await
+            .expect("metrics");
+        let text = String::from_utf8_lossy(&metrics.body).into_owned();
+        if text.contains("inbound_receipts{state=\"waiting\"} 1") {
+            break text;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "gauges never showed the waiting receipt: {text}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    for state in ["pending", "leased", "quarantined", "failed"] {
+        assert!(
+            text.contains(&format!("inbound_receipts{{state=\"{state}\"}} 0")),
+            "{state}: {text}"
+        );
+    }
+    for integration in ["stripe-acme", "gh-acme", "slack-acme", "std-acme"] {
+        assert!(
+            text.contains(&format!(
+                "inbound_oldest_pending_age_seconds{{integration=\"{integration}\"}}"
+            )),
+            "{integration}: {text}"
+        );
+    }
+    assert!(
+        text.contains("inbound_oldest_pending_age_seconds{integration=\"gh-acme\"} 0"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "inbound_receipt_attempts_total{integration=\"stripe-acme\",outcome=\"transient\"} 1"
+        ),
+        "{text}"
+    );
+    // Every series recorded so far carries its HELP text.
+    for name in [
+        "inbound_oldest_pending_age_seconds",
+        "inbound_receipts",
+        "inbound_receipt_attempts_total",
+    ] {
+        assert!(text.contains(&format!("# HELP {name} ")), "{name}: {text}");
+    }
+}
