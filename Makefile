@@ -4,11 +4,15 @@ CARGO ?= cargo
 # Crash-table fixtures need the failpoints feature; release builds never enable it.
 TEST_FEATURES := --features inbound-service/failpoints
 
-.PHONY: run test lint fmt build release bench-ingress postgres
+.PHONY: run demo test lint fmt build release bench-ingress bench-worker postgres
 
-## Everything up locally: PostgreSQL, database, example config and secrets, the ingress.
+## Everything up locally: PostgreSQL, database, example config and secrets, ingress and worker.
 run:
 	scripts/run-local.sh
+
+## One order paid once, however often the provider repeats itself.
+demo:
+	scripts/demo.sh
 
 ## The whole suite against real PostgreSQL (started here when it is not running).
 test: postgres
@@ -31,11 +35,15 @@ build:
 	$(CARGO) build --workspace
 
 release:
-	$(CARGO) build --release -p inbound-ingress -p inboundctl
+	$(CARGO) build --release -p inbound-ingress -p inbound-worker -p inboundctl
 
 ## Ingress throughput beside pgbench's single-row ceiling (a benchmark, not a test).
 bench-ingress:
 	scripts/bench-ingress.sh
+
+## Worker throughput with 20,000 pending receipts, and recovery after SIGKILL (a benchmark).
+bench-worker:
+	scripts/bench-worker.sh
 
 postgres:
 	@scripts/ensure-postgres.sh

@@ -1,51 +1,52 @@
 #!/usr/bin/env bash
 # `make run`: everything up locally. Makes sure PostgreSQL answers, creates and migrates
-# the database, creates .env.local with fresh example secrets on first run, prints a
-# ready-to-paste command that sends a signed test event, then runs the ingress in the
-# foreground (Ctrl-C stops it and it drains).
+# the database, creates .env.local with fresh example secrets on first run, seeds the
+# example order, prints a ready-to-paste command that sends a signed test event, then runs
+# the ingress and the worker until Ctrl-C (both drain and stop).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 export DATABASE_URL="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/inbound}"
 export INBOUND_CONFIG="${INBOUND_CONFIG:-config/example.toml}"
 listen="${INBOUND_LISTEN:-127.0.0.1:8080}"
-metrics_listen="${INBOUND_METRICS_LISTEN:-127.0.0.1:9090}"
+ingress_metrics="${INBOUND_METRICS_LISTEN:-127.0.0.1:9090}"
+worker_metrics="${INBOUND_WORKER_METRICS_LISTEN:-127.0.0.1:9091}"
+unset INBOUND_LISTEN INBOUND_METRICS_LISTEN
 
 scripts/ensure-postgres.sh
+. scripts/env-local.sh
 
-if [ ! -f .env.local ]; then
-  random_hex() { head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
-  {
-    echo "# Example secrets for config/example.toml, made by 'make run'. Not for production."
-    echo "EXAMPLE_STRIPE_SECRET=whsec_$(random_hex)"
-    echo "EXAMPLE_GITHUB_SECRET=$(random_hex)"
-    echo "EXAMPLE_SLACK_SECRET=$(random_hex)"
-    echo "EXAMPLE_STANDARD_SECRET=whsec_$(head -c 24 /dev/urandom | base64)"
-  } > .env.local
-  chmod 600 .env.local
-  echo "created .env.local with fresh example secrets"
-fi
-set -a
-# shellcheck disable=SC1091
-. ./.env.local
-set +a
-
-cargo build --quiet -p inbound-ingress -p inboundctl
+cargo build --quiet -p inbound-ingress -p inbound-worker -p inboundctl
 bin=target/debug
 
 "$bin/inboundctl" migrate --create-database
 "$bin/inboundctl" check-config
+# The example event pays this order (a business creates its orders with the PaymentIntent id).
+psql -q "$DATABASE_URL" -c "INSERT INTO orders (tenant_id, id, provider_payment_id, total_minor, currency)
+  VALUES ('example', 'order_1', 'pi_local', 2000, 'usd') ON CONFLICT DO NOTHING"
 
 event_id="evt_local_$(date +%s)"
-body="{\"id\":\"$event_id\",\"object\":\"event\",\"type\":\"payment_intent.succeeded\",\"livemode\":false,\"data\":{\"object\":{\"id\":\"pi_local\",\"amount_received\":2000,\"currency\":\"usd\",\"metadata\":{\"order_id\":\"order_1\"}}}}"
+body="{\"id\":\"$event_id\",\"object\":\"event\",\"type\":\"payment_intent.succeeded\",\"livemode\":false,\"data\":{\"object\":{\"id\":\"pi_local\",\"object\":\"payment_intent\",\"status\":\"succeeded\",\"amount_received\":2000,\"currency\":\"usd\",\"metadata\":{\"order_id\":\"order_1\"}}}}"
 cat <<MSG
 
-inbound-ingress is starting on http://$listen (metrics on http://$metrics_listen/metrics).
+inbound-ingress on http://$listen (metrics http://$ingress_metrics/metrics),
+inbound-worker (metrics http://$worker_metrics/metrics). Ctrl-C stops both.
 Send a signed test event from another terminal (valid for 5 minutes):
 
   $("$bin/inboundctl" sign-event --integration stripe-example --body "$body" --url "http://$listen")
 
-Send it twice: the first answer is "accepted", the second "duplicate".
+Send it twice: the first answer is "accepted", the second "duplicate". Then:
+  $bin/inboundctl status
+  psql $DATABASE_URL -c "SELECT id, status FROM orders"
 
 MSG
-exec "$bin/inbound-ingress" --listen "$listen" --metrics-listen "$metrics_listen" --log-format text
+"$bin/inbound-ingress" --listen "$listen" --metrics-listen "$ingress_metrics" --log-format text &
+ingress=$!
+"$bin/inbound-worker" --metrics-listen "$worker_metrics" --log-format text &
+worker=$!
+stop() { kill -TERM "$ingress" "$worker" 2>/dev/null || true; }
+trap stop INT TERM
+# Whichever ends first (Ctrl-C, or a crash), stop the other and wait for both to drain.
+wait -n "$ingress" "$worker" || true
+stop
+wait "$ingress" "$worker" 2>/dev/null || true
