@@ -600,3 +600,42 @@ async fn key_rows_with_undelivered_effects_are_kept() {
         "its effect is still pending"
     );
 }
+
+#[tokio::test]
+async fn an_unstarted_claim_is_given_back_without_counting_an_attempt() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let config = domain::config();
+    let receipt = domain::accept(
+        pool,
+        &config,
+        &succeeded("evt_1", "pi_1", "o1", 1000, "usd"),
+    )
+    .await
+    .expect("new");
+    let mut connection = pool.acquire().await.expect("conn");
+    let claimed = queue::claim_batch(&mut connection, 1, Duration::from_secs(30), "w", None)
+        .await
+        .expect("claim")
+        .remove(0);
+    assert!(
+        queue::release_unstarted(&mut connection, receipt, claimed.lease_token)
+            .await
+            .expect("release")
+    );
+    let again = queue::claim_batch(&mut connection, 1, Duration::from_secs(30), "w", None)
+        .await
+        .expect("claim");
+    assert_eq!(again.len(), 1, "claimable again at once");
+    assert_eq!(
+        (again[0].attempts, again[0].reclaimed),
+        (1, false),
+        "the given-back claim did not count"
+    );
+    assert!(
+        !queue::release_unstarted(&mut connection, receipt, claimed.lease_token)
+            .await
+            .expect("release"),
+        "fenced"
+    );
+}

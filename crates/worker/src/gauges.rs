@@ -6,7 +6,7 @@ use std::time::Duration;
 use inbound_core::store::admin;
 
 use crate::Worker;
-use crate::telemetry::{OLDEST_PENDING_AGE_SECONDS, RECEIPTS};
+use crate::telemetry::{LEASE_RECLAIMS_TOTAL, OLDEST_PENDING_AGE_SECONDS, RECEIPTS};
 
 /// Refreshes the gauges once.
 pub async fn refresh(worker: &Worker) -> Result<(), sqlx::Error> {
@@ -25,6 +25,7 @@ pub async fn refresh(worker: &Worker) -> Result<(), sqlx::Error> {
 
 /// Sets every series to 0 so each is present before the first refresh succeeds.
 pub fn initialise(worker: &Worker) {
+    metrics::counter!(LEASE_RECLAIMS_TOTAL).increment(0);
     for (state, _) in admin::ReceiptCounts::default().by_state() {
         metrics::gauge!(RECEIPTS, "state" => state).set(0.0);
     }

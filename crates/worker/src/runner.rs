@@ -57,6 +57,19 @@ async fn claim(worker: &Worker, limit: usize) -> Result<Vec<queue::ClaimedReceip
     .await
 }
 
+/// Gives back a claim that will not be started: visible again at once, attempt uncounted.
+async fn release_unstarted(worker: &Worker, receipt: &queue::ClaimedReceipt) {
+    let released = match worker.pool.acquire().await {
+        Ok(mut connection) => {
+            queue::release_unstarted(&mut connection, receipt.receipt_id, receipt.lease_token).await
+        }
+        Err(error) => Err(error),
+    };
+    if let Err(error) = released {
+        tracing::warn!(receipt_id = receipt.receipt_id, %error, "could not release an unstarted claim; its lease will expire");
+    }
+}
+
 /// Runs until `shutdown` resolves, then drains.
 pub async fn run(worker: Arc<Worker>, shutdown: impl Future<Output = ()> + Send + 'static) {
     let (stop_sender, mut stop) = watch::channel(false);
@@ -82,9 +95,11 @@ pub async fn run(worker: Arc<Worker>, shutdown: impl Future<Output = ()> + Send 
             Ok(claimed) => {
                 failure_delay = worker.settings.poll_interval;
                 for receipt in claimed {
-                    // `free` permits were available and only this loop takes them.
+                    // `free` permits were available and only this loop takes them, so a
+                    // slot is always there; should one not be, give the lease back.
                     let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
-                        break;
+                        release_unstarted(&worker, &receipt).await;
+                        continue;
                     };
                     let worker = Arc::clone(&worker);
                     tasks.spawn(async move {
