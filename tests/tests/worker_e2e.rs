@@ -9,7 +9,7 @@ use inbound_tests::fixtures;
 use inbound_tests::http::HttpClient;
 use inbound_tests::proxy::{DbProxy, database_addr};
 use inbound_tests::{Service, TestDatabase};
-use sqlx::{Connection, PgPool};
+use sqlx::PgPool;
 
 fn worker_options(database_url: &str, args: &[&str]) -> inbound_tests::ServiceOptions {
     let mut options = fixtures::ingress_options(database_url);
@@ -143,6 +143,21 @@ async fn four_workers_apply_two_thousand_receipts_over_five_hundred_orders_once_
     );
 }
 
+/// Holds a row lock on the order in an open transaction until it is rolled back.
+async fn lock_order(
+    database: &TestDatabase,
+    order: &str,
+) -> sqlx::Transaction<'static, sqlx::Postgres> {
+    let pool = PgPool::connect(database.url()).await.expect("connect");
+    let mut lock = pool.begin().await.expect("begin");
+    sqlx::query("SELECT 1 FROM orders WHERE id = $1 FOR UPDATE")
+        .bind(order)
+        .execute(&mut *lock)
+        .await
+        .expect("lock");
+    lock
+}
+
 /// Waits until a worker's backend is blocked on a lock (it is inside its business transaction).
 async fn wait_until_worker_blocked(pool: &PgPool) {
     let started = Instant::now();
@@ -163,14 +178,7 @@ async fn crash_during_business_tx() {
         .expect("new");
 
     // Hold the order row so the worker blocks inside its transaction, then kill it there.
-    let mut blocker = sqlx::PgConnection::connect(database.url())
-        .await
-        .expect("connect");
-    let mut lock = blocker.begin().await.expect("begin");
-    sqlx::query("SELECT 1 FROM orders WHERE id = 'o1' FOR UPDATE")
-        .execute(&mut *lock)
-        .await
-        .expect("lock");
+    let lock = lock_order(&database, "o1").await;
     let mut doomed = Service::worker(&worker_options(database.url(), &["--lease-secs", "2"]));
     wait_until_worker_blocked(pool).await;
     doomed.kill();
@@ -276,14 +284,7 @@ async fn sigterm_finishes_the_in_flight_transition_then_exits_zero() {
     let receipt = domain::accept(pool, &config, &succeeded("evt_1", "pi_1", "o1"))
         .await
         .expect("new");
-    let mut blocker = sqlx::PgConnection::connect(database.url())
-        .await
-        .expect("connect");
-    let mut lock = blocker.begin().await.expect("begin");
-    sqlx::query("SELECT 1 FROM orders WHERE id = 'o1' FOR UPDATE")
-        .execute(&mut *lock)
-        .await
-        .expect("lock");
+    let lock = lock_order(&database, "o1").await;
     let mut worker = Service::worker(&worker_options(
         database.url(),
         &["--shutdown-grace-secs", "10"],

@@ -2,7 +2,6 @@
 //! SIGTERM/SIGINT, then drain.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,7 +12,8 @@ use inbound_core::config::Config;
 use inbound_core::store::{self, PoolSettings};
 use inbound_ingress::telemetry;
 use inbound_ingress::{App, AppSettings};
-use inbound_service::logging::{self, LogFormat};
+use inbound_service::args::CommonArgs;
+use inbound_service::logging;
 use inbound_service::signals::shutdown_signal;
 use inbound_service::{Drain, ServerLimits, ops, serve};
 use tokio::net::TcpListener;
@@ -22,27 +22,14 @@ use tokio::net::TcpListener;
 #[derive(Debug, Parser)]
 #[command(version, about)]
 struct Cli {
-    /// Configuration file (TOML).
-    #[arg(long, env = "INBOUND_CONFIG")]
-    config: PathBuf,
-    /// PostgreSQL URL.
-    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
-    database_url: String,
+    #[command(flatten)]
+    common: CommonArgs,
     /// Address for webhooks and /healthz, /readyz.
     #[arg(long, env = "INBOUND_LISTEN", default_value = "0.0.0.0:8080")]
     listen: SocketAddr,
     /// Address for /metrics (and /healthz, /readyz).
     #[arg(long, env = "INBOUND_METRICS_LISTEN", default_value = "0.0.0.0:9090")]
     metrics_listen: SocketAddr,
-    /// Log format; JSON when stderr is not a terminal.
-    #[arg(long, env = "INBOUND_LOG_FORMAT", value_enum)]
-    log_format: Option<LogFormat>,
-    /// Wait at most this long for a database connection.
-    #[arg(long, env = "INBOUND_DB_ACQUIRE_TIMEOUT_MS", default_value_t = 2000)]
-    db_acquire_timeout_ms: u64,
-    /// Server-side statement timeout.
-    #[arg(long, env = "INBOUND_DB_STATEMENT_TIMEOUT_MS", default_value_t = 5000)]
-    db_statement_timeout_ms: u64,
     /// Database connections in the pool.
     #[arg(long, env = "INBOUND_DB_MAX_CONNECTIONS", default_value_t = 16)]
     db_max_connections: u32,
@@ -55,15 +42,12 @@ struct Cli {
     /// Connections served at once.
     #[arg(long, env = "INBOUND_MAX_CONNECTIONS", default_value_t = 1024)]
     max_connections: usize,
-    /// Drain budget after SIGTERM/SIGINT.
-    #[arg(long, env = "INBOUND_SHUTDOWN_GRACE_SECS", default_value_t = 20)]
-    shutdown_grace_secs: u64,
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    logging::init_logging(cli.log_format);
+    logging::init_logging(cli.common.log_format);
     if let Err(error) = run(cli).await {
         // One line, then a non-zero exit: start-up errors are read by people.
         tracing::error!("{error:#}");
@@ -73,12 +57,12 @@ async fn main() -> anyhow::Result<()> {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
-    let config = Config::load(&cli.config).context("invalid configuration")?;
+    let config = Config::load(&cli.common.config).context("invalid configuration")?;
     let metrics = telemetry::install_metrics().context("cannot install the metrics recorder")?;
-    let statement_timeout = Duration::from_millis(cli.db_statement_timeout_ms);
-    let acquire_timeout = Duration::from_millis(cli.db_acquire_timeout_ms);
+    let statement_timeout = cli.common.statement_timeout();
+    let acquire_timeout = cli.common.acquire_timeout();
     let pool = store::connect_pool_lazy(
-        &cli.database_url,
+        &cli.common.database_url,
         &PoolSettings {
             max_connections: cli.db_max_connections,
             acquire_timeout,
@@ -100,7 +84,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let limits = ServerLimits {
         header_read_timeout: Duration::from_secs(cli.header_read_timeout_secs),
         max_connections: cli.max_connections,
-        shutdown_grace: Duration::from_secs(cli.shutdown_grace_secs),
+        shutdown_grace: cli.common.shutdown_grace(),
     };
 
     let listener = TcpListener::bind(cli.listen)

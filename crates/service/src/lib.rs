@@ -1,5 +1,6 @@
 //! `inbound-service`: the process plumbing both binaries share and neither owns.
 //!
+//! - [`args`]: the flags every binary shares (config, database, logging, drain).
 //! - [`server`]: the hyper 1.x accept loop with limits and a graceful drain.
 //! - [`http`]: the response body type and JSON responses.
 //! - [`ops`]: `/metrics`, `/healthz` and `/readyz`, and the Prometheus recorder.
@@ -7,6 +8,7 @@
 //! - [`signals`]: SIGTERM/SIGINT as a future.
 //! - [`failpoint`]: crash points for the crash-table tests (feature `failpoints`).
 
+pub mod args;
 pub mod failpoint;
 pub mod http;
 pub mod logging;

@@ -2,7 +2,6 @@
 //! and claim and apply receipts until SIGTERM/SIGINT, then drain.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,7 +10,8 @@ use clap::Parser;
 use inbound_core::config::Config;
 use inbound_core::handlers::Registry;
 use inbound_core::store::{self, PoolSettings};
-use inbound_service::logging::{self, LogFormat};
+use inbound_service::args::CommonArgs;
+use inbound_service::logging;
 use inbound_service::signals::shutdown_signal;
 use inbound_service::{ServerLimits, ops, serve};
 use inbound_worker::{Worker, WorkerSettings, gauges, telemetry};
@@ -21,18 +21,11 @@ use tokio::net::TcpListener;
 #[derive(Debug, Parser)]
 #[command(version, about)]
 struct Cli {
-    /// Configuration file (TOML).
-    #[arg(long, env = "INBOUND_CONFIG")]
-    config: PathBuf,
-    /// PostgreSQL URL.
-    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
-    database_url: String,
+    #[command(flatten)]
+    common: CommonArgs,
     /// Address for /metrics, /healthz and /readyz.
     #[arg(long, env = "INBOUND_METRICS_LISTEN", default_value = "0.0.0.0:9091")]
     metrics_listen: SocketAddr,
-    /// Log format; JSON when stderr is not a terminal.
-    #[arg(long, env = "INBOUND_LOG_FORMAT", value_enum)]
-    log_format: Option<LogFormat>,
     /// Receipts processed at once.
     #[arg(long, env = "INBOUND_CONCURRENCY", default_value_t = 8)]
     concurrency: usize,
@@ -64,21 +57,12 @@ struct Cli {
     /// How often the queue gauges are refreshed.
     #[arg(long, env = "INBOUND_GAUGE_INTERVAL_SECS", default_value_t = 5)]
     gauge_interval_secs: u64,
-    /// Wait at most this long for a database connection.
-    #[arg(long, env = "INBOUND_DB_ACQUIRE_TIMEOUT_MS", default_value_t = 2000)]
-    db_acquire_timeout_ms: u64,
-    /// Server-side statement timeout.
-    #[arg(long, env = "INBOUND_DB_STATEMENT_TIMEOUT_MS", default_value_t = 5000)]
-    db_statement_timeout_ms: u64,
-    /// Drain budget after SIGTERM/SIGINT.
-    #[arg(long, env = "INBOUND_SHUTDOWN_GRACE_SECS", default_value_t = 20)]
-    shutdown_grace_secs: u64,
 }
 
 #[tokio::main]
 async fn main() {
     let cli = Cli::parse();
-    logging::init_logging(cli.log_format);
+    logging::init_logging(cli.common.log_format);
     if let Err(error) = run(cli).await {
         tracing::error!("{error:#}");
         std::process::exit(1);
@@ -90,7 +74,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     ensure!(cli.concurrency >= 1, "--concurrency must be at least 1");
     ensure!(cli.max_attempts >= 1, "--max-attempts must be at least 1");
     let registry = Registry::builtin();
-    let config = Config::load_with_handlers(&cli.config, &registry.names())
+    let config = Config::load_with_handlers(&cli.common.config, &registry.names())
         .context("invalid configuration")?;
     for integration in &cli.integrations {
         ensure!(
@@ -100,14 +84,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
     let metrics = telemetry::install_metrics().context("cannot install the metrics recorder")?;
     let pool = store::connect_pool_lazy(
-        &cli.database_url,
+        &cli.common.database_url,
         &PoolSettings {
             // One per in-flight receipt, one for claims, one for gauges, one spare.
             max_connections: u32::try_from(cli.concurrency)
                 .unwrap_or(u32::MAX)
                 .saturating_add(3),
-            acquire_timeout: Duration::from_millis(cli.db_acquire_timeout_ms),
-            statement_timeout: Duration::from_millis(cli.db_statement_timeout_ms),
+            acquire_timeout: cli.common.acquire_timeout(),
+            statement_timeout: cli.common.statement_timeout(),
             application_name: "inbound-worker".to_owned(),
         },
     )?;
@@ -128,7 +112,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             backoff_cap: Duration::from_secs(cli.backoff_cap_secs),
             worker_id: worker_id.clone(),
             integrations: (!cli.integrations.is_empty()).then_some(cli.integrations),
-            shutdown_grace: Duration::from_secs(cli.shutdown_grace_secs),
+            shutdown_grace: cli.common.shutdown_grace(),
         },
     });
 

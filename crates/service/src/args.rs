@@ -1,0 +1,46 @@
+//! The flags both binaries share, flattened into each binary's own clap parser.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::logging::LogFormat;
+
+/// Configuration, database, logging and drain flags.
+#[derive(Debug, clap::Args)]
+pub struct CommonArgs {
+    /// Configuration file (TOML).
+    #[arg(long, env = "INBOUND_CONFIG")]
+    pub config: PathBuf,
+    /// PostgreSQL URL.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    pub database_url: String,
+    /// Log format; JSON when stderr is not a terminal.
+    #[arg(long, env = "INBOUND_LOG_FORMAT", value_enum)]
+    pub log_format: Option<LogFormat>,
+    /// Wait at most this long for a database connection.
+    #[arg(long, env = "INBOUND_DB_ACQUIRE_TIMEOUT_MS", default_value_t = 2000)]
+    pub db_acquire_timeout_ms: u64,
+    /// Server-side statement timeout.
+    #[arg(long, env = "INBOUND_DB_STATEMENT_TIMEOUT_MS", default_value_t = 5000)]
+    pub db_statement_timeout_ms: u64,
+    /// Drain budget after SIGTERM/SIGINT.
+    #[arg(long, env = "INBOUND_SHUTDOWN_GRACE_SECS", default_value_t = 20)]
+    pub shutdown_grace_secs: u64,
+}
+
+impl CommonArgs {
+    /// `--db-acquire-timeout-ms`.
+    pub fn acquire_timeout(&self) -> Duration {
+        Duration::from_millis(self.db_acquire_timeout_ms)
+    }
+
+    /// `--db-statement-timeout-ms`.
+    pub fn statement_timeout(&self) -> Duration {
+        Duration::from_millis(self.db_statement_timeout_ms)
+    }
+
+    /// `--shutdown-grace-secs`.
+    pub fn shutdown_grace(&self) -> Duration {
+        Duration::from_secs(self.shutdown_grace_secs)
+    }
+}
