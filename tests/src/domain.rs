@@ -137,6 +137,7 @@ pub async fn accept(pool: &PgPool, config: &Config, body: &str) -> Option<i64> {
 pub fn settings() -> WorkerSettings {
     WorkerSettings {
         concurrency: 8,
+        effect_concurrency: 8,
         lease: Duration::from_secs(30),
         poll_interval: Duration::from_millis(50),
         max_attempts: 10,
@@ -150,9 +151,14 @@ pub fn settings() -> WorkerSettings {
 
 /// A worker over `pool` in this process.
 pub fn worker(pool: &PgPool, settings: WorkerSettings) -> Arc<Worker> {
+    worker_with_config(pool, config(), settings)
+}
+
+/// A worker over `pool` with its own configuration.
+pub fn worker_with_config(pool: &PgPool, config: Config, settings: WorkerSettings) -> Arc<Worker> {
     Arc::new(Worker {
         pool: pool.clone(),
-        config: Arc::new(config()),
+        config: Arc::new(config),
         registry: Registry::builtin(),
         settings,
     })

@@ -12,6 +12,7 @@ pub mod http;
 pub mod process;
 pub mod proxy;
 pub mod signing;
+pub mod sink;
 
 pub use database::TestDatabase;
 pub use process::{Service, ServiceOptions};

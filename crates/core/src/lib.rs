@@ -4,6 +4,7 @@
 //! - [`secret`]: secret references (`env:` / `file:`) and the redacted [`secret::Secret`].
 //! - [`verify`]: the provider signature verifiers (and matching signers), pure functions.
 //! - [`event`]: shape validation, event id/type extraction, source scope and routing.
+//! - [`effects`]: the effect delivery rules (pure), the sink request and its signature.
 //! - [`keys`]: the receipt key's newtypes.
 //! - [`clock`]: an injectable clock so freshness checks are testable.
 //! - [`store`]: all SQL, and the embedded migrations.
@@ -11,6 +12,7 @@
 
 pub mod clock;
 pub mod config;
+pub mod effects;
 pub mod event;
 pub mod handlers;
 pub mod headers;

@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use inbound_core::config::Config;
-use inbound_core::store::admin;
+use inbound_core::store::{admin, effects};
 use serde_json::json;
 use sqlx::{Connection, PgConnection};
 
@@ -91,7 +91,7 @@ pub async fn status(
 ) -> anyhow::Result<()> {
     let mut connection = database.connect().await?;
     let counts = admin::receipt_counts(&mut connection).await?;
-    let effects = admin::effect_counts(&mut connection).await?;
+    let effects = effects::counts(&mut connection).await?;
     let mut integrations = admin::queued_integrations(&mut connection).await?;
     if let Some(path) = config {
         let config = Config::load(path)?;

@@ -1,12 +1,25 @@
-//! Queue gauges, refreshed every few seconds from index-backed queries: receipts by state
-//! and the oldest pending age of every configured integration (0 when none).
+//! Queue gauges, refreshed every few seconds from index-backed queries: receipts and
+//! effects by state, the oldest pending age of every configured integration and the
+//! oldest undelivered effect of every sink (0 when none).
 
 use std::time::Duration;
 
-use inbound_core::store::admin;
+use inbound_core::store::{admin, effects};
 
 use crate::Worker;
-use crate::telemetry::{LEASE_RECLAIMS_TOTAL, OLDEST_PENDING_AGE_SECONDS, RECEIPTS};
+use crate::telemetry::{
+    EFFECTS, LEASE_RECLAIMS_TOTAL, OLDEST_EFFECT_AGE_SECONDS, OLDEST_PENDING_AGE_SECONDS, RECEIPTS,
+};
+
+/// Every effect state, as the gauge labels them.
+const EFFECT_STATES: [&str; 6] = [
+    "pending",
+    "in_flight",
+    "completed",
+    "failed",
+    "uncertain",
+    "review",
+];
 
 /// Refreshes the gauges once.
 pub async fn refresh(worker: &Worker) -> Result<(), sqlx::Error> {
@@ -20,6 +33,13 @@ pub async fn refresh(worker: &Worker) -> Result<(), sqlx::Error> {
         metrics::gauge!(OLDEST_PENDING_AGE_SECONDS, "integration" => integration.id.clone())
             .set(age);
     }
+    for (state, count) in effects::counts(&mut connection).await? {
+        metrics::gauge!(EFFECTS, "state" => state).set(count as f64);
+    }
+    for sink in worker.config.sinks() {
+        let age = effects::oldest_open_age_seconds(&mut connection, &sink.id).await?;
+        metrics::gauge!(OLDEST_EFFECT_AGE_SECONDS, "sink" => sink.id.clone()).set(age);
+    }
     Ok(())
 }
 
@@ -32,6 +52,12 @@ pub fn initialise(worker: &Worker) {
     for integration in worker.config.integrations() {
         metrics::gauge!(OLDEST_PENDING_AGE_SECONDS, "integration" => integration.id.clone())
             .set(0.0);
+    }
+    for state in EFFECT_STATES {
+        metrics::gauge!(EFFECTS, "state" => state).set(0.0);
+    }
+    for sink in worker.config.sinks() {
+        metrics::gauge!(OLDEST_EFFECT_AGE_SECONDS, "sink" => sink.id.clone()).set(0.0);
     }
 }
 

@@ -1,14 +1,16 @@
 //! `inbound-worker`: claims accepted receipts with leases and applies each business
 //! transition exactly once.
 //!
-//! - [`runner`]: the claim loop, its concurrency and its drain on shutdown.
+//! - [`runner`]: the claim loops (receipts, effects), their concurrency and drain.
 //! - [`process`]: one claimed receipt: the fenced business transaction and how each
 //!   outcome (applied, duplicate, ignored, quarantined, transient, lease lost) is recorded.
+//! - [`dispatch`]: one effect, one step: deliver, judge a lost attempt, or reconcile.
 //! - [`backoff`]: exponential backoff with jitter.
 //! - [`gauges`]: queue gauges refreshed from index-backed queries.
 //! - [`telemetry`]: metric names, HELP text and buckets.
 
 pub mod backoff;
+pub mod dispatch;
 pub mod gauges;
 pub mod process;
 pub mod runner;
@@ -21,18 +23,20 @@ use inbound_core::config::Config;
 use inbound_core::handlers::Registry;
 use sqlx::PgPool;
 
-pub use runner::{Step, run, run_once};
+pub use runner::{Step, dispatch_once, run, run_once};
 
 /// How a worker claims and retries.
 #[derive(Debug, Clone)]
 pub struct WorkerSettings {
     /// Receipts processed at once.
     pub concurrency: usize,
+    /// Effects delivered or reconciled at once.
+    pub effect_concurrency: usize,
     /// How long a claim is held before another worker may take it over.
     pub lease: Duration,
     /// Sleep between claims when there is nothing to do.
     pub poll_interval: Duration,
-    /// Attempts before a receipt is `failed`.
+    /// Attempts before a receipt is `failed` (and the budget of safe effect retries).
     pub max_attempts: i32,
     /// First retry delay.
     pub backoff_base: Duration,

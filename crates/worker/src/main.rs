@@ -29,6 +29,9 @@ struct Cli {
     /// Receipts processed at once.
     #[arg(long, env = "INBOUND_CONCURRENCY", default_value_t = 8)]
     concurrency: usize,
+    /// Effects delivered or reconciled at once.
+    #[arg(long, env = "INBOUND_EFFECT_CONCURRENCY", default_value_t = 8)]
+    effect_concurrency: usize,
     /// Lease length; an expired lease is claimable by another worker.
     #[arg(long, env = "INBOUND_LEASE_SECS", default_value_t = 30)]
     lease_secs: u64,
@@ -72,6 +75,10 @@ async fn main() {
 async fn run(cli: Cli) -> anyhow::Result<()> {
     ensure!(cli.lease_secs >= 1, "--lease-secs must be at least 1");
     ensure!(cli.concurrency >= 1, "--concurrency must be at least 1");
+    ensure!(
+        cli.effect_concurrency >= 1,
+        "--effect-concurrency must be at least 1"
+    );
     ensure!(cli.max_attempts >= 1, "--max-attempts must be at least 1");
     let registry = Registry::builtin();
     let config = Config::load_with_handlers(&cli.common.config, &registry.names())
@@ -105,6 +112,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         registry,
         settings: WorkerSettings {
             concurrency: cli.concurrency,
+            effect_concurrency: cli.effect_concurrency,
             lease: Duration::from_secs(cli.lease_secs),
             poll_interval: Duration::from_millis(cli.poll_interval_ms),
             max_attempts: cli.max_attempts,
@@ -144,7 +152,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let gauges =
         tokio::spawn(async move { gauges::refresh_forever(&gauge_worker, gauge_interval).await });
 
-    inbound_worker::run(Arc::clone(&worker), shutdown_signal()).await;
+    let client = inbound_worker::dispatch::http_client().context("cannot build the HTTP client")?;
+    inbound_worker::run(Arc::clone(&worker), client, shutdown_signal()).await;
     gauges.abort();
     pool.close().await;
     tracing::info!("drained; exiting");

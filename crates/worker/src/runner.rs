@@ -1,18 +1,21 @@
-//! The claim loop. It claims only as many receipts as it has free slots, so every claimed
-//! receipt starts at once (there is never a claimed-but-unstarted lease to give back).
-//! When idle it polls; when the database fails it backs off and holds no transaction.
-//! On shutdown it stops claiming and lets in-flight transitions finish within the grace
-//! period; anything still running after that is dropped and its lease simply expires.
+//! The claim loops. Each claims only as many items as it has free slots, so every claimed
+//! item starts at once (there is never a claimed-but-unstarted lease to give back). When
+//! idle it polls; when the database fails it backs off and holds no transaction. On
+//! shutdown it stops claiming and lets in-flight items finish within the grace period;
+//! anything still running after that is dropped and its lease simply expires.
+//!
+//! Two loops run in a worker: receipts ([`process`]) and effects ([`dispatch::advance`]).
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use inbound_core::store::queue;
+use inbound_core::store::{effects, queue};
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
 use crate::Worker;
+use crate::dispatch;
 use crate::process::{Attempt, process};
 
 /// What one [`run_once`] did.
@@ -27,7 +30,7 @@ pub enum Step {
 /// Claims up to `concurrency` receipts and processes them concurrently (for tests and
 /// tools that drive the worker step by step).
 pub async fn run_once(worker: &Arc<Worker>) -> Result<Step, sqlx::Error> {
-    let claimed = claim(worker, worker.settings.concurrency).await?;
+    let claimed = claim_receipts(worker, worker.settings.concurrency).await?;
     if claimed.is_empty() {
         return Ok(Step::Idle);
     }
@@ -36,16 +39,27 @@ pub async fn run_once(worker: &Arc<Worker>) -> Result<Step, sqlx::Error> {
         let worker = Arc::clone(worker);
         tasks.spawn(async move { process(&worker, receipt).await });
     }
-    let mut attempts = Vec::new();
-    while let Some(attempt) = tasks.join_next().await {
-        if let Ok(attempt) = attempt {
-            attempts.push(attempt);
-        }
-    }
-    Ok(Step::Processed(attempts))
+    Ok(Step::Processed(tasks.join_all().await))
 }
 
-async fn claim(worker: &Worker, limit: usize) -> Result<Vec<queue::ClaimedReceipt>, sqlx::Error> {
+/// Claims up to `effect_concurrency` due effects and moves each one step (for tests).
+pub async fn dispatch_once(
+    worker: &Arc<Worker>,
+    client: &reqwest::Client,
+) -> Result<Vec<dispatch::Step>, sqlx::Error> {
+    let claimed = claim_effects(worker, worker.settings.effect_concurrency).await?;
+    let mut tasks = JoinSet::new();
+    for effect in claimed {
+        let (worker, client) = (Arc::clone(worker), client.clone());
+        tasks.spawn(async move { dispatch::advance(&worker, &client, effect).await });
+    }
+    Ok(tasks.join_all().await)
+}
+
+async fn claim_receipts(
+    worker: &Worker,
+    limit: usize,
+) -> Result<Vec<queue::ClaimedReceipt>, sqlx::Error> {
     let mut connection = worker.pool.acquire().await?;
     queue::claim_batch(
         &mut connection,
@@ -57,29 +71,89 @@ async fn claim(worker: &Worker, limit: usize) -> Result<Vec<queue::ClaimedReceip
     .await
 }
 
-/// Gives back a claim that will not be started: visible again at once, attempt uncounted.
-async fn release_unstarted(worker: &Worker, receipt: &queue::ClaimedReceipt) {
-    let released = match worker.pool.acquire().await {
-        Ok(mut connection) => {
-            queue::release_unstarted(&mut connection, receipt.receipt_id, receipt.lease_token).await
-        }
-        Err(error) => Err(error),
-    };
-    if let Err(error) = released {
-        tracing::warn!(receipt_id = receipt.receipt_id, %error, "could not release an unstarted claim; its lease will expire");
-    }
+async fn claim_effects(
+    worker: &Worker,
+    limit: usize,
+) -> Result<Vec<effects::ClaimedEffect>, sqlx::Error> {
+    let mut connection = worker.pool.acquire().await?;
+    effects::claim_batch(
+        &mut connection,
+        i64::try_from(limit).unwrap_or(i64::MAX),
+        worker.settings.lease,
+        &worker.settings.worker_id,
+    )
+    .await
 }
 
-/// Runs until `shutdown` resolves, then drains.
-pub async fn run(worker: Arc<Worker>, shutdown: impl Future<Output = ()> + Send + 'static) {
-    let (stop_sender, mut stop) = watch::channel(false);
+/// Runs both loops until `shutdown` resolves, then drains them.
+pub async fn run(
+    worker: Arc<Worker>,
+    client: reqwest::Client,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) {
+    let (stop_sender, stop) = watch::channel(false);
     tokio::spawn(async move {
         shutdown.await;
         stop_sender.send_replace(true);
     });
-    let slots = Arc::new(Semaphore::new(worker.settings.concurrency.max(1)));
+    let receipts = {
+        let worker = Arc::clone(&worker);
+        claim_loop(
+            "receipts",
+            worker.settings.concurrency,
+            Arc::clone(&worker),
+            stop.clone(),
+            move |limit| {
+                let worker = Arc::clone(&worker);
+                async move { claim_receipts(&worker, limit).await }
+            },
+            |worker, receipt| async move {
+                process(&worker, receipt).await;
+            },
+        )
+    };
+    let effects = {
+        let worker = Arc::clone(&worker);
+        claim_loop(
+            "effects",
+            worker.settings.effect_concurrency,
+            Arc::clone(&worker),
+            stop,
+            move |limit| {
+                let worker = Arc::clone(&worker);
+                async move { claim_effects(&worker, limit).await }
+            },
+            move |worker, effect| {
+                let client = client.clone();
+                async move {
+                    dispatch::advance(&worker, &client, effect).await;
+                }
+            },
+        )
+    };
+    tokio::join!(receipts, effects);
+}
+
+/// Claims into free slots, processes each item in its own task, backs off on errors,
+/// and drains on stop.
+async fn claim_loop<T, C, CF, P, PF>(
+    name: &'static str,
+    concurrency: usize,
+    worker: Arc<Worker>,
+    mut stop: watch::Receiver<bool>,
+    claim: C,
+    process: P,
+) where
+    T: Send + 'static,
+    C: Fn(usize) -> CF,
+    CF: Future<Output = Result<Vec<T>, sqlx::Error>>,
+    P: Fn(Arc<Worker>, T) -> PF,
+    PF: Future<Output = ()> + Send + 'static,
+{
+    let poll_interval = worker.settings.poll_interval;
+    let slots = Arc::new(Semaphore::new(concurrency.max(1)));
     let mut tasks = JoinSet::new();
-    let mut failure_delay = worker.settings.poll_interval;
+    let mut failure_delay = poll_interval;
     while !*stop.borrow() {
         while tasks.try_join_next().is_some() {}
         let free = slots.available_permits();
@@ -90,27 +164,26 @@ pub async fn run(worker: Arc<Worker>, shutdown: impl Future<Output = ()> + Send 
             }
             continue;
         }
-        let pause = match claim(&worker, free).await {
-            Ok(claimed) if claimed.is_empty() => Some(worker.settings.poll_interval),
+        let pause = match claim(free).await {
+            Ok(claimed) if claimed.is_empty() => Some(poll_interval),
             Ok(claimed) => {
-                failure_delay = worker.settings.poll_interval;
-                for receipt in claimed {
-                    // `free` permits were available and only this loop takes them, so a
-                    // slot is always there; should one not be, give the lease back.
-                    let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
-                        release_unstarted(&worker, &receipt).await;
-                        continue;
+                failure_delay = poll_interval;
+                for item in claimed {
+                    // At most `free` items were claimed and only this loop takes slots,
+                    // so acquiring never waits; the semaphore is never closed.
+                    let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
+                        break;
                     };
-                    let worker = Arc::clone(&worker);
+                    let work = process(Arc::clone(&worker), item);
                     tasks.spawn(async move {
-                        process(&worker, receipt).await;
+                        work.await;
                         drop(slot);
                     });
                 }
                 None
             }
             Err(error) => {
-                tracing::warn!(%error, retry_in_ms = failure_delay.as_millis() as u64, "claim failed; backing off");
+                tracing::warn!(loop_name = name, %error, retry_in_ms = failure_delay.as_millis() as u64, "claim failed; backing off");
                 let pause = failure_delay;
                 failure_delay = (failure_delay * 2).min(Duration::from_secs(5));
                 Some(pause)
@@ -124,8 +197,9 @@ pub async fn run(worker: Arc<Worker>, shutdown: impl Future<Output = ()> + Send 
         }
     }
     tracing::info!(
+        loop_name = name,
         in_flight = tasks.len(),
-        "stopped claiming; finishing in-flight receipts"
+        "stopped claiming; finishing in-flight work"
     );
     let drained = tokio::time::timeout(worker.settings.shutdown_grace, async {
         while tasks.join_next().await.is_some() {}
@@ -133,8 +207,9 @@ pub async fn run(worker: Arc<Worker>, shutdown: impl Future<Output = ()> + Send 
     .await;
     if drained.is_err() {
         tracing::warn!(
+            loop_name = name,
             abandoned = tasks.len(),
-            "grace period over; abandoned receipts will be reclaimed when their leases expire"
+            "grace period over; abandoned work is reclaimed when its leases expire"
         );
         tasks.abort_all();
     }

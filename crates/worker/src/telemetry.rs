@@ -13,6 +13,13 @@ pub const ACCEPT_TO_DONE_SECONDS: &str = "inbound_accept_to_done_seconds";
 /// Counter: claims that took over an expired lease.
 pub const LEASE_RECLAIMS_TOTAL: &str = "inbound_lease_reclaims_total";
 
+/// Gauge: effects by state.
+pub const EFFECTS: &str = "inbound_effects";
+/// Gauge: seconds since the oldest undelivered effect was recorded, per sink.
+pub const OLDEST_EFFECT_AGE_SECONDS: &str = "inbound_oldest_effect_age_seconds";
+/// Counter: delivery and reconciliation steps by sink and outcome.
+pub const EFFECT_ATTEMPTS_TOTAL: &str = "inbound_effect_attempts_total";
+
 /// From a fast commit to a receipt retried for an hour.
 const ACCEPT_TO_DONE_BUCKETS_SECONDS: &[f64] = &[
     0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0,

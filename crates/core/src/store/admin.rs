@@ -69,18 +69,6 @@ pub async fn queued_integrations(conn: &mut PgConnection) -> Result<Vec<String>,
         .await
 }
 
-/// Effects by status (every status, zero when none).
-pub async fn effect_counts(conn: &mut PgConnection) -> Result<Vec<(String, i64)>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT s.status, count(e.id)
-         FROM unnest(ARRAY['pending', 'in_flight', 'completed', 'failed', 'uncertain', 'review']) WITH ORDINALITY AS s (status, position)
-         LEFT JOIN effects e ON e.status = s.status
-         GROUP BY s.status, s.position ORDER BY s.position",
-    )
-    .fetch_all(conn)
-    .await
-}
-
 /// One line of `inboundctl receipts list`.
 #[derive(Debug, Clone, Serialize, sqlx::FromRow)]
 pub struct ReceiptSummary {

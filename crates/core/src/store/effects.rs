@@ -1,6 +1,8 @@
 //! Effect intents: written in the business transaction, keyed by a UNIQUE operation key
 //! derived from the business key, so one business operation has at most one intent.
 
+use std::time::Duration;
+
 use sqlx::PgConnection;
 
 use crate::handlers::EffectIntent;
@@ -45,4 +47,217 @@ pub async fn insert_intent(
     .execute(conn)
     .await?;
     Ok(inserted.rows_affected() == 1)
+}
+
+/// An effect claimed by one dispatcher for one step (a delivery or a reconciliation).
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct ClaimedEffect {
+    /// `effects.id`.
+    pub id: i64,
+    /// The receipt whose transition recorded it.
+    pub receipt_id: i64,
+    /// The idempotency key.
+    pub operation_key: String,
+    /// The sink id.
+    pub sink: String,
+    /// What happened.
+    pub kind: String,
+    /// The tenant.
+    pub tenant: String,
+    /// The effect's data.
+    pub data: serde_json::Value,
+    /// The source event (`integration`, `id`, `type`).
+    pub event: serde_json::Value,
+    /// The status when claimed: `pending`, `in_flight` (its last holder's lease expired)
+    /// or `uncertain`.
+    pub status: String,
+    /// Delivery attempts so far.
+    pub attempts: i32,
+    /// The fencing token of this claim.
+    pub lease_token: i64,
+    /// Seconds since the first delivery attempt began (0 before any).
+    pub first_attempt_age_secs: f64,
+    /// Some attempt may have reached the sink.
+    pub maybe_delivered: bool,
+}
+
+/// Claims up to `limit` effects that are due, leasing them for `lease`.
+pub async fn claim_batch(
+    conn: &mut PgConnection,
+    limit: i64,
+    lease: Duration,
+    worker_id: &str,
+) -> Result<Vec<ClaimedEffect>, sqlx::Error> {
+    sqlx::query_as(
+        "WITH due AS MATERIALIZED (
+             SELECT id FROM effects
+             WHERE status IN ('pending', 'in_flight', 'uncertain') AND visible_at <= now()
+             ORDER BY visible_at, id
+             LIMIT $1
+             FOR UPDATE SKIP LOCKED
+         )
+         UPDATE effects e
+         SET lease_token = e.lease_token + 1, visible_at = now() + $2 * interval '1 millisecond', leased_by = $3
+         FROM due WHERE e.id = due.id
+         RETURNING e.id, e.receipt_id, e.operation_key, e.sink, e.kind, e.tenant, e.data, e.event, e.status,
+                   e.attempts, e.lease_token,
+                   COALESCE(EXTRACT(EPOCH FROM now() - e.first_attempt_at), 0)::float8 AS first_attempt_age_secs,
+                   e.maybe_delivered",
+    )
+    .bind(limit)
+    .bind(i64::try_from(lease.as_millis()).unwrap_or(i64::MAX))
+    .bind(worker_id)
+    .fetch_all(conn)
+    .await
+}
+
+/// Commits the attempt as `in_flight` *before* the request is sent, with a lease long
+/// enough for the request; returns the attempt number, or `None` if the lease was lost.
+/// If the worker dies after this, the effect becomes claimable again as `in_flight` and is
+/// treated as an attempt whose outcome is unknown.
+pub async fn begin_delivery(
+    conn: &mut PgConnection,
+    effect_id: i64,
+    lease_token: i64,
+    in_flight_for: Duration,
+) -> Result<Option<i32>, sqlx::Error> {
+    sqlx::query_scalar(
+        "WITH started AS (
+             UPDATE effects
+             SET status = 'in_flight', attempts = attempts + 1,
+                 first_attempt_at = COALESCE(first_attempt_at, now()),
+                 visible_at = now() + $3 * interval '1 millisecond'
+             WHERE id = $1 AND lease_token = $2
+             RETURNING id, attempts
+         ), logged AS (
+             INSERT INTO effect_attempts (effect_id, attempt, kind) SELECT id, attempts, 'delivery' FROM started
+         )
+         SELECT attempts FROM started",
+    )
+    .bind(effect_id)
+    .bind(lease_token)
+    .bind(i64::try_from(in_flight_for.as_millis()).unwrap_or(i64::MAX))
+    .fetch_optional(conn)
+    .await
+}
+
+/// How a step ended, for the effect row and its attempt history.
+#[derive(Debug, Clone)]
+pub struct StepRecord<'a> {
+    /// The effect status to write.
+    pub status: &'a str,
+    /// Delay before it is due again (for `pending` and `uncertain`).
+    pub visible_after: Duration,
+    /// The error or reason, if any.
+    pub error: Option<&'a str>,
+    /// Whether some attempt may now have reached the sink.
+    pub maybe_delivered: bool,
+    /// The attempt-history outcome label.
+    pub outcome: &'a str,
+    /// The sink's status code, when it answered.
+    pub status_code: Option<u16>,
+}
+
+/// Records the end of a delivery attempt `attempt` (its history row is closed), fenced on
+/// the lease token; `false` when the lease was lost.
+pub async fn finish_delivery(
+    conn: &mut PgConnection,
+    effect_id: i64,
+    lease_token: i64,
+    attempt: i32,
+    record: &StepRecord<'_>,
+) -> Result<bool, sqlx::Error> {
+    let updated = sqlx::query(
+        "WITH updated AS (
+             UPDATE effects
+             SET status = $3, visible_at = now() + $4 * interval '1 millisecond', last_error = $5,
+                 maybe_delivered = $6, last_status_code = $8, leased_by = NULL,
+                 completed_at = CASE WHEN $3 = 'completed' THEN now() END
+             WHERE id = $1 AND lease_token = $2
+             RETURNING id
+         )
+         UPDATE effect_attempts a
+         SET finished_at = now(), outcome = $7, status_code = $8, error = $5
+         FROM updated WHERE a.effect_id = updated.id AND a.attempt = $9 AND a.kind = 'delivery'",
+    )
+    .bind(effect_id)
+    .bind(lease_token)
+    .bind(record.status)
+    .bind(i64::try_from(record.visible_after.as_millis()).unwrap_or(i64::MAX))
+    .bind(record.error)
+    .bind(record.maybe_delivered)
+    .bind(record.outcome)
+    .bind(record.status_code.map(i32::from))
+    .bind(attempt)
+    .execute(conn)
+    .await?;
+    Ok(updated.rows_affected() == 1)
+}
+
+/// Records a step that sent nothing new: a reconciliation (with its own history row) or
+/// the verdict on an attempt whose worker died in flight. Fenced; `false` when lost.
+pub async fn record_step(
+    conn: &mut PgConnection,
+    effect_id: i64,
+    lease_token: i64,
+    kind: &str,
+    record: &StepRecord<'_>,
+) -> Result<bool, sqlx::Error> {
+    let updated = sqlx::query(
+        "WITH updated AS (
+             UPDATE effects
+             SET status = $3, visible_at = now() + $4 * interval '1 millisecond', last_error = $5,
+                 maybe_delivered = $6, leased_by = NULL,
+                 completed_at = CASE WHEN $3 = 'completed' THEN now() END
+             WHERE id = $1 AND lease_token = $2
+             RETURNING id, attempts
+         ), closed AS (
+             -- A delivery left open by a dead worker is closed with this verdict.
+             UPDATE effect_attempts a SET finished_at = now(), outcome = 'lost_in_flight', error = $5
+             FROM updated WHERE $9 = 'delivery' AND a.effect_id = updated.id AND a.attempt = updated.attempts
+               AND a.kind = 'delivery' AND a.finished_at IS NULL
+         )
+         INSERT INTO effect_attempts (effect_id, attempt, kind, finished_at, outcome, status_code, error)
+         SELECT id, attempts, 'reconcile', now(), $7, $8, $5 FROM updated WHERE $9 = 'reconcile'",
+    )
+    .bind(effect_id)
+    .bind(lease_token)
+    .bind(record.status)
+    .bind(i64::try_from(record.visible_after.as_millis()).unwrap_or(i64::MAX))
+    .bind(record.error)
+    .bind(record.maybe_delivered)
+    .bind(record.outcome)
+    .bind(record.status_code.map(i32::from))
+    .bind(kind)
+    .execute(conn)
+    .await?;
+    Ok(updated.rows_affected() >= 1)
+}
+
+/// Effects by status for the gauges and `inboundctl status` (every status, 0 when none).
+pub async fn counts(conn: &mut PgConnection) -> Result<Vec<(String, i64)>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT s.status, COALESCE(c.n, 0)
+         FROM unnest(ARRAY['pending', 'in_flight', 'completed', 'failed', 'uncertain', 'review'])
+              WITH ORDINALITY AS s (status, position)
+         LEFT JOIN (SELECT status, count(*) AS n FROM effects GROUP BY status) c ON c.status = s.status
+         ORDER BY s.position",
+    )
+    .fetch_all(conn)
+    .await
+}
+
+/// Seconds since the oldest undelivered (pending, in flight or uncertain) effect of `sink`
+/// was recorded (0 when none).
+pub async fn oldest_open_age_seconds(
+    conn: &mut PgConnection,
+    sink: &str,
+) -> Result<f64, sqlx::Error> {
+    sqlx::query_scalar(
+        "SELECT COALESCE(EXTRACT(EPOCH FROM now() - min(created_at)), 0)::float8
+         FROM effects WHERE sink = $1 AND status IN ('pending', 'in_flight', 'uncertain')",
+    )
+    .bind(sink)
+    .fetch_one(conn)
+    .await
 }

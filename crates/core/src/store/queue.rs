@@ -200,22 +200,3 @@ pub async fn fail_exhausted(
     .await?;
     Ok(updated.rows_affected() == 1)
 }
-
-/// Gives back a lease that was claimed but never started (shutdown): visible at once, and
-/// the attempt does not count.
-pub async fn release_unstarted(
-    conn: &mut PgConnection,
-    receipt_id: i64,
-    lease_token: i64,
-) -> Result<bool, sqlx::Error> {
-    let updated = sqlx::query(
-        "UPDATE receipt_queue
-         SET visible_at = now(), leased_by = NULL, leased_at = NULL, attempts = attempts - 1
-         WHERE receipt_id = $1 AND lease_token = $2",
-    )
-    .bind(receipt_id)
-    .bind(lease_token)
-    .execute(conn)
-    .await?;
-    Ok(updated.rows_affected() == 1)
-}

@@ -1,0 +1,432 @@
+//! The dispatcher against a real HTTP sink, driven step by step: every outcome rule for
+//! sinks with and without idempotency support, reconciliation answers, an attempt lost in
+//! flight, the request's shape and signature, and one delivery per business operation.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use inbound_core::config::Config;
+use inbound_core::handlers::EffectIntent;
+use inbound_core::headers::Headers;
+use inbound_core::store::effects::{self, SourceEvent};
+use inbound_core::verify::{self, Provider, VerifyContext};
+use inbound_tests::TestDatabase;
+use inbound_tests::domain::{self, payment_intent, stripe_event};
+use inbound_tests::sink::{Answer, TestSink};
+use inbound_worker::{Worker, dispatch, dispatch_once};
+use sqlx::PgPool;
+
+const SINK_SECRET: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
+
+fn config(sink: &TestSink) -> Config {
+    let text = format!(
+        r#"
+[[integration]]
+id = "stripe-acme"
+provider = "stripe"
+tenant = "acme"
+secrets = ["env:S"]
+[integration.routes]
+"payment_intent.succeeded" = {{ handler = "orders.mark_paid", sink = "idem" }}
+
+[[sink]]
+id = "idem"
+url = "{url}"
+idempotency_header = "Idempotency-Key"
+status_url = "{status}"
+secrets = ["env:SINK_SECRET"]
+timeout_secs = 1
+
+[[sink]]
+id = "idem_late"
+url = "{url}"
+idempotency_header = "Idempotency-Key"
+idempotency_retention_secs = 0
+timeout_secs = 1
+
+[[sink]]
+id = "plain"
+url = "{url}"
+timeout_secs = 1
+
+[[sink]]
+id = "plain_reconcilable"
+url = "{url}"
+status_url = "{status}"
+timeout_secs = 1
+
+[[sink]]
+id = "unreachable"
+url = "http://127.0.0.1:1/effects"
+timeout_secs = 1
+"#,
+        url = sink.url(),
+        status = sink.status_url()
+    );
+    Config::from_toml(&text, &|name| match name {
+        "S" => Some("whsec_stripe".to_owned()),
+        "SINK_SECRET" => Some(SINK_SECRET.to_owned()),
+        _ => None,
+    })
+    .expect("dispatcher test config")
+}
+
+struct Harness {
+    database: TestDatabase,
+    sink: TestSink,
+    worker: Arc<Worker>,
+    client: reqwest::Client,
+}
+
+async fn start() -> Harness {
+    let database = TestDatabase::create().await;
+    let sink = TestSink::start().await;
+    let mut settings = domain::settings();
+    settings.backoff_base = Duration::from_secs(2);
+    let worker = domain::worker_with_config(database.pool(), config(&sink), settings);
+    Harness {
+        database,
+        sink,
+        worker,
+        client: dispatch::http_client().expect("client"),
+    }
+}
+
+impl Harness {
+    fn pool(&self) -> &PgPool {
+        self.database.pool()
+    }
+
+    /// Records an intent for `sink` (with a receipt of its own) and returns its key.
+    async fn intent(&self, sink: &str, key: &str) -> String {
+        let body = stripe_event(
+            &format!("evt_{key}"),
+            "payment_intent.succeeded",
+            payment_intent("pi", "o", 1, "usd", "succeeded"),
+        );
+        let receipt = domain::accept(self.pool(), &self.worker.config, &body)
+            .await
+            .expect("new receipt");
+        let intent = EffectIntent {
+            operation_key: key.to_owned(),
+            sink: sink.to_owned(),
+            kind: "order.paid".to_owned(),
+            data: serde_json::json!({"order_id": "o"}),
+        };
+        let event = SourceEvent {
+            integration: "stripe-acme",
+            id: "evt",
+            event_type: "payment_intent.succeeded",
+        };
+        let mut connection = self.pool().acquire().await.expect("conn");
+        assert!(
+            effects::insert_intent(&mut connection, receipt, "acme", event, &intent)
+                .await
+                .expect("insert")
+        );
+        key.to_owned()
+    }
+
+    async fn step(&self) -> Vec<dispatch::Step> {
+        dispatch_once(&self.worker, &self.client)
+            .await
+            .expect("dispatch")
+    }
+
+    /// `(status, attempts, maybe_delivered, seconds until due)`.
+    async fn effect(&self, key: &str) -> (String, i32, bool, f64) {
+        sqlx::query_as(
+            "SELECT status, attempts, maybe_delivered, EXTRACT(EPOCH FROM visible_at - now())::float8
+             FROM effects WHERE operation_key = $1",
+        )
+        .bind(key)
+        .fetch_one(self.pool())
+        .await
+        .expect("effect")
+    }
+
+    /// Makes every effect due now, instead of sleeping through backoffs.
+    async fn expedite(&self) {
+        sqlx::query("UPDATE effects SET visible_at = now()")
+            .execute(self.pool())
+            .await
+            .expect("expedite");
+    }
+}
+
+#[tokio::test]
+async fn success_completes_with_the_key_the_body_and_a_verifiable_signature() {
+    let harness = start().await;
+    harness.intent("idem", "order.paid:acme:o1").await;
+    harness.step().await;
+    assert_eq!(harness.effect("order.paid:acme:o1").await.0, "completed");
+    let received = harness.sink.received();
+    assert_eq!(received.len(), 1);
+    let request = &received[0];
+    assert_eq!(request.headers["idempotency-key"], "order.paid:acme:o1");
+    assert_eq!(request.headers["content-type"], "application/json");
+    let body = request.json();
+    assert_eq!(body["operation_key"], "order.paid:acme:o1");
+    assert_eq!(body["kind"], "order.paid");
+    assert_eq!(
+        (body["tenant"].as_str(), body["sink"].as_str()),
+        (Some("acme"), Some("idem"))
+    );
+    assert_eq!(body["data"]["order_id"], "o");
+    assert_eq!(
+        body["event"],
+        serde_json::json!({"integration": "stripe-acme", "id": "evt", "type": "payment_intent.succeeded"})
+    );
+    // The signature verifies with our own verifier, as a receiver would check it.
+    assert_eq!(request.headers["webhook-id"], "order.paid:acme:o1");
+    let headers: Headers = request
+        .headers
+        .iter()
+        .map(|(name, value)| (name.as_str(), value.as_bytes()))
+        .collect();
+    let key = verify::decode_standard_secret(SINK_SECRET).expect("secret");
+    let now = chrono::Utc::now().timestamp();
+    let context = VerifyContext {
+        secrets: std::slice::from_ref(&key),
+        tolerance_secs: 300,
+        now_unix_secs: now,
+    };
+    assert_eq!(
+        verify::verify(Provider::Standard, &headers, &request.body, context),
+        Ok(())
+    );
+    // The unsigned sink sends no signature headers.
+    harness.intent("plain", "plain:1").await;
+    harness.step().await;
+    assert!(
+        !harness.sink.received()[1]
+            .headers
+            .contains_key("webhook-signature")
+    );
+    assert!(
+        !harness.sink.received()[1]
+            .headers
+            .contains_key("idempotency-key")
+    );
+}
+
+#[tokio::test]
+async fn rejection_fails_for_every_sink() {
+    let harness = start().await;
+    harness
+        .sink
+        .script([Answer::Status(422), Answer::Status(400)]);
+    harness.intent("idem", "a").await;
+    harness.step().await;
+    harness.intent("plain", "b").await;
+    harness.step().await;
+    assert_eq!(harness.effect("a").await.0, "failed");
+    assert_eq!(harness.effect("b").await.0, "failed");
+}
+
+#[tokio::test]
+async fn idempotent_sink_retries_with_the_same_key_within_retention_and_honours_retry_after() {
+    let harness = start().await;
+    harness.sink.script([
+        Answer::Status(503),
+        Answer::Cut,
+        Answer::Hang,
+        Answer::RetryAfter(429, 30),
+    ]);
+    harness.intent("idem", "k").await;
+    for expected_attempt in 1..=4 {
+        harness.step().await;
+        let (status, attempts, _, due_in) = harness.effect("k").await;
+        assert_eq!(
+            (status.as_str(), attempts),
+            ("pending", expected_attempt),
+            "attempt {expected_attempt}"
+        );
+        if expected_attempt == 4 {
+            assert!(due_in > 25.0, "Retry-After: 30 honoured, due in {due_in}");
+        }
+        harness.expedite().await;
+    }
+    harness.step().await;
+    assert_eq!(harness.effect("k").await.0, "completed");
+    let keys: Vec<String> = harness
+        .sink
+        .received()
+        .iter()
+        .map(|request| request.headers["idempotency-key"].clone())
+        .collect();
+    assert_eq!(keys, ["k"; 5], "every attempt carried the same key");
+}
+
+#[tokio::test]
+async fn idempotent_sink_past_retention_is_not_resent() {
+    let harness = start().await;
+    harness.sink.script([Answer::Status(500)]);
+    harness.intent("idem_late", "late").await;
+    harness.step().await;
+    let (status, _, maybe_delivered, _) = harness.effect("late").await;
+    assert_eq!((status.as_str(), maybe_delivered), ("review", true));
+    assert_eq!(harness.sink.received().len(), 1);
+}
+
+#[tokio::test]
+async fn plain_sink_never_resends_what_may_have_landed() {
+    let harness = start().await;
+    harness.sink.script([
+        Answer::Status(502),
+        Answer::Cut,
+        Answer::Hang,
+        Answer::Status(503),
+    ]);
+    for key in ["p1", "p2", "p3"] {
+        harness.intent("plain", key).await;
+        harness.step().await;
+        let (status, attempts, maybe_delivered, _) = harness.effect(key).await;
+        assert_eq!(
+            (status.as_str(), attempts, maybe_delivered),
+            ("review", 1, true),
+            "{key}"
+        );
+    }
+    harness.intent("plain_reconcilable", "p4").await;
+    harness.step().await;
+    assert_eq!(
+        harness.effect("p4").await.0,
+        "uncertain",
+        "reconcilable: asks instead of resending"
+    );
+    harness.expedite().await;
+    harness.step().await;
+    assert_eq!(harness.sink.received().len(), 4, "nothing was sent twice");
+}
+
+#[tokio::test]
+async fn a_request_that_never_left_is_retried_for_every_sink() {
+    let harness = start().await;
+    harness.intent("unreachable", "u").await;
+    harness.step().await;
+    let (status, attempts, maybe_delivered, due_in) = harness.effect("u").await;
+    assert_eq!(
+        (status.as_str(), attempts, maybe_delivered),
+        ("pending", 1, false)
+    );
+    assert!(due_in > 0.5, "backing off: {due_in}");
+    let error: String = sqlx::query_scalar("SELECT error FROM effect_attempts WHERE attempt = 1")
+        .fetch_one(harness.pool())
+        .await
+        .expect("attempt history");
+    assert!(!error.is_empty());
+}
+
+#[tokio::test]
+async fn uncertain_effects_are_reconciled_through_status_url() {
+    let harness = start().await;
+    harness.sink.script([Answer::Status(500); 4]);
+    for key in ["done", "broken", "waiting", "unknown"] {
+        harness.intent("plain_reconcilable", key).await;
+    }
+    harness.step().await;
+    for key in ["done", "broken", "waiting", "unknown"] {
+        assert_eq!(harness.effect(key).await.0, "uncertain", "{key}");
+    }
+    harness
+        .sink
+        .set_operation("done", 200, r#"{"status":"completed"}"#);
+    harness
+        .sink
+        .set_operation("broken", 200, r#"{"status":"failed"}"#);
+    harness
+        .sink
+        .set_operation("waiting", 200, r#"{"status":"pending"}"#);
+    harness.expedite().await;
+    harness.step().await;
+    assert_eq!(harness.effect("done").await.0, "completed");
+    assert_eq!(harness.effect("broken").await.0, "failed");
+    let (status, _, _, due_in) = harness.effect("waiting").await;
+    assert!(
+        status == "uncertain" && due_in > 0.5,
+        "asks again later: {status} {due_in}"
+    );
+    assert_eq!(
+        harness.effect("unknown").await.0,
+        "review",
+        "not found, not idempotent: a person decides"
+    );
+    assert_eq!(
+        harness.sink.received().len(),
+        4,
+        "reconciliation never re-sends"
+    );
+
+    // An idempotent sink that does not know the key, within retention: send it again.
+    harness.sink.script([Answer::Status(500)]);
+    harness.intent("idem", "idem-unknown").await;
+    sqlx::query("UPDATE effects SET status = 'uncertain', maybe_delivered = true WHERE operation_key = 'idem-unknown'")
+        .execute(harness.pool())
+        .await
+        .expect("make uncertain");
+    harness.step().await;
+    assert_eq!(harness.effect("idem-unknown").await.0, "pending");
+}
+
+#[tokio::test]
+async fn an_attempt_lost_in_flight_is_judged_as_a_timeout() {
+    let harness = start().await;
+    harness.intent("idem", "lost-idem").await;
+    harness.intent("plain", "lost-plain").await;
+    // As if a worker had committed the attempts, sent them and died before recording.
+    sqlx::query(
+        "WITH started AS (
+             UPDATE effects SET status = 'in_flight', attempts = 1, first_attempt_at = now(), visible_at = now()
+             RETURNING id
+         )
+         INSERT INTO effect_attempts (effect_id, attempt, kind) SELECT id, 1, 'delivery' FROM started",
+    )
+    .execute(harness.pool())
+    .await
+    .expect("in flight");
+    harness.step().await;
+    assert_eq!(
+        harness.effect("lost-idem").await.0,
+        "pending",
+        "idempotent: retried with the same key"
+    );
+    let (status, _, maybe_delivered, _) = harness.effect("lost-plain").await;
+    assert_eq!(
+        (status.as_str(), maybe_delivered),
+        ("review", true),
+        "plain: never re-sent blindly"
+    );
+    let outcomes: Vec<String> =
+        sqlx::query_scalar("SELECT outcome FROM effect_attempts ORDER BY id")
+            .fetch_all(harness.pool())
+            .await
+            .expect("history");
+    assert_eq!(outcomes, ["lost_in_flight", "lost_in_flight"]);
+    assert!(harness.sink.received().is_empty());
+}
+
+#[tokio::test]
+async fn two_events_for_one_business_operation_make_one_intent_and_one_delivery() {
+    let harness = start().await;
+    let pool = harness.pool();
+    domain::seed_order(pool, "o1", "pi_1", 1000, "usd").await;
+    for event_id in ["evt_a", "evt_b"] {
+        let body = stripe_event(
+            event_id,
+            "payment_intent.succeeded",
+            payment_intent("pi_1", "o1", 1000, "usd", "succeeded"),
+        );
+        domain::accept(pool, &harness.worker.config, &body)
+            .await
+            .expect("new");
+    }
+    inbound_worker::run_once(&harness.worker)
+        .await
+        .expect("apply");
+    harness.step().await;
+    harness.step().await;
+    assert_eq!(domain::operation_keys(pool).await, ["order.paid:acme:o1"]);
+    assert_eq!(harness.sink.received().len(), 1);
+    assert_eq!(harness.effect("order.paid:acme:o1").await.0, "completed");
+}
