@@ -8,8 +8,27 @@ use inbound_tests::domain::{self, stripe_event};
 use inbound_tests::fixtures;
 use inbound_tests::http::HttpClient;
 use inbound_tests::proxy::{DbProxy, database_addr};
+use inbound_tests::sink::TestSink;
 use inbound_tests::{Service, TestDatabase};
 use sqlx::PgPool;
+
+/// Points the fixture's `audit` sink at `sink` (1 s timeout), idempotent or not.
+fn with_sink(
+    mut options: inbound_tests::ServiceOptions,
+    sink: &TestSink,
+    idempotent: bool,
+) -> inbound_tests::ServiceOptions {
+    let header = if idempotent {
+        "\nidempotency_header = \"Idempotency-Key\""
+    } else {
+        ""
+    };
+    options.config_toml = options.config_toml.replace(
+        "url = \"http://127.0.0.1:9/audit\"",
+        &format!("url = \"{}\"\ntimeout_secs = 1{header}", sink.url()),
+    );
+    options
+}
 
 fn worker_options(database_url: &str, args: &[&str]) -> inbound_tests::ServiceOptions {
     let mut options = fixtures::ingress_options(database_url);
@@ -222,16 +241,22 @@ async fn crash_during_business_tx() {
     assert!(text.contains("inbound_lease_reclaims_total 1"), "{text}");
 }
 
-#[tokio::test]
+// The sink runs on this runtime while the test blocks waiting for the process to exit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_after_local_commit() {
     let database = TestDatabase::create().await;
     let pool = database.pool();
+    let sink = TestSink::start().await;
     let config = domain::config();
     domain::seed_order(pool, "o1", "pi_1", 1000, "usd").await;
     let receipt = domain::accept(pool, &config, &succeeded("evt_1", "pi_1", "o1"))
         .await
         .expect("new");
-    let mut options = worker_options(database.url(), &["--lease-secs", "1"]);
+    let mut options = with_sink(
+        worker_options(database.url(), &["--lease-secs", "1"]),
+        &sink,
+        false,
+    );
     options
         .env
         .push(("INBOUND_FAILPOINT".into(), "after_business_commit".into()));
@@ -246,22 +271,28 @@ async fn crash_after_local_commit() {
             .any(|line| line.contains("failpoint after_business_commit hit"))
     );
 
-    // Everything local survived, committed together.
+    // Everything local survived, committed together; the effect was not yet sent.
     assert_eq!(
         domain::receipt_state(pool, receipt).await,
         ("done".into(), Some("applied".into()), None)
     );
     assert_eq!(domain::order_status(pool, "o1").await, "paid");
     assert_eq!(domain::operation_keys(pool).await, ["order.paid:acme:o1"]);
-    let effect_status: String = sqlx::query_scalar("SELECT status FROM effects")
-        .fetch_one(pool)
-        .await
-        .expect("effect");
-    assert_eq!(effect_status, "pending", "the effect keeps its own state");
+    assert!(sink.received().is_empty());
 
-    // A restarted worker finds nothing to redo.
-    let successor = Service::worker(&worker_options(database.url(), &["--lease-secs", "1"]));
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // A restarted worker redoes nothing local and delivers the one intent once.
+    let successor = Service::worker(&with_sink(
+        worker_options(database.url(), &["--lease-secs", "1"]),
+        &sink,
+        false,
+    ));
+    wait_for_count(
+        pool,
+        "SELECT count(*) FROM effects WHERE status = 'completed'",
+        1,
+        Duration::from_secs(20),
+    )
+    .await;
     assert!(
         !successor
             .logs()
@@ -273,6 +304,95 @@ async fn crash_after_local_commit() {
         count(pool, "SELECT attempts::bigint FROM receipts").await,
         1
     );
+    assert_eq!(sink.received().len(), 1);
+    assert_eq!(
+        sink.received()[0].json()["operation_key"],
+        "order.paid:acme:o1"
+    );
+}
+
+/// The sink answers, then the worker dies before recording: what happens next.
+async fn crash_after_remote_success_with(idempotent: bool) -> (TestDatabase, TestSink, Service) {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let sink = TestSink::start().await;
+    let config = domain::config();
+    domain::seed_order(pool, "o1", "pi_1", 1000, "usd").await;
+    domain::accept(pool, &config, &succeeded("evt_1", "pi_1", "o1"))
+        .await
+        .expect("new");
+    let mut options = with_sink(worker_options(database.url(), &[]), &sink, idempotent);
+    options
+        .env
+        .push(("INBOUND_FAILPOINT".into(), "after_effect_sent".into()));
+    let mut doomed = Service::worker(&options);
+    doomed
+        .wait_exit(Duration::from_secs(20))
+        .expect("died at the failpoint");
+    assert_eq!(
+        sink.received().len(),
+        1,
+        "the sink got the request: {:#?}",
+        doomed.logs()
+    );
+    let status: String = sqlx::query_scalar("SELECT status FROM effects")
+        .fetch_one(pool)
+        .await
+        .expect("effect");
+    assert_eq!(
+        status, "in_flight",
+        "the attempt was committed before sending"
+    );
+    let successor = Service::worker(&with_sink(
+        worker_options(database.url(), &[]),
+        &sink,
+        idempotent,
+    ));
+    (database, sink, successor)
+}
+
+// The sink runs on this runtime while the test blocks waiting for the process to exit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_after_remote_success_to_a_plain_sink_is_never_resent() {
+    let (database, sink, _successor) = crash_after_remote_success_with(false).await;
+    wait_for_count(
+        database.pool(),
+        "SELECT count(*) FROM effects WHERE status = 'review'",
+        1,
+        Duration::from_secs(20),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        sink.received().len(),
+        1,
+        "the sink never sees a second request"
+    );
+    let outcomes: Vec<String> =
+        sqlx::query_scalar("SELECT outcome FROM effect_attempts ORDER BY id")
+            .fetch_all(database.pool())
+            .await
+            .expect("history");
+    assert_eq!(outcomes, ["lost_in_flight"]);
+}
+
+// The sink runs on this runtime while the test blocks waiting for the process to exit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_after_remote_success_to_an_idempotent_sink_retries_with_the_same_key() {
+    let (database, sink, _successor) = crash_after_remote_success_with(true).await;
+    wait_for_count(
+        database.pool(),
+        "SELECT count(*) FROM effects WHERE status = 'completed'",
+        1,
+        Duration::from_secs(20),
+    )
+    .await;
+    let keys: Vec<String> = sink
+        .received()
+        .iter()
+        .map(|request| request.headers["idempotency-key"].clone())
+        .collect();
+    assert_eq!(keys, ["order.paid:acme:o1", "order.paid:acme:o1"]);
 }
 
 #[tokio::test]

@@ -20,8 +20,9 @@ use crate::Worker;
 use crate::backoff::retry_delay;
 use crate::telemetry::EFFECT_ATTEMPTS_TOTAL;
 
-/// Extra lease beyond the sink timeout for an in-flight attempt to be recorded.
-const IN_FLIGHT_MARGIN: Duration = Duration::from_secs(10);
+/// Extra lease beyond the sink timeout for an in-flight attempt to be recorded (one
+/// short statement after the answer).
+const IN_FLIGHT_MARGIN: Duration = Duration::from_secs(2);
 /// The most of a reconciliation answer we read.
 const MAX_STATUS_BODY_BYTES: usize = 64 * 1024;
 
