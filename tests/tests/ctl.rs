@@ -320,3 +320,213 @@ async fn status_list_show_replay_and_purge_through_the_binary() {
         serde_json::json!({"payloads_purged": 0, "keys_purged": 0})
     );
 }
+
+/// Makes an effect in `status` with one recorded attempt; returns its id.
+async fn effect_in(pool: &sqlx::PgPool, key: &str, status: &str) -> i64 {
+    use inbound_tests::domain;
+    let config = domain::config();
+    let body = domain::stripe_event(
+        &format!("evt_{key}"),
+        "payment_intent.succeeded",
+        domain::payment_intent("pi", "o", 1, "usd", "succeeded"),
+    );
+    let receipt = domain::accept(pool, &config, &body).await.expect("new");
+    let id: i64 = sqlx::query_scalar(
+        "INSERT INTO effects (receipt_id, operation_key, sink, kind, tenant, data, event, status, attempts, last_error)
+         VALUES ($1, $2, 'audit', 'order.paid', 'acme', '{}', '{}', $3, 1, 'server error 502') RETURNING id",
+    )
+    .bind(receipt)
+    .bind(key)
+    .bind(status)
+    .fetch_one(pool)
+    .await
+    .expect("effect");
+    sqlx::query("INSERT INTO effect_attempts (effect_id, attempt, kind, finished_at, outcome, status_code, error) VALUES ($1, 1, 'delivery', now(), 'server_error', 502, 'bad gateway')")
+        .bind(id)
+        .execute(pool)
+        .await
+        .expect("attempt");
+    id
+}
+
+#[tokio::test]
+async fn effects_list_show_and_resolve_through_the_binary() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let env = [("DATABASE_URL".to_owned(), database.url().to_owned())];
+    let review = effect_in(pool, "k-review", "review").await;
+    let in_flight = effect_in(pool, "k-flight", "in_flight").await;
+    let json_of = |output: Output| -> serde_json::Value {
+        assert!(output.status.success(), "{}", text(&output.stderr));
+        serde_json::from_slice(&output.stdout).expect("JSON")
+    };
+    let listed = json_of(inboundctl(
+        &["effects", "list", "--status", "review", "--json"],
+        &env,
+    ));
+    assert_eq!(listed.as_array().map(Vec::len), Some(1));
+    assert_eq!(listed[0]["operation_key"], "k-review");
+    let shown = json_of(inboundctl(
+        &["effects", "show", &review.to_string(), "--json"],
+        &env,
+    ));
+    assert_eq!(shown["attempts"][0]["status_code"], 502);
+    assert_eq!(shown["attempts"][0]["error"], "bad gateway");
+
+    let resolved = inboundctl(
+        &[
+            "effects",
+            "resolve",
+            &review.to_string(),
+            "--completed",
+            "--note",
+            "checked with the fulfilment team",
+            "--by",
+            "bob",
+        ],
+        &env,
+    );
+    assert!(resolved.status.success(), "{}", text(&resolved.stderr));
+    let shown = json_of(inboundctl(
+        &["effects", "show", &review.to_string(), "--json"],
+        &env,
+    ));
+    assert_eq!(shown["effect"]["status"], "completed");
+    assert_eq!(shown["resolutions"][0]["resolved_by"], "bob");
+    assert_eq!(shown["resolutions"][0]["previous_status"], "review");
+
+    for (id, args, message) in [
+        (
+            review,
+            vec!["--retry"],
+            "is completed; --retry applies only to uncertain, review, failed",
+        ),
+        (
+            in_flight,
+            vec!["--abandon"],
+            "is in_flight; --abandon applies only to pending, uncertain, review",
+        ),
+        (424242, vec!["--completed"], "effect 424242 does not exist"),
+    ] {
+        let id = id.to_string();
+        let mut call = vec!["effects", "resolve", id.as_str()];
+        call.extend(args);
+        call.extend(["--note", "n"]);
+        let refused = inboundctl(&call, &env);
+        assert_eq!(refused.status.code(), Some(1), "{call:?}");
+        assert!(
+            text(&refused.stderr).contains(message),
+            "{}",
+            text(&refused.stderr)
+        );
+    }
+    let no_action = inboundctl(
+        &["effects", "resolve", &in_flight.to_string(), "--note", "n"],
+        &env,
+    );
+    assert_eq!(no_action.status.code(), Some(1));
+    assert!(text(&no_action.stderr).contains("--completed, --retry or --abandon"));
+}
+
+#[tokio::test]
+async fn dev_sink_verifies_signatures_counts_repeats_and_answers_reconciliation() {
+    use std::io::BufRead;
+    let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    let mut child = Command::new(binary("inboundctl"))
+        .args([
+            "dev-sink",
+            "--listen",
+            "127.0.0.1:0",
+            "--secret",
+            secret,
+            "--fail-first",
+            "1",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn dev-sink");
+    let mut lines = std::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let first = lines.next().expect("a line").expect("utf-8");
+    let addr = first
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .expect("address")
+        .to_owned();
+    let client = inbound_tests::http::HttpClient::new();
+    let url = format!("http://{addr}/effects");
+    let body =
+        r#"{"operation_key":"order.paid:acme:o1","kind":"order.paid","tenant":"acme","data":{}}"#;
+    let key = inbound_core::verify::decode_standard_secret(secret).expect("secret");
+    let signed: Vec<(String, String)> = inbound_core::effects::signature_headers(
+        &[key],
+        "order.paid:acme:o1",
+        chrono::Utc::now().timestamp(),
+        body.as_bytes(),
+    )
+    .into_iter()
+    .map(|(name, value)| (name.to_owned(), value))
+    .collect();
+    assert_eq!(
+        client
+            .post(&url, &signed, body)
+            .await
+            .expect("answer")
+            .status,
+        503,
+        "--fail-first 1"
+    );
+    assert_eq!(
+        client
+            .post(&url, &signed, body)
+            .await
+            .expect("answer")
+            .status,
+        200
+    );
+    assert_eq!(
+        client
+            .post(&url, &signed, body)
+            .await
+            .expect("answer")
+            .status,
+        200
+    );
+    assert_eq!(
+        client.post(&url, &[], body).await.expect("answer").status,
+        401,
+        "unsigned"
+    );
+    let known = client
+        .get(&format!("http://{addr}/operations/order.paid%3Aacme%3Ao1"))
+        .await
+        .expect("answer");
+    assert_eq!(
+        (known.status, known.json["status"].as_str()),
+        (200, Some("completed"))
+    );
+    assert_eq!(
+        client
+            .get(&format!("http://{addr}/operations/nope"))
+            .await
+            .expect("answer")
+            .status,
+        404
+    );
+    child.kill().ok();
+    child.wait().ok();
+    let printed: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(
+        printed
+            .iter()
+            .any(|line| line.contains("order.paid:acme:o1")
+                && line.contains("signature=valid: applied")),
+        "{printed:#?}"
+    );
+    assert!(
+        printed
+            .iter()
+            .any(|line| line.contains("repeat #2, already applied")),
+        "{printed:#?}"
+    );
+}

@@ -5,8 +5,11 @@
 //! - `sign-event --config F --integration ID --body JSON`: print a ready-to-paste `curl`
 //!   command that sends a correctly signed test event (for local runs and demos).
 //! - `status`, `receipts list|show|replay`, `purge`: stuck work and retention (see
-//!   [`operate`]); each takes `--json`.
+//!   [`operate`]); `effects list|show|resolve` (see [`effects_cmd`]); each takes `--json`.
+//! - `dev-sink`: a local effect receiver that prints and verifies what it gets.
 
+mod dev_sink;
+mod effects_cmd;
 mod operate;
 mod sign;
 
@@ -63,6 +66,26 @@ enum Command {
     Receipts {
         #[command(subcommand)]
         command: operate::ReceiptsCommand,
+    },
+    /// List, show or resolve effects.
+    Effects {
+        #[command(subcommand)]
+        command: effects_cmd::EffectsCommand,
+    },
+    /// A local effect receiver: prints and verifies what it receives.
+    DevSink {
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1:8181")]
+        listen: std::net::SocketAddr,
+        /// Verify Standard Webhooks signatures with this secret (`whsec_…`, or env:/file: reference).
+        #[arg(long)]
+        secret: Option<String>,
+        /// Answer 503 to the first N requests.
+        #[arg(long, default_value_t = 0)]
+        fail_first: u64,
+        /// Never answer (to watch timeouts).
+        #[arg(long)]
+        hang: bool,
     },
     /// Retention: drop payloads of done receipts, later their key rows, in bounded batches.
     Purge {
@@ -145,6 +168,31 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 json,
             )
             .await
+        }
+        Command::Effects { command } => effects_cmd::run(command).await,
+        Command::DevSink {
+            listen,
+            secret,
+            fail_first,
+            hang,
+        } => {
+            let secrets = match secret {
+                None => Vec::new(),
+                Some(secret) => {
+                    let value = if secret.starts_with("env:") || secret.starts_with("file:") {
+                        inbound_core::secret::resolve_reference(&secret, &|name| {
+                            std::env::var(name).ok()
+                        })?
+                    } else {
+                        secret
+                    };
+                    vec![
+                        inbound_core::verify::decode_standard_secret(&value)
+                            .context("--secret is not a whsec_ base64 secret")?,
+                    ]
+                }
+            };
+            dev_sink::run(listen, dev_sink::DevSink::new(secrets, fail_first, hang)).await
         }
         Command::CheckConfig { config } => {
             let loaded = Config::load(&config)?;

@@ -21,7 +21,8 @@ pub struct DatabaseArgs {
 }
 
 impl DatabaseArgs {
-    async fn connect(&self) -> anyhow::Result<PgConnection> {
+    /// Connects, giving up after 10 s.
+    pub async fn connect(&self) -> anyhow::Result<PgConnection> {
         tokio::time::timeout(
             Duration::from_secs(10),
             PgConnection::connect(&self.database_url),

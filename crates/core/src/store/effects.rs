@@ -261,3 +261,234 @@ pub async fn oldest_open_age_seconds(
     .fetch_one(conn)
     .await
 }
+
+/// One line of `inboundctl effects list`.
+#[derive(Debug, Clone, serde::Serialize, sqlx::FromRow)]
+pub struct EffectLine {
+    /// `effects.id`.
+    pub id: i64,
+    /// The receipt whose transition recorded it.
+    pub receipt_id: i64,
+    /// The idempotency key.
+    pub operation_key: String,
+    /// The sink id.
+    pub sink: String,
+    /// What happened.
+    pub kind: String,
+    /// The effect status.
+    pub status: String,
+    /// Delivery attempts so far.
+    pub attempts: i32,
+    /// Some attempt may have reached the sink.
+    pub maybe_delivered: bool,
+    /// The last error or reason.
+    pub last_error: Option<String>,
+    /// When the intent was committed.
+    pub created_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// Effects in `status` (optionally of one sink), newest first.
+pub async fn list(
+    conn: &mut PgConnection,
+    status: &str,
+    sink: Option<&str>,
+    limit: i64,
+) -> Result<Vec<EffectLine>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT id, receipt_id, operation_key, sink, kind, status, attempts, maybe_delivered, last_error, created_at
+         FROM effects WHERE status = $1 AND ($2::text IS NULL OR sink = $2)
+         ORDER BY id DESC LIMIT $3",
+    )
+    .bind(status)
+    .bind(sink)
+    .bind(limit)
+    .fetch_all(conn)
+    .await
+}
+
+/// The effect with this id.
+pub async fn find(
+    conn: &mut PgConnection,
+    effect_id: i64,
+) -> Result<Option<EffectLine>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT id, receipt_id, operation_key, sink, kind, status, attempts, maybe_delivered, last_error, created_at
+         FROM effects WHERE id = $1",
+    )
+    .bind(effect_id)
+    .fetch_optional(conn)
+    .await
+}
+
+/// One delivery or reconciliation in an effect's history.
+#[derive(Debug, Clone, serde::Serialize, sqlx::FromRow)]
+pub struct AttemptLine {
+    /// The delivery attempt number it belongs to.
+    pub attempt: i32,
+    /// `delivery` or `reconcile`.
+    pub kind: String,
+    /// When it began.
+    pub started_at: chrono::DateTime<chrono::Utc>,
+    /// When it was recorded (`None`: still in flight, or its worker died).
+    pub finished_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// How it ended.
+    pub outcome: Option<String>,
+    /// The sink's status code.
+    pub status_code: Option<i32>,
+    /// The error, if any.
+    pub error: Option<String>,
+}
+
+/// An effect's attempt history, oldest first.
+pub async fn attempts(
+    conn: &mut PgConnection,
+    effect_id: i64,
+) -> Result<Vec<AttemptLine>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT attempt, kind, started_at, finished_at, outcome, status_code, error
+         FROM effect_attempts WHERE effect_id = $1 ORDER BY id",
+    )
+    .bind(effect_id)
+    .fetch_all(conn)
+    .await
+}
+
+/// One operator decision about an effect.
+#[derive(Debug, Clone, serde::Serialize, sqlx::FromRow)]
+pub struct ResolutionLine {
+    /// The status before.
+    pub previous_status: String,
+    /// `completed`, `retry` or `abandon`.
+    pub action: String,
+    /// Who.
+    pub resolved_by: String,
+    /// Why.
+    pub note: String,
+    /// When.
+    pub resolved_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// An effect's operator decisions, oldest first.
+pub async fn resolutions(
+    conn: &mut PgConnection,
+    effect_id: i64,
+) -> Result<Vec<ResolutionLine>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT previous_status, action, resolved_by, note, resolved_at
+         FROM effect_resolutions WHERE effect_id = $1 ORDER BY id",
+    )
+    .bind(effect_id)
+    .fetch_all(conn)
+    .await
+}
+
+/// What an operator decides about an effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resolution {
+    /// It did happen (checked with the receiver): `completed`.
+    Completed,
+    /// Send it again, with the same key: `pending`, due now.
+    Retry,
+    /// Give up: `failed`.
+    Abandon,
+}
+
+impl Resolution {
+    /// The recorded action name.
+    pub fn action(self) -> &'static str {
+        match self {
+            Self::Completed => "completed",
+            Self::Retry => "retry",
+            Self::Abandon => "abandon",
+        }
+    }
+
+    /// The statuses this resolution may start from. `in_flight` never (a delivery may be
+    /// running), `completed` never (it happened).
+    pub fn allowed_from(self) -> &'static [&'static str] {
+        match self {
+            Self::Completed | Self::Retry => &["uncertain", "review", "failed"],
+            Self::Abandon => &["pending", "uncertain", "review"],
+        }
+    }
+
+    fn new_status(self) -> &'static str {
+        match self {
+            Self::Completed => "completed",
+            Self::Retry => "pending",
+            Self::Abandon => "failed",
+        }
+    }
+}
+
+/// Why a resolution was refused. Nothing is written then.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    /// No effect has this id.
+    #[error("effect {0} does not exist")]
+    Unknown(i64),
+    /// The state machine forbids it.
+    #[error("effect {id} is {status}; --{action} applies only to {allowed}")]
+    NotAllowed {
+        /// The effect.
+        id: i64,
+        /// Its status.
+        status: String,
+        /// The action refused.
+        action: &'static str,
+        /// Where it may start from.
+        allowed: String,
+    },
+    /// The database failed.
+    #[error("database: {0}")]
+    Database(#[from] sqlx::Error),
+}
+
+/// Applies an operator's resolution, recorded with who and why, in one transaction.
+pub async fn resolve(
+    conn: &mut PgConnection,
+    effect_id: i64,
+    resolution: Resolution,
+    by: &str,
+    note: &str,
+) -> Result<(), ResolveError> {
+    use sqlx::Connection;
+    let mut transaction = conn.begin().await?;
+    let status: Option<String> =
+        sqlx::query_scalar("SELECT status FROM effects WHERE id = $1 FOR UPDATE")
+            .bind(effect_id)
+            .fetch_optional(&mut *transaction)
+            .await?;
+    let Some(status) = status else {
+        return Err(ResolveError::Unknown(effect_id));
+    };
+    if !resolution.allowed_from().contains(&status.as_str()) {
+        return Err(ResolveError::NotAllowed {
+            id: effect_id,
+            status,
+            action: resolution.action(),
+            allowed: resolution.allowed_from().join(", "),
+        });
+    }
+    sqlx::query(
+        "WITH logged AS (
+             INSERT INTO effect_resolutions (effect_id, previous_status, action, resolved_by, note)
+             VALUES ($1, $2, $3, $4, $5)
+         )
+         UPDATE effects
+         SET status = $6, visible_at = now(), leased_by = NULL,
+             last_error = CASE WHEN $6 = 'failed' THEN 'abandoned: ' || $5 ELSE last_error END,
+             completed_at = CASE WHEN $6 = 'completed' THEN now() END
+         WHERE id = $1",
+    )
+    .bind(effect_id)
+    .bind(&status)
+    .bind(resolution.action())
+    .bind(by)
+    .bind(note)
+    .bind(resolution.new_status())
+    .execute(&mut *transaction)
+    .await?;
+    transaction.commit().await?;
+    Ok(())
+}
