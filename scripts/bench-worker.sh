@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `make bench-worker`: receipts applied per second by the real worker (claim +
 # orders.mark_paid + done, durable) with N pending receipts, at --concurrency 8 and 32;
-# then the time from SIGKILL of a loaded worker until every receipt it had claimed is
-# done by another. A benchmark, not a test.
+# the time from SIGKILL of a loaded worker until every receipt it had claimed is done by
+# another; and effects delivered per second to a local sink answering 200 at
+# --effect-concurrency 32. A benchmark, not a test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,6 +13,7 @@ admin_url="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
 bench_url="${admin_url%/*}/inbound_bench_worker"
 scripts/ensure-postgres.sh
 cargo build --quiet --release -p inbound-worker -p inboundctl
+sink_port=18181
 bin=target/release
 work=$(mktemp -d)
 pids=()
@@ -31,6 +33,11 @@ tenant = "bench"
 secrets = ["env:BENCH_STRIPE_SECRET"]
 [integration.routes]
 "payment_intent.succeeded" = { handler = "orders.mark_paid" }
+
+[[sink]]
+id = "bench-sink"
+url = "http://127.0.0.1:$sink_port/effects"
+idempotency_header = "Idempotency-Key"
 TOML
 export BENCH_STRIPE_SECRET="$secret"
 
@@ -101,6 +108,28 @@ recovered=$(python3 -c "print(round($(now) - $killed_at, 2))")
 wait_until_empty
 double=$(sql "SELECT count(*) FROM receipts WHERE outcome = 'applied'")
 
+# Dispatcher: every receipt done, one pending effect each, a local sink answering 200.
+seed
+sql "WITH done AS (DELETE FROM receipt_queue RETURNING receipt_id)
+     UPDATE receipts SET status = 'done', outcome = 'applied', finished_at = now() FROM done WHERE id = done.receipt_id"
+sql "INSERT INTO effects (receipt_id, operation_key, sink, kind, tenant, data, event)
+     SELECT id, 'order.paid:bench:' || id, 'bench-sink', 'order.paid', 'bench',
+            jsonb_build_object('order_id', 'o' || id), jsonb_build_object('integration', 'stripe-bench', 'id', event_id, 'type', event_type)
+     FROM receipts"
+"$bin/inboundctl" dev-sink --listen "127.0.0.1:$sink_port" >/dev/null 2>&1 &
+pids+=($!)
+sleep 0.5
+started=$(now)
+RUST_LOG=warn "$bin/inbound-worker" --config "$work/config.toml" --database-url "$bench_url" \
+  --metrics-listen 127.0.0.1:19194 --effect-concurrency 32 --worker-id bench-dispatch \
+  --poll-interval-ms 20 --log-format json >/dev/null 2>>"$work/worker.log" &
+dispatcher=$!
+pids+=("$dispatcher")
+while [ "$(sql "SELECT count(*) FROM effects WHERE status <> 'completed'")" != 0 ]; do sleep 0.05; done
+delivered_rate=$(python3 -c "print(round($receipts / ($(now) - $started)))")
+dispatch_rss=$(awk '/VmHWM/ { print $2 }' "/proc/$dispatcher/status")
+attempts=$(sql "SELECT count(*) FROM effect_attempts")
+
 cat <<TABLE
 | measure | value |
 |---|---|
@@ -108,4 +137,5 @@ cat <<TABLE
 | worker receipts/s, --concurrency 32, $receipts pending | ${rate[32]} /s (peak RSS $(( ${rss[32]} / 1024 )) MiB, ${commits[32]} commits per receipt) |
 | SIGKILL of a loaded worker (--lease-secs $lease_secs) → its $orphaned claimed receipts done by another | ${recovered} s |
 | orders applied after the kill (must equal $receipts) | $double |
+| effects delivered/s to a local 200 sink, --effect-concurrency 32 | ${delivered_rate} /s (peak RSS $(( dispatch_rss / 1024 )) MiB, $attempts attempts for $receipts effects) |
 TABLE

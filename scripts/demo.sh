@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `make demo`: one order, paid once, however the provider repeats itself. Seeds an order,
 # sends the signed payment_intent.succeeded three times plus once under a new event id,
-# then a late payment_intent.payment_failed, printing each answer; then `inboundctl
-# status` and the order row: one transition, no regression.
+# then a late payment_intent.payment_failed, printing each answer; then what the
+# dev-sink received (the order-paid effect, exactly once), `inboundctl status` and the
+# order row: one transition, no regression.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,6 +35,8 @@ RUST_LOG=warn "$bin/inbound-ingress" --listen "$listen" --metrics-listen 127.0.0
 pids+=($!)
 RUST_LOG=warn "$bin/inbound-worker" --metrics-listen 127.0.0.1:19091 --poll-interval-ms 100 2>"$work/worker.log" &
 pids+=($!)
+"$bin/inboundctl" dev-sink --listen 127.0.0.1:8181 --secret env:EXAMPLE_SINK_SECRET >"$work/sink.log" 2>&1 &
+pids+=($!)
 for _ in $(seq 1 50); do curl -sf "http://$listen/readyz" >/dev/null && break; sleep 0.2; done
 
 intent() { # event_id type status
@@ -53,9 +56,12 @@ send "payment_intent.succeeded (evt_demo_2, new id)" "$(intent evt_demo_2 paymen
 send "payment_intent.payment_failed (evt_demo_3, late)" "$(intent evt_demo_3 payment_intent.payment_failed requires_payment_method)"
 
 for _ in $(seq 1 100); do
-  [ "$(psql -Atq "$DATABASE_URL" -c "SELECT count(*) FROM receipt_queue")" = 0 ] && break
+  [ "$(psql -Atq "$DATABASE_URL" -c "SELECT (SELECT count(*) FROM receipt_queue) + (SELECT count(*) FROM effects WHERE status <> 'completed')")" = 0 ] && break
   sleep 0.1
 done
+echo
+echo "dev-sink received:"
+sed 's/^/  /' "$work/sink.log"
 echo
 "$bin/inboundctl" status
 echo

@@ -2,7 +2,7 @@
 # `make run`: everything up locally. Makes sure PostgreSQL answers, creates and migrates
 # the database, creates .env.local with fresh example secrets on first run, seeds the
 # example order, prints a ready-to-paste command that sends a signed test event, then runs
-# the ingress and the worker until Ctrl-C (both drain and stop).
+# the ingress, the worker and a dev-sink receiving the effects until Ctrl-C (all drain).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,7 +30,8 @@ body="{\"id\":\"$event_id\",\"object\":\"event\",\"type\":\"payment_intent.succe
 cat <<MSG
 
 inbound-ingress on http://$listen (metrics http://$ingress_metrics/metrics),
-inbound-worker (metrics http://$worker_metrics/metrics). Ctrl-C stops both.
+inbound-worker (metrics http://$worker_metrics/metrics), dev-sink on 127.0.0.1:8181.
+Ctrl-C stops all three.
 Send a signed test event from another terminal (valid for 5 minutes):
 
   $("$bin/inboundctl" sign-event --integration stripe-example --body "$body" --url "http://$listen")
@@ -44,9 +45,12 @@ MSG
 ingress=$!
 "$bin/inbound-worker" --metrics-listen "$worker_metrics" --log-format text &
 worker=$!
-stop() { kill -TERM "$ingress" "$worker" 2>/dev/null || true; }
+# The example sinks' receiver: prints each effect and verifies its signature.
+"$bin/inboundctl" dev-sink --listen 127.0.0.1:8181 --secret env:EXAMPLE_SINK_SECRET &
+sink=$!
+stop() { kill -TERM "$ingress" "$worker" "$sink" 2>/dev/null || true; }
 trap stop INT TERM
-# Whichever ends first (Ctrl-C, or a crash), stop the other and wait for both to drain.
-wait -n "$ingress" "$worker" || true
+# Whichever ends first (Ctrl-C, or a crash), stop the others and wait for them to drain.
+wait -n "$ingress" "$worker" "$sink" || true
 stop
-wait "$ingress" "$worker" 2>/dev/null || true
+wait "$ingress" "$worker" "$sink" 2>/dev/null || true
