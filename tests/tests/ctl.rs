@@ -260,6 +260,7 @@ async fn status_list_show_replay_and_purge_through_the_binary() {
     assert_eq!(shown["receipt"]["status"], "quarantined");
     assert_eq!(shown["receipt"]["outcome_reason"], "amount mismatch");
     assert_eq!(shown["receipt"]["payload"]["id"], "evt_1");
+    assert_eq!(shown["complete"], false, "quarantined is not complete");
     let human = inboundctl(&["receipts", "show", &receipt.to_string()], &env);
     assert!(
         text(&human.stdout).contains("reason       amount mismatch"),

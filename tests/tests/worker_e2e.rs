@@ -571,6 +571,23 @@ async fn ops_port_serves_health_and_every_queue_gauge() {
         text.contains("inbound_oldest_pending_age_seconds{integration=\"gh-acme\"} 0"),
         "{text}"
     );
+    for state in [
+        "pending",
+        "in_flight",
+        "completed",
+        "failed",
+        "uncertain",
+        "review",
+    ] {
+        assert!(
+            text.contains(&format!("inbound_effects{{state=\"{state}\"}} 0")),
+            "{state}: {text}"
+        );
+    }
+    assert!(
+        text.contains("inbound_oldest_effect_age_seconds{sink=\"audit\"} 0"),
+        "{text}"
+    );
     assert!(
         text.contains(
             "inbound_receipt_attempts_total{integration=\"stripe-acme\",outcome=\"transient\"} 1"

@@ -191,8 +191,14 @@ pub async fn receipts(command: ReceiptsCommand) -> anyhow::Result<()> {
                 bail!("receipt {id} does not exist");
             };
             let effects = admin::receipt_effects(&mut connection, id).await?;
+            // Complete end to end: the transition is done and every effect delivered.
+            let complete = detail.status == "done"
+                && effects.iter().all(|effect| effect.status == "completed");
             if json {
-                println!("{}", json!({"receipt": detail, "effects": effects}));
+                println!(
+                    "{}",
+                    json!({"receipt": detail, "effects": effects, "complete": complete})
+                );
                 return Ok(());
             }
             println!(
@@ -217,6 +223,14 @@ pub async fn receipts(command: ReceiptsCommand) -> anyhow::Result<()> {
                 println!("  reason       {reason}");
             }
             println!("  attempts     {}", detail.attempts);
+            println!(
+                "  complete     {}",
+                if complete {
+                    "yes (done, every effect completed)"
+                } else {
+                    "no"
+                }
+            );
             if let Some(error) = &detail.last_error {
                 println!("  last error   {error}");
             }
