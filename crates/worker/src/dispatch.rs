@@ -196,10 +196,14 @@ fn finish_step(
     };
     let status = decision.status();
     let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let integration = effect.event["integration"].as_str();
+    let event_id = effect.event["id"].as_str();
     if matches!(decision, Decision::Fail(_) | Decision::Review(_)) {
         tracing::warn!(
             effect_id = effect.id,
             receipt_id = effect.receipt_id,
+            integration,
+            event_id,
             operation_key = effect.operation_key,
             sink = effect.sink,
             attempt = effect.attempts,
@@ -214,6 +218,8 @@ fn finish_step(
         tracing::info!(
             effect_id = effect.id,
             receipt_id = effect.receipt_id,
+            integration,
+            event_id,
             operation_key = effect.operation_key,
             sink = effect.sink,
             attempt = effect.attempts,
