@@ -130,7 +130,7 @@ async fn answer(
             .path()
             .strip_prefix("/operations/")
             .unwrap_or_default();
-        let key = percent_decode(key);
+        let key = inbound_core::effects::percent_decode(key);
         let (status, body) = state
             .lock()
             .expect("sink lock")
@@ -173,23 +173,4 @@ fn respond(status: u16, retry_after: Option<u64>, body: String) -> Response<Full
         response.headers_mut().insert("retry-after", secs.into());
     }
     response
-}
-
-fn percent_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut decoded = Vec::with_capacity(bytes.len());
-    let mut index = 0;
-    while index < bytes.len() {
-        if bytes[index] == b'%'
-            && index + 2 < bytes.len()
-            && let Ok(byte) = u8::from_str_radix(&text[index + 1..index + 3], 16)
-        {
-            decoded.push(byte);
-            index += 3;
-        } else {
-            decoded.push(bytes[index]);
-            index += 1;
-        }
-    }
-    String::from_utf8_lossy(&decoded).into_owned()
 }

@@ -75,7 +75,7 @@ async fn answer(sink: Arc<DevSink>, request: Request<Incoming>) -> Response<Body
     if request.method() == Method::GET
         && let Some(key) = request.uri().path().strip_prefix("/operations/")
     {
-        let key = percent_decode(key);
+        let key = inbound_core::effects::percent_decode(key);
         let seen = sink
             .seen
             .lock()
@@ -173,23 +173,4 @@ async fn answer(sink: Arc<DevSink>, request: Request<Incoming>) -> Response<Body
         effect["data"]
     );
     json_response(StatusCode::OK, &json!({"status": "completed"}))
-}
-
-fn percent_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut decoded = Vec::with_capacity(bytes.len());
-    let mut index = 0;
-    while index < bytes.len() {
-        if bytes[index] == b'%'
-            && index + 2 < bytes.len()
-            && let Ok(byte) = u8::from_str_radix(&text[index + 1..index + 3], 16)
-        {
-            decoded.push(byte);
-            index += 3;
-        } else {
-            decoded.push(bytes[index]);
-            index += 1;
-        }
-    }
-    String::from_utf8_lossy(&decoded).into_owned()
 }
