@@ -133,6 +133,33 @@ pub async fn accept(pool: &PgPool, config: &Config, body: &str) -> Option<i64> {
     }
 }
 
+/// Accepts a new Stripe event built from `object` and returns its receipt id (panics on a
+/// duplicate: callers use fresh event ids).
+pub async fn accept_event(
+    pool: &PgPool,
+    config: &Config,
+    event_id: &str,
+    event_type: &str,
+    object: Value,
+) -> i64 {
+    accept(pool, config, &stripe_event(event_id, event_type, object))
+        .await
+        .expect("a new receipt")
+}
+
+/// Seeds order `o1` (PaymentIntent `pi_1`, 1000 usd) and accepts `evt_1` paying it.
+pub async fn order_with_pending_payment(pool: &PgPool, config: &Config) -> i64 {
+    seed_order(pool, "o1", "pi_1", 1000, "usd").await;
+    accept_event(
+        pool,
+        config,
+        "evt_1",
+        "payment_intent.succeeded",
+        payment_intent("pi_1", "o1", 1000, "usd", "succeeded"),
+    )
+    .await
+}
+
 /// Settings for an in-process worker: small, fast, and deterministic enough for tests.
 pub fn settings() -> WorkerSettings {
     WorkerSettings {

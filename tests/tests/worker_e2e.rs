@@ -191,10 +191,7 @@ async fn crash_during_business_tx() {
     let database = TestDatabase::create().await;
     let pool = database.pool();
     let config = domain::config();
-    domain::seed_order(pool, "o1", "pi_1", 1000, "usd").await;
-    let receipt = domain::accept(pool, &config, &succeeded("evt_1", "pi_1", "o1"))
-        .await
-        .expect("new");
+    let receipt = domain::order_with_pending_payment(pool, &config).await;
 
     // Hold the order row so the worker blocks inside its transaction, then kill it there.
     let lock = lock_order(&database, "o1").await;
@@ -248,10 +245,7 @@ async fn crash_after_local_commit() {
     let pool = database.pool();
     let sink = TestSink::start().await;
     let config = domain::config();
-    domain::seed_order(pool, "o1", "pi_1", 1000, "usd").await;
-    let receipt = domain::accept(pool, &config, &succeeded("evt_1", "pi_1", "o1"))
-        .await
-        .expect("new");
+    let receipt = domain::order_with_pending_payment(pool, &config).await;
     let mut options = with_sink(
         worker_options(database.url(), &["--lease-secs", "1"]),
         &sink,
@@ -317,10 +311,7 @@ async fn crash_after_remote_success_with(idempotent: bool) -> (TestDatabase, Tes
     let pool = database.pool();
     let sink = TestSink::start().await;
     let config = domain::config();
-    domain::seed_order(pool, "o1", "pi_1", 1000, "usd").await;
-    domain::accept(pool, &config, &succeeded("evt_1", "pi_1", "o1"))
-        .await
-        .expect("new");
+    domain::order_with_pending_payment(pool, &config).await;
     let mut options = with_sink(worker_options(database.url(), &[]), &sink, idempotent);
     options
         .env
@@ -400,10 +391,7 @@ async fn sigterm_finishes_the_in_flight_transition_then_exits_zero() {
     let database = TestDatabase::create().await;
     let pool = database.pool();
     let config = domain::config();
-    domain::seed_order(pool, "o1", "pi_1", 1000, "usd").await;
-    let receipt = domain::accept(pool, &config, &succeeded("evt_1", "pi_1", "o1"))
-        .await
-        .expect("new");
+    let receipt = domain::order_with_pending_payment(pool, &config).await;
     let lock = lock_order(&database, "o1").await;
     let mut worker = Service::worker(&worker_options(
         database.url(),

@@ -26,6 +26,20 @@ fn succeeded(event_id: &str, payment: &str, order: &str, amount: i64, currency: 
     )
 }
 
+/// Accepts a new `payment_intent.succeeded` event; returns its receipt id.
+async fn accept_succeeded(
+    pool: &sqlx::PgPool,
+    config: &inbound_core::config::Config,
+    event_id: &str,
+    payment: &str,
+    order: &str,
+    amount: i64,
+    currency: &str,
+) -> i64 {
+    let object = payment_intent(payment, order, amount, currency, "succeeded");
+    domain::accept_event(pool, config, event_id, "payment_intent.succeeded", object).await
+}
+
 #[tokio::test]
 async fn mark_paid_applies_once_and_classifies_every_zero_row_update() {
     let database = TestDatabase::create().await;
@@ -40,41 +54,30 @@ async fn mark_paid_applies_once_and_classifies_every_zero_row_update() {
     domain::seed_order(pool, "o_currency", "pi_currency", 1000, "usd").await;
     domain::seed_order(pool, "o_other", "pi_expected", 1000, "usd").await;
 
-    let paid = domain::accept(
+    let paid = accept_succeeded(pool, &config, "evt_1", "pi_1", "o1", 1000, "usd").await;
+    let amount =
+        accept_succeeded(pool, &config, "evt_a", "pi_amount", "o_amount", 999, "usd").await;
+    let currency = accept_succeeded(
         pool,
         &config,
-        &succeeded("evt_1", "pi_1", "o1", 1000, "usd"),
+        "evt_c",
+        "pi_currency",
+        "o_currency",
+        1000,
+        "eur",
     )
-    .await
-    .expect("new");
-    let amount = domain::accept(
+    .await;
+    let other = accept_succeeded(
         pool,
         &config,
-        &succeeded("evt_a", "pi_amount", "o_amount", 999, "usd"),
+        "evt_o",
+        "pi_unexpected",
+        "o_other",
+        1000,
+        "usd",
     )
-    .await
-    .expect("new");
-    let currency = domain::accept(
-        pool,
-        &config,
-        &succeeded("evt_c", "pi_currency", "o_currency", 1000, "eur"),
-    )
-    .await
-    .expect("new");
-    let other = domain::accept(
-        pool,
-        &config,
-        &succeeded("evt_o", "pi_unexpected", "o_other", 1000, "usd"),
-    )
-    .await
-    .expect("new");
-    let missing = domain::accept(
-        pool,
-        &config,
-        &succeeded("evt_m", "pi_m", "o_missing", 1000, "usd"),
-    )
-    .await
-    .expect("new");
+    .await;
+    let missing = accept_succeeded(pool, &config, "evt_m", "pi_m", "o_missing", 1000, "usd").await;
     step(&worker).await;
 
     assert_eq!(
@@ -182,22 +185,17 @@ async fn refunds_apply_once_never_regress_and_wait_for_the_payment() {
     domain::seed_order(pool, "o1", "pi_1", 1000, "usd").await;
 
     // The refund overtakes the payment: transient until the payment applies.
-    let early_refund = domain::accept(
+    let early_refund = domain::accept_event(
         pool,
         &config,
-        &stripe_event("evt_r1", "charge.refunded", charge("pi_1", 1000, 1000)),
+        "evt_r1",
+        "charge.refunded",
+        charge("pi_1", 1000, 1000),
     )
-    .await
-    .expect("new");
+    .await;
     step(&worker).await;
     assert_eq!(domain::receipt_state(pool, early_refund).await.0, "pending");
-    domain::accept(
-        pool,
-        &config,
-        &succeeded("evt_p1", "pi_1", "o1", 1000, "usd"),
-    )
-    .await
-    .expect("new");
+    accept_succeeded(pool, &config, "evt_p1", "pi_1", "o1", 1000, "usd").await;
     step(&worker).await;
     assert_eq!(domain::order_status(pool, "o1").await, "paid");
     // Make the backed-off refund visible now rather than sleeping through the backoff.
@@ -212,27 +210,23 @@ async fn refunds_apply_once_never_regress_and_wait_for_the_payment() {
     );
     assert_eq!(domain::order_status(pool, "o1").await, "refunded");
 
-    let partial = domain::accept(
+    let partial = domain::accept_event(
         pool,
         &config,
-        &stripe_event("evt_r2", "charge.refunded", charge("pi_1", 1000, 400)),
+        "evt_r2",
+        "charge.refunded",
+        charge("pi_1", 1000, 400),
     )
-    .await
-    .expect("new");
-    let repeat = domain::accept(
+    .await;
+    let repeat = domain::accept_event(
         pool,
         &config,
-        &stripe_event("evt_r3", "charge.refunded", charge("pi_1", 1000, 1000)),
+        "evt_r3",
+        "charge.refunded",
+        charge("pi_1", 1000, 1000),
     )
-    .await
-    .expect("new");
-    let late_success = domain::accept(
-        pool,
-        &config,
-        &succeeded("evt_p2", "pi_1", "o1", 1000, "usd"),
-    )
-    .await
-    .expect("new");
+    .await;
+    let late_success = accept_succeeded(pool, &config, "evt_p2", "pi_1", "o1", 1000, "usd").await;
     step(&worker).await;
     assert_eq!(
         domain::receipt_state(pool, partial).await.1.as_deref(),
@@ -262,55 +256,43 @@ async fn grants_once_per_business_key_and_each_customer_gets_its_own() {
     let pool = database.pool();
     let config = domain::config();
     let worker = domain::worker(pool, domain::settings());
-    let first = domain::accept(
+    let first = domain::accept_event(
         pool,
         &config,
-        &stripe_event(
-            "evt_i1",
-            "invoice.paid",
-            invoice(
-                "in_1",
-                "cus_a",
-                &["price_pro", "price_team", "price_unmapped"],
-            ),
+        "evt_i1",
+        "invoice.paid",
+        invoice(
+            "in_1",
+            "cus_a",
+            &["price_pro", "price_team", "price_unmapped"],
         ),
     )
-    .await
-    .expect("new");
-    let other_customer = domain::accept(
+    .await;
+    let other_customer = domain::accept_event(
         pool,
         &config,
-        &stripe_event(
-            "evt_i2",
-            "invoice.paid",
-            invoice("in_1", "cus_b", &["price_pro"]),
-        ),
+        "evt_i2",
+        "invoice.paid",
+        invoice("in_1", "cus_b", &["price_pro"]),
     )
-    .await
-    .expect("new");
+    .await;
     step(&worker).await;
-    let repeat = domain::accept(
+    let repeat = domain::accept_event(
         pool,
         &config,
-        &stripe_event(
-            "evt_i3",
-            "invoice.paid",
-            invoice("in_1", "cus_a", &["price_pro", "price_team"]),
-        ),
+        "evt_i3",
+        "invoice.paid",
+        invoice("in_1", "cus_a", &["price_pro", "price_team"]),
     )
-    .await
-    .expect("new");
-    let unmapped = domain::accept(
+    .await;
+    let unmapped = domain::accept_event(
         pool,
         &config,
-        &stripe_event(
-            "evt_i4",
-            "invoice.paid",
-            invoice("in_2", "cus_a", &["price_unmapped"]),
-        ),
+        "evt_i4",
+        "invoice.paid",
+        invoice("in_2", "cus_a", &["price_unmapped"]),
     )
-    .await
-    .expect("new");
+    .await;
     step(&worker).await;
 
     assert_eq!(
@@ -359,13 +341,7 @@ async fn a_worker_whose_lease_was_taken_over_cannot_complete() {
     let pool = database.pool();
     let config = domain::config();
     domain::seed_order(pool, "o1", "pi_1", 1000, "usd").await;
-    domain::accept(
-        pool,
-        &config,
-        &succeeded("evt_1", "pi_1", "o1", 1000, "usd"),
-    )
-    .await
-    .expect("new");
+    accept_succeeded(pool, &config, "evt_1", "pi_1", "o1", 1000, "usd").await;
 
     let mut connection = pool.acquire().await.expect("conn");
     // Worker A claims with a lease that expires at once; worker B takes over.
@@ -432,13 +408,7 @@ async fn a_poison_receipt_fails_after_max_attempts_on_schedule_and_a_replay_appl
     settings.max_attempts = 4;
     settings.backoff_base = Duration::from_millis(200);
     let worker = domain::worker(pool, settings);
-    let poison = domain::accept(
-        pool,
-        &config,
-        &succeeded("evt_p", "pi_p", "o_late", 1000, "usd"),
-    )
-    .await
-    .expect("new");
+    let poison = accept_succeeded(pool, &config, "evt_p", "pi_p", "o_late", 1000, "usd").await;
 
     let mut delays = Vec::new();
     for attempt in 1..=4 {
@@ -579,13 +549,7 @@ async fn key_rows_with_undelivered_effects_are_kept() {
     let config = domain::config();
     let worker = domain::worker(pool, domain::settings());
     domain::seed_order(pool, "o1", "pi_1", 1000, "usd").await;
-    domain::accept(
-        pool,
-        &config,
-        &succeeded("evt_1", "pi_1", "o1", 1000, "usd"),
-    )
-    .await
-    .expect("new");
+    accept_succeeded(pool, &config, "evt_1", "pi_1", "o1", 1000, "usd").await;
     step(&worker).await;
     sqlx::query("UPDATE receipts SET finished_at = now() - interval '10 days'")
         .execute(pool)
