@@ -6,34 +6,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v promtool >/dev/null 2>&1 || { echo "promtool not found: apt-get install prometheus" >&2; exit 1; }
 
-admin_url="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
-export DATABASE_URL="${admin_url%/*}/inbound_check_metrics"
-export INBOUND_CONFIG=config/example.toml
-unset INBOUND_LISTEN INBOUND_METRICS_LISTEN
-scripts/ensure-postgres.sh
-. scripts/env-local.sh
-cargo build --quiet -p inbound-ingress -p inbound-worker -p inboundctl
-bin=target/debug
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-psql -q "$admin_url" -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS inbound_check_metrics WITH (FORCE)"
-"$bin/inboundctl" migrate --create-database >/dev/null
+. scripts/scratch-stack.sh
+scratch_stack inbound_check_metrics 127.0.0.1:18280 127.0.0.1:19290 127.0.0.1:19291 --gauge-interval-secs 1
 psql -q "$DATABASE_URL" -c "INSERT INTO orders (tenant_id, id, provider_payment_id, total_minor, currency)
   VALUES ('example', 'order_m', 'pi_m', 2000, 'usd')"
-"$bin/inbound-ingress" --listen 127.0.0.1:18280 --metrics-listen 127.0.0.1:19290 2>"$work/ingress.log" &
-pids+=($!)
-"$bin/inbound-worker" --metrics-listen 127.0.0.1:19291 --poll-interval-ms 100 --gauge-interval-secs 1 2>"$work/worker.log" &
-pids+=($!)
-"$bin/inboundctl" dev-sink --listen 127.0.0.1:8181 --secret env:EXAMPLE_SINK_SECRET >/dev/null 2>&1 &
-pids+=($!)
-for _ in $(seq 1 50); do curl -sf http://127.0.0.1:18280/readyz >/dev/null && break; sleep 0.2; done
 
 body='{"id":"evt_metrics","object":"event","type":"payment_intent.succeeded","livemode":false,"data":{"object":{"id":"pi_m","object":"payment_intent","status":"succeeded","amount_received":2000,"currency":"usd","metadata":{"order_id":"order_m"}}}}'
 eval "$("$bin/inboundctl" sign-event --integration stripe-example --body "$body" --url http://127.0.0.1:18280)" >/dev/null
