@@ -29,16 +29,12 @@ use sqlx::{Executor, Postgres};
 /// The schema, embedded from `migrations/` at build time.
 pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations");
 
-/// Why a database operation did not happen. Callers treat every variant as "not stored".
+/// Why a pool could not be set up. (Statements return `sqlx::Error`; callers decide what
+/// a failure means, e.g. the ingress answers 503.)
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    /// The database refused or could not be reached.
-    #[error("database error: {0}")]
-    Database(#[from] sqlx::Error),
-    /// The operation did not finish within its deadline; it may or may not have committed.
-    #[error("database operation timed out")]
-    Timeout,
-    /// The database URL is not one we can use.
+    /// The database URL is not one we can use; the message never repeats the URL, which
+    /// may hold a password.
     #[error("invalid database URL: {0}")]
     InvalidUrl(String),
 }
