@@ -342,48 +342,53 @@ async fn crash_after_remote_success_with(idempotent: bool) -> (TestDatabase, Tes
     (database, sink, successor)
 }
 
-// The sink runs on this runtime while the test blocks waiting for the process to exit.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn crash_after_remote_success_to_a_plain_sink_is_never_resent() {
-    let (database, sink, _successor) = crash_after_remote_success_with(false).await;
-    wait_for_count(
-        database.pool(),
-        "SELECT count(*) FROM effects WHERE status = 'review'",
-        1,
-        Duration::from_secs(20),
-    )
-    .await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(
-        sink.received().len(),
-        1,
-        "the sink never sees a second request"
-    );
-    let outcomes: Vec<String> =
-        sqlx::query_scalar("SELECT outcome FROM effect_attempts ORDER BY id")
-            .fetch_all(database.pool())
-            .await
-            .expect("history");
-    assert_eq!(outcomes, ["lost_in_flight"]);
-}
+/// Crash-table row 5: the sink answered, the worker died before recording it.
+mod crash_after_remote_success {
+    use super::*;
 
-// The sink runs on this runtime while the test blocks waiting for the process to exit.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn crash_after_remote_success_to_an_idempotent_sink_retries_with_the_same_key() {
-    let (database, sink, _successor) = crash_after_remote_success_with(true).await;
-    wait_for_count(
-        database.pool(),
-        "SELECT count(*) FROM effects WHERE status = 'completed'",
-        1,
-        Duration::from_secs(20),
-    )
-    .await;
-    let keys: Vec<String> = sink
-        .received()
-        .iter()
-        .map(|request| request.headers["idempotency-key"].clone())
-        .collect();
-    assert_eq!(keys, ["order.paid:acme:o1", "order.paid:acme:o1"]);
+    // The sink runs on this runtime while the test blocks waiting for the process to exit.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn plain_sink_is_never_resent() {
+        let (database, sink, _successor) = super::crash_after_remote_success_with(false).await;
+        wait_for_count(
+            database.pool(),
+            "SELECT count(*) FROM effects WHERE status = 'review'",
+            1,
+            Duration::from_secs(20),
+        )
+        .await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(
+            sink.received().len(),
+            1,
+            "the sink never sees a second request"
+        );
+        let outcomes: Vec<String> =
+            sqlx::query_scalar("SELECT outcome FROM effect_attempts ORDER BY id")
+                .fetch_all(database.pool())
+                .await
+                .expect("history");
+        assert_eq!(outcomes, ["lost_in_flight"]);
+    }
+
+    // The sink runs on this runtime while the test blocks waiting for the process to exit.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn idempotent_sink_is_retried_with_the_same_key() {
+        let (database, sink, _successor) = super::crash_after_remote_success_with(true).await;
+        wait_for_count(
+            database.pool(),
+            "SELECT count(*) FROM effects WHERE status = 'completed'",
+            1,
+            Duration::from_secs(20),
+        )
+        .await;
+        let keys: Vec<String> = sink
+            .received()
+            .iter()
+            .map(|request| request.headers["idempotency-key"].clone())
+            .collect();
+        assert_eq!(keys, ["order.paid:acme:o1", "order.paid:acme:o1"]);
+    }
 }
 
 #[tokio::test]
