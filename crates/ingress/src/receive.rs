@@ -1,6 +1,7 @@
 //! `POST /webhooks/{integration}`: the order of checks is the contract's — integration
-//! (404) → body limit (413, even unsigned) → signature and freshness (401) → shape, event
-//! id and type (400) → scope (403) → route (200 ignored) → commit → 200. Nothing answers
+//! (404) → body limit (413, even unsigned) → signature and freshness (401) → media type
+//! (415: a declared type other than JSON, or any content coding) → shape, event id and
+//! type (400) → scope (403) → route (200 ignored) → commit → 200. Nothing answers
 //! 2xx for an event until [`store::insert_receipt`] has returned, i.e. committed.
 
 use bytes::Bytes;
@@ -55,6 +56,10 @@ pub async fn receive(
         details.reason = Some(error.to_string());
         return Reply::Unauthorized;
     }
+    if let Some(reason) = unsupported_media(&parts.headers) {
+        details.reason = Some(reason);
+        return Reply::UnsupportedMediaType;
+    }
     let event = match event::extract(integration, &headers, &body) {
         Ok(Delivery::UrlVerification { challenge }) => return Reply::Challenge(challenge),
         Ok(Delivery::Event(event)) => event,
@@ -90,6 +95,30 @@ pub async fn receive(
             Reply::Unavailable
         }
     }
+}
+
+/// Why a verified body is not JSON we read, judged by its headers: a declared
+/// `Content-Type` other than `application/json` (or a `+json` type), or any
+/// `Content-Encoding` but `identity`. No `Content-Type` at all is read as JSON.
+fn unsupported_media(headers: &http::HeaderMap) -> Option<String> {
+    if let Some(value) = headers.get(http::header::CONTENT_TYPE) {
+        let declared = value.to_str().unwrap_or_default();
+        let media_type = declared
+            .split(';')
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_ascii_lowercase();
+        if media_type != "application/json" && !media_type.ends_with("+json") {
+            return Some(format!("content type {media_type:?} is not JSON"));
+        }
+    }
+    headers
+        .get_all(http::header::CONTENT_ENCODING)
+        .iter()
+        .map(|value| value.to_str().unwrap_or_default().trim().to_ascii_lowercase())
+        .find(|coding| coding != "identity")
+        .map(|coding| format!("content coding {coding:?} is not accepted"))
 }
 
 /// Reads the whole body, refusing it past `limit` bytes while it streams in.
@@ -136,5 +165,49 @@ async fn commit_receipt(
         Ok(Ok(outcome)) => Ok(outcome),
         Ok(Err(error)) => Err(format!("database: {error}")),
         Err(_elapsed) => Err("the database did not confirm the commit in time".to_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unsupported_media;
+    use http::HeaderMap;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        pairs
+            .iter()
+            .map(|(name, value)| {
+                (
+                    http::HeaderName::from_static(name),
+                    http::HeaderValue::from_static(value),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn json_types_and_no_type_are_read() {
+        for pairs in [
+            &[][..],
+            &[("content-type", "application/json")],
+            &[("content-type", "Application/JSON; charset=utf-8")],
+            &[("content-type", "application/cloudevents+json")],
+            &[("content-encoding", "identity")],
+        ] {
+            assert_eq!(unsupported_media(&headers(pairs)), None, "{pairs:?}");
+        }
+    }
+
+    #[test]
+    fn other_types_and_any_coding_are_refused() {
+        for pairs in [
+            &[("content-type", "text/plain")][..],
+            &[("content-type", "application/x-www-form-urlencoded")],
+            &[("content-type", "")],
+            &[("content-type", "application/jsonp")],
+            &[("content-encoding", "gzip")],
+        ] {
+            assert!(unsupported_media(&headers(pairs)).is_some(), "{pairs:?}");
+        }
     }
 }

@@ -22,6 +22,8 @@ pub enum Reply {
     Ignored,
     /// Slack `url_verification`, verified: echo the challenge.
     Challenge(String),
+    /// Verified, but declared as something other than uncompressed JSON.
+    UnsupportedMediaType,
     /// Verified, but the body cannot be understood (the reason is safe to return: the
     /// caller proved it holds the secret).
     Malformed(String),
@@ -51,6 +53,7 @@ impl Reply {
             Self::Duplicate => "duplicate",
             Self::Ignored => "ignored",
             Self::Challenge(_) => "challenge",
+            Self::UnsupportedMediaType => "unsupported_media_type",
             Self::Malformed(_) => "malformed",
             Self::Unauthorized => "unauthorized",
             Self::Forbidden => "forbidden",
@@ -73,6 +76,10 @@ impl Reply {
             Self::Duplicate => (StatusCode::OK, json!({"status": "duplicate"})),
             Self::Ignored => (StatusCode::OK, json!({"status": "ignored"})),
             Self::Challenge(challenge) => (StatusCode::OK, json!({"challenge": challenge})),
+            Self::UnsupportedMediaType => (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                json!({"error": "unsupported_media_type"}),
+            ),
             Self::Malformed(detail) => (
                 StatusCode::BAD_REQUEST,
                 json!({"error": "malformed", "detail": detail}),
