@@ -116,7 +116,13 @@ fn unsupported_media(headers: &http::HeaderMap) -> Option<String> {
     headers
         .get_all(http::header::CONTENT_ENCODING)
         .iter()
-        .map(|value| value.to_str().unwrap_or_default().trim().to_ascii_lowercase())
+        .map(|value| {
+            value
+                .to_str()
+                .unwrap_or_default()
+                .trim()
+                .to_ascii_lowercase()
+        })
         .find(|coding| coding != "identity")
         .map(|coding| format!("content coding {coding:?} is not accepted"))
 }
