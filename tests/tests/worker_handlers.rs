@@ -250,6 +250,64 @@ async fn refunds_apply_once_never_regress_and_wait_for_the_payment() {
     );
 }
 
+/// The payment commits in another transaction while the refund's transaction is between
+/// its guarded UPDATE (which saw `awaiting_payment`) and its classification: the locked
+/// read waits for that commit, sees `paid`, and the refund applies in the same attempt —
+/// neither quarantined as "cannot be refunded" nor sent round a retry. The chaos soak
+/// found this race.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refund_racing_its_payment_applies_in_the_same_attempt() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let config = domain::config();
+    let worker = domain::worker(pool, domain::settings());
+    domain::seed_order(pool, "o1", "pi_1", 1000, "usd").await;
+    let refund = domain::accept_event(
+        pool,
+        &config,
+        "evt_r1",
+        "charge.refunded",
+        charge("pi_1", 1000, 1000),
+    )
+    .await;
+
+    let mut payment = pool.begin().await.expect("begin");
+    sqlx::query("UPDATE orders SET status = 'paid' WHERE id = 'o1'")
+        .execute(&mut *payment)
+        .await
+        .expect("pay, uncommitted");
+    let racing = tokio::spawn({
+        let worker = worker.clone();
+        async move { step(&worker).await }
+    });
+    let started = std::time::Instant::now();
+    loop {
+        let blocked: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(pool)
+        .await
+        .expect("activity");
+        if blocked > 0 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the refund never waited for the payment's row lock"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    payment.commit().await.expect("the payment commits");
+    racing.await.expect("step");
+
+    assert_eq!(
+        domain::receipt_state(pool, refund).await,
+        ("done".into(), Some("applied".into()), None)
+    );
+    assert_eq!(domain::order_status(pool, "o1").await, "refunded");
+}
+
 #[tokio::test]
 async fn grants_once_per_business_key_and_each_customer_gets_its_own() {
     let database = TestDatabase::create().await;

@@ -1,8 +1,14 @@
 //! `orders.mark_paid` and `orders.refund`: the reference payment transitions.
 //!
 //! The transition is one guarded `UPDATE … WHERE` with the payment's facts bound in it.
-//! When it changes no row, the order is read back and the zero is classified: never
-//! regress state, quarantine real inconsistencies, retry what may resolve itself.
+//! When it changes no row, the order is read back *locked* and the zero is classified:
+//! never regress state, quarantine real inconsistencies, retry what may resolve itself.
+//!
+//! Under READ COMMITTED the `UPDATE` judges the row as its statement found it; a
+//! transition committed by another transaction just then (the payment beside its own
+//! refund, the business creating the order) is seen only by the locked read. When that
+//! read shows the transition now applies, the `UPDATE` runs once more under the lock
+//! instead of classifying a state that is already gone.
 
 use serde_json::json;
 use sqlx::PgConnection;
@@ -79,17 +85,38 @@ async fn mark_paid(
         amount_minor,
         currency,
     };
-    if orders::mark_paid(transaction, payment, input.receipt_id.0).await? {
-        let data = json!({"order_id": order_id, "payment_id": payment_id, "amount_minor": amount_minor, "currency": currency});
-        return Ok(Transition::Applied {
-            effects: input
-                .effect("order.paid", &[tenant, order_id], data)
-                .into_iter()
-                .collect(),
-        });
+    for _ in 0..2 {
+        if orders::mark_paid(transaction, payment, input.receipt_id.0).await? {
+            let data = json!({"order_id": order_id, "payment_id": payment_id, "amount_minor": amount_minor, "currency": currency});
+            return Ok(Transition::Applied {
+                effects: input
+                    .effect("order.paid", &[tenant, order_id], data)
+                    .into_iter()
+                    .collect(),
+            });
+        }
+        let order = orders::find_for_update(transaction, tenant, order_id).await?;
+        if !order
+            .as_ref()
+            .is_some_and(|order| payable_by(order, payment))
+        {
+            return classify_unpaid(order, payment);
+        }
     }
-    let order = orders::find(transaction, tenant, order_id).await?;
-    classify_unpaid(order, payment)
+    Err(changed_under_us(order_id))
+}
+
+/// Whether the guarded `UPDATE` of `mark_paid` matches this order.
+fn payable_by(order: &OrderState, payment: Payment<'_>) -> bool {
+    order.status == "awaiting_payment"
+        && order.provider_payment_id.as_deref() == Some(payment.payment_id)
+        && order.total_minor == payment.amount_minor
+        && order.currency == payment.currency
+}
+
+/// A locked order that still does not take a transition it matches: retry later.
+fn changed_under_us(order_id: &str) -> HandlerError {
+    HandlerError::Transient(format!("order {order_id} changed while it was classified"))
 }
 
 /// Why `awaiting_payment → paid` changed nothing.
@@ -163,39 +190,49 @@ async fn refund(
         });
     }
     let tenant = input.integration.tenant.as_str();
-    if let Some(order_id) =
-        orders::mark_refunded(transaction, tenant, payment_id, input.receipt_id.0).await?
-    {
-        let data =
-            json!({"order_id": order_id, "payment_id": payment_id, "amount_minor": refunded});
-        return Ok(Transition::Applied {
-            effects: input
-                .effect("order.refunded", &[tenant, &order_id], data)
-                .into_iter()
-                .collect(),
-        });
+    for _ in 0..2 {
+        if let Some(order_id) =
+            orders::mark_refunded(transaction, tenant, payment_id, input.receipt_id.0).await?
+        {
+            let data =
+                json!({"order_id": order_id, "payment_id": payment_id, "amount_minor": refunded});
+            return Ok(Transition::Applied {
+                effects: input
+                    .effect("order.refunded", &[tenant, &order_id], data)
+                    .into_iter()
+                    .collect(),
+            });
+        }
+        let order = orders::find_by_payment_for_update(transaction, tenant, payment_id).await?;
+        match order {
+            // Paid by a transaction that committed after our UPDATE looked: now it applies.
+            Some(order) if order.status == "paid" => continue,
+            order => return classify_unrefunded(order, payment_id),
+        }
     }
-    Ok(
-        match orders::find_by_payment(transaction, tenant, payment_id).await? {
-            None => {
-                return Err(HandlerError::Transient(format!(
-                    "no order for PaymentIntent {payment_id} (yet)"
-                )));
-            }
-            Some(order) if order.status == "refunded" => Transition::Duplicate {
-                reason: format!("order {} is already refunded", order.id),
-            },
-            // The refund overtook the payment event: wait for the payment to apply.
-            Some(order) if order.status == "awaiting_payment" => {
-                return Err(HandlerError::Transient(format!(
-                    "order {} is not paid yet",
-                    order.id
-                )));
-            }
-            Some(order) => quarantine(format!(
-                "order {} is {} and cannot be refunded",
-                order.id, order.status
-            )),
-        },
-    )
+    Err(changed_under_us(payment_id))
+}
+
+/// Why `paid → refunded` changed nothing, for an order that is not `paid`.
+fn classify_unrefunded(
+    order: Option<OrderState>,
+    payment_id: &str,
+) -> Result<Transition, HandlerError> {
+    match order {
+        None => Err(HandlerError::Transient(format!(
+            "no order for PaymentIntent {payment_id} (yet)"
+        ))),
+        Some(order) if order.status == "refunded" => Ok(Transition::Duplicate {
+            reason: format!("order {} is already refunded", order.id),
+        }),
+        // The refund overtook the payment event: wait for the payment to apply.
+        Some(order) if order.status == "awaiting_payment" => Err(HandlerError::Transient(format!(
+            "order {} is not paid yet",
+            order.id
+        ))),
+        Some(order) => Ok(quarantine(format!(
+            "order {} is {} and cannot be refunded",
+            order.id, order.status
+        ))),
+    }
 }

@@ -58,15 +58,17 @@ pub async fn mark_paid(
     Ok(updated.rows_affected() == 1)
 }
 
-/// The order with this id, if any.
-pub async fn find(
+/// The order with this id, if any, locked for this transaction. The lock waits out a
+/// concurrent transition, so what it returns is the latest committed state (the
+/// guarded `UPDATE` before it may have judged an older one).
+pub async fn find_for_update(
     conn: &mut PgConnection,
     tenant: &str,
     order_id: &str,
 ) -> Result<Option<OrderState>, sqlx::Error> {
     sqlx::query_as(
         "SELECT id, provider_payment_id, total_minor, currency, status
-         FROM orders WHERE tenant_id = $1 AND id = $2",
+         FROM orders WHERE tenant_id = $1 AND id = $2 FOR UPDATE",
     )
     .bind(tenant)
     .bind(order_id)
@@ -74,15 +76,15 @@ pub async fn find(
     .await
 }
 
-/// The order paid by this PaymentIntent, if any.
-pub async fn find_by_payment(
+/// The order paid by this PaymentIntent, if any, locked like [`find_for_update`].
+pub async fn find_by_payment_for_update(
     conn: &mut PgConnection,
     tenant: &str,
     payment_id: &str,
 ) -> Result<Option<OrderState>, sqlx::Error> {
     sqlx::query_as(
         "SELECT id, provider_payment_id, total_minor, currency, status
-         FROM orders WHERE tenant_id = $1 AND provider_payment_id = $2",
+         FROM orders WHERE tenant_id = $1 AND provider_payment_id = $2 FOR UPDATE",
     )
     .bind(tenant)
     .bind(payment_id)
