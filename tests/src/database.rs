@@ -30,6 +30,7 @@ pub fn with_database(url: &str, name: &str) -> String {
 
 /// A database of its own for one test.
 pub struct TestDatabase {
+    admin_url: String,
     name: String,
     url: String,
     pool: PgPool,
@@ -38,15 +39,21 @@ pub struct TestDatabase {
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
 impl TestDatabase {
-    /// Creates and migrates a new database named after the test process.
+    /// Creates and migrates a new database named after the test process, on the server
+    /// at `DATABASE_URL`.
     pub async fn create() -> Self {
+        Self::create_on(&admin_url()).await
+    }
+
+    /// Creates and migrates a new database on the server `admin_url` connects to.
+    pub async fn create_on(admin_url: &str) -> Self {
         let name = format!(
             "inbound_test_{}_{}_{}",
             std::process::id(),
             COUNTER.fetch_add(1, Ordering::SeqCst),
             rand::random::<u32>()
         );
-        let admin: PgConnectOptions = admin_url().parse().expect("DATABASE_URL parses");
+        let admin: PgConnectOptions = admin_url.parse().expect("DATABASE_URL parses");
         let mut connection = admin.connect().await.unwrap_or_else(|error| {
             panic!("cannot connect to PostgreSQL at DATABASE_URL ({error}); is the server running? `make test` starts it")
         });
@@ -56,7 +63,7 @@ impl TestDatabase {
             .expect("create test database");
         connection.close().await.ok();
         let options = admin.database(&name);
-        let url = with_database(&admin_url(), &name);
+        let url = with_database(admin_url, &name);
         let pool = PgPoolOptions::new()
             .max_connections(4)
             .connect_with(options)
@@ -65,7 +72,12 @@ impl TestDatabase {
         inbound_core::store::migrate(&pool)
             .await
             .expect("migrate test database");
-        Self { name, url, pool }
+        Self {
+            admin_url: admin_url.to_owned(),
+            name,
+            url,
+            pool,
+        }
     }
 
     /// The URL of this database.
@@ -102,6 +114,7 @@ impl TestDatabase {
 impl Drop for TestDatabase {
     fn drop(&mut self) {
         let name = self.name.clone();
+        let admin_url = self.admin_url.clone();
         // Drop runs outside async context: use a thread with its own small runtime.
         let dropper = std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_current_thread()
@@ -109,7 +122,7 @@ impl Drop for TestDatabase {
                 .build()
                 .ok()?;
             runtime.block_on(async {
-                let admin: PgConnectOptions = admin_url().parse().ok()?;
+                let admin: PgConnectOptions = admin_url.parse().ok()?;
                 let mut connection: PgConnection = admin.connect().await.ok()?;
                 sqlx::query(sqlx::AssertSqlSafe(format!(
                     "DROP DATABASE IF EXISTS {name} WITH (FORCE)"

@@ -41,6 +41,25 @@ pub fn ingress_options(database_url: &str) -> crate::ServiceOptions {
     }
 }
 
+/// `options` with the fixture's `audit` sink pointed at `url` (1 s timeout), sent an
+/// `Idempotency-Key` header when `idempotent`.
+pub fn with_audit_sink(
+    mut options: crate::ServiceOptions,
+    url: &str,
+    idempotent: bool,
+) -> crate::ServiceOptions {
+    let header = if idempotent {
+        "\nidempotency_header = \"Idempotency-Key\""
+    } else {
+        ""
+    };
+    options.config_toml = options.config_toml.replace(
+        "url = \"http://127.0.0.1:9/audit\"",
+        &format!("url = \"{url}\"\ntimeout_secs = 1{header}"),
+    );
+    options
+}
+
 /// The test configuration; `{scratch}` holds the file `stripe-previous`.
 pub fn config_toml() -> String {
     format!(

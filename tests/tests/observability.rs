@@ -56,10 +56,10 @@ async fn rules_and_dashboard_use_only_exported_metrics_and_logs_hold_no_secrets(
     let sink = TestSink::start().await;
     domain::seed_order(pool, "o1", "pi_1", 1000, "usd").await;
     let ingress = Service::ingress(&fixtures::ingress_options(database.url()));
-    let mut worker_options = fixtures::ingress_options(database.url());
-    worker_options.config_toml = worker_options.config_toml.replace(
-        "url = \"http://127.0.0.1:9/audit\"",
-        &format!("url = \"{}\"", sink.url()),
+    let mut worker_options = fixtures::with_audit_sink(
+        fixtures::ingress_options(database.url()),
+        &sink.url(),
+        false,
     );
     worker_options.args = ["--poll-interval-ms", "50", "--gauge-interval-secs", "1"]
         .map(str::to_owned)

@@ -14,20 +14,11 @@ use sqlx::PgPool;
 
 /// Points the fixture's `audit` sink at `sink` (1 s timeout), idempotent or not.
 fn with_sink(
-    mut options: inbound_tests::ServiceOptions,
+    options: inbound_tests::ServiceOptions,
     sink: &TestSink,
     idempotent: bool,
 ) -> inbound_tests::ServiceOptions {
-    let header = if idempotent {
-        "\nidempotency_header = \"Idempotency-Key\""
-    } else {
-        ""
-    };
-    options.config_toml = options.config_toml.replace(
-        "url = \"http://127.0.0.1:9/audit\"",
-        &format!("url = \"{}\"\ntimeout_secs = 1{header}", sink.url()),
-    );
-    options
+    fixtures::with_audit_sink(options, &sink.url(), idempotent)
 }
 
 fn worker_options(database_url: &str, args: &[&str]) -> inbound_tests::ServiceOptions {

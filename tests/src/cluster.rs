@@ -1,0 +1,180 @@
+//! A private PostgreSQL server of our own (initdb into a scratch directory, on a free
+//! loopback port) for tests that stop and restart the server itself: doing that to the
+//! shared server would break every other test running in parallel.
+//!
+//! The server binaries come from `INBOUND_PG_BINDIR`, else `pg_config --bindir`, else the
+//! newest `/usr/lib/postgresql/*/bin`. PostgreSQL refuses to run as root, so under root
+//! every server command runs as the `postgres` user (`runuser`), which owns the directory.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::process::ScratchDir;
+
+/// A running private server; stopped (immediately) and removed on drop.
+pub struct PrivateCluster {
+    scratch: ScratchDir,
+    bindir: PathBuf,
+    port: u16,
+    as_postgres_user: bool,
+}
+
+impl PrivateCluster {
+    /// Creates a cluster with trust authentication and starts it.
+    pub fn start() -> Self {
+        let scratch = ScratchDir::new();
+        let as_postgres_user = running_as_root();
+        if as_postgres_user {
+            run(Command::new("chown").args(["postgres:", &path_text(scratch.path())]));
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .expect("a free port")
+            .port();
+        let cluster = Self {
+            scratch,
+            bindir: server_bindir(),
+            port,
+            as_postgres_user,
+        };
+        cluster.server_command(
+            "initdb",
+            &[
+                "-D",
+                &cluster.data_dir(),
+                "-U",
+                "postgres",
+                "-A",
+                "trust",
+                "-E",
+                "UTF8",
+                "--no-sync",
+            ],
+        );
+        cluster.start_server();
+        cluster
+    }
+
+    /// `postgres://postgres@127.0.0.1:{port}/postgres`.
+    pub fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+
+    /// Stops the server the way a crash does: no checkpoint, every connection cut; the
+    /// next start replays the WAL.
+    pub fn crash(&self) {
+        self.server_command(
+            "pg_ctl",
+            &["-D", &self.data_dir(), "-m", "immediate", "-w", "stop"],
+        );
+    }
+
+    /// Starts the stopped server again on the same port.
+    pub fn start_server(&self) {
+        let options = format!(
+            "-p {} -c listen_addresses=127.0.0.1 -k {} -c max_connections=200",
+            self.port,
+            path_text(self.scratch.path())
+        );
+        let log = path_text(&self.scratch.path().join("server.log"));
+        self.server_command(
+            "pg_ctl",
+            &[
+                "-D",
+                &self.data_dir(),
+                "-o",
+                &options,
+                "-l",
+                &log,
+                "-t",
+                "60",
+                "-w",
+                "start",
+            ],
+        );
+    }
+
+    fn data_dir(&self) -> String {
+        path_text(&self.scratch.path().join("data"))
+    }
+
+    /// Runs a server program from `bindir` and insists it succeeds.
+    fn server_command(&self, program: &str, args: &[&str]) {
+        run(self
+            .server_program(program)
+            .args(args)
+            .current_dir(self.scratch.path()));
+    }
+
+    /// A server program from `bindir`, run as `postgres` when we are root.
+    fn server_program(&self, program: &str) -> Command {
+        let program = path_text(&self.bindir.join(program));
+        if self.as_postgres_user {
+            let mut command = Command::new("runuser");
+            command.args(["-u", "postgres", "--", &program]);
+            command
+        } else {
+            Command::new(&program)
+        }
+    }
+}
+
+impl Drop for PrivateCluster {
+    fn drop(&mut self) {
+        let data = self.data_dir();
+        self.server_program("pg_ctl")
+            .args(["-D", &data, "-m", "immediate", "-w", "stop"])
+            .output()
+            .ok();
+    }
+}
+
+fn running_as_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|output| String::from_utf8_lossy(&output.stdout).trim() == "0")
+}
+
+fn server_bindir() -> PathBuf {
+    if let Some(directory) = std::env::var_os("INBOUND_PG_BINDIR") {
+        return PathBuf::from(directory);
+    }
+    let from_pg_config = Command::new("pg_config")
+        .arg("--bindir")
+        .output()
+        .ok()
+        .map(|output| PathBuf::from(String::from_utf8_lossy(&output.stdout).trim()))
+        .filter(|directory| directory.join("initdb").exists());
+    from_pg_config.unwrap_or_else(|| {
+        let mut candidates: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|entry| {
+                let version = entry.file_name().to_string_lossy().parse().ok()?;
+                let bin = entry.path().join("bin");
+                bin.join("initdb").exists().then_some((version, bin))
+            })
+            .collect();
+        candidates.sort();
+        candidates
+            .pop()
+            .map(|(_, bin)| bin)
+            .expect("PostgreSQL server binaries (initdb, pg_ctl): set INBOUND_PG_BINDIR")
+    })
+}
+
+fn path_text(path: &Path) -> String {
+    path.display().to_string()
+}
+
+fn run(command: &mut Command) {
+    let output = command.output().expect("run a PostgreSQL command");
+    assert!(
+        output.status.success(),
+        "{command:?} failed: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}

@@ -1,0 +1,666 @@
+//! The chaos soak: several ingress and worker processes on one database behind a proxy,
+//! a provider-like load of signed Stripe events (new payments, exact redeliveries, new
+//! event ids for paid orders, refunds that often overtake their payment), a worker
+//! SIGKILLed and restarted every few seconds, and one database outage mid-run. The load
+//! redelivers whatever was not answered 2xx, as a provider does. At the end SQL checks
+//! what must hold and [`SoakReport::summary`] prints it on one line.
+//!
+//! `make soak` runs it from the `inbound-soak` binary; the suite runs a short one.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rand::Rng;
+use sqlx::PgPool;
+
+use crate::domain::{self, TENANT};
+use crate::fixtures;
+use crate::http::HttpClient;
+use crate::process::Service;
+use crate::proxy::{DbProxy, database_addr};
+use crate::signing;
+use crate::sink::TestSink;
+use crate::{ServiceOptions, TestDatabase};
+
+/// How big and how long.
+#[derive(Debug, Clone)]
+pub struct SoakOptions {
+    /// How long the load runs (the drain afterwards is extra).
+    pub duration: Duration,
+    /// Ingress processes.
+    pub ingresses: usize,
+    /// Worker processes (one of them is killed every `kill_every`).
+    pub workers: usize,
+    /// Concurrent HTTP senders.
+    pub connections: usize,
+    /// Time between worker kills.
+    pub kill_every: Duration,
+    /// How long the database is cut away, once, mid-run.
+    pub outage: Duration,
+    /// The workers' `--lease-secs`.
+    pub lease_secs: u64,
+    /// Pool size of each ingress (`--db-max-connections`).
+    pub ingress_pool: u32,
+    /// `--concurrency` of each worker.
+    pub worker_concurrency: usize,
+}
+
+impl SoakOptions {
+    /// The soak `make soak` runs, for `duration`.
+    pub fn full(duration: Duration) -> Self {
+        Self {
+            duration,
+            ingresses: 2,
+            workers: 3,
+            connections: 64,
+            kill_every: Duration::from_secs(3),
+            outage: Duration::from_secs(3),
+            lease_secs: 5,
+            ingress_pool: 8,
+            worker_concurrency: 8,
+        }
+    }
+
+    /// A few seconds of the same, small enough to run beside the rest of the suite.
+    pub fn short() -> Self {
+        Self {
+            duration: Duration::from_secs(10),
+            ingresses: 2,
+            workers: 2,
+            connections: 16,
+            kill_every: Duration::from_secs(2),
+            outage: Duration::from_secs(2),
+            lease_secs: 2,
+            ingress_pool: 4,
+            worker_concurrency: 4,
+        }
+    }
+}
+
+/// What the soak saw and what the database holds afterwards.
+#[derive(Debug, Clone, Default)]
+pub struct SoakReport {
+    /// Seconds the load ran.
+    pub seconds: u64,
+    /// Deliveries sent (redeliveries included).
+    pub sent: u64,
+    /// Answered 2xx.
+    pub ok: u64,
+    /// Answered 503.
+    pub unavailable: u64,
+    /// No answer (connection refused or reset).
+    pub no_answer: u64,
+    /// Any other status: a bug for valid signed events.
+    pub other_status: u64,
+    /// Events still not answered 2xx when the redeliveries stopped (must be 0).
+    pub never_acknowledged: u64,
+    /// Rows in `receipts`.
+    pub receipts: i64,
+    /// Orders that reached `paid` (then possibly `refunded`).
+    pub orders_paid: i64,
+    /// Applied transitions beyond one per order and kind (must be 0).
+    pub duplicate_transitions: i64,
+    /// The most effect intents any operation key has (must be 1, or 0 with no effects).
+    pub max_intents_per_operation: i64,
+    /// Applied transitions without exactly one effect intent (must be 0).
+    pub transitions_without_one_intent: i64,
+    /// Events answered 2xx with no receipt (must be 0).
+    pub acked_missing: i64,
+    /// Receipts still pending, or failed/quarantined, after lease + 30 s (must be 0).
+    pub stuck: i64,
+    /// A few of them, for the reader of a failed run.
+    pub stuck_examples: Vec<String>,
+    /// Worker SIGKILLs survived.
+    pub kills: u64,
+    /// Seconds the database was cut away.
+    pub outage_secs: f64,
+    /// Log lines holding a secret, a signature or a payload field (must be 0).
+    pub log_leaks: u64,
+}
+
+impl SoakReport {
+    /// The one summary line.
+    pub fn summary(&self) -> String {
+        format!(
+            "soak {}s: sent={} 2xx={} 503={} no_answer={} other_status={} \
+             never_acknowledged={} receipts={} orders_paid={} duplicate_transitions={} intents_per_operation={} \
+             transitions_without_one_intent={} acked_missing={} stuck_after_lease_plus_30s={} \
+             kills_survived={} outage_secs={:.1} log_leaks={}",
+            self.seconds,
+            self.sent,
+            self.ok,
+            self.unavailable,
+            self.no_answer,
+            self.other_status,
+            self.never_acknowledged,
+            self.receipts,
+            self.orders_paid,
+            self.duplicate_transitions,
+            self.max_intents_per_operation,
+            self.transitions_without_one_intent,
+            self.acked_missing,
+            self.stuck,
+            self.kills,
+            self.outage_secs,
+            self.log_leaks,
+        )
+    }
+
+    /// Every promise the run broke, in words; empty when it kept them all.
+    pub fn violations(&self) -> Vec<String> {
+        let must_be_zero = [
+            ("other_status", self.other_status as i64),
+            ("never_acknowledged", self.never_acknowledged as i64),
+            ("duplicate_transitions", self.duplicate_transitions),
+            (
+                "transitions_without_one_intent",
+                self.transitions_without_one_intent,
+            ),
+            ("acked_missing", self.acked_missing),
+            ("stuck", self.stuck),
+            ("log_leaks", self.log_leaks as i64),
+        ];
+        let mut broken: Vec<String> = must_be_zero
+            .iter()
+            .filter(|(_, value)| *value != 0)
+            .map(|(name, value)| format!("{name} = {value}, must be 0"))
+            .collect();
+        if self.stuck != 0 {
+            broken.push(format!("stuck receipts: {:?}", self.stuck_examples));
+        }
+        if self.max_intents_per_operation > 1 {
+            broken.push(format!(
+                "an operation has {} effect intents, must be 1",
+                self.max_intents_per_operation
+            ));
+        }
+        for (name, value) in [
+            ("2xx", self.ok),
+            ("503", self.unavailable),
+            ("kills", self.kills),
+        ] {
+            if value == 0 {
+                broken.push(format!("{name} = 0: the soak did not exercise it"));
+            }
+        }
+        broken
+    }
+}
+
+/// One delivery: the event id and its exact body (a redelivery resends the same bytes).
+#[derive(Debug, Clone)]
+struct Delivery {
+    event_id: String,
+    body: Arc<str>,
+}
+
+/// The provider's side: what to send next, what to redeliver, what was acknowledged.
+#[derive(Default)]
+struct Provider {
+    next_event: u64,
+    next_order: u64,
+    /// Orders whose payment event has been sent, newest last.
+    paid_orders: Vec<u64>,
+    /// Recent deliveries, for exact redeliveries.
+    recent: VecDeque<Delivery>,
+    /// Not answered 2xx: redelivered (the provider's retry), oldest first.
+    unacknowledged: VecDeque<Delivery>,
+    /// Event ids answered 2xx.
+    acknowledged: Vec<String>,
+}
+
+const RECENT: usize = 4096;
+
+impl Provider {
+    /// The next delivery of a provider-like mix.
+    fn next(&mut self, retry_only: bool) -> Option<Delivery> {
+        if let Some(retry) = self.unacknowledged.pop_front() {
+            return Some(retry);
+        }
+        if retry_only {
+            return None;
+        }
+        let mut random = rand::rng();
+        let roll: f64 = random.random();
+        if roll < 0.30 && !self.recent.is_empty() {
+            let index = random.random_range(0..self.recent.len());
+            return Some(self.recent[index].clone());
+        }
+        let delivery = if roll < 0.40 && !self.paid_orders.is_empty() {
+            // A new event id for an order already paid.
+            let order = self.paid_orders[random.random_range(0..self.paid_orders.len())];
+            self.event("payment_intent.succeeded", payment(order))
+        } else if roll < 0.48 && !self.paid_orders.is_empty() {
+            // A refund, half the time for the newest payment (likely still pending: the
+            // worker sees the refund first and must wait for the payment).
+            let order = if random.random_bool(0.5) {
+                self.paid_orders[self.paid_orders.len() - 1]
+            } else {
+                self.paid_orders[random.random_range(0..self.paid_orders.len())]
+            };
+            self.event("charge.refunded", refund(order))
+        } else {
+            let order = self.next_order;
+            self.next_order += 1;
+            self.paid_orders.push(order);
+            self.event("payment_intent.succeeded", payment(order))
+        };
+        if self.recent.len() == RECENT {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(delivery.clone());
+        Some(delivery)
+    }
+
+    fn event(&mut self, event_type: &str, object: serde_json::Value) -> Delivery {
+        self.next_event += 1;
+        let event_id = format!("evt_soak_{}", self.next_event);
+        let body = domain::stripe_event(&event_id, event_type, object);
+        Delivery {
+            event_id,
+            body: body.into(),
+        }
+    }
+}
+
+fn payment(order: u64) -> serde_json::Value {
+    domain::payment_intent(
+        &format!("pi_{order}"),
+        &format!("o{order}"),
+        1000,
+        "usd",
+        "succeeded",
+    )
+}
+
+fn refund(order: u64) -> serde_json::Value {
+    domain::charge(&format!("pi_{order}"), 1000, 1000)
+}
+
+#[derive(Default)]
+struct Counters {
+    sent: AtomicU64,
+    ok: AtomicU64,
+    unavailable: AtomicU64,
+    no_answer: AtomicU64,
+    other_status: AtomicU64,
+}
+
+/// Every process started, the dead ones kept for their logs.
+struct Fleet {
+    ingress: Vec<Service>,
+    workers: Vec<Option<Service>>,
+    dead: Vec<Service>,
+    worker_options: ServiceOptions,
+}
+
+/// Runs the soak against a fresh database on the server at `DATABASE_URL`. Needs a
+/// multi-threaded runtime.
+pub async fn run(options: &SoakOptions) -> SoakReport {
+    let database = TestDatabase::create().await;
+    let pool = database.pool().clone();
+    seed_orders(&pool, options).await;
+    let proxy = DbProxy::start(database_addr(database.url())).await;
+    let url = proxy.rewrite_url(database.url());
+    let sink = TestSink::start().await;
+    let fleet = Arc::new(Mutex::new(start_fleet(options, &url, &sink).await));
+    let ingress_urls: Vec<String> = fleet
+        .lock()
+        .expect("fleet")
+        .ingress
+        .iter()
+        .map(|service| service.webhook_url("stripe-acme"))
+        .collect();
+
+    let provider = Arc::new(Mutex::new(Provider::default()));
+    let counters = Arc::new(Counters::default());
+    let load_over = Arc::new(AtomicBool::new(false));
+    let started = Instant::now();
+    let senders: Vec<_> = (0..options.connections)
+        .map(|index| {
+            tokio::spawn(send_loop(
+                ingress_urls[index % ingress_urls.len()].clone(),
+                Arc::clone(&provider),
+                Arc::clone(&counters),
+                Arc::clone(&load_over),
+            ))
+        })
+        .collect();
+    let outage_active = Arc::new(AtomicBool::new(false));
+    let killer = tokio::spawn(kill_loop(
+        Arc::clone(&fleet),
+        options.kill_every,
+        Arc::clone(&load_over),
+        Arc::clone(&outage_active),
+    ));
+
+    // One outage in the middle of the run.
+    tokio::time::sleep(options.duration / 2).await;
+    outage_active.store(true, Ordering::SeqCst);
+    proxy.cut();
+    let outage_started = Instant::now();
+    tokio::time::sleep(options.outage).await;
+    proxy.restore();
+    let outage_secs = outage_started.elapsed().as_secs_f64();
+    outage_active.store(false, Ordering::SeqCst);
+    tokio::time::sleep(options.duration.saturating_sub(started.elapsed())).await;
+    let seconds = started.elapsed().as_secs();
+    load_over.store(true, Ordering::SeqCst);
+    let kills = killer.await.expect("killer");
+    for sender in senders {
+        sender.await.expect("sender");
+    }
+
+    // Every worker process is alive again; give them lease + 30 s to finish everything.
+    let limit = Duration::from_secs(options.lease_secs + 30);
+    let settle_started = Instant::now();
+    while settle_started.elapsed() < limit && pending(&pool).await > 0 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (acknowledged, never_acknowledged) = {
+        let mut provider = provider.lock().expect("provider");
+        (
+            std::mem::take(&mut provider.acknowledged),
+            provider.unacknowledged.len() as u64,
+        )
+    };
+    let audit = audit(&pool, &acknowledged).await;
+    let log_leaks = {
+        let fleet = fleet.lock().expect("fleet");
+        let logs = fleet
+            .ingress
+            .iter()
+            .chain(fleet.workers.iter().flatten())
+            .chain(fleet.dead.iter())
+            .flat_map(|service| service.logs());
+        count_leaks(logs)
+    };
+    SoakReport {
+        seconds,
+        sent: counters.sent.load(Ordering::SeqCst),
+        ok: counters.ok.load(Ordering::SeqCst),
+        unavailable: counters.unavailable.load(Ordering::SeqCst),
+        no_answer: counters.no_answer.load(Ordering::SeqCst),
+        other_status: counters.other_status.load(Ordering::SeqCst),
+        never_acknowledged,
+        receipts: audit.receipts,
+        orders_paid: audit.orders_paid,
+        duplicate_transitions: audit.duplicate_transitions,
+        max_intents_per_operation: audit.max_intents_per_operation,
+        transitions_without_one_intent: audit.transitions_without_one_intent,
+        acked_missing: audit.acked_missing,
+        stuck: audit.stuck,
+        stuck_examples: audit.stuck_examples,
+        kills,
+        outage_secs,
+        log_leaks,
+    }
+}
+
+/// Enough orders awaiting payment for any rate this machine reaches.
+async fn seed_orders(pool: &PgPool, options: &SoakOptions) {
+    let orders = (options.duration.as_secs() * 3000).max(10_000) as i64;
+    sqlx::query(
+        "INSERT INTO orders (tenant_id, id, provider_payment_id, total_minor, currency)
+         SELECT $1, 'o' || n, 'pi_' || n, 1000, 'usd' FROM generate_series(0, $2 - 1) AS n",
+    )
+    .bind(TENANT)
+    .bind(orders)
+    .execute(pool)
+    .await
+    .expect("seed orders");
+}
+
+async fn start_fleet(options: &SoakOptions, url: &str, sink: &TestSink) -> Fleet {
+    let mut ingress_options = fixtures::ingress_options(url);
+    ingress_options.args = [
+        "--db-max-connections",
+        &options.ingress_pool.to_string(),
+        "--db-acquire-timeout-ms",
+        "1000",
+        "--db-statement-timeout-ms",
+        "2000",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let mut worker_options =
+        fixtures::with_audit_sink(fixtures::ingress_options(url), &sink.url(), true);
+    worker_options.args = [
+        "--concurrency",
+        &options.worker_concurrency.to_string(),
+        "--effect-concurrency",
+        &options.worker_concurrency.to_string(),
+        "--lease-secs",
+        &options.lease_secs.to_string(),
+        "--poll-interval-ms",
+        "100",
+        "--backoff-base-ms",
+        "100",
+        "--backoff-cap-secs",
+        "2",
+        "--max-attempts",
+        "1000",
+        "--db-acquire-timeout-ms",
+        "1000",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let ingresses = options.ingresses;
+    let workers = options.workers;
+    tokio::task::spawn_blocking(move || Fleet {
+        ingress: (0..ingresses)
+            .map(|_| Service::ingress(&ingress_options))
+            .collect(),
+        workers: (0..workers)
+            .map(|_| Some(Service::worker(&worker_options)))
+            .collect(),
+        dead: Vec::new(),
+        worker_options,
+    })
+    .await
+    .expect("start the fleet")
+}
+
+/// How long, after the load, the senders keep redelivering what was not acknowledged.
+const DRAIN_LIMIT: Duration = Duration::from_secs(60);
+
+/// Sends until the load is over, then redelivers until everything was acknowledged (or
+/// [`DRAIN_LIMIT`] passed: what is left is reported as never acknowledged).
+async fn send_loop(
+    url: String,
+    provider: Arc<Mutex<Provider>>,
+    counters: Arc<Counters>,
+    load_over: Arc<AtomicBool>,
+) {
+    let client = HttpClient::new();
+    let mut drain_started: Option<Instant> = None;
+    loop {
+        let retry_only = load_over.load(Ordering::SeqCst);
+        if retry_only && drain_started.get_or_insert_with(Instant::now).elapsed() > DRAIN_LIMIT {
+            return;
+        }
+        let Some(delivery) = provider.lock().expect("provider").next(retry_only) else {
+            return;
+        };
+        let headers = signing::stripe_headers(fixtures::STRIPE_SECRET, &delivery.body, 0);
+        counters.sent.fetch_add(1, Ordering::Relaxed);
+        let answer = client
+            .post(&url, &headers, delivery.body.as_bytes().to_vec())
+            .await;
+        let acknowledged = match answer {
+            Ok(answer) if (200..300).contains(&answer.status) => {
+                counters.ok.fetch_add(1, Ordering::Relaxed);
+                true
+            }
+            Ok(answer) if answer.status == 503 => {
+                counters.unavailable.fetch_add(1, Ordering::Relaxed);
+                false
+            }
+            Ok(_) => {
+                counters.other_status.fetch_add(1, Ordering::Relaxed);
+                false
+            }
+            Err(_) => {
+                counters.no_answer.fetch_add(1, Ordering::Relaxed);
+                false
+            }
+        };
+        if acknowledged {
+            let mut provider = provider.lock().expect("provider");
+            provider.acknowledged.push(delivery.event_id);
+        } else {
+            provider
+                .lock()
+                .expect("provider")
+                .unacknowledged
+                .push_back(delivery);
+            // A provider waits before it retries.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+/// SIGKILLs one worker every `every` (round robin) and starts a successor at once; not
+/// while the database is away (a successor's start needs it). Returns the kill count.
+async fn kill_loop(
+    fleet: Arc<Mutex<Fleet>>,
+    every: Duration,
+    load_over: Arc<AtomicBool>,
+    outage_active: Arc<AtomicBool>,
+) -> u64 {
+    let mut kills = 0;
+    while !load_over.load(Ordering::SeqCst) {
+        tokio::time::sleep(every).await;
+        if outage_active.load(Ordering::SeqCst) || load_over.load(Ordering::SeqCst) {
+            continue;
+        }
+        let fleet = Arc::clone(&fleet);
+        let slot = kills as usize;
+        tokio::task::spawn_blocking(move || {
+            let mut fleet = fleet.lock().expect("fleet");
+            let slot = slot % fleet.workers.len();
+            if let Some(mut victim) = fleet.workers[slot].take() {
+                victim.kill();
+                fleet.dead.push(victim);
+            }
+            let successor = Service::worker(&fleet.worker_options);
+            fleet.workers[slot] = Some(successor);
+        })
+        .await
+        .expect("kill and restart a worker");
+        kills += 1;
+    }
+    kills
+}
+
+async fn pending(pool: &PgPool) -> i64 {
+    scalar(
+        pool,
+        "SELECT count(*) FROM receipts WHERE status = 'pending'",
+    )
+    .await
+}
+
+async fn scalar(pool: &PgPool, sql: &'static str) -> i64 {
+    sqlx::query_scalar(sql)
+        .fetch_one(pool)
+        .await
+        .expect("audit query")
+}
+
+/// What the database holds after a run, checked against the promises.
+#[derive(Debug, Clone, Default)]
+pub struct Audit {
+    /// Rows in `receipts`.
+    pub receipts: i64,
+    /// Orders paid at some point (`paid` or `refunded`).
+    pub orders_paid: i64,
+    /// Applied payments beyond one per paid order plus applied refunds beyond one per
+    /// refunded order.
+    pub duplicate_transitions: i64,
+    /// The most effect intents one operation key has.
+    pub max_intents_per_operation: i64,
+    /// |applied transitions − effect intents|: each applied transition here has one.
+    pub transitions_without_one_intent: i64,
+    /// Acknowledged event ids with no receipt.
+    pub acked_missing: i64,
+    /// Receipts not `done`.
+    pub stuck: i64,
+    /// A few of them: event type, status and reason.
+    pub stuck_examples: Vec<String>,
+}
+
+/// Checks the reference domain after a run in which `acknowledged` event ids (of
+/// `stripe-acme`) were answered 2xx.
+pub async fn audit(pool: &PgPool, acknowledged: &[String]) -> Audit {
+    let applied_payments = scalar(
+        pool,
+        "SELECT count(*) FROM receipts WHERE outcome = 'applied' AND event_type = 'payment_intent.succeeded'",
+    )
+    .await;
+    let applied_refunds = scalar(
+        pool,
+        "SELECT count(*) FROM receipts WHERE outcome = 'applied' AND event_type = 'charge.refunded'",
+    )
+    .await;
+    let orders_paid = scalar(
+        pool,
+        "SELECT count(*) FROM orders WHERE status IN ('paid', 'refunded')",
+    )
+    .await;
+    let orders_refunded = scalar(
+        pool,
+        "SELECT count(*) FROM orders WHERE status = 'refunded'",
+    )
+    .await;
+    let intents = scalar(pool, "SELECT count(*) FROM effects").await;
+    let acked_missing = sqlx::query_scalar(
+        "SELECT count(*) FROM unnest($1::text[]) AS acked(event_id)
+         WHERE NOT EXISTS (SELECT 1 FROM receipts r
+                           WHERE r.integration = 'stripe-acme' AND r.event_id = acked.event_id)",
+    )
+    .bind(acknowledged)
+    .fetch_one(pool)
+    .await
+    .expect("acked-but-missing");
+    Audit {
+        receipts: scalar(pool, "SELECT count(*) FROM receipts").await,
+        orders_paid,
+        duplicate_transitions: (applied_payments - orders_paid)
+            + (applied_refunds - orders_refunded),
+        max_intents_per_operation: scalar(
+            pool,
+            "SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM effects GROUP BY operation_key) AS per_key",
+        )
+        .await,
+        transitions_without_one_intent: (applied_payments + applied_refunds - intents).abs(),
+        acked_missing,
+        stuck: scalar(pool, "SELECT count(*) FROM receipts WHERE status <> 'done'").await,
+        stuck_examples: sqlx::query_scalar(
+            "SELECT concat_ws(' ', event_id, event_type, status, outcome_reason) FROM receipts
+             WHERE status <> 'done' ORDER BY id LIMIT 5",
+        )
+        .fetch_all(pool)
+        .await
+        .expect("stuck examples"),
+    }
+}
+
+/// Log lines that hold a configured secret, a Stripe signature, or a payload field.
+pub fn count_leaks(lines: impl Iterator<Item = String>) -> u64 {
+    const PAYLOAD_FIELDS: &[&str] = &["amount_received", "metadata", "\"livemode\""];
+    let mut leaks = 0;
+    for line in lines {
+        let leaked = fixtures::ALL_SECRETS
+            .iter()
+            .chain(PAYLOAD_FIELDS)
+            .any(|needle| line.contains(needle))
+            || line.contains("v1=");
+        if leaked {
+            leaks += 1;
+        }
+    }
+    leaks
+}
