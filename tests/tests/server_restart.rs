@@ -1,0 +1,215 @@
+//! A real PostgreSQL crash and restart under load. The server is a private one
+//! (`cluster::PrivateCluster`): stopping the shared server would break the tests running
+//! beside this one. `pg_ctl stop -m immediate` is a crash — no checkpoint, every
+//! connection cut — so the restart replays the WAL.
+//!
+//! While the server is down the ingress answers 503 with `Retry-After` (never 2xx) and is
+//! not ready; the worker logs, backs off and stays up. After the restart both resume
+//! without being restarted themselves, every event answered 2xx has its receipt (it was
+//! durable before the answer), and each order is paid exactly once.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use inbound_tests::cluster::PrivateCluster;
+use inbound_tests::domain::{self, payment_intent, stripe_event};
+use inbound_tests::http::HttpClient;
+use inbound_tests::{Service, TestDatabase, fixtures, signing, soak};
+
+const ORDERS: usize = 300;
+
+fn event(order: usize) -> (String, String) {
+    let event_id = format!("evt_restart_{order}");
+    let body = stripe_event(
+        &event_id,
+        "payment_intent.succeeded",
+        payment_intent(
+            &format!("pi_{order}"),
+            &format!("o{order}"),
+            1000,
+            "usd",
+            "succeeded",
+        ),
+    );
+    (event_id, body)
+}
+
+/// Delivers one event; `true` when it was answered 2xx. Anything but 2xx or 503 fails.
+async fn deliver(client: &HttpClient, url: &str, order: usize) -> bool {
+    let (_, body) = event(order);
+    let headers = signing::stripe_headers(fixtures::STRIPE_SECRET, &body, 0);
+    match client.post(url, &headers, body).await {
+        Ok(answer) if answer.status == 200 => true,
+        Ok(answer) => {
+            assert_eq!(answer.status, 503, "{answer:?}");
+            assert!(answer.headers.contains_key("retry-after"), "{answer:?}");
+            false
+        }
+        Err(_) => false,
+    }
+}
+
+async fn wait_until(what: &str, limit: Duration, mut condition: impl AsyncFnMut() -> bool) {
+    let started = Instant::now();
+    while !condition().await {
+        assert!(started.elapsed() < limit, "{what}: not within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgres_crash_and_restart_loses_no_acknowledged_receipt_and_pays_each_order_once() {
+    let cluster = Arc::new(PrivateCluster::start());
+    let database = TestDatabase::create_on(&cluster.url()).await;
+    let pool = database.pool().clone();
+    for order in 0..ORDERS {
+        domain::seed_order(
+            &pool,
+            &format!("o{order}"),
+            &format!("pi_{order}"),
+            1000,
+            "usd",
+        )
+        .await;
+    }
+    let mut ingress_options = fixtures::ingress_options(database.url());
+    ingress_options.args = [
+        "--db-acquire-timeout-ms",
+        "500",
+        "--db-statement-timeout-ms",
+        "1000",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let ingress = Service::ingress(&ingress_options);
+    let mut worker_options = fixtures::ingress_options(database.url());
+    worker_options.args = [
+        "--poll-interval-ms",
+        "50",
+        "--backoff-base-ms",
+        "100",
+        "--backoff-cap-secs",
+        "1",
+        "--db-acquire-timeout-ms",
+        "500",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let mut worker = Service::worker(&worker_options);
+    let url = ingress.webhook_url("stripe-acme");
+
+    // Load from 8 senders; what is not answered 2xx waits for redelivery.
+    let next = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let acknowledged = Arc::new(Mutex::new(Vec::new()));
+    let unacknowledged = Arc::new(Mutex::new(Vec::new()));
+    let senders: Vec<_> = (0..8)
+        .map(|_| {
+            let (next, stop, url) = (Arc::clone(&next), Arc::clone(&stop), url.clone());
+            let (acknowledged, unacknowledged) =
+                (Arc::clone(&acknowledged), Arc::clone(&unacknowledged));
+            tokio::spawn(async move {
+                let client = HttpClient::new();
+                while !stop.load(Ordering::SeqCst) {
+                    let order = next.fetch_add(1, Ordering::SeqCst);
+                    if order >= ORDERS {
+                        return;
+                    }
+                    if deliver(&client, &url, order).await {
+                        acknowledged.lock().expect("lock").push(event(order).0);
+                    } else {
+                        unacknowledged.lock().expect("lock").push(order);
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                }
+            })
+        })
+        .collect();
+    wait_until(
+        "some load acknowledged",
+        Duration::from_secs(20),
+        async || acknowledged.lock().expect("lock").len() >= 20,
+    )
+    .await;
+
+    let crashing = Arc::clone(&cluster);
+    tokio::task::spawn_blocking(move || crashing.crash())
+        .await
+        .expect("crash the server");
+    let client = HttpClient::new();
+    let down_order = ORDERS - 1;
+    for _ in 0..3 {
+        assert!(
+            !deliver(&client, &url, down_order).await,
+            "a 2xx while the database is down"
+        );
+    }
+    assert_eq!(
+        client
+            .get(&ingress.url("/readyz"))
+            .await
+            .expect("answer")
+            .status,
+        503
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    let restarting = Arc::clone(&cluster);
+    tokio::task::spawn_blocking(move || restarting.start_server())
+        .await
+        .expect("restart the server");
+    wait_until("ingress ready again", Duration::from_secs(30), async || {
+        client
+            .get(&ingress.url("/readyz"))
+            .await
+            .is_ok_and(|answer| answer.status == 200)
+    })
+    .await;
+    stop.store(true, Ordering::SeqCst);
+    for sender in senders {
+        sender.await.expect("sender");
+    }
+
+    // The provider redelivers everything not answered 2xx, and the events never sent.
+    let mut redeliver: Vec<usize> = std::mem::take(&mut *unacknowledged.lock().expect("lock"));
+    redeliver.extend(next.load(Ordering::SeqCst).min(ORDERS)..ORDERS);
+    redeliver.push(down_order);
+    for order in redeliver {
+        wait_until(
+            "a redelivery answered 2xx",
+            Duration::from_secs(20),
+            async || deliver(&client, &url, order).await,
+        )
+        .await;
+        acknowledged.lock().expect("lock").push(event(order).0);
+    }
+    wait_until("every receipt done", Duration::from_secs(60), async || {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM receipts WHERE status <> 'done'")
+            .fetch_one(&pool)
+            .await
+            .is_ok_and(|count| count == 0)
+    })
+    .await;
+
+    let acknowledged = acknowledged.lock().expect("lock").clone();
+    let audit = soak::audit(&pool, &acknowledged).await;
+    assert_eq!(audit.acked_missing, 0, "{audit:?}");
+    assert_eq!(audit.receipts, ORDERS as i64, "{audit:?}");
+    assert_eq!(audit.orders_paid, ORDERS as i64, "{audit:?}");
+    assert_eq!(audit.duplicate_transitions, 0, "{audit:?}");
+    assert_eq!(audit.max_intents_per_operation, 1, "{audit:?}");
+    assert_eq!(audit.transitions_without_one_intent, 0, "{audit:?}");
+    assert_eq!(
+        worker.wait_exit(Duration::from_millis(100)),
+        None,
+        "the worker rode out the restart"
+    );
+    assert!(
+        worker
+            .logs()
+            .iter()
+            .any(|line| line.contains("\"level\":\"WARN\"") || line.contains("\"level\":\"ERROR\"")),
+        "the worker logged the outage"
+    );
+}
