@@ -3,7 +3,8 @@
 //! event ids for paid orders, refunds that often overtake their payment), a worker
 //! SIGKILLed and restarted every few seconds, and one database outage mid-run. The load
 //! redelivers whatever was not answered 2xx, as a provider does. At the end SQL checks
-//! what must hold and [`SoakReport::summary`] prints it on one line.
+//! what must hold, every log line and metrics page is scanned for secrets, signatures and
+//! payload fields, and [`SoakReport::summary`] prints it all on one line.
 //!
 //! `make soak` runs it from the `inbound-soak` binary; the suite runs a short one.
 
@@ -13,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rand::Rng;
-use sqlx::PgPool;
+use sqlx::{PgConnection, PgPool};
 
 use crate::domain::{self, TENANT};
 use crate::fixtures;
@@ -35,6 +36,10 @@ pub struct SoakOptions {
     pub workers: usize,
     /// Concurrent HTTP senders.
     pub connections: usize,
+    /// Deliveries per second across all senders: a provider's pace that the workers can
+    /// keep up with, not a benchmark's (a backlog that only grows would make "nothing
+    /// stuck after lease + 30 s" a test of capacity instead of correctness).
+    pub rate: u32,
     /// Time between worker kills.
     pub kill_every: Duration,
     /// How long the database is cut away, once, mid-run.
@@ -55,6 +60,7 @@ impl SoakOptions {
             ingresses: 2,
             workers: 3,
             connections: 64,
+            rate: 400,
             kill_every: Duration::from_secs(3),
             outage: Duration::from_secs(3),
             lease_secs: 5,
@@ -70,6 +76,7 @@ impl SoakOptions {
             ingresses: 2,
             workers: 2,
             connections: 16,
+            rate: 150,
             kill_every: Duration::from_secs(2),
             outage: Duration::from_secs(2),
             lease_secs: 2,
@@ -116,8 +123,9 @@ pub struct SoakReport {
     pub kills: u64,
     /// Seconds the database was cut away.
     pub outage_secs: f64,
-    /// Log lines holding a secret, a signature or a payload field (must be 0).
-    pub log_leaks: u64,
+    /// Log lines and metric lines holding a secret, a signature or a payload field
+    /// (must be 0).
+    pub leaks: u64,
 }
 
 impl SoakReport {
@@ -127,7 +135,7 @@ impl SoakReport {
             "soak {}s: sent={} 2xx={} 503={} no_answer={} other_status={} \
              never_acknowledged={} receipts={} orders_paid={} duplicate_transitions={} intents_per_operation={} \
              transitions_without_one_intent={} acked_missing={} stuck_after_lease_plus_30s={} \
-             kills_survived={} outage_secs={:.1} log_leaks={}",
+             kills_survived={} outage_secs={:.1} leaks={}",
             self.seconds,
             self.sent,
             self.ok,
@@ -144,7 +152,7 @@ impl SoakReport {
             self.stuck,
             self.kills,
             self.outage_secs,
-            self.log_leaks,
+            self.leaks,
         )
     }
 
@@ -160,7 +168,7 @@ impl SoakReport {
             ),
             ("acked_missing", self.acked_missing),
             ("stuck", self.stuck),
-            ("log_leaks", self.log_leaks as i64),
+            ("leaks", self.leaks as i64),
         ];
         let mut broken: Vec<String> = must_be_zero
             .iter()
@@ -322,6 +330,7 @@ pub async fn run(options: &SoakOptions) -> SoakReport {
         .map(|index| {
             tokio::spawn(send_loop(
                 ingress_urls[index % ingress_urls.len()].clone(),
+                options.connections as f64 / f64::from(options.rate.max(1)),
                 Arc::clone(&provider),
                 Arc::clone(&counters),
                 Arc::clone(&load_over),
@@ -366,17 +375,42 @@ pub async fn run(options: &SoakOptions) -> SoakReport {
             provider.unacknowledged.len() as u64,
         )
     };
-    let audit = audit(&pool, &acknowledged).await;
-    let log_leaks = {
+    let (logs, metrics_urls) = {
         let fleet = fleet.lock().expect("fleet");
-        let logs = fleet
+        let live: Vec<&Service> = fleet
             .ingress
             .iter()
             .chain(fleet.workers.iter().flatten())
+            .collect();
+        let logs: Vec<String> = live
+            .iter()
+            .copied()
             .chain(fleet.dead.iter())
-            .flat_map(|service| service.logs());
-        count_leaks(logs)
+            .flat_map(|service| service.logs())
+            .collect();
+        let urls: Vec<String> = live
+            .iter()
+            .map(|service| service.metrics_url("/metrics"))
+            .collect();
+        (logs, urls)
     };
+    let mut metric_lines = Vec::new();
+    let client = HttpClient::new();
+    for url in metrics_urls {
+        if let Ok(answer) = client.get(&url).await {
+            metric_lines.extend(
+                String::from_utf8_lossy(&answer.body)
+                    .lines()
+                    .map(str::to_owned),
+            );
+        }
+    }
+    let leaks = count_leaks(logs.into_iter().chain(metric_lines));
+    // Nothing moves while the database is audited.
+    tokio::task::spawn_blocking(move || drop(fleet))
+        .await
+        .expect("stop the fleet");
+    let audit = audit(&pool, &acknowledged).await;
     SoakReport {
         seconds,
         sent: counters.sent.load(Ordering::SeqCst),
@@ -395,7 +429,7 @@ pub async fn run(options: &SoakOptions) -> SoakReport {
         stuck_examples: audit.stuck_examples,
         kills,
         outage_secs,
-        log_leaks,
+        leaks,
     }
 }
 
@@ -470,13 +504,17 @@ const DRAIN_LIMIT: Duration = Duration::from_secs(60);
 /// [`DRAIN_LIMIT`] passed: what is left is reported as never acknowledged).
 async fn send_loop(
     url: String,
+    seconds_between_sends: f64,
     provider: Arc<Mutex<Provider>>,
     counters: Arc<Counters>,
     load_over: Arc<AtomicBool>,
 ) {
     let client = HttpClient::new();
+    let mut pace = tokio::time::interval(Duration::from_secs_f64(seconds_between_sends));
+    pace.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut drain_started: Option<Instant> = None;
     loop {
+        pace.tick().await;
         let retry_only = load_over.load(Ordering::SeqCst);
         if retry_only && drain_started.get_or_insert_with(Instant::now).elapsed() > DRAIN_LIMIT {
             return;
@@ -556,16 +594,17 @@ async fn kill_loop(
 }
 
 async fn pending(pool: &PgPool) -> i64 {
+    let mut conn = pool.acquire().await.expect("connection");
     scalar(
-        pool,
+        &mut conn,
         "SELECT count(*) FROM receipts WHERE status = 'pending'",
     )
     .await
 }
 
-async fn scalar(pool: &PgPool, sql: &'static str) -> i64 {
+async fn scalar(conn: &mut PgConnection, sql: &'static str) -> i64 {
     sqlx::query_scalar(sql)
-        .fetch_one(pool)
+        .fetch_one(conn)
         .await
         .expect("audit query")
 }
@@ -595,60 +634,68 @@ pub struct Audit {
 /// Checks the reference domain after a run in which `acknowledged` event ids (of
 /// `stripe-acme`) were answered 2xx.
 pub async fn audit(pool: &PgPool, acknowledged: &[String]) -> Audit {
+    // One snapshot for every count, so they agree with each other.
+    let mut snapshot = pool.begin().await.expect("begin audit");
+    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        .execute(&mut *snapshot)
+        .await
+        .expect("snapshot");
+    let conn = &mut *snapshot;
     let applied_payments = scalar(
-        pool,
+        conn,
         "SELECT count(*) FROM receipts WHERE outcome = 'applied' AND event_type = 'payment_intent.succeeded'",
     )
     .await;
     let applied_refunds = scalar(
-        pool,
+        conn,
         "SELECT count(*) FROM receipts WHERE outcome = 'applied' AND event_type = 'charge.refunded'",
     )
     .await;
     let orders_paid = scalar(
-        pool,
+        conn,
         "SELECT count(*) FROM orders WHERE status IN ('paid', 'refunded')",
     )
     .await;
     let orders_refunded = scalar(
-        pool,
+        conn,
         "SELECT count(*) FROM orders WHERE status = 'refunded'",
     )
     .await;
-    let intents = scalar(pool, "SELECT count(*) FROM effects").await;
+    let intents = scalar(conn, "SELECT count(*) FROM effects").await;
     let acked_missing = sqlx::query_scalar(
         "SELECT count(*) FROM unnest($1::text[]) AS acked(event_id)
          WHERE NOT EXISTS (SELECT 1 FROM receipts r
                            WHERE r.integration = 'stripe-acme' AND r.event_id = acked.event_id)",
     )
     .bind(acknowledged)
-    .fetch_one(pool)
+    .fetch_one(&mut *conn)
     .await
     .expect("acked-but-missing");
     Audit {
-        receipts: scalar(pool, "SELECT count(*) FROM receipts").await,
+        receipts: scalar(conn, "SELECT count(*) FROM receipts").await,
         orders_paid,
         duplicate_transitions: (applied_payments - orders_paid)
             + (applied_refunds - orders_refunded),
         max_intents_per_operation: scalar(
-            pool,
+            conn,
             "SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM effects GROUP BY operation_key) AS per_key",
         )
         .await,
         transitions_without_one_intent: (applied_payments + applied_refunds - intents).abs(),
         acked_missing,
-        stuck: scalar(pool, "SELECT count(*) FROM receipts WHERE status <> 'done'").await,
+        stuck: scalar(conn, "SELECT count(*) FROM receipts WHERE status <> 'done'").await,
         stuck_examples: sqlx::query_scalar(
             "SELECT concat_ws(' ', event_id, event_type, status, outcome_reason) FROM receipts
              WHERE status <> 'done' ORDER BY id LIMIT 5",
         )
-        .fetch_all(pool)
+        .fetch_all(&mut *conn)
         .await
         .expect("stuck examples"),
     }
 }
 
-/// Log lines that hold a configured secret, a Stripe signature, or a payload field.
+/// Lines (of a log or a metrics page) that hold a configured secret, a Stripe
+/// signature, or a payload field.
 pub fn count_leaks(lines: impl Iterator<Item = String>) -> u64 {
     const PAYLOAD_FIELDS: &[&str] = &["amount_received", "metadata", "\"livemode\""];
     let mut leaks = 0;

@@ -21,6 +21,9 @@ struct Args {
     /// Concurrent HTTP senders.
     #[arg(long, default_value_t = 64)]
     connections: usize,
+    /// Deliveries per second, all senders together.
+    #[arg(long, default_value_t = 400)]
+    rate: u32,
     /// Seconds between worker SIGKILLs.
     #[arg(long, default_value_t = 3)]
     kill_every_secs: u64,
@@ -36,6 +39,7 @@ async fn main() -> std::process::ExitCode {
         ingresses: args.ingresses.max(1),
         workers: args.workers.max(1),
         connections: args.connections.max(1),
+        rate: args.rate.max(1),
         kill_every: Duration::from_secs(args.kill_every_secs.max(1)),
         outage: Duration::from_secs(args.outage_secs),
         ..SoakOptions::full(Duration::from_secs(args.duration_secs.max(4)))
