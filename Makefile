@@ -4,7 +4,7 @@ CARGO ?= cargo
 # Crash-table fixtures need the failpoints feature; release builds never enable it.
 TEST_FEATURES := --features inbound-service/failpoints
 
-.PHONY: run demo test lint fmt build release bench-ingress bench-worker deploy-check check-metrics postgres
+.PHONY: run demo test soak fuzz deny lint fmt build release bench-ingress bench-worker deploy-check check-metrics postgres
 
 ## Everything up locally: PostgreSQL, database, example config and secrets, ingress and worker.
 run:
@@ -23,9 +23,33 @@ test: postgres
 		$(CARGO) test --workspace $(TEST_FEATURES) --no-fail-fast; \
 	fi
 
+## The chaos soak on release builds: `make soak DURATION=120` (seconds, default 60).
+DURATION ?= 60
+soak: postgres
+	$(CARGO) build --release -p inbound-ingress -p inbound-worker -p inbound-tests --bins
+	INBOUND_BIN_DIR=$${CARGO_TARGET_DIR:-target}/release \
+		$${CARGO_TARGET_DIR:-target}/release/inbound-soak --duration-secs $(DURATION)
+
+## Each cargo-fuzz target for FUZZ_SECS seconds on stable (sanitizer off; fuzz/README.md).
+FUZZ_SECS ?= 60
+FUZZ_TARGETS := verify verify_signed extract
+fuzz:
+	@command -v cargo-fuzz >/dev/null 2>&1 || $(CARGO) install --locked cargo-fuzz
+	cd fuzz && for target in $(FUZZ_TARGETS); do \
+		mkdir -p corpus/$$target && \
+		$(CARGO) fuzz run --sanitizer none $$target corpus/$$target -- \
+			-max_total_time=$(FUZZ_SECS) -print_final_stats=1 || exit 1; \
+	done
+
+## Licenses, bans and sources of every dependency (advisories need the network).
+deny:
+	@command -v cargo-deny >/dev/null 2>&1 || $(CARGO) install --locked cargo-deny
+	$(CARGO) deny check licenses bans sources
+
 ## Formatting and clippy with warnings as errors.
 lint:
 	$(CARGO) fmt --all -- --check
+	rustfmt --edition 2024 --check fuzz/fuzz_targets/*.rs
 	$(CARGO) clippy --workspace --all-targets $(TEST_FEATURES) -- -D warnings
 
 fmt:
