@@ -12,6 +12,7 @@ use inbound_service::ops;
 use sqlx::PgPool;
 use tokio::time::Instant;
 
+use crate::group_commit::GroupCommit;
 use crate::receive::{self, Details};
 use crate::reply::{Body, Reply};
 use crate::telemetry;
@@ -31,24 +32,33 @@ pub struct AppSettings {
 pub struct App {
     config: Arc<Config>,
     pool: PgPool,
+    group_commit: GroupCommit,
     clock: Arc<dyn Clock>,
     settings: AppSettings,
 }
 
 impl App {
-    /// Builds the application over a validated config and a (lazy) pool.
+    /// Builds the application over a validated config, a (lazy) pool and the group
+    /// commit that writes receipts through it.
     pub fn new(
         config: Arc<Config>,
         pool: PgPool,
+        group_commit: GroupCommit,
         clock: Arc<dyn Clock>,
         settings: AppSettings,
     ) -> Self {
         Self {
             config,
             pool,
+            group_commit,
             clock,
             settings,
         }
+    }
+
+    /// Where receipts are committed.
+    pub fn group_commit(&self) -> &GroupCommit {
+        &self.group_commit
     }
 
     /// The database pool.

@@ -10,6 +10,7 @@ use clap::Parser;
 use inbound_core::clock::SystemClock;
 use inbound_core::config::Config;
 use inbound_core::store::{self, PoolSettings};
+use inbound_ingress::group_commit::{GroupCommit, GroupCommitSettings};
 use inbound_ingress::telemetry;
 use inbound_ingress::{App, AppSettings};
 use inbound_service::args::CommonArgs;
@@ -42,6 +43,12 @@ struct Cli {
     /// Connections served at once.
     #[arg(long, env = "INBOUND_MAX_CONNECTIONS", default_value_t = 1024)]
     max_connections: usize,
+    /// Most receipts committed in one statement (group commit).
+    #[arg(long, env = "INBOUND_COMMIT_BATCH_MAX", default_value_t = 64)]
+    commit_batch_max: usize,
+    /// Group-commit statements in flight at once (each holds a pooled connection).
+    #[arg(long, env = "INBOUND_COMMIT_CONCURRENCY", default_value_t = 4)]
+    commit_concurrency: usize,
 }
 
 #[tokio::main]
@@ -75,9 +82,20 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         database_timeout: acquire_timeout + statement_timeout,
         readiness_timeout: Duration::from_secs(1),
     };
+    let group_commit = GroupCommit::start(
+        pool.clone(),
+        GroupCommitSettings {
+            max_batch: cli.commit_batch_max,
+            // Leave a connection for /readyz.
+            committers: cli
+                .commit_concurrency
+                .min(cli.db_max_connections.saturating_sub(1).max(1) as usize),
+        },
+    );
     let app = Arc::new(App::new(
         Arc::new(config),
         pool,
+        group_commit,
         Arc::new(SystemClock),
         settings,
     ));

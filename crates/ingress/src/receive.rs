@@ -2,7 +2,8 @@
 //! (404) → body limit (413, even unsigned) → signature and freshness (401) → media type
 //! (415: a declared type other than JSON, or any content coding) → shape, event id and
 //! type (400) → scope (403) → route (200 ignored) → commit → 200. Nothing answers
-//! 2xx for an event until [`store::insert_receipt`] has returned, i.e. committed.
+//! 2xx for an event until its batch's [`inbound_core::store::insert_receipts`] has returned, i.e.
+//! committed.
 
 use bytes::Bytes;
 use http::request::Parts;
@@ -12,7 +13,7 @@ use inbound_core::config::Integration;
 use inbound_core::event::{self, Delivery, ExtractError};
 use inbound_core::headers::Headers;
 use inbound_core::keys::EventId;
-use inbound_core::store::{self, InsertOutcome, NewReceipt};
+use inbound_core::store::{InsertOutcome, NewReceipt};
 use inbound_core::verify::{self, VerifyContext};
 use inbound_service::failpoint;
 use tokio::time::Instant;
@@ -154,22 +155,17 @@ async fn read_body(
     }
 }
 
-/// Commits the receipt within the database deadline. `Err` carries a reason for the log;
-/// the caller answers 503 and the provider redelivers (then `accepted` or `duplicate`).
+/// Commits the receipt (with whatever else is waiting: group commit) within the database
+/// deadline. `Err` carries a reason for the log; the caller answers 503 and the provider
+/// redelivers (then `accepted` or `duplicate`).
 async fn commit_receipt(
     app: &App,
     receipt: NewReceipt<'_>,
     deadline: Instant,
 ) -> Result<InsertOutcome, String> {
     let database_deadline = deadline.min(Instant::now() + app.settings().database_timeout);
-    let attempt = async {
-        let mut connection = app.pool().acquire().await?;
-        failpoint::hit("before_receipt_commit");
-        store::insert_receipt(&mut connection, receipt).await
-    };
-    match tokio::time::timeout_at(database_deadline, attempt).await {
-        Ok(Ok(outcome)) => Ok(outcome),
-        Ok(Err(error)) => Err(format!("database: {error}")),
+    match tokio::time::timeout_at(database_deadline, app.group_commit().commit(&receipt)).await {
+        Ok(outcome) => outcome,
         Err(_elapsed) => Err("the database did not confirm the commit in time".to_owned()),
     }
 }

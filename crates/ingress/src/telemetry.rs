@@ -9,6 +9,12 @@ pub const REQUESTS_TOTAL: &str = "inbound_ingress_requests_total";
 /// Histogram: webhook request duration by integration, in seconds.
 pub const REQUEST_DURATION_SECONDS: &str = "inbound_ingress_request_duration_seconds";
 
+/// Histogram: receipts per group-commit statement.
+pub const COMMIT_BATCH_SIZE: &str = "inbound_ingress_commit_batch_size";
+
+/// Buckets for batch sizes, up to the largest `--commit-batch-max` worth having.
+const BATCH_SIZE_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0];
+
 /// Buckets for request durations: a commit is milliseconds; the tail is the timeouts.
 const DURATION_BUCKETS_SECONDS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
@@ -16,10 +22,10 @@ const DURATION_BUCKETS_SECONDS: &[f64] = &[
 
 /// Installs the global Prometheus recorder and describes every metric (HELP text).
 pub fn install_metrics() -> anyhow::Result<PrometheusHandle> {
-    let handle = inbound_service::ops::install_recorder(&[(
-        REQUEST_DURATION_SECONDS,
-        DURATION_BUCKETS_SECONDS,
-    )])?;
+    let handle = inbound_service::ops::install_recorder(&[
+        (REQUEST_DURATION_SECONDS, DURATION_BUCKETS_SECONDS),
+        (COMMIT_BATCH_SIZE, BATCH_SIZE_BUCKETS),
+    ])?;
     metrics::describe_counter!(
         REQUESTS_TOTAL,
         "Webhook requests answered, by integration (\"unknown\" for unknown ids) and outcome."
@@ -29,7 +35,16 @@ pub fn install_metrics() -> anyhow::Result<PrometheusHandle> {
         metrics::Unit::Seconds,
         "Time from request start to answer, by integration."
     );
+    metrics::describe_histogram!(
+        COMMIT_BATCH_SIZE,
+        "Receipts written per group-commit statement (one commit each)."
+    );
     Ok(handle)
+}
+
+/// Records the size of one group-commit batch.
+pub fn record_commit_batch(receipts: usize) {
+    metrics::histogram!(COMMIT_BATCH_SIZE).record(receipts as f64);
 }
 
 /// Records one answered webhook request.

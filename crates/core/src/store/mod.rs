@@ -18,7 +18,7 @@ pub mod orders;
 pub mod queue;
 pub mod receipts;
 
-pub use receipts::{InsertOutcome, NewReceipt, insert_receipt};
+pub use receipts::{InsertOutcome, NewReceipt, insert_receipt, insert_receipts};
 
 use std::time::Duration;
 

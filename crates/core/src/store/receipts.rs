@@ -1,4 +1,7 @@
-//! Acceptance: the single statement that makes a receipt durable.
+//! Acceptance: the single statement that makes a receipt durable — one receipt, or a
+//! batch of them gathered by the ingress (group commit).
+
+use std::collections::{HashMap, HashSet};
 
 use sqlx::PgConnection;
 
@@ -61,4 +64,68 @@ pub async fn insert_receipt(
         Some((id,)) => InsertOutcome::Accepted(ReceiptId(id)),
         None => InsertOutcome::Duplicate,
     })
+}
+
+/// Accepts several receipts in one autocommitted statement (group commit): each new
+/// receipt key gets a receipt and its queue row, a key already present gets nothing.
+/// The answer is in input order. A key repeated within `receipts` is inserted once: its
+/// first occurrence is `Accepted`, the later ones `Duplicate`. When this returns `Ok`,
+/// every outcome is durable; on `Err` nothing may be acknowledged for any of them.
+pub async fn insert_receipts<'a>(
+    conn: &mut PgConnection,
+    receipts: &[NewReceipt<'a>],
+) -> Result<Vec<InsertOutcome>, sqlx::Error> {
+    // Only the first occurrence of each key is sent; the later ones are duplicates.
+    let mut seen = HashSet::with_capacity(receipts.len());
+    let unique: Vec<usize> = (0..receipts.len())
+        .filter(|&index| {
+            let receipt = &receipts[index];
+            seen.insert((receipt.source_scope.as_str(), receipt.event_id.as_str()))
+        })
+        .collect();
+    let column = |field: fn(&NewReceipt<'a>) -> &'a str| -> Vec<&'a str> {
+        unique
+            .iter()
+            .map(|&index| field(&receipts[index]))
+            .collect()
+    };
+    let inserted: Vec<(i64, i64)> = sqlx::query_as(
+        "WITH input AS (
+             SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[])
+                 WITH ORDINALITY AS input (integration, source_scope, event_id, event_type, route_key, payload, position)
+         ), inserted AS (
+             INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key, payload)
+             SELECT integration, source_scope, event_id, event_type, route_key, payload::jsonb
+             FROM input ORDER BY position
+             ON CONFLICT (source_scope, event_id) DO NOTHING
+             RETURNING id, integration, source_scope, event_id, received_at
+         ), queued AS (
+             INSERT INTO receipt_queue (receipt_id, integration, visible_at, enqueued_at)
+             SELECT id, integration, received_at, received_at FROM inserted
+         )
+         SELECT input.position, inserted.id
+         FROM inserted JOIN input USING (source_scope, event_id)",
+    )
+    .bind(column(|receipt| receipt.integration))
+    .bind(column(|receipt| receipt.source_scope.as_str()))
+    .bind(column(|receipt| receipt.event_id.as_str()))
+    .bind(column(|receipt| receipt.event_type))
+    .bind(column(|receipt| receipt.route_key))
+    .bind(column(|receipt| receipt.payload_json))
+    .fetch_all(&mut *conn)
+    .await?;
+    // `position` is 1-based over `unique`.
+    let mut accepted: HashMap<usize, i64> = inserted
+        .into_iter()
+        .filter_map(|(position, id)| {
+            let position = usize::try_from(position).ok()?.checked_sub(1)?;
+            Some((unique[position], id))
+        })
+        .collect();
+    Ok((0..receipts.len())
+        .map(|index| match accepted.remove(&index) {
+            Some(id) => InsertOutcome::Accepted(ReceiptId(id)),
+            None => InsertOutcome::Duplicate,
+        })
+        .collect())
 }

@@ -1,0 +1,216 @@
+//! Group commit at the ingress: one multi-row statement for many concurrent receipts,
+//! each request answered from its batch — accepted or duplicate once committed, 503 for
+//! every member when the batch fails.
+//!
+//! The HTTP tests run the ingress with one committer and stall the database through the
+//! proxy, so that requests pile up behind a commit that cannot finish: what happens to
+//! that pile is then deterministic.
+
+use std::time::Duration;
+
+use inbound_core::keys::{EventId, SourceScope};
+use inbound_core::store::{self, InsertOutcome, NewReceipt};
+use inbound_tests::fixtures::{self, Provider, Variant};
+use inbound_tests::http::{Answer, HttpClient};
+use inbound_tests::proxy::{DbProxy, database_addr};
+use inbound_tests::{Service, TestDatabase};
+
+#[tokio::test]
+async fn a_batch_answers_in_order_with_duplicates_inside_and_outside_it() {
+    let database = TestDatabase::create().await;
+    let scope = SourceScope::from_parts(["stripe-acme", "acct_1", "live"]);
+    let ids: Vec<EventId> = ["evt_old", "evt_a", "evt_b"]
+        .into_iter()
+        .map(EventId::new)
+        .collect();
+    fn receipt<'a>(scope: &'a SourceScope, event_id: &'a EventId) -> NewReceipt<'a> {
+        NewReceipt {
+            integration: "stripe-acme",
+            source_scope: scope,
+            event_id,
+            event_type: "payment_intent.succeeded",
+            route_key: "payment_intent.succeeded",
+            payload_json: r#"{"id":"x"}"#,
+        }
+    }
+    let mut connection = database.pool().acquire().await.expect("connection");
+    let old = store::insert_receipt(&mut connection, receipt(&scope, &ids[0]))
+        .await
+        .expect("insert");
+    assert!(matches!(old, InsertOutcome::Accepted(_)));
+
+    let batch = [
+        receipt(&scope, &ids[1]),
+        receipt(&scope, &ids[0]),
+        receipt(&scope, &ids[1]),
+        receipt(&scope, &ids[2]),
+    ];
+    let outcomes = store::insert_receipts(&mut connection, &batch)
+        .await
+        .expect("insert batch");
+    assert!(
+        matches!(outcomes[0], InsertOutcome::Accepted(_)),
+        "{outcomes:?}"
+    );
+    assert_eq!(outcomes[1], InsertOutcome::Duplicate, "already present");
+    assert_eq!(
+        outcomes[2],
+        InsertOutcome::Duplicate,
+        "repeated in the batch"
+    );
+    assert!(
+        matches!(outcomes[3], InsertOutcome::Accepted(_)),
+        "{outcomes:?}"
+    );
+    assert_ne!(
+        outcomes[0], outcomes[3],
+        "each accepted receipt has its own id"
+    );
+    let queued: i64 = sqlx::query_scalar("SELECT count(*) FROM receipt_queue")
+        .fetch_one(database.pool())
+        .await
+        .expect("count");
+    assert_eq!(database.receipt_count().await, 3);
+    assert_eq!(queued, 3, "every new receipt is queued with it");
+    // The ids line up with the keys they were answered for.
+    for (outcome, event_id) in [(outcomes[0], "evt_a"), (outcomes[3], "evt_b")] {
+        let InsertOutcome::Accepted(id) = outcome else {
+            unreachable!()
+        };
+        let stored: String = sqlx::query_scalar("SELECT event_id FROM receipts WHERE id = $1")
+            .bind(id.0)
+            .fetch_one(database.pool())
+            .await
+            .expect("receipt");
+        assert_eq!(stored, event_id);
+    }
+}
+
+struct Harness {
+    database: TestDatabase,
+    proxy: DbProxy,
+    ingress: Service,
+}
+
+async fn start() -> Harness {
+    let database = TestDatabase::create().await;
+    let proxy = DbProxy::start(database_addr(database.url())).await;
+    let mut options = fixtures::ingress_options(&proxy.rewrite_url(database.url()));
+    options.args = [
+        "--commit-concurrency",
+        "1",
+        "--db-statement-timeout-ms",
+        "4000",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let ingress = Service::ingress(&options);
+    Harness {
+        database,
+        proxy,
+        ingress,
+    }
+}
+
+impl Harness {
+    async fn deliver(&self, event_id: &str) -> Answer {
+        let (headers, body) = Provider::Stripe.request(Variant::Routed(event_id));
+        HttpClient::new()
+            .post(&self.ingress.webhook_url("stripe-acme"), &headers, body)
+            .await
+            .expect("an answer")
+    }
+
+    /// With the database stalled: the first request's commit hangs, the rest queue.
+    async fn pile_up(&self, count: usize) -> Vec<tokio::task::JoinHandle<Answer>> {
+        // A warm connection, so the stall catches a statement rather than a connect.
+        assert_eq!(self.deliver("evt_warm").await.status, 200);
+        self.proxy.stall();
+        let pile = (0..count)
+            .map(|index| {
+                let url = self.ingress.webhook_url("stripe-acme");
+                let (headers, body) = Provider::Stripe.request(Variant::Routed(&format!(
+                    "evt_pile_{}",
+                    index % (count - 2)
+                )));
+                tokio::spawn(async move {
+                    HttpClient::new()
+                        .post(&url, &headers, body)
+                        .await
+                        .expect("an answer")
+                })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        pile
+    }
+
+    async fn batches(&self) -> (f64, f64) {
+        let page = HttpClient::new()
+            .get(&self.ingress.metrics_url("/metrics"))
+            .await
+            .expect("metrics");
+        let text = String::from_utf8_lossy(&page.body).into_owned();
+        let value = |name: &str| -> f64 {
+            text.lines()
+                .find_map(|line| line.strip_prefix(name))
+                .and_then(|rest| rest.trim().parse().ok())
+                .unwrap_or(0.0)
+        };
+        (
+            value("inbound_ingress_commit_batch_size_count"),
+            value("inbound_ingress_commit_batch_size_sum"),
+        )
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_waiting_behind_a_commit_share_the_next_one() {
+    let harness = start().await;
+    // 20 requests for 18 distinct events: two are repeats within the pile.
+    let pile = harness.pile_up(20).await;
+    harness.proxy.restore();
+    let mut accepted = 0;
+    let mut duplicate = 0;
+    for request in pile {
+        let answer = request.await.expect("request");
+        assert_eq!(answer.status, 200, "{answer:?}");
+        match answer.json["status"].as_str() {
+            Some("accepted") => accepted += 1,
+            Some("duplicate") => duplicate += 1,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!((accepted, duplicate), (18, 2));
+    assert_eq!(
+        harness.database.receipt_count().await,
+        19,
+        "18 + the warm-up"
+    );
+    let (statements, receipts) = harness.batches().await;
+    assert_eq!(receipts, 21.0, "every request went through a batch");
+    assert!(
+        statements <= 4.0,
+        "the pile was committed together: {statements} statements for 21 receipts"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_batch_answers_503_to_every_member() {
+    let harness = start().await;
+    let pile = harness.pile_up(12).await;
+    harness.proxy.cut();
+    for request in pile {
+        let answer = request.await.expect("request");
+        assert_eq!(answer.status, 503, "{answer:?}");
+        assert!(answer.headers.contains_key("retry-after"));
+    }
+    harness.proxy.restore();
+    assert_eq!(
+        harness.database.receipt_count().await,
+        1,
+        "only the warm-up"
+    );
+    let again = harness.deliver("evt_pile_0").await;
+    assert_eq!(again.json["status"], "accepted", "the refused event is new");
+}
