@@ -44,10 +44,10 @@ struct Cli {
     #[arg(long, env = "INBOUND_MAX_CONNECTIONS", default_value_t = 1024)]
     max_connections: usize,
     /// Most receipts committed in one statement (group commit).
-    #[arg(long, env = "INBOUND_COMMIT_BATCH_MAX", default_value_t = 64)]
+    #[arg(long, env = "INBOUND_COMMIT_BATCH_MAX", default_value_t = 128)]
     commit_batch_max: usize,
     /// Group-commit statements in flight at once (each holds a pooled connection).
-    #[arg(long, env = "INBOUND_COMMIT_CONCURRENCY", default_value_t = 4)]
+    #[arg(long, env = "INBOUND_COMMIT_CONCURRENCY", default_value_t = 2)]
     commit_concurrency: usize,
 }
 
