@@ -164,6 +164,8 @@ pub async fn order_with_pending_payment(pool: &PgPool, config: &Config) -> i64 {
 pub fn settings() -> WorkerSettings {
     WorkerSettings {
         concurrency: 8,
+        // Batches of up to 4: steps with more than 8 receipts complete them together.
+        batch_size: 4,
         effect_concurrency: 8,
         lease: Duration::from_secs(30),
         poll_interval: Duration::from_millis(50),

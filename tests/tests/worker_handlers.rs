@@ -8,7 +8,7 @@ use inbound_core::handlers::Transition;
 use inbound_core::store::{admin, queue};
 use inbound_tests::TestDatabase;
 use inbound_tests::domain::{self, charge, invoice, payment_intent, stripe_event};
-use inbound_worker::process::{Attempt, process};
+use inbound_worker::process::{Attempt, process, process_batch};
 use inbound_worker::{Step, run_once};
 
 async fn step(worker: &std::sync::Arc<inbound_worker::Worker>) -> Vec<Attempt> {
@@ -454,6 +454,78 @@ async fn a_worker_whose_lease_was_taken_over_cannot_complete() {
     assert_eq!(
         domain::receipt_state(pool, stale.receipt_id).await.0,
         "done"
+    );
+}
+
+/// One batch, one transaction, a savepoint per receipt: a receipt whose order does not
+/// exist yet and one whose lease was taken over each roll back alone; the others commit.
+#[tokio::test]
+async fn a_batch_commits_its_good_receipts_and_rolls_back_each_failure_alone() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let config = domain::config();
+    for (order, payment) in [("o1", "pi_1"), ("o2", "pi_2"), ("o3", "pi_3")] {
+        domain::seed_order(pool, order, payment, 1000, "usd").await;
+    }
+    accept_succeeded(pool, &config, "evt_1", "pi_1", "o1", 1000, "usd").await;
+    let missing = accept_succeeded(pool, &config, "evt_9", "pi_9", "o9", 1000, "usd").await;
+    let taken_over = accept_succeeded(pool, &config, "evt_2", "pi_2", "o2", 1000, "usd").await;
+    accept_succeeded(pool, &config, "evt_3", "pi_3", "o3", 1000, "usd").await;
+
+    let mut connection = pool.acquire().await.expect("conn");
+    let batch = queue::claim_batch(&mut connection, 10, Duration::from_secs(30), "w", None)
+        .await
+        .expect("claim");
+    assert_eq!(batch.len(), 4);
+    // Another worker took over evt_2's lease meanwhile.
+    sqlx::query("UPDATE receipt_queue SET lease_token = lease_token + 1 WHERE receipt_id = $1")
+        .bind(taken_over)
+        .execute(&mut *connection)
+        .await
+        .expect("take over");
+    drop(connection);
+
+    let worker = domain::worker(pool, domain::settings());
+    let attempts = process_batch(&worker, batch).await;
+    assert!(
+        matches!(attempts[0], Attempt::Committed(Transition::Applied { .. })),
+        "{attempts:?}"
+    );
+    assert!(
+        matches!(attempts[1], Attempt::Retrying { .. }),
+        "{attempts:?}"
+    );
+    assert_eq!(attempts[2], Attempt::LeaseLost);
+    assert!(
+        matches!(attempts[3], Attempt::Committed(Transition::Applied { .. })),
+        "{attempts:?}"
+    );
+
+    assert_eq!(domain::order_status(pool, "o1").await, "paid");
+    assert_eq!(domain::order_status(pool, "o2").await, "awaiting_payment");
+    assert_eq!(domain::order_status(pool, "o3").await, "paid");
+    assert_eq!(
+        domain::operation_keys(pool).await,
+        ["order.paid:acme:o1", "order.paid:acme:o3"]
+    );
+    assert_eq!(domain::receipt_state(pool, missing).await.0, "pending");
+    assert_eq!(domain::receipt_state(pool, taken_over).await.0, "pending");
+    let queued: Vec<(i64, Option<String>)> =
+        sqlx::query_as("SELECT receipt_id, last_error FROM receipt_queue ORDER BY receipt_id")
+            .fetch_all(pool)
+            .await
+            .expect("queue");
+    assert_eq!(queued.len(), 2, "{queued:?}");
+    assert!(
+        queued[0]
+            .1
+            .as_deref()
+            .is_some_and(|error| error.contains("does not exist")),
+        "the missing order's retry is recorded: {queued:?}"
+    );
+    assert_eq!(
+        queued[1].1, None,
+        "the taken-over receipt is left to its new holder"
     );
 }
 

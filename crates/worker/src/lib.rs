@@ -2,8 +2,9 @@
 //! transition exactly once.
 //!
 //! - [`runner`]: the claim loops (receipts, effects), their concurrency and drain.
-//! - [`process`]: one claimed receipt: the fenced business transaction and how each
-//!   outcome (applied, duplicate, ignored, quarantined, transient, lease lost) is recorded.
+//! - [`process`]: a batch of claimed receipts completed in one transaction, a savepoint
+//!   each: the fenced business transition and how each outcome (applied, duplicate,
+//!   ignored, quarantined, transient, lease lost) is recorded.
 //! - [`dispatch`]: one effect, one step: deliver, judge a lost attempt, or reconcile.
 //! - [`backoff`]: exponential backoff with jitter.
 //! - [`gauges`]: queue gauges refreshed from index-backed queries.
@@ -28,8 +29,10 @@ pub use runner::{Step, dispatch_once, run, run_once};
 /// How a worker claims and retries.
 #[derive(Debug, Clone)]
 pub struct WorkerSettings {
-    /// Receipts processed at once.
+    /// Business transactions in flight at once.
     pub concurrency: usize,
+    /// Most receipts completed in one business transaction (a savepoint each).
+    pub batch_size: usize,
     /// Effects delivered or reconciled at once.
     pub effect_concurrency: usize,
     /// How long a claim is held before another worker may take it over.

@@ -26,9 +26,13 @@ struct Cli {
     /// Address for /metrics, /healthz and /readyz.
     #[arg(long, env = "INBOUND_METRICS_LISTEN", default_value = "0.0.0.0:9091")]
     metrics_listen: SocketAddr,
-    /// Receipts processed at once.
+    /// Business transactions in flight at once.
     #[arg(long, env = "INBOUND_CONCURRENCY", default_value_t = 8)]
     concurrency: usize,
+    /// Most receipts completed in one business transaction (a savepoint each); 1 commits
+    /// every receipt on its own.
+    #[arg(long, env = "INBOUND_BATCH_SIZE", default_value_t = 16)]
+    batch_size: usize,
     /// Effects delivered or reconciled at once.
     #[arg(long, env = "INBOUND_EFFECT_CONCURRENCY", default_value_t = 8)]
     effect_concurrency: usize,
@@ -112,6 +116,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         registry,
         settings: WorkerSettings {
             concurrency: cli.concurrency,
+            batch_size: cli.batch_size.max(1),
             effect_concurrency: cli.effect_concurrency,
             lease: Duration::from_secs(cli.lease_secs),
             poll_interval: Duration::from_millis(cli.poll_interval_ms),

@@ -1,11 +1,14 @@
-//! One claimed receipt, one attempt.
+//! A batch of claimed receipts, one attempt each, completed in one transaction.
 //!
-//! The business transaction is: fence on the lease token (the queue row is deleted only
-//! if this attempt still holds it, and stays locked until commit) → the handler's
-//! transition → effect intents → the receipt's terminal state → commit. A transient
-//! failure rolls all of it back, then a separate single statement releases the lease with
-//! a backoff delay, or marks the receipt `failed` once attempts are exhausted. Both of
-//! those also name the lease token, so a worker that lost its lease changes nothing.
+//! Each receipt runs inside its own savepoint: fence on the lease token (the queue row is
+//! deleted only if this attempt still holds it, and stays locked until commit) → the
+//! handler's transition → effect intents → the receipt's terminal state. A receipt that
+//! fails (transient error, lost lease, a deadlock with another batch) rolls back to its
+//! savepoint alone; the others commit together, once. After the commit a separate single
+//! statement releases each failed receipt's lease with a backoff delay, or marks it
+//! `failed` once attempts are exhausted. Both name the lease token, so a worker that lost
+//! its lease changes nothing. If the transaction itself fails, nothing of the batch
+//! committed and every member is recorded as a transient failure.
 
 use std::time::Instant;
 
@@ -13,7 +16,7 @@ use inbound_core::handlers::{HandlerError, HandlerInput, Transition};
 use inbound_core::store::effects::{self, SourceEvent};
 use inbound_core::store::queue::{self, ClaimedReceipt, Finish};
 use inbound_service::failpoint;
-use sqlx::Connection;
+use sqlx::{Acquire, PgConnection};
 
 use crate::Worker;
 use crate::backoff::retry_delay;
@@ -69,35 +72,89 @@ impl From<sqlx::Error> for Abort {
     }
 }
 
-/// Processes one claimed receipt and records the attempt's outcome. Errors while
-/// recording a retry are logged: the lease then simply expires and the receipt is
-/// claimed again, so nothing is lost.
+/// Processes one claimed receipt (a batch of one).
 pub async fn process(worker: &Worker, claimed: ClaimedReceipt) -> Attempt {
+    process_batch(worker, vec![claimed])
+        .await
+        .pop()
+        .expect("one attempt per receipt")
+}
+
+/// Processes claimed receipts in one transaction and records each attempt's outcome, in
+/// order. Errors while recording a retry are logged: the lease then simply expires and
+/// the receipt is claimed again, so nothing is lost.
+pub async fn process_batch(worker: &Worker, batch: Vec<ClaimedReceipt>) -> Vec<Attempt> {
     let started = Instant::now();
-    if claimed.reclaimed {
-        metrics::counter!(LEASE_RECLAIMS_TOTAL).increment(1);
-    }
-    let attempt = match apply(worker, &claimed).await {
-        Ok(transition) => Attempt::Committed(transition),
-        Err(Abort::LeaseLost) => Attempt::LeaseLost,
-        Err(Abort::Transient(error)) => record_failure(worker, &claimed, error).await,
+    let reclaimed = batch.iter().filter(|claimed| claimed.reclaimed).count();
+    metrics::counter!(LEASE_RECLAIMS_TOTAL).increment(reclaimed as u64);
+    let results = match apply_batch(worker, &batch).await {
+        Ok(results) => results,
+        // Nothing of the batch committed.
+        Err(error) => batch
+            .iter()
+            .map(|_| Err(Abort::Transient(format!("database: {error}"))))
+            .collect(),
     };
+    let mut attempts = Vec::with_capacity(batch.len());
+    for (claimed, result) in batch.iter().zip(results) {
+        let attempt = match result {
+            Ok(transition) => Attempt::Committed(transition),
+            Err(Abort::LeaseLost) => Attempt::LeaseLost,
+            Err(Abort::Transient(error)) => record_failure(worker, claimed, error).await,
+        };
+        record_attempt(claimed, &attempt, started);
+        attempts.push(attempt);
+    }
+    attempts
+}
+
+/// Counts, times and logs one attempt.
+fn record_attempt(claimed: &ClaimedReceipt, attempt: &Attempt, started: Instant) {
     metrics::counter!(RECEIPT_ATTEMPTS_TOTAL, "integration" => claimed.integration.clone(), "outcome" => attempt.outcome_label())
         .increment(1);
     if let Attempt::Committed(
         Transition::Applied { .. } | Transition::Duplicate { .. } | Transition::Ignored { .. },
-    ) = &attempt
+    ) = attempt
     {
         let accepted_to_done = chrono::Utc::now() - claimed.received_at;
         metrics::histogram!(ACCEPT_TO_DONE_SECONDS)
             .record(accepted_to_done.as_seconds_f64().max(0.0));
     }
-    log_attempt(&claimed, &attempt, started);
-    attempt
+    log_attempt(claimed, attempt, started);
 }
 
-/// The business transaction.
-async fn apply(worker: &Worker, claimed: &ClaimedReceipt) -> Result<Transition, Abort> {
+/// The batch's transaction: one savepoint per receipt, one commit. `Err` means the
+/// transaction did not commit (or its outcome is unknown: the fenced retry bookkeeping
+/// then finds the lease gone if it did).
+async fn apply_batch(
+    worker: &Worker,
+    batch: &[ClaimedReceipt],
+) -> Result<Vec<Result<Transition, Abort>>, sqlx::Error> {
+    let mut connection = worker.pool.acquire().await?;
+    let mut transaction = connection.begin().await?;
+    let mut results = Vec::with_capacity(batch.len());
+    for claimed in batch {
+        let mut savepoint = transaction.begin().await?;
+        let result = apply(worker, &mut savepoint, claimed).await;
+        if result.is_ok() {
+            savepoint.commit().await?;
+        } else {
+            savepoint.rollback().await?;
+        }
+        results.push(result);
+    }
+    failpoint::hit("before_business_commit");
+    transaction.commit().await?;
+    failpoint::hit("after_business_commit");
+    Ok(results)
+}
+
+/// One receipt's part of the business transaction, inside its savepoint.
+async fn apply(
+    worker: &Worker,
+    transaction: &mut PgConnection,
+    claimed: &ClaimedReceipt,
+) -> Result<Transition, Abort> {
     let integration = worker
         .config
         .integration(&claimed.integration)
@@ -114,10 +171,7 @@ async fn apply(worker: &Worker, claimed: &ClaimedReceipt) -> Result<Transition, 
         Abort::Transient(format!("handler {:?} is not registered", route.handler))
     })?;
 
-    let mut connection = worker.pool.acquire().await?;
-    let mut transaction = connection.begin().await?;
-    if !queue::take_fenced(&mut transaction, claimed.receipt_id, claimed.lease_token).await? {
-        transaction.rollback().await.ok();
+    if !queue::take_fenced(transaction, claimed.receipt_id, claimed.lease_token).await? {
         return Err(Abort::LeaseLost);
     }
     failpoint::hit("worker_in_business_tx");
@@ -136,7 +190,7 @@ async fn apply(worker: &Worker, claimed: &ClaimedReceipt) -> Result<Transition, 
                 payload,
                 sink: route.sink.as_deref(),
             };
-            match handler.apply(&mut transaction, input).await {
+            match handler.apply(transaction, input).await {
                 Ok(transition) => transition,
                 Err(HandlerError::Transient(reason)) => return Err(Abort::Transient(reason)),
                 Err(HandlerError::Database(error)) => return Err(error.into()),
@@ -152,7 +206,7 @@ async fn apply(worker: &Worker, claimed: &ClaimedReceipt) -> Result<Transition, 
             };
             for intent in effects {
                 effects::insert_intent(
-                    &mut transaction,
+                    transaction,
                     claimed.receipt_id,
                     &integration.tenant,
                     event,
@@ -166,16 +220,7 @@ async fn apply(worker: &Worker, claimed: &ClaimedReceipt) -> Result<Transition, 
         Transition::Ignored { reason } => Finish::Ignored(reason),
         Transition::Quarantine { reason } => Finish::Quarantined(reason),
     };
-    queue::finish(
-        &mut transaction,
-        claimed.receipt_id,
-        claimed.attempts,
-        finish,
-    )
-    .await?;
-    failpoint::hit("before_business_commit");
-    transaction.commit().await?;
-    failpoint::hit("after_business_commit");
+    queue::finish(transaction, claimed.receipt_id, claimed.attempts, finish).await?;
     Ok(transition)
 }
 

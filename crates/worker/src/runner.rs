@@ -4,7 +4,8 @@
 //! shutdown it stops claiming and lets in-flight items finish within the grace period;
 //! anything still running after that is dropped and its lease simply expires.
 //!
-//! Two loops run in a worker: receipts ([`process`]) and effects ([`dispatch::advance`]).
+//! Two loops run in a worker: receipts ([`process_batch`], a slot per batch) and effects
+//! ([`dispatch::advance`], a slot per effect).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -16,7 +17,7 @@ use tokio::task::JoinSet;
 
 use crate::Worker;
 use crate::dispatch;
-use crate::process::{Attempt, process};
+use crate::process::{Attempt, process_batch};
 
 /// What one [`run_once`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,19 +28,30 @@ pub enum Step {
     Idle,
 }
 
-/// Claims up to `concurrency` receipts and processes them concurrently (for tests and
-/// tools that drive the worker step by step).
+/// Claims up to `concurrency` batches of receipts and processes the batches concurrently
+/// (for tests and tools that drive the worker step by step). Attempts come back in
+/// receipt order.
 pub async fn run_once(worker: &Arc<Worker>) -> Result<Step, sqlx::Error> {
-    let claimed = claim_receipts(worker, worker.settings.concurrency).await?;
-    if claimed.is_empty() {
+    let batches = claim_receipts(worker, worker.settings.concurrency).await?;
+    if batches.is_empty() {
         return Ok(Step::Idle);
     }
     let mut tasks = JoinSet::new();
-    for receipt in claimed {
+    for batch in batches {
         let worker = Arc::clone(worker);
-        tasks.spawn(async move { process(&worker, receipt).await });
+        tasks.spawn(async move {
+            let first = batch.first().map_or(0, |receipt| receipt.receipt_id);
+            (first, process_batch(&worker, batch).await)
+        });
     }
-    Ok(Step::Processed(tasks.join_all().await))
+    let mut results = tasks.join_all().await;
+    results.sort_by_key(|(first, _)| *first);
+    Ok(Step::Processed(
+        results
+            .into_iter()
+            .flat_map(|(_, attempts)| attempts)
+            .collect(),
+    ))
 }
 
 /// Claims up to `effect_concurrency` due effects and moves each one step (for tests).
@@ -56,19 +68,40 @@ pub async fn dispatch_once(
     Ok(tasks.join_all().await)
 }
 
+/// Claims up to `slots` × `batch_size` receipts in one statement and splits them into at
+/// most `slots` batches of even size: a short queue still gets all its parallelism, a
+/// long one fills every batch.
 async fn claim_receipts(
     worker: &Worker,
-    limit: usize,
-) -> Result<Vec<queue::ClaimedReceipt>, sqlx::Error> {
+    slots: usize,
+) -> Result<Vec<Vec<queue::ClaimedReceipt>>, sqlx::Error> {
+    let limit = slots.max(1) * worker.settings.batch_size.max(1);
     let mut connection = worker.pool.acquire().await?;
-    queue::claim_batch(
+    let claimed = queue::claim_batch(
         &mut connection,
         i64::try_from(limit).unwrap_or(i64::MAX),
         worker.settings.lease,
         &worker.settings.worker_id,
         worker.settings.integrations.as_deref(),
     )
-    .await
+    .await?;
+    Ok(split_evenly(claimed, slots.max(1)))
+}
+
+/// `items` in order, in at most `parts` consecutive chunks whose sizes differ by at most one.
+fn split_evenly<T>(items: Vec<T>, parts: usize) -> Vec<Vec<T>> {
+    let parts = parts.min(items.len()).max(1);
+    let (base, extra) = (items.len() / parts, items.len() % parts);
+    let mut items = items.into_iter();
+    (0..parts)
+        .map(|part| {
+            items
+                .by_ref()
+                .take(base + usize::from(part < extra))
+                .collect()
+        })
+        .filter(|chunk: &Vec<T>| !chunk.is_empty())
+        .collect()
 }
 
 async fn claim_effects(
@@ -107,8 +140,8 @@ pub async fn run(
                 let worker = Arc::clone(&worker);
                 async move { claim_receipts(&worker, limit).await }
             },
-            |worker, receipt| async move {
-                process(&worker, receipt).await;
+            |worker, batch| async move {
+                process_batch(&worker, batch).await;
             },
         )
     };
@@ -212,5 +245,21 @@ async fn claim_loop<T, C, CF, P, PF>(
             "grace period over; abandoned work is reclaimed when its leases expire"
         );
         tasks.abort_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_evenly;
+
+    #[test]
+    fn batches_are_even_ordered_and_never_empty() {
+        assert_eq!(split_evenly(vec![1, 2, 3], 8), [[1], [2], [3]]);
+        assert_eq!(
+            split_evenly((1..=7).collect(), 3),
+            [vec![1, 2, 3], vec![4, 5], vec![6, 7]]
+        );
+        assert_eq!(split_evenly(Vec::<u8>::new(), 4), Vec::<Vec<u8>>::new());
+        assert_eq!(split_evenly(vec![1, 2], 1), [[1, 2]]);
     }
 }
