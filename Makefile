@@ -4,7 +4,7 @@ CARGO ?= cargo
 # Crash-table fixtures need the failpoints feature; release builds never enable it.
 TEST_FEATURES := --features inbound-service/failpoints
 
-.PHONY: run demo test soak fuzz deny lint fmt build release bench-ingress bench-worker deploy-check check-metrics postgres
+.PHONY: run demo test soak fuzz deny lint fmt build release bench deploy-check check-metrics postgres
 
 ## Everything up locally: PostgreSQL, database, example config and secrets, ingress and worker.
 run:
@@ -61,13 +61,9 @@ build:
 release:
 	$(CARGO) build --release -p inbound-ingress -p inbound-worker -p inboundctl
 
-## Ingress throughput beside pgbench's single-row ceiling (a benchmark, not a test).
-bench-ingress:
-	scripts/bench-ingress.sh
-
-## Worker throughput with 20,000 pending receipts, and recovery after SIGKILL (a benchmark).
-bench-worker:
-	scripts/bench-worker.sh
+## Every throughput figure beside its ceiling, in one run; writes BENCHMARKS.md (not a test).
+bench: postgres
+	scripts/bench.sh
 
 ## Kubernetes manifests rendered and validated offline, alert rules checked and unit-tested.
 deploy-check:

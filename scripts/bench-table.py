@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""Renders `make bench` figures as one table and writes it into BENCHMARKS.md between the
+`<!-- bench:begin -->` and `<!-- bench:end -->` markers (added under the title if absent).
+
+usage: bench-table.py RESULTS.json MACHINE DATE PENDING BENCHMARKS.md
+"""
+
+import json
+import sys
+
+BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
+
+
+def render(figures, machine, date, pending):
+    ingress_ceiling = float(figures["ingress_ceiling"])
+    worker_ceiling = float(figures["worker_ceiling"])
+    run32 = json.loads(figures["ingress32"])
+    run128 = json.loads(figures["ingress128"])
+    half = json.loads(figures["ingress_half"])
+    growth_ingress = float(figures["growth_full_ingress"]) / float(figures["growth_empty_ingress"])
+    growth_worker = float(figures["growth_full_worker"]) / float(figures["growth_empty_worker"])
+    rows = [
+        ("ceiling (ingress): pgbench, one ~1 KB `INSERT … ON CONFLICT DO NOTHING` per transaction, -c 32",
+         f"{ingress_ceiling:.0f} tx/s", "1.00"),
+    ]
+    for label, run in (("32", run32), ("128", run128)):
+        rows.append((
+            f"ingress accepted/s, {label} connections (~20 % redeliveries)",
+            f"{run['accepted_per_sec']:.0f} /s (all answers {run['requests_per_sec']:.0f} /s; "
+            f"503: {run['unavailable_503']}, errors: {run['connection_errors']})",
+            f"{run['accepted_per_sec'] / ingress_ceiling:.2f} × ingress ceiling",
+        ))
+    rows += [
+        (f"ingress latency at half the peak ({half['rate_target']} req/s, open loop, 32 connections)",
+         f"p50 {half['p50_ms']:.1f} ms, p99 {half['p99_ms']:.1f} ms", ""),
+        ("ingress commits per request (32 connections)", figures["ingress_commits_per_request"], ""),
+        ("ingress peak RSS", f"{figures['ingress_rss']} MiB", ""),
+        ("ceiling (worker): pgbench, claim + `orders.mark_paid` + done, 50 receipts per transaction, -c 8",
+         f"{worker_ceiling:.0f} receipts/s", "1.00"),
+    ]
+    for key, label in (
+        ("worker8", "--concurrency 8"),
+        ("worker32", "--concurrency 32"),
+        ("worker32_unbatched", "--concurrency 32 --batch-size 1"),
+    ):
+        rows.append((
+            f"worker receipts applied/s, {pending} pending, {label}",
+            f"{float(figures[key]):.0f} /s ({figures[key + '_commits']} commits per receipt, "
+            f"peak RSS {figures[key + '_rss']} MiB)",
+            f"{float(figures[key]) / worker_ceiling:.2f} × worker ceiling",
+        ))
+    rows += [
+        (f"SIGKILL of a loaded worker (lease 5 s) → its {figures['orphaned']} claimed receipts done by another",
+         f"{figures['recovery_secs']} s (orders applied: {figures['recovery_applied']} of {pending})", ""),
+        ("dispatcher: effects delivered/s to a local 200 sink, --effect-concurrency 32",
+         f"{float(figures['dispatcher']):.0f} /s (peak RSS {figures['dispatcher_rss']} MiB)", ""),
+        (f"growth: ingress accepted/s at 32 connections, {int(figures['growth_rows']):,} done receipts vs empty",
+         f"{float(figures['growth_full_ingress']):.0f} vs {float(figures['growth_empty_ingress']):.0f} /s",
+         f"{growth_ingress:.2f}"),
+        (f"growth: worker applied/s at --concurrency 32, {int(figures['growth_rows']):,} done receipts vs empty",
+         f"{float(figures['growth_full_worker']):.0f} vs {float(figures['growth_empty_worker']):.0f} /s",
+         f"{growth_worker:.2f}"),
+    ]
+    lines = [
+        BEGIN,
+        f"## Latest `make bench` ({date}; {machine}; everything on this one machine)",
+        "",
+        "| measure | value | ratio |",
+        "|---|---|---|",
+    ]
+    lines += [f"| {measure} | {value} | {ratio} |" for measure, value, ratio in rows]
+    lines.append(END)
+    return "\n".join(lines)
+
+
+def main():
+    results, machine, date, pending, path = sys.argv[1:6]
+    table = render(json.load(open(results)), machine, date, pending)
+    print(table)
+    try:
+        text = open(path).read()
+    except FileNotFoundError:
+        text = "# Benchmarks\n"
+    if BEGIN in text and END in text:
+        head, rest = text.split(BEGIN, 1)
+        text = head + table + rest.split(END, 1)[1]
+    else:
+        title, _, body = text.partition("\n")
+        text = f"{title}\n\n{table}\n{body}"
+    open(path, "w").write(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,199 @@
+#!/usr/bin/env bash
+# `make bench`: every throughput figure side by side, in one run on the same PostgreSQL,
+# written as one table into BENCHMARKS.md (between the bench markers) with the machine
+# and the date. A benchmark, not a test: compare the ratios, not the absolute numbers.
+#
+#   ceiling (ingress)  pgbench, one ~1 KB INSERT … ON CONFLICT DO NOTHING per transaction, -c 32
+#   ingress            accepted/s through HTTP, valid Stripe signatures, ~20 % redeliveries,
+#                      at 32 and 128 connections; p50/p99 at half the peak rate (open loop)
+#   ceiling (worker)   pgbench, claim + orders.mark_paid + done for 50 receipts per transaction
+#   worker             receipts applied/s with BENCH_PENDING pending, --concurrency 8 and 32
+#                      (batched), and 32 with --batch-size 1 for comparison
+#   recovery           SIGKILL of a loaded worker → its claims done by another
+#   dispatcher         effects delivered/s to a local 200 sink, --effect-concurrency 32
+#   growth             ingress accepted/s and worker applied/s, empty vs BENCH_GROWTH_ROWS
+#                      done receipts already in the database
+#   plus peak RSS of each binary and commits per receipt (pg_stat_database.xact_commit).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+seconds="${BENCH_SECONDS:-10}"
+pending="${BENCH_PENDING:-50000}"
+growth_rows="${BENCH_GROWTH_ROWS:-5000000}"
+scripts/ensure-postgres.sh
+cargo build --quiet --release -p inbound-ingress -p inbound-worker -p inboundctl
+cargo build --quiet --release -p inbound-tests --bin inbound-loadgen
+# shellcheck source=scripts/bench-lib.sh
+source scripts/bench-lib.sh
+trap bench_cleanup EXIT
+results="$bench_work/results.json"
+echo '{}' > "$results"
+# record KEY VALUE: one figure for the table.
+record() {
+  python3 - "$results" "$1" "$2" <<'PY'
+import json, sys
+path, key, value = sys.argv[1:4]
+data = json.load(open(path))
+data[key] = value
+json.dump(data, open(path, "w"))
+PY
+}
+step() { echo "bench: $*" >&2; }
+
+# --- ingress ceiling and ingress ---------------------------------------------------------
+step "ingress ceiling (pgbench)"
+url=$(bench_db inbound_bench)
+psql -q "$url" -c "CREATE TABLE bench_receipts (LIKE receipts INCLUDING ALL)" >/dev/null
+payload=$(printf '{"id":"evt","object":"event","type":"payment_intent.succeeded","livemode":false,"data":{"object":{"id":"pi_1","amount_received":2000,"currency":"usd","metadata":{"order_id":"order_1","note":"%s"}}}}' "$(printf 'x%.0s' $(seq 1 800))")
+cat > "$bench_work/insert.sql" <<SQL
+\set n random(1, 2000000000)
+INSERT INTO bench_receipts (integration, source_scope, event_id, event_type, route_key, payload)
+VALUES ('stripe-bench', 'stripe-bench/platform/test', 'evt_' || :n, 'payment_intent.succeeded',
+        'payment_intent.succeeded', '$payload'::jsonb)
+ON CONFLICT (source_scope, event_id) DO NOTHING;
+SQL
+record ingress_ceiling "$(pgbench -n -c 32 -j 2 -T "$seconds" -f "$bench_work/insert.sql" "$url" | awk '/^tps = / { print $3; exit }')"
+
+step "ingress (32 and 128 connections, then half the peak rate)"
+bench_start_ingress "$url" 18080 19090
+commits_before=$(bench_commits "$url")
+run32=$(bench_load 18080 32 "$seconds")
+commits_after=$(bench_commits "$url")
+run128=$(bench_load 18080 128 "$seconds")
+peak=$(python3 -c "import sys; print(max(float(sys.argv[1]), float(sys.argv[2])))" \
+  "$(bench_json "$run32" requests_per_sec)" "$(bench_json "$run128" requests_per_sec)")
+run_half=$(bench_load 18080 32 "$seconds" "$(python3 -c "print(int($peak / 2))")")
+record ingress32 "$run32"
+record ingress128 "$run128"
+record ingress_half "$run_half"
+record ingress_rss "$(bench_rss_mib "$bench_ingress_pid")"
+record ingress_commits_per_request "$(python3 -c "import json; r = json.loads('''$run32'''); print(round(($commits_after - $commits_before) / max(r['accepted'] + r['duplicate'], 1), 3))")"
+kill "$bench_ingress_pid"
+
+# --- worker ceiling ------------------------------------------------------------------------
+step "worker ceiling (pgbench, 50 receipts per transaction)"
+url=$(bench_db inbound_bench_worker)
+ceiling_backlog=$((pending * 5))
+bench_seed_pending "$url" "$ceiling_backlog"
+cat > "$bench_work/worker.sql" <<'SQL'
+WITH claimable AS MATERIALIZED (
+    SELECT receipt_id FROM receipt_queue WHERE visible_at <= now()
+    ORDER BY visible_at, receipt_id LIMIT 50 FOR UPDATE SKIP LOCKED
+), taken AS (
+    DELETE FROM receipt_queue q USING claimable c WHERE q.receipt_id = c.receipt_id
+    RETURNING q.receipt_id
+), paid AS (
+    UPDATE orders o
+    SET status = 'paid', amount_received_minor = 2000, paid_receipt_id = r.id,
+        paid_at = now(), updated_at = now()
+    FROM taken t JOIN receipts r ON r.id = t.receipt_id
+    WHERE o.tenant_id = 'bench' AND o.id = r.payload #>> '{data,object,metadata,order_id}'
+      AND o.status = 'awaiting_payment' AND o.provider_payment_id = r.payload #>> '{data,object,id}'
+    RETURNING r.id
+)
+UPDATE receipts r SET status = 'done', outcome = 'applied', finished_at = now(), attempts = 1
+FROM paid p WHERE r.id = p.id;
+SQL
+started=$(bench_now)
+pgbench -n -c 8 -j 2 -T "$seconds" -f "$bench_work/worker.sql" "$url" >/dev/null
+elapsed=$(python3 -c "print($(bench_now) - $started)")
+done_count=$(psql -Atq "$url" -c "SELECT count(*) FROM receipts WHERE status = 'done'")
+[ "$done_count" -lt "$ceiling_backlog" ] || echo "bench: the worker ceiling ran out of backlog; raise BENCH_PENDING" >&2
+record worker_ceiling "$(python3 -c "print(round($done_count / $elapsed))")"
+
+# --- worker -------------------------------------------------------------------------------------
+# worker_rate KEY FLAGS…: a fresh backlog of $pending, drained by one worker.
+worker_rate() {
+  local key="$1"
+  shift
+  url=$(bench_db inbound_bench_worker)
+  bench_seed_pending "$url" "$pending"
+  local before
+  before=$(bench_commits "$url")
+  local started
+  started=$(bench_now)
+  bench_start_worker "$url" 19191 "bench-$key" "$@"
+  local pid=$bench_worker_pid
+  while [ "$(psql -Atq "$url" -c "SELECT count(*) FROM receipt_queue")" != 0 ]; do sleep 0.05; done
+  local elapsed
+  elapsed=$(python3 -c "print($(bench_now) - $started)")
+  record "${key}_rss" "$(bench_rss_mib "$pid")"
+  kill -TERM "$pid"
+  wait "$pid" 2>/dev/null || true
+  local applied
+  applied=$(psql -Atq "$url" -c "SELECT count(*) FROM receipts WHERE outcome = 'applied'")
+  [ "$applied" = "$pending" ] || { echo "bench: only $applied of $pending applied" >&2; exit 1; }
+  record "$key" "$(python3 -c "print(round($pending / $elapsed))")"
+  record "${key}_commits" "$(python3 -c "print(round(($(bench_commits "$url") - $before) / $pending, 3))")"
+}
+step "worker (concurrency 8, 32, and 32 unbatched)"
+worker_rate worker8 --concurrency 8
+worker_rate worker32 --concurrency 32
+worker_rate worker32_unbatched --concurrency 32 --batch-size 1
+
+step "recovery after SIGKILL"
+url=$(bench_db inbound_bench_worker)
+bench_seed_pending "$url" "$pending"
+bench_start_worker "$url" 19192 bench-victim --concurrency 32 --lease-secs 5
+victim=$bench_worker_pid
+while [ "$(psql -Atq "$url" -c "SELECT count(*) FROM receipts WHERE status = 'done'")" -lt $((pending / 4)) ]; do sleep 0.05; done
+kill -KILL "$victim"
+killed_at=$(bench_now)
+psql -Atq "$url" -c "CREATE TABLE orphaned AS SELECT receipt_id FROM receipt_queue WHERE leased_by = 'bench-victim' AND visible_at > now()" >/dev/null
+record orphaned "$(psql -Atq "$url" -c "SELECT count(*) FROM orphaned")"
+bench_start_worker "$url" 19193 bench-successor --concurrency 32 --lease-secs 5
+while [ "$(psql -Atq "$url" -c "SELECT count(*) FROM orphaned o JOIN receipts r ON r.id = o.receipt_id WHERE r.status <> 'done'")" != 0 ]; do sleep 0.05; done
+record recovery_secs "$(python3 -c "print(round($(bench_now) - $killed_at, 2))")"
+bench_drain "$url" >/dev/null
+record recovery_applied "$(psql -Atq "$url" -c "SELECT count(*) FROM receipts WHERE outcome = 'applied'")"
+kill -TERM "$bench_worker_pid"
+
+step "dispatcher"
+url=$(bench_db inbound_bench_worker)
+bench_seed_pending "$url" "$pending"
+psql -Atq "$url" -c "WITH done AS (DELETE FROM receipt_queue RETURNING receipt_id)
+     UPDATE receipts SET status = 'done', outcome = 'applied', finished_at = now() FROM done WHERE id = done.receipt_id" \
+  -c "INSERT INTO effects (receipt_id, operation_key, sink, kind, tenant, data, event)
+     SELECT id, 'order.paid:bench:' || id, 'bench-sink', 'order.paid', 'bench',
+            jsonb_build_object('order_id', 'o' || id), jsonb_build_object('integration', 'stripe-bench', 'id', event_id, 'type', event_type)
+     FROM receipts" >/dev/null
+"$bench_bin/inboundctl" dev-sink --listen 127.0.0.1:18181 >/dev/null 2>&1 &
+bench_pids+=($!)
+sleep 0.5
+started=$(bench_now)
+bench_start_worker "$url" 19194 bench-dispatch --effect-concurrency 32
+while [ "$(psql -Atq "$url" -c "SELECT count(*) FROM effects WHERE status <> 'completed'")" != 0 ]; do sleep 0.05; done
+record dispatcher "$(python3 -c "print(round($pending / ($(bench_now) - $started)))")"
+record dispatcher_rss "$(bench_rss_mib "$bench_worker_pid")"
+kill -TERM "$bench_worker_pid"
+
+# --- growth --------------------------------------------------------------------------------------
+# growth_round LABEL FIRST_ORDER: ingress accepted/s at 32 connections, then the worker at 32.
+growth_round() {
+  bench_start_ingress "$url" 18082 19095
+  record "growth_${1}_ingress" "$(bench_json "$(bench_load 18082 32 "$seconds")" accepted_per_sec)"
+  kill "$bench_ingress_pid"
+  psql -Atq "$url" -c "TRUNCATE receipt_queue" >/dev/null
+  bench_seed_pending "$url" "$pending" "$2"
+  local started
+  started=$(bench_now)
+  bench_start_worker "$url" 19196 "bench-growth-$1" --concurrency 32
+  while [ "$(psql -Atq "$url" -c "SELECT count(*) FROM receipt_queue")" != 0 ]; do sleep 0.05; done
+  record "growth_${1}_worker" "$(python3 -c "print(round($pending / ($(bench_now) - $started)))")"
+  kill -TERM "$bench_worker_pid"
+  wait "$bench_worker_pid" 2>/dev/null || true
+}
+step "growth: empty database"
+url=$(bench_db inbound_bench_growth)
+growth_round empty 1
+step "growth: $growth_rows done receipts"
+psql -Atq "$url" -c "INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key, payload, status, outcome, attempts, received_at, finished_at)
+     SELECT 'stripe-bench', 'stripe-bench/platform/test', 'evt_old_' || n, 'payment_intent.succeeded', 'payment_intent.succeeded',
+            jsonb_build_object('id', 'evt_old_' || n), 'done', 'applied', 1, now() - interval '1 day', now() - interval '1 day'
+     FROM generate_series(1, $growth_rows) n" -c "VACUUM ANALYZE" >/dev/null
+record growth_rows "$growth_rows"
+growth_round full $((pending + 1))
+
+# --- the table ----------------------------------------------------------------------------------
+machine="$(nproc) cores, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo), $(psql -Atq "$bench_admin_url" -c "SHOW server_version" | cut -d' ' -f1) PostgreSQL, $(rustc --version | cut -d' ' -f2) rustc"
+python3 scripts/bench-table.py "$results" "$machine" "$(date -u +%Y-%m-%d)" "$pending" BENCHMARKS.md
