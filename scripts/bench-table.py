@@ -31,7 +31,8 @@ def render(figures, machine, date, pending):
             f"{run['accepted_per_sec'] / ingress_ceiling:.2f} × ingress ceiling",
         ))
     rows += [
-        (f"ingress latency at half the peak ({half['rate_target']} req/s, open loop, 32 connections)",
+        (f"ingress latency at half the peak ({half['rate_target']} req/s, open loop, "
+         f"{half['connections']} connections)",
          f"p50 {half['p50_ms']:.1f} ms, p99 {half['p99_ms']:.1f} ms", ""),
         ("ingress commits per request (32 connections)", figures["ingress_commits_per_request"], ""),
         ("ingress peak RSS", f"{figures['ingress_rss']} MiB", ""),
