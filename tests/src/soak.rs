@@ -103,22 +103,8 @@ pub struct SoakReport {
     pub other_status: u64,
     /// Events still not answered 2xx when the redeliveries stopped (must be 0).
     pub never_acknowledged: u64,
-    /// Rows in `receipts`.
-    pub receipts: i64,
-    /// Orders that reached `paid` (then possibly `refunded`).
-    pub orders_paid: i64,
-    /// Applied transitions beyond one per order and kind (must be 0).
-    pub duplicate_transitions: i64,
-    /// The most effect intents any operation key has (must be 1, or 0 with no effects).
-    pub max_intents_per_operation: i64,
-    /// Applied transitions without exactly one effect intent (must be 0).
-    pub transitions_without_one_intent: i64,
-    /// Events answered 2xx with no receipt (must be 0).
-    pub acked_missing: i64,
-    /// Receipts still pending, or failed/quarantined, after lease + 30 s (must be 0).
-    pub stuck: i64,
-    /// A few of them, for the reader of a failed run.
-    pub stuck_examples: Vec<String>,
+    /// What the database holds afterwards.
+    pub audit: Audit,
     /// Worker SIGKILLs survived.
     pub kills: u64,
     /// Seconds the database was cut away.
@@ -126,6 +112,8 @@ pub struct SoakReport {
     /// Log lines and metric lines holding a secret, a signature or a payload field
     /// (must be 0).
     pub leaks: u64,
+    /// A few of those lines, with what leaked masked.
+    pub leak_examples: Vec<String>,
 }
 
 impl SoakReport {
@@ -143,13 +131,13 @@ impl SoakReport {
             self.no_answer,
             self.other_status,
             self.never_acknowledged,
-            self.receipts,
-            self.orders_paid,
-            self.duplicate_transitions,
-            self.max_intents_per_operation,
-            self.transitions_without_one_intent,
-            self.acked_missing,
-            self.stuck,
+            self.audit.receipts,
+            self.audit.orders_paid,
+            self.audit.duplicate_transitions,
+            self.audit.max_intents_per_operation,
+            self.audit.transitions_without_one_intent,
+            self.audit.acked_missing,
+            self.audit.stuck,
             self.kills,
             self.outage_secs,
             self.leaks,
@@ -161,13 +149,13 @@ impl SoakReport {
         let must_be_zero = [
             ("other_status", self.other_status as i64),
             ("never_acknowledged", self.never_acknowledged as i64),
-            ("duplicate_transitions", self.duplicate_transitions),
+            ("duplicate_transitions", self.audit.duplicate_transitions),
             (
                 "transitions_without_one_intent",
-                self.transitions_without_one_intent,
+                self.audit.transitions_without_one_intent,
             ),
-            ("acked_missing", self.acked_missing),
-            ("stuck", self.stuck),
+            ("acked_missing", self.audit.acked_missing),
+            ("stuck", self.audit.stuck),
             ("leaks", self.leaks as i64),
         ];
         let mut broken: Vec<String> = must_be_zero
@@ -175,13 +163,16 @@ impl SoakReport {
             .filter(|(_, value)| *value != 0)
             .map(|(name, value)| format!("{name} = {value}, must be 0"))
             .collect();
-        if self.stuck != 0 {
-            broken.push(format!("stuck receipts: {:?}", self.stuck_examples));
+        if self.audit.stuck != 0 {
+            broken.push(format!("stuck receipts: {:?}", self.audit.stuck_examples));
         }
-        if self.max_intents_per_operation > 1 {
+        if self.leaks != 0 {
+            broken.push(format!("leaking lines: {:#?}", self.leak_examples));
+        }
+        if self.audit.max_intents_per_operation > 1 {
             broken.push(format!(
                 "an operation has {} effect intents, must be 1",
-                self.max_intents_per_operation
+                self.audit.max_intents_per_operation
             ));
         }
         for (name, value) in [
@@ -405,7 +396,7 @@ pub async fn run(options: &SoakOptions) -> SoakReport {
             );
         }
     }
-    let leaks = count_leaks(logs.into_iter().chain(metric_lines));
+    let leaked_lines = find_leaks(logs.into_iter().chain(metric_lines));
     // Nothing moves while the database is audited.
     tokio::task::spawn_blocking(move || drop(fleet))
         .await
@@ -419,17 +410,11 @@ pub async fn run(options: &SoakOptions) -> SoakReport {
         no_answer: counters.no_answer.load(Ordering::SeqCst),
         other_status: counters.other_status.load(Ordering::SeqCst),
         never_acknowledged,
-        receipts: audit.receipts,
-        orders_paid: audit.orders_paid,
-        duplicate_transitions: audit.duplicate_transitions,
-        max_intents_per_operation: audit.max_intents_per_operation,
-        transitions_without_one_intent: audit.transitions_without_one_intent,
-        acked_missing: audit.acked_missing,
-        stuck: audit.stuck,
-        stuck_examples: audit.stuck_examples,
+        audit,
         kills,
         outage_secs,
-        leaks,
+        leaks: leaked_lines.len() as u64,
+        leak_examples: leaked_lines.into_iter().take(3).collect(),
     }
 }
 
@@ -695,19 +680,57 @@ pub async fn audit(pool: &PgPool, acknowledged: &[String]) -> Audit {
 }
 
 /// Lines (of a log or a metrics page) that hold a configured secret, a Stripe
-/// signature, or a payload field.
-pub fn count_leaks(lines: impl Iterator<Item = String>) -> u64 {
-    const PAYLOAD_FIELDS: &[&str] = &["amount_received", "metadata", "\"livemode\""];
-    let mut leaks = 0;
-    for line in lines {
-        let leaked = fixtures::ALL_SECRETS
-            .iter()
-            .chain(PAYLOAD_FIELDS)
-            .any(|needle| line.contains(needle))
-            || line.contains("v1=");
-        if leaked {
-            leaks += 1;
-        }
+/// signature, or a payload field; each returned with what matched replaced by
+/// `<LEAKED>`, so that reporting a leak does not repeat it.
+pub fn find_leaks(lines: impl Iterator<Item = String>) -> Vec<String> {
+    // Payload keys as JSON writes them, raw or escaped inside a log line's string, so
+    // that SQL text naming a column such as `amount_received_minor` is not mistaken.
+    const PAYLOAD_FIELDS: &[&str] = &[
+        "amount_received\":",
+        "amount_received\\\":",
+        "metadata\":",
+        "metadata\\\":",
+        "livemode\":",
+        "livemode\\\":",
+    ];
+    let needles: Vec<&str> = fixtures::ALL_SECRETS
+        .iter()
+        .chain(PAYLOAD_FIELDS)
+        .copied()
+        .chain(["v1="])
+        .collect();
+    lines
+        .filter(|line| needles.iter().any(|needle| line.contains(needle)))
+        .map(|line| {
+            needles
+                .iter()
+                .fold(line, |line, needle| line.replace(needle, "<LEAKED>"))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::find_leaks;
+    use crate::fixtures;
+
+    #[test]
+    fn payloads_secrets_and_signatures_are_found_and_masked_but_column_names_are_not() {
+        let lines = [
+            r#"{"message":"receipt","payload":"{\"amount_received\":2000}"}"#.to_owned(),
+            r#"{"metadata":{"order_id":"o1"}}"#.to_owned(),
+            format!("secret {}", fixtures::STRIPE_SECRET),
+            "stripe-signature: t=1,v1=abc".to_owned(),
+            r#"{"db.statement":"UPDATE orders SET amount_received_minor = $4"}"#.to_owned(),
+            r#"{"message":"webhook","outcome":"accepted"}"#.to_owned(),
+        ];
+        let leaks = find_leaks(lines.into_iter());
+        assert_eq!(leaks.len(), 4, "{leaks:#?}");
+        assert!(leaks.iter().all(|line| line.contains("<LEAKED>")));
+        assert!(
+            !leaks
+                .iter()
+                .any(|line| line.contains(fixtures::STRIPE_SECRET))
+        );
     }
-    leaks
 }
