@@ -17,7 +17,7 @@ scripts/ensure-postgres.sh
 . scripts/env-local.sh
 
 cargo build --quiet -p inbound-ingress -p inbound-worker -p inboundctl
-bin=target/debug
+bin="${CARGO_TARGET_DIR:-target}/debug"
 
 "$bin/inboundctl" migrate --create-database
 "$bin/inboundctl" check-config

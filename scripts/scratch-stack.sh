@@ -16,7 +16,7 @@ scratch_stack() {
   scripts/ensure-postgres.sh
   . scripts/env-local.sh
   cargo build --quiet -p inbound-ingress -p inbound-worker -p inboundctl
-  bin=target/debug
+  bin="${CARGO_TARGET_DIR:-target}/debug"
   work=$(mktemp -d)
   scratch_pids=()
   trap scratch_stack_down EXIT
