@@ -176,23 +176,31 @@ async fn mark_paid_applies_once_and_classifies_every_zero_row_update() {
     assert_eq!(domain::order_status(pool, "o1").await, "paid");
 }
 
+/// Seeds order `o1` (PaymentIntent `pi_1`, unpaid) and accepts `evt_r1` refunding it in
+/// full; returns the refund's receipt id.
+async fn unpaid_order_with_a_full_refund(
+    pool: &sqlx::PgPool,
+    config: &inbound_core::config::Config,
+) -> i64 {
+    domain::seed_order(pool, "o1", "pi_1", 1000, "usd").await;
+    domain::accept_event(
+        pool,
+        config,
+        "evt_r1",
+        "charge.refunded",
+        charge("pi_1", 1000, 1000),
+    )
+    .await
+}
+
 #[tokio::test]
 async fn refunds_apply_once_never_regress_and_wait_for_the_payment() {
     let database = TestDatabase::create().await;
     let pool = database.pool();
     let config = domain::config();
     let worker = domain::worker(pool, domain::settings());
-    domain::seed_order(pool, "o1", "pi_1", 1000, "usd").await;
-
     // The refund overtakes the payment: transient until the payment applies.
-    let early_refund = domain::accept_event(
-        pool,
-        &config,
-        "evt_r1",
-        "charge.refunded",
-        charge("pi_1", 1000, 1000),
-    )
-    .await;
+    let early_refund = unpaid_order_with_a_full_refund(pool, &config).await;
     step(&worker).await;
     assert_eq!(domain::receipt_state(pool, early_refund).await.0, "pending");
     accept_succeeded(pool, &config, "evt_p1", "pi_1", "o1", 1000, "usd").await;
@@ -261,15 +269,7 @@ async fn a_refund_racing_its_payment_applies_in_the_same_attempt() {
     let pool = database.pool();
     let config = domain::config();
     let worker = domain::worker(pool, domain::settings());
-    domain::seed_order(pool, "o1", "pi_1", 1000, "usd").await;
-    let refund = domain::accept_event(
-        pool,
-        &config,
-        "evt_r1",
-        "charge.refunded",
-        charge("pi_1", 1000, 1000),
-    )
-    .await;
+    let refund = unpaid_order_with_a_full_refund(pool, &config).await;
 
     let mut payment = pool.begin().await.expect("begin");
     sqlx::query("UPDATE orders SET status = 'paid' WHERE id = 'o1'")
