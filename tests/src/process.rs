@@ -75,6 +75,14 @@ pub struct ServiceOptions {
     pub args: Vec<String>,
 }
 
+impl ServiceOptions {
+    /// These options with `args` as the extra command-line flags.
+    pub fn with_args(mut self, args: &[&str]) -> Self {
+        self.args = args.iter().map(|arg| (*arg).to_owned()).collect();
+        self
+    }
+}
+
 /// Which binary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {

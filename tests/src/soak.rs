@@ -433,39 +433,33 @@ async fn seed_orders(pool: &PgPool, options: &SoakOptions) {
 }
 
 async fn start_fleet(options: &SoakOptions, url: &str, sink: &TestSink) -> Fleet {
-    let mut ingress_options = fixtures::ingress_options(url);
-    ingress_options.args = [
+    let ingress_options = fixtures::ingress_options(url).with_args(&[
         "--db-max-connections",
         &options.ingress_pool.to_string(),
         "--db-acquire-timeout-ms",
         "1000",
         "--db-statement-timeout-ms",
         "2000",
-    ]
-    .map(str::to_owned)
-    .to_vec();
-    let mut worker_options =
-        fixtures::with_audit_sink(fixtures::ingress_options(url), &sink.url(), true);
-    worker_options.args = [
-        "--concurrency",
-        &options.worker_concurrency.to_string(),
-        "--effect-concurrency",
-        &options.worker_concurrency.to_string(),
-        "--lease-secs",
-        &options.lease_secs.to_string(),
-        "--poll-interval-ms",
-        "100",
-        "--backoff-base-ms",
-        "100",
-        "--backoff-cap-secs",
-        "2",
-        "--max-attempts",
-        "1000",
-        "--db-acquire-timeout-ms",
-        "1000",
-    ]
-    .map(str::to_owned)
-    .to_vec();
+    ]);
+    let worker_options =
+        fixtures::with_audit_sink(fixtures::ingress_options(url), &sink.url(), true).with_args(&[
+            "--concurrency",
+            &options.worker_concurrency.to_string(),
+            "--effect-concurrency",
+            &options.worker_concurrency.to_string(),
+            "--lease-secs",
+            &options.lease_secs.to_string(),
+            "--poll-interval-ms",
+            "100",
+            "--backoff-base-ms",
+            "100",
+            "--backoff-cap-secs",
+            "2",
+            "--max-attempts",
+            "1000",
+            "--db-acquire-timeout-ms",
+            "1000",
+        ]);
     let ingresses = options.ingresses;
     let workers = options.workers;
     tokio::task::spawn_blocking(move || Fleet {

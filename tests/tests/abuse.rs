@@ -142,10 +142,12 @@ async fn oversized_headers_are_refused_and_the_process_stays_healthy() {
 #[tokio::test]
 async fn hundreds_of_idle_connections_are_shed_by_the_header_timeout() {
     let database = TestDatabase::create().await;
-    let mut options = fixtures::ingress_options(database.url());
-    options.args = ["--max-connections", "50", "--header-read-timeout-secs", "1"]
-        .map(str::to_owned)
-        .to_vec();
+    let options = fixtures::ingress_options(database.url()).with_args(&[
+        "--max-connections",
+        "50",
+        "--header-read-timeout-secs",
+        "1",
+    ]);
     let ingress = Service::ingress(&options);
     let mut idle = Vec::new();
     for _ in 0..400 {

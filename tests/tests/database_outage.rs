@@ -27,16 +27,13 @@ async fn start_with_database(database_up: bool) -> Harness {
     if !database_up {
         proxy.cut();
     }
-    let mut options = fixtures::ingress_options(&proxy.rewrite_url(database.url()));
     // Short budgets keep the test quick; the behaviour is the same at the defaults.
-    options.args = [
+    let options = fixtures::ingress_options(&proxy.rewrite_url(database.url())).with_args(&[
         "--db-acquire-timeout-ms",
         "500",
         "--db-statement-timeout-ms",
         "1000",
-    ]
-    .map(str::to_owned)
-    .to_vec();
+    ]);
     let ingress = Service::ingress(&options);
     Harness {
         database,

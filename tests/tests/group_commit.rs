@@ -95,15 +95,12 @@ struct Harness {
 async fn start() -> Harness {
     let database = TestDatabase::create().await;
     let proxy = DbProxy::start(database_addr(database.url())).await;
-    let mut options = fixtures::ingress_options(&proxy.rewrite_url(database.url()));
-    options.args = [
+    let options = fixtures::ingress_options(&proxy.rewrite_url(database.url())).with_args(&[
         "--commit-concurrency",
         "1",
         "--db-statement-timeout-ms",
         "4000",
-    ]
-    .map(str::to_owned)
-    .to_vec();
+    ]);
     let ingress = Service::ingress(&options);
     Harness {
         database,

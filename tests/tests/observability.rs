@@ -56,14 +56,12 @@ async fn rules_and_dashboard_use_only_exported_metrics_and_logs_hold_no_secrets(
     let sink = TestSink::start().await;
     domain::seed_order(pool, "o1", "pi_1", 1000, "usd").await;
     let ingress = Service::ingress(&fixtures::ingress_options(database.url()));
-    let mut worker_options = fixtures::with_audit_sink(
+    let worker_options = fixtures::with_audit_sink(
         fixtures::ingress_options(database.url()),
         &sink.url(),
         false,
-    );
-    worker_options.args = ["--poll-interval-ms", "50", "--gauge-interval-secs", "1"]
-        .map(str::to_owned)
-        .to_vec();
+    )
+    .with_args(&["--poll-interval-ms", "50", "--gauge-interval-secs", "1"]);
     let worker = Service::worker(&worker_options);
 
     // One event through everything: accepted, applied, delivered; plus a forged one.

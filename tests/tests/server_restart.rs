@@ -73,18 +73,14 @@ async fn a_postgres_crash_and_restart_loses_no_acknowledged_receipt_and_pays_eac
         )
         .await;
     }
-    let mut ingress_options = fixtures::ingress_options(database.url());
-    ingress_options.args = [
+    let ingress_options = fixtures::ingress_options(database.url()).with_args(&[
         "--db-acquire-timeout-ms",
         "500",
         "--db-statement-timeout-ms",
         "1000",
-    ]
-    .map(str::to_owned)
-    .to_vec();
+    ]);
     let ingress = Service::ingress(&ingress_options);
-    let mut worker_options = fixtures::ingress_options(database.url());
-    worker_options.args = [
+    let worker_options = fixtures::ingress_options(database.url()).with_args(&[
         "--poll-interval-ms",
         "50",
         "--backoff-base-ms",
@@ -93,9 +89,7 @@ async fn a_postgres_crash_and_restart_loses_no_acknowledged_receipt_and_pays_eac
         "1",
         "--db-acquire-timeout-ms",
         "500",
-    ]
-    .map(str::to_owned)
-    .to_vec();
+    ]);
     let mut worker = Service::worker(&worker_options);
     let url = ingress.webhook_url("stripe-acme");
 
