@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use inbound_core::handlers::Transition;
+use inbound_core::handlers::{
+    Handler, HandlerError, HandlerFuture, HandlerInput, ORDERS_MARK_PAID, Registry, Transition,
+};
 use inbound_core::store::{admin, queue};
 use inbound_tests::TestDatabase;
 use inbound_tests::domain::{self, charge, invoice, payment_intent, stripe_event};
@@ -527,6 +529,86 @@ async fn a_batch_commits_its_good_receipts_and_rolls_back_each_failure_alone() {
         queued[1].1, None,
         "the taken-over receipt is left to its new holder"
     );
+}
+
+/// `orders.mark_paid`, except that for `evt_2` it fails *after* the order was written.
+struct FailsAfterWriting(std::sync::Arc<dyn Handler>);
+
+impl Handler for FailsAfterWriting {
+    fn apply<'a>(
+        &'a self,
+        transaction: &'a mut sqlx::PgConnection,
+        input: HandlerInput<'a>,
+    ) -> HandlerFuture<'a> {
+        Box::pin(async move {
+            let transition = self.0.apply(transaction, input).await?;
+            if input.event_id == "evt_2" {
+                return Err(HandlerError::Transient("failed after writing".to_owned()));
+            }
+            Ok(transition)
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_handler_failing_after_its_write_leaves_no_trace_and_the_rest_of_its_batch_commits() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let config = domain::config();
+    let mut receipts = Vec::new();
+    for n in 1..=3 {
+        let (order, payment, event) = (format!("o{n}"), format!("pi_{n}"), format!("evt_{n}"));
+        domain::seed_order(pool, &order, &payment, 1000, "usd").await;
+        receipts.push(accept_succeeded(pool, &config, &event, &payment, &order, 1000, "usd").await);
+    }
+    let mut registry = Registry::builtin();
+    let mark_paid = registry.get(ORDERS_MARK_PAID).expect("built in").clone();
+    registry.register(ORDERS_MARK_PAID, FailsAfterWriting(mark_paid));
+    let worker = inbound_worker::Worker {
+        pool: pool.clone(),
+        config: std::sync::Arc::new(config),
+        registry,
+        settings: domain::settings(),
+    };
+
+    let mut connection = pool.acquire().await.expect("conn");
+    let batch = queue::claim_batch(&mut connection, 10, Duration::from_secs(30), "w", None)
+        .await
+        .expect("claim");
+    drop(connection);
+    let attempts = process_batch(&worker, batch).await;
+    assert!(
+        matches!(
+            attempts[..],
+            [
+                Attempt::Committed(Transition::Applied { .. }),
+                Attempt::Retrying { .. },
+                Attempt::Committed(Transition::Applied { .. })
+            ]
+        ),
+        "{attempts:?}"
+    );
+    assert_eq!(domain::order_status(pool, "o1").await, "paid");
+    assert_eq!(
+        domain::order_status(pool, "o2").await,
+        "awaiting_payment",
+        "the failed receipt's write was rolled back"
+    );
+    assert_eq!(domain::order_status(pool, "o3").await, "paid");
+    assert_eq!(
+        domain::operation_keys(pool).await,
+        ["order.paid:acme:o1", "order.paid:acme:o3"]
+    );
+    assert_eq!(domain::receipt_state(pool, receipts[0]).await.0, "done");
+    assert_eq!(domain::receipt_state(pool, receipts[1]).await.0, "pending");
+    assert_eq!(domain::receipt_state(pool, receipts[2]).await.0, "done");
+    let last_error: Option<String> =
+        sqlx::query_scalar("SELECT last_error FROM receipt_queue WHERE receipt_id = $1")
+            .bind(receipts[1])
+            .fetch_one(pool)
+            .await
+            .expect("still queued");
+    assert_eq!(last_error.as_deref(), Some("failed after writing"));
 }
 
 #[tokio::test]

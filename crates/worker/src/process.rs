@@ -1,26 +1,33 @@
 //! A batch of claimed receipts, one attempt each, completed in one transaction.
 //!
-//! Each receipt runs inside its own savepoint: fence on the lease token (the queue row is
-//! deleted only if this attempt still holds it, and stays locked until commit) → the
-//! handler's transition → effect intents → the receipt's terminal state. A receipt that
-//! fails (transient error, lost lease, a deadlock with another batch) rolls back to its
-//! savepoint alone; the others commit together, once. After the commit a separate single
+//! Each receipt goes: fence on the lease token (the queue row is deleted only if this
+//! attempt still holds it, and stays locked until commit) → the handler's transition →
+//! effect intents → the receipt's terminal state. The batch first runs *together*: one
+//! statement fences all, one finishes all, no savepoints — a handful of statements more
+//! than the handlers' own. If any receipt fails (transient error, a deadlock with another
+//! batch, a missing route), that transaction rolls back whole and the batch runs again
+//! *isolated*, each receipt in its own savepoint: a failure then rolls back alone and the
+//! others commit together, once. A lost lease fails nothing: that receipt is skipped. After the commit a separate single
 //! statement releases each failed receipt's lease with a backoff delay, or marks it
 //! `failed` once attempts are exhausted. Both name the lease token, so a worker that lost
 //! its lease changes nothing. If the transaction itself fails, nothing of the batch
 //! committed and every member is recorded as a transient failure.
 
+use std::collections::HashSet;
 use std::time::Instant;
 
-use inbound_core::handlers::{HandlerError, HandlerInput, Transition};
+use inbound_core::config::Integration;
+use inbound_core::handlers::{Handler, HandlerError, HandlerInput, Transition};
 use inbound_core::store::effects::{self, SourceEvent};
-use inbound_core::store::queue::{self, ClaimedReceipt, Finish};
+use inbound_core::store::queue::{self, ClaimedReceipt, Finish, Finished};
 use inbound_service::failpoint;
 use sqlx::{Acquire, PgConnection};
 
 use crate::Worker;
 use crate::backoff::retry_delay;
-use crate::telemetry::{ACCEPT_TO_DONE_SECONDS, LEASE_RECLAIMS_TOTAL, RECEIPT_ATTEMPTS_TOTAL};
+use crate::telemetry::{
+    ACCEPT_TO_DONE_SECONDS, BATCHES_TOTAL, LEASE_RECLAIMS_TOTAL, RECEIPT_ATTEMPTS_TOTAL,
+};
 
 /// How an attempt ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,7 +130,10 @@ fn record_attempt(claimed: &ClaimedReceipt, attempt: &Attempt, started: Instant)
     log_attempt(claimed, attempt, started);
 }
 
-/// The batch's transaction: one savepoint per receipt, one commit. `Err` means the
+/// The batch's transaction. First without savepoints — one fencing statement, the
+/// handlers, one finishing statement, one commit — and, when any receipt fails (a
+/// transient error, a deadlock, a missing route), rolled back whole and run again with a
+/// savepoint per receipt so that the failure rolls back alone. `Err` means the
 /// transaction did not commit (or its outcome is unknown: the fenced retry bookkeeping
 /// then finds the lease gone if it did).
 async fn apply_batch(
@@ -131,11 +141,107 @@ async fn apply_batch(
     batch: &[ClaimedReceipt],
 ) -> Result<Vec<Result<Transition, Abort>>, sqlx::Error> {
     let mut connection = worker.pool.acquire().await?;
+    match apply_together(worker, &mut connection, batch).await? {
+        Together::Committed(results) => {
+            metrics::counter!(BATCHES_TOTAL, "mode" => "together").increment(1);
+            Ok(results)
+        }
+        // Alone, the failure is the receipt's own: there is nothing to isolate.
+        Together::RolledBack(abort) if batch.len() == 1 => {
+            metrics::counter!(BATCHES_TOTAL, "mode" => "together").increment(1);
+            Ok(vec![Err(abort)])
+        }
+        Together::RolledBack(_) => {
+            metrics::counter!(BATCHES_TOTAL, "mode" => "isolated").increment(1);
+            apply_isolated(worker, &mut connection, batch).await
+        }
+    }
+}
+
+/// How a batch applied without savepoints ended.
+enum Together {
+    /// Every fenced receipt's transition committed, in one transaction.
+    Committed(Vec<Result<Transition, Abort>>),
+    /// A receipt failed; nothing of the batch was written.
+    RolledBack(Abort),
+}
+
+/// The batch in one transaction without savepoints; any failure rolls back all of it.
+async fn apply_together(
+    worker: &Worker,
+    connection: &mut PgConnection,
+    batch: &[ClaimedReceipt],
+) -> Result<Together, sqlx::Error> {
+    let mut transaction = connection.begin().await?;
+    match transitions_together(worker, &mut transaction, batch).await {
+        Ok(results) => {
+            failpoint::hit("before_business_commit");
+            transaction.commit().await?;
+            failpoint::hit("after_business_commit");
+            Ok(Together::Committed(results))
+        }
+        Err(abort) => {
+            transaction.rollback().await?;
+            Ok(Together::RolledBack(abort))
+        }
+    }
+}
+
+/// Fences every receipt in one statement, runs each fenced one's transition, and finishes
+/// them all in one statement. The first failure stops the batch (the caller rolls back).
+async fn transitions_together(
+    worker: &Worker,
+    transaction: &mut PgConnection,
+    batch: &[ClaimedReceipt],
+) -> Result<Vec<Result<Transition, Abort>>, Abort> {
+    let leases: Vec<(i64, i64)> = batch
+        .iter()
+        .map(|claimed| (claimed.receipt_id, claimed.lease_token))
+        .collect();
+    let fenced: HashSet<i64> = queue::take_fenced_all(transaction, &leases)
+        .await?
+        .into_iter()
+        .collect();
+    let mut results = Vec::with_capacity(batch.len());
+    for claimed in batch {
+        if !fenced.contains(&claimed.receipt_id) {
+            results.push(Err(Abort::LeaseLost));
+            continue;
+        }
+        let route = resolve(worker, claimed)?;
+        failpoint::hit("worker_in_business_tx");
+        results.push(Ok(transition(transaction, claimed, &route).await?));
+    }
+    let finished: Vec<Finished<'_>> = batch
+        .iter()
+        .zip(&results)
+        .filter_map(|(claimed, result)| {
+            let transition = result.as_ref().ok()?;
+            Some(Finished {
+                receipt_id: claimed.receipt_id,
+                attempts: claimed.attempts,
+                finish: finish_of(transition),
+            })
+        })
+        .collect();
+    if !finished.is_empty() {
+        queue::finish_all(transaction, &finished).await?;
+    }
+    Ok(results)
+}
+
+/// The batch in one transaction with a savepoint per receipt: each failure rolls back
+/// alone, the rest commits once.
+async fn apply_isolated(
+    worker: &Worker,
+    connection: &mut PgConnection,
+    batch: &[ClaimedReceipt],
+) -> Result<Vec<Result<Transition, Abort>>, sqlx::Error> {
     let mut transaction = connection.begin().await?;
     let mut results = Vec::with_capacity(batch.len());
     for claimed in batch {
         let mut savepoint = transaction.begin().await?;
-        let result = apply(worker, &mut savepoint, claimed).await;
+        let result = apply_one(worker, &mut savepoint, claimed).await;
         if result.is_ok() {
             savepoint.commit().await?;
         } else {
@@ -150,11 +256,37 @@ async fn apply_batch(
 }
 
 /// One receipt's part of the business transaction, inside its savepoint.
-async fn apply(
+async fn apply_one(
     worker: &Worker,
     transaction: &mut PgConnection,
     claimed: &ClaimedReceipt,
 ) -> Result<Transition, Abort> {
+    let route = resolve(worker, claimed)?;
+    if !queue::take_fenced(transaction, claimed.receipt_id, claimed.lease_token).await? {
+        return Err(Abort::LeaseLost);
+    }
+    failpoint::hit("worker_in_business_tx");
+    let transition = transition(transaction, claimed, &route).await?;
+    queue::finish(
+        transaction,
+        claimed.receipt_id,
+        claimed.attempts,
+        finish_of(&transition),
+    )
+    .await?;
+    Ok(transition)
+}
+
+/// What a receipt's route resolves to in the current configuration.
+struct Resolved<'w> {
+    integration: &'w Integration,
+    handler: &'w dyn Handler,
+    sink: Option<&'w str>,
+}
+
+/// The integration, handler and sink of `claimed`'s route; a missing one is transient
+/// (the configuration may be rolled back).
+fn resolve<'w>(worker: &'w Worker, claimed: &ClaimedReceipt) -> Result<Resolved<'w>, Abort> {
     let integration = worker
         .config
         .integration(&claimed.integration)
@@ -170,11 +302,19 @@ async fn apply(
     let handler = worker.registry.get(&route.handler).ok_or_else(|| {
         Abort::Transient(format!("handler {:?} is not registered", route.handler))
     })?;
+    Ok(Resolved {
+        integration,
+        handler: handler.as_ref(),
+        sink: route.sink.as_deref(),
+    })
+}
 
-    if !queue::take_fenced(transaction, claimed.receipt_id, claimed.lease_token).await? {
-        return Err(Abort::LeaseLost);
-    }
-    failpoint::hit("worker_in_business_tx");
+/// The handler's transition and its effect intents, after the fence.
+async fn transition(
+    transaction: &mut PgConnection,
+    claimed: &ClaimedReceipt,
+    route: &Resolved<'_>,
+) -> Result<Transition, Abort> {
     let transition = match &claimed.payload {
         // Pending payloads are never purged; if one is missing, a person must look.
         None => Transition::Quarantine {
@@ -183,45 +323,48 @@ async fn apply(
         Some(payload) => {
             let input = HandlerInput {
                 receipt_id: claimed.id(),
-                integration,
+                integration: route.integration,
                 event_id: &claimed.event_id,
                 event_type: &claimed.event_type,
                 source_scope: &claimed.source_scope,
                 payload,
-                sink: route.sink.as_deref(),
+                sink: route.sink,
             };
-            match handler.apply(transaction, input).await {
+            match route.handler.apply(transaction, input).await {
                 Ok(transition) => transition,
                 Err(HandlerError::Transient(reason)) => return Err(Abort::Transient(reason)),
                 Err(HandlerError::Database(error)) => return Err(error.into()),
             }
         }
     };
-    let finish = match &transition {
-        Transition::Applied { effects } => {
-            let event = SourceEvent {
-                integration: &claimed.integration,
-                id: &claimed.event_id,
-                event_type: &claimed.event_type,
-            };
-            for intent in effects {
-                effects::insert_intent(
-                    transaction,
-                    claimed.receipt_id,
-                    &integration.tenant,
-                    event,
-                    intent,
-                )
-                .await?;
-            }
-            Finish::Applied
+    if let Transition::Applied { effects } = &transition {
+        let event = SourceEvent {
+            integration: &claimed.integration,
+            id: &claimed.event_id,
+            event_type: &claimed.event_type,
+        };
+        for intent in effects {
+            effects::insert_intent(
+                transaction,
+                claimed.receipt_id,
+                &route.integration.tenant,
+                event,
+                intent,
+            )
+            .await?;
         }
+    }
+    Ok(transition)
+}
+
+/// The receipt's terminal state for a transition.
+fn finish_of(transition: &Transition) -> Finish<'_> {
+    match transition {
+        Transition::Applied { .. } => Finish::Applied,
         Transition::Duplicate { reason } => Finish::Duplicate(reason),
         Transition::Ignored { reason } => Finish::Ignored(reason),
         Transition::Quarantine { reason } => Finish::Quarantined(reason),
-    };
-    queue::finish(transaction, claimed.receipt_id, claimed.attempts, finish).await?;
-    Ok(transition)
+    }
 }
 
 /// Records a rolled-back attempt: retry later, or `failed` when attempts are exhausted.

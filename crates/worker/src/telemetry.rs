@@ -10,6 +10,8 @@ pub const RECEIPTS: &str = "inbound_receipts";
 pub const RECEIPT_ATTEMPTS_TOTAL: &str = "inbound_receipt_attempts_total";
 /// Histogram: seconds from acceptance to done.
 pub const ACCEPT_TO_DONE_SECONDS: &str = "inbound_accept_to_done_seconds";
+/// Counter: business transactions by mode (`together`, or `isolated` after a failure).
+pub const BATCHES_TOTAL: &str = "inbound_worker_batches_total";
 /// Counter: claims that took over an expired lease.
 pub const LEASE_RECLAIMS_TOTAL: &str = "inbound_lease_reclaims_total";
 
@@ -52,6 +54,10 @@ pub fn install_metrics() -> anyhow::Result<PrometheusHandle> {
     metrics::describe_counter!(
         LEASE_RECLAIMS_TOTAL,
         "Claims that took over a receipt whose lease had expired."
+    );
+    metrics::describe_counter!(
+        BATCHES_TOTAL,
+        "Business transactions by mode: together (no savepoints), isolated (rerun with a savepoint per receipt after a failure)."
     );
     metrics::describe_gauge!(
         EFFECTS,

@@ -105,6 +105,26 @@ pub async fn take_fenced(
     Ok(removed.rows_affected() == 1)
 }
 
+/// [`take_fenced`] for a whole batch in one statement: removes each queue row whose
+/// attempt still holds its lease and returns those receipt ids; the rest lost their lease.
+/// The removed rows stay locked until the transaction ends.
+pub async fn take_fenced_all(
+    conn: &mut PgConnection,
+    leases: &[(i64, i64)],
+) -> Result<Vec<i64>, sqlx::Error> {
+    let (receipt_ids, lease_tokens): (Vec<i64>, Vec<i64>) = leases.iter().copied().unzip();
+    sqlx::query_scalar(
+        "DELETE FROM receipt_queue q
+         USING unnest($1::bigint[], $2::bigint[]) AS fence(receipt_id, lease_token)
+         WHERE q.receipt_id = fence.receipt_id AND q.lease_token = fence.lease_token
+         RETURNING q.receipt_id",
+    )
+    .bind(receipt_ids)
+    .bind(lease_tokens)
+    .fetch_all(conn)
+    .await
+}
+
 /// A terminal state written in the business transaction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Finish<'a> {
@@ -118,6 +138,29 @@ pub enum Finish<'a> {
     Quarantined(&'a str),
 }
 
+impl<'a> Finish<'a> {
+    /// `(status, outcome, outcome_reason)` as stored in `receipts`.
+    fn columns(self) -> (&'static str, Option<&'static str>, Option<&'a str>) {
+        match self {
+            Finish::Applied => ("done", Some("applied"), None),
+            Finish::Duplicate(reason) => ("done", Some("duplicate"), Some(reason)),
+            Finish::Ignored(reason) => ("done", Some("ignored"), Some(reason)),
+            Finish::Quarantined(reason) => ("quarantined", None, Some(reason)),
+        }
+    }
+}
+
+/// One receipt's terminal state for [`finish_all`].
+#[derive(Debug, Clone, Copy)]
+pub struct Finished<'a> {
+    /// `receipts.id`.
+    pub receipt_id: i64,
+    /// Attempts including the one that finished it.
+    pub attempts: i32,
+    /// How it ended.
+    pub finish: Finish<'a>,
+}
+
 /// Records the terminal state, inside the business transaction (after [`take_fenced`]).
 pub async fn finish(
     conn: &mut PgConnection,
@@ -125,12 +168,7 @@ pub async fn finish(
     attempts: i32,
     finish: Finish<'_>,
 ) -> Result<(), sqlx::Error> {
-    let (status, outcome, reason) = match finish {
-        Finish::Applied => ("done", Some("applied"), None),
-        Finish::Duplicate(reason) => ("done", Some("duplicate"), Some(reason)),
-        Finish::Ignored(reason) => ("done", Some("ignored"), Some(reason)),
-        Finish::Quarantined(reason) => ("quarantined", None, Some(reason)),
-    };
+    let (status, outcome, reason) = finish.columns();
     sqlx::query(
         "UPDATE receipts
          SET status = $2, outcome = $3, outcome_reason = $4, attempts = $5, finished_at = now()
@@ -140,6 +178,43 @@ pub async fn finish(
     .bind(status)
     .bind(outcome)
     .bind(reason)
+    .bind(attempts)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// [`finish`] for a whole batch in one statement, inside the business transaction (after
+/// [`take_fenced_all`]).
+pub async fn finish_all(
+    conn: &mut PgConnection,
+    finished: &[Finished<'_>],
+) -> Result<(), sqlx::Error> {
+    let mut receipt_ids = Vec::with_capacity(finished.len());
+    let mut attempts = Vec::with_capacity(finished.len());
+    let mut statuses = Vec::with_capacity(finished.len());
+    let mut outcomes = Vec::with_capacity(finished.len());
+    let mut reasons = Vec::with_capacity(finished.len());
+    for one in finished {
+        let (status, outcome, reason) = one.finish.columns();
+        receipt_ids.push(one.receipt_id);
+        attempts.push(one.attempts);
+        statuses.push(status);
+        outcomes.push(outcome);
+        reasons.push(reason);
+    }
+    sqlx::query(
+        "UPDATE receipts r
+         SET status = f.status, outcome = f.outcome, outcome_reason = f.reason,
+             attempts = f.attempts, finished_at = now()
+         FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::int4[])
+              AS f(receipt_id, status, outcome, reason, attempts)
+         WHERE r.id = f.receipt_id",
+    )
+    .bind(receipt_ids)
+    .bind(statuses)
+    .bind(outcomes)
+    .bind(reasons)
     .bind(attempts)
     .execute(conn)
     .await?;
