@@ -587,3 +587,26 @@ async fn ops_port_serves_health_and_every_queue_gauge() {
         assert!(text.contains(&format!("# HELP {name} ")), "{name}: {text}");
     }
 }
+
+#[test]
+fn the_worker_refuses_a_batch_size_outside_one_to_sixty_four() {
+    for size in ["0", "65"] {
+        let output = std::process::Command::new(inbound_tests::process::binary("inbound-worker"))
+            .args(["--config", "/nonexistent/inbound.toml"])
+            .args(["--database-url", "postgres://postgres@127.0.0.1:1/unused"])
+            .args(["--batch-size", size])
+            .env_remove("INBOUND_BATCH_SIZE")
+            .output()
+            .expect("run the worker");
+        assert_eq!(output.status.code(), Some(1), "--batch-size {size}");
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(
+            said.contains("--batch-size must be between 1 and 64"),
+            "--batch-size {size}: {said}"
+        );
+    }
+}

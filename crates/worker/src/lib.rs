@@ -2,9 +2,9 @@
 //! transition exactly once.
 //!
 //! - [`runner`]: the claim loops (receipts, effects), their concurrency and drain.
-//! - [`process`]: a batch of claimed receipts completed in one transaction, a savepoint
-//!   each: the fenced business transition and how each outcome (applied, duplicate,
-//!   ignored, quarantined, transient, lease lost) is recorded.
+//! - [`process`]: a batch of claimed receipts completed in one transaction (rerun with a
+//!   savepoint each after a failure): the fenced business transition and how each outcome
+//!   (applied, duplicate, ignored, quarantined, transient, lease lost) is recorded.
 //! - [`dispatch`]: one effect, one step: deliver, judge a lost attempt, or reconcile.
 //! - [`backoff`]: exponential backoff with jitter.
 //! - [`gauges`]: queue gauges refreshed from index-backed queries.
@@ -26,12 +26,17 @@ use sqlx::PgPool;
 
 pub use runner::{Step, dispatch_once, run, run_once};
 
+/// The largest `batch_size`: a batch rerun with a savepoint per receipt stays within
+/// PostgreSQL's per-backend cache of 64 subtransactions (overflowing it slows every
+/// snapshot in the cluster).
+pub const MAX_BATCH_SIZE: usize = 64;
+
 /// How a worker claims and retries.
 #[derive(Debug, Clone)]
 pub struct WorkerSettings {
     /// Business transactions in flight at once.
     pub concurrency: usize,
-    /// Most receipts completed in one business transaction (a savepoint each).
+    /// Most receipts completed in one business transaction (≤ [`MAX_BATCH_SIZE`]).
     pub batch_size: usize,
     /// Effects delivered or reconciled at once.
     pub effect_concurrency: usize,

@@ -14,7 +14,7 @@ use inbound_service::args::CommonArgs;
 use inbound_service::logging;
 use inbound_service::signals::shutdown_signal;
 use inbound_service::{ServerLimits, ops, serve};
-use inbound_worker::{Worker, WorkerSettings, gauges, telemetry};
+use inbound_worker::{MAX_BATCH_SIZE, Worker, WorkerSettings, gauges, telemetry};
 use tokio::net::TcpListener;
 
 /// The inbound worker: claim accepted receipts and apply each transition exactly once.
@@ -29,8 +29,10 @@ struct Cli {
     /// Business transactions in flight at once.
     #[arg(long, env = "INBOUND_CONCURRENCY", default_value_t = 8)]
     concurrency: usize,
-    /// Most receipts completed in one business transaction (a savepoint each); 1 commits
-    /// every receipt on its own.
+    /// Most receipts completed in one business transaction; 1 commits every receipt on
+    /// its own. At most 64: a batch rerun with a savepoint per receipt must stay within
+    /// PostgreSQL's per-backend subtransaction cache (64), past which every snapshot in
+    /// the cluster slows down.
     #[arg(long, env = "INBOUND_BATCH_SIZE", default_value_t = 16)]
     batch_size: usize,
     /// Effects delivered or reconciled at once.
@@ -78,6 +80,10 @@ async fn main() {
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
     ensure!(cli.lease_secs >= 1, "--lease-secs must be at least 1");
+    ensure!(
+        (1..=MAX_BATCH_SIZE).contains(&cli.batch_size),
+        "--batch-size must be between 1 and {MAX_BATCH_SIZE}"
+    );
     ensure!(cli.concurrency >= 1, "--concurrency must be at least 1");
     ensure!(
         cli.effect_concurrency >= 1,
@@ -116,7 +122,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         registry,
         settings: WorkerSettings {
             concurrency: cli.concurrency,
-            batch_size: cli.batch_size.max(1),
+            batch_size: cli.batch_size,
             effect_concurrency: cli.effect_concurrency,
             lease: Duration::from_secs(cli.lease_secs),
             poll_interval: Duration::from_millis(cli.poll_interval_ms),
