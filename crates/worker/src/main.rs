@@ -103,8 +103,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let pool = store::connect_pool_lazy(
         &cli.common.database_url,
         &PoolSettings {
-            // One per in-flight receipt, one for claims, one for gauges, one spare.
-            max_connections: u32::try_from(cli.concurrency)
+            // One per receipt batch and per effect in flight, one for claims, one for
+            // gauges, one spare.
+            max_connections: u32::try_from(cli.concurrency.saturating_add(cli.effect_concurrency))
                 .unwrap_or(u32::MAX)
                 .saturating_add(3),
             acquire_timeout: cli.common.acquire_timeout(),
