@@ -237,8 +237,11 @@ async fn crash_after_local_commit() {
     let sink = TestSink::start().await;
     let config = domain::config();
     let receipt = domain::order_with_pending_payment(pool, &config).await;
+    // One claim per loop at start-up, then none for a minute: the doomed worker's
+    // dispatcher must not claim (and so begin) the new effect in the instant between the
+    // commit and the abort.
     let mut options = with_sink(
-        worker_options(database.url(), &["--lease-secs", "1"]),
+        fixtures::ingress_options(database.url()).with_args(&["--poll-interval-ms", "60000"]),
         &sink,
         false,
     );

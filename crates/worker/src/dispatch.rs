@@ -1,10 +1,10 @@
 //! The effects dispatcher: claims due effects with leases (fenced like receipts) and moves
 //! each one step along its state machine ([`inbound_core::effects`]).
 //!
-//! - `pending`: commit the attempt as `in_flight` first, then POST to the sink with the
-//!   operation key as idempotency key (and Standard Webhooks signature headers when the
-//!   sink has secrets), then record what the rules decide. No transaction is open during
-//!   the request.
+//! - `pending`: the claim itself committed the attempt as `in_flight` (one statement for
+//!   the whole claim); POST to the sink with the operation key as idempotency key (and
+//!   Standard Webhooks signature headers when the sink has secrets), then record what the
+//!   rules decide. No transaction is open during the request.
 //! - `in_flight` (claimable only after its holder's lease expired: the worker died with
 //!   the request possibly sent): judged as an attempt whose outcome is unknown.
 //! - `uncertain`: ask `status_url` and record what the rules decide.
@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use inbound_core::config::Sink;
 use inbound_core::effects::{self, Decision, Delivery, History, Reconciliation, SinkPolicy};
-use inbound_core::store::effects::{self as store, ClaimedEffect, StepRecord};
+use inbound_core::store::effects::{self as store, ClaimedEffect, InFlightLease, StepRecord};
 use inbound_service::failpoint;
 
 use crate::Worker;
@@ -23,6 +23,19 @@ use crate::telemetry::EFFECT_ATTEMPTS_TOTAL;
 /// Extra lease beyond the sink timeout for an in-flight attempt to be recorded (one
 /// short statement after the answer).
 const IN_FLIGHT_MARGIN: Duration = Duration::from_secs(2);
+
+/// Each configured sink's in-flight lease, for claims that begin delivery attempts.
+pub fn in_flight_leases(worker: &Worker) -> Vec<InFlightLease> {
+    worker
+        .config
+        .sinks()
+        .iter()
+        .map(|sink| InFlightLease {
+            sink: sink.id.clone(),
+            lease: Duration::from_secs(sink.timeout_secs) + IN_FLIGHT_MARGIN,
+        })
+        .collect()
+}
 /// The most of a reconciliation answer we read.
 const MAX_STATUS_BODY_BYTES: usize = 64 * 1024;
 
@@ -140,7 +153,22 @@ pub async fn advance(worker: &Worker, client: &reqwest::Client, effect: ClaimedE
             .await
         }
         "uncertain" => reconcile(worker, client, sink, &effect, started).await,
-        _ => deliver(worker, client, sink, &effect, started).await,
+        _ if effect.delivery_begun => deliver(worker, client, sink, &effect, started).await,
+        // Claimed without beginning an attempt (its sink was not among the claim's): nothing
+        // was sent; the lease expires and the effect is claimed again.
+        _ => {
+            tracing::warn!(
+                effect_id = effect.id,
+                sink = effect.sink,
+                "claimed without an attempt begun"
+            );
+            Step {
+                effect_id: effect.id,
+                status: "pending",
+                outcome: "not_started",
+                recorded: false,
+            }
+        }
     }
 }
 
@@ -247,39 +275,8 @@ async fn deliver(
     started: Instant,
 ) -> Step {
     let timeout = Duration::from_secs(sink.timeout_secs);
-    let begun = match worker.pool.acquire().await {
-        Ok(mut connection) => {
-            store::begin_delivery(
-                &mut connection,
-                effect.id,
-                effect.lease_token,
-                timeout + IN_FLIGHT_MARGIN,
-            )
-            .await
-        }
-        Err(error) => Err(error),
-    };
-    let attempt = match begun {
-        Ok(Some(attempt)) => attempt,
-        Ok(None) => {
-            return Step {
-                effect_id: effect.id,
-                status: "pending",
-                outcome: "lease_lost",
-                recorded: false,
-            };
-        }
-        Err(error) => {
-            // Nothing was sent: the lease expires and the effect is claimed again.
-            tracing::warn!(effect_id = effect.id, %error, "could not start the attempt");
-            return Step {
-                effect_id: effect.id,
-                status: "pending",
-                outcome: "not_started",
-                recorded: false,
-            };
-        }
-    };
+    // The claim committed this attempt as `in_flight`.
+    let attempt = effect.attempts;
     failpoint::hit("before_effect_sent");
     let delivery = send(client, sink, effect, timeout).await;
     failpoint::hit("after_effect_sent");
@@ -316,9 +313,7 @@ async fn deliver(
         }
         Err(error) => Err(error),
     };
-    let mut step_effect = effect.clone();
-    step_effect.attempts = attempt;
-    finish_step(&step_effect, &decision, delivery.label(), recorded, started)
+    finish_step(effect, &decision, delivery.label(), recorded, started)
 }
 
 /// One POST. Errors are classified by whether the request can have left.

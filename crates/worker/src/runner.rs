@@ -1,6 +1,7 @@
 //! The claim loops. Each claims only as many items as it has free slots, so every claimed
-//! item starts at once (there is never a claimed-but-unstarted lease to give back). When
-//! idle it polls; when the database fails it backs off and holds no transaction. On
+//! item starts at once (there is never a claimed-but-unstarted lease to give back). Under
+//! load it waits until a quarter of its slots are free (at most a poll interval) so that a
+//! claim serves many slots, not one per completion. When idle it polls; when the database fails it backs off and holds no transaction. On
 //! shutdown it stops claiming and lets in-flight items finish within the grace period;
 //! anything still running after that is dropped and its lease simply expires.
 //!
@@ -114,6 +115,7 @@ async fn claim_effects(
         i64::try_from(limit).unwrap_or(i64::MAX),
         worker.settings.lease,
         &worker.settings.worker_id,
+        &dispatch::in_flight_leases(worker),
     )
     .await
 }
@@ -184,9 +186,12 @@ async fn claim_loop<T, C, CF, P, PF>(
     PF: Future<Output = ()> + Send + 'static,
 {
     let poll_interval = worker.settings.poll_interval;
-    let slots = Arc::new(Semaphore::new(concurrency.max(1)));
+    let concurrency = concurrency.max(1);
+    let slots = Arc::new(Semaphore::new(concurrency));
+    let worth_a_claim = (concurrency / 4).max(1);
     let mut tasks = JoinSet::new();
     let mut failure_delay = poll_interval;
+    let mut gather_until: Option<tokio::time::Instant> = None;
     while !*stop.borrow() {
         while tasks.try_join_next().is_some() {}
         let free = slots.available_permits();
@@ -197,6 +202,19 @@ async fn claim_loop<T, C, CF, P, PF>(
             }
             continue;
         }
+        // Under load, let a quarter of the slots free up (for at most a poll interval)
+        // so that one claim statement serves several of them.
+        let deadline =
+            *gather_until.get_or_insert_with(|| tokio::time::Instant::now() + poll_interval);
+        if free < worth_a_claim && tokio::time::Instant::now() < deadline {
+            tokio::select! {
+                _ = tasks.join_next() => {}
+                () = tokio::time::sleep_until(deadline) => {}
+                _ = stop.changed() => {}
+            }
+            continue;
+        }
+        gather_until = None;
         let pause = match claim(free).await {
             Ok(claimed) if claimed.is_empty() => Some(poll_interval),
             Ok(claimed) => {

@@ -71,7 +71,7 @@ pub struct ClaimedEffect {
     /// The status when claimed: `pending`, `in_flight` (its last holder's lease expired)
     /// or `uncertain`.
     pub status: String,
-    /// Delivery attempts so far.
+    /// Delivery attempts so far, including the one the claim began.
     pub attempts: i32,
     /// The fencing token of this claim.
     pub lease_token: i64,
@@ -79,66 +79,74 @@ pub struct ClaimedEffect {
     pub first_attempt_age_secs: f64,
     /// Some attempt may have reached the sink.
     pub maybe_delivered: bool,
+    /// The claim began delivery attempt `attempts` (committed `in_flight`): send it now.
+    pub delivery_begun: bool,
 }
 
-/// Claims up to `limit` effects that are due, leasing them for `lease`.
+/// How long an attempt to one sink stays `in_flight` before another worker may judge it
+/// lost: the sink's timeout plus time to record the answer.
+#[derive(Debug, Clone)]
+pub struct InFlightLease {
+    /// The sink id.
+    pub sink: String,
+    /// Its request timeout plus a margin.
+    pub lease: Duration,
+}
+
+/// Claims up to `limit` effects that are due, in one statement. A `pending` effect whose
+/// sink is in `in_flight` also *begins its delivery attempt* in the same statement —
+/// `in_flight`, `attempts + 1`, an open history row, leased for its sink's in-flight
+/// time — so the attempt is committed before any request is sent. Everything else (an
+/// `in_flight` effect whose holder died, an `uncertain` one, a pending one whose sink is
+/// not configured) is only leased for `lease`.
 pub async fn claim_batch(
     conn: &mut PgConnection,
     limit: i64,
     lease: Duration,
     worker_id: &str,
+    in_flight: &[InFlightLease],
 ) -> Result<Vec<ClaimedEffect>, sqlx::Error> {
+    let sinks: Vec<&str> = in_flight.iter().map(|one| one.sink.as_str()).collect();
+    let leases: Vec<i64> = in_flight.iter().map(|one| millis(one.lease)).collect();
     sqlx::query_as(
         "WITH due AS MATERIALIZED (
-             SELECT id FROM effects
+             SELECT id, status, sink FROM effects
              WHERE status IN ('pending', 'in_flight', 'uncertain') AND visible_at <= now()
              ORDER BY visible_at, id
              LIMIT $1
              FOR UPDATE SKIP LOCKED
+         ), claimed AS (
+             UPDATE effects e
+             SET lease_token = e.lease_token + 1, leased_by = $3,
+                 status = CASE WHEN f.lease_ms IS NULL THEN e.status ELSE 'in_flight' END,
+                 attempts = e.attempts + (f.lease_ms IS NOT NULL)::int,
+                 first_attempt_at = CASE WHEN f.lease_ms IS NULL THEN e.first_attempt_at
+                                         ELSE COALESCE(e.first_attempt_at, now()) END,
+                 visible_at = now() + COALESCE(f.lease_ms, $2) * interval '1 millisecond'
+             FROM due LEFT JOIN unnest($4::text[], $5::bigint[]) AS f(sink, lease_ms)
+                  ON due.status = 'pending' AND f.sink = due.sink
+             WHERE e.id = due.id
+             RETURNING e.id, e.receipt_id, e.operation_key, e.sink, e.kind, e.tenant, e.data, e.event,
+                       due.status, e.attempts, e.lease_token,
+                       COALESCE(EXTRACT(EPOCH FROM now() - e.first_attempt_at), 0)::float8 AS first_attempt_age_secs,
+                       e.maybe_delivered, f.lease_ms IS NOT NULL AS delivery_begun
+         ), logged AS (
+             INSERT INTO effect_attempts (effect_id, attempt, kind)
+             SELECT id, attempts, 'delivery' FROM claimed WHERE delivery_begun
          )
-         UPDATE effects e
-         SET lease_token = e.lease_token + 1, visible_at = now() + $2 * interval '1 millisecond', leased_by = $3
-         FROM due WHERE e.id = due.id
-         RETURNING e.id, e.receipt_id, e.operation_key, e.sink, e.kind, e.tenant, e.data, e.event, e.status,
-                   e.attempts, e.lease_token,
-                   COALESCE(EXTRACT(EPOCH FROM now() - e.first_attempt_at), 0)::float8 AS first_attempt_age_secs,
-                   e.maybe_delivered",
+         SELECT * FROM claimed ORDER BY id",
     )
     .bind(limit)
-    .bind(i64::try_from(lease.as_millis()).unwrap_or(i64::MAX))
+    .bind(millis(lease))
     .bind(worker_id)
+    .bind(sinks)
+    .bind(leases)
     .fetch_all(conn)
     .await
 }
 
-/// Commits the attempt as `in_flight` *before* the request is sent, with a lease long
-/// enough for the request; returns the attempt number, or `None` if the lease was lost.
-/// If the worker dies after this, the effect becomes claimable again as `in_flight` and is
-/// treated as an attempt whose outcome is unknown.
-pub async fn begin_delivery(
-    conn: &mut PgConnection,
-    effect_id: i64,
-    lease_token: i64,
-    in_flight_for: Duration,
-) -> Result<Option<i32>, sqlx::Error> {
-    sqlx::query_scalar(
-        "WITH started AS (
-             UPDATE effects
-             SET status = 'in_flight', attempts = attempts + 1,
-                 first_attempt_at = COALESCE(first_attempt_at, now()),
-                 visible_at = now() + $3 * interval '1 millisecond'
-             WHERE id = $1 AND lease_token = $2
-             RETURNING id, attempts
-         ), logged AS (
-             INSERT INTO effect_attempts (effect_id, attempt, kind) SELECT id, attempts, 'delivery' FROM started
-         )
-         SELECT attempts FROM started",
-    )
-    .bind(effect_id)
-    .bind(lease_token)
-    .bind(i64::try_from(in_flight_for.as_millis()).unwrap_or(i64::MAX))
-    .fetch_optional(conn)
-    .await
+fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
 }
 
 /// How a step ended, for the effect row and its attempt history.
@@ -183,7 +191,7 @@ pub async fn finish_delivery(
     .bind(effect_id)
     .bind(lease_token)
     .bind(record.status)
-    .bind(i64::try_from(record.visible_after.as_millis()).unwrap_or(i64::MAX))
+    .bind(millis(record.visible_after))
     .bind(record.error)
     .bind(record.maybe_delivered)
     .bind(record.outcome)
@@ -223,7 +231,7 @@ pub async fn record_step(
     .bind(effect_id)
     .bind(lease_token)
     .bind(record.status)
-    .bind(i64::try_from(record.visible_after.as_millis()).unwrap_or(i64::MAX))
+    .bind(millis(record.visible_after))
     .bind(record.error)
     .bind(record.maybe_delivered)
     .bind(record.outcome)
