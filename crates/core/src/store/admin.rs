@@ -271,14 +271,14 @@ pub async fn purge_payloads_batch(
     batch: i64,
 ) -> Result<u64, sqlx::Error> {
     let purged = sqlx::query(
-        "UPDATE receipts SET payload = NULL
-         WHERE id IN (
+        "WITH old AS MATERIALIZED (
              SELECT id FROM receipts
              WHERE status = 'done' AND payload IS NOT NULL
                AND finished_at < now() - make_interval(days => $1)
              ORDER BY finished_at LIMIT $2
              FOR UPDATE SKIP LOCKED
-         )",
+         )
+         UPDATE receipts r SET payload = NULL FROM old WHERE r.id = old.id",
     )
     .bind(i32::try_from(days).unwrap_or(i32::MAX))
     .bind(batch)
@@ -295,8 +295,7 @@ pub async fn purge_keys_batch(
     batch: i64,
 ) -> Result<u64, sqlx::Error> {
     let purged = sqlx::query(
-        "DELETE FROM receipts
-         WHERE id IN (
+        "WITH old AS MATERIALIZED (
              SELECT r.id FROM receipts r
              WHERE r.status = 'done' AND r.finished_at < now() - make_interval(days => $1)
                AND NOT EXISTS (
@@ -305,7 +304,8 @@ pub async fn purge_keys_batch(
                )
              ORDER BY r.finished_at LIMIT $2
              FOR UPDATE SKIP LOCKED
-         )",
+         )
+         DELETE FROM receipts r USING old WHERE r.id = old.id",
     )
     .bind(i32::try_from(days).unwrap_or(i32::MAX))
     .bind(batch)
