@@ -61,6 +61,8 @@ def render(figures, machine, date, pending):
         (f"growth: worker applied/s at --concurrency 32, {int(figures['growth_rows']):,} done receipts vs empty",
          f"{float(figures['growth_full_worker']):.0f} vs {float(figures['growth_empty_worker']):.0f} /s",
          f"{growth_worker:.2f}"),
+        (f"retention: `inboundctl purge` of {int(figures['purged']):,} done receipts, payloads then keys",
+         f"{float(figures['purge_payloads']):.0f} payloads/s, {float(figures['purge_keys']):.0f} keys/s", ""),
     ]
     lines = [
         BEGIN,

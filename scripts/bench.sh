@@ -13,6 +13,7 @@
 #   dispatcher         effects delivered/s to a local 200 sink, --effect-concurrency 32
 #   growth             ingress accepted/s and worker applied/s, empty vs BENCH_GROWTH_ROWS
 #                      done receipts already in the database
+#   retention          inboundctl purge of all those done receipts: payloads, then keys
 #   plus peak RSS of each binary and commits per receipt (pg_stat_database.xact_commit).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -195,6 +196,18 @@ psql -Atq "$url" -c "INSERT INTO receipts (integration, source_scope, event_id, 
      FROM generate_series(1, $growth_rows) n" -c "VACUUM ANALYZE" >/dev/null
 record growth_rows "$growth_rows"
 growth_round full $((pending + 1))
+
+step "retention: purge every done receipt's payload, then its key"
+purged=$(psql -Atq "$url" -c "SELECT count(*) FROM receipts WHERE status = 'done'")
+started=$(bench_now)
+"$bench_bin/inboundctl" purge --database-url "$url" --payloads-older-than-days 0 >/dev/null
+record purge_payloads "$(python3 -c "print(round($purged / ($(bench_now) - $started)))")"
+started=$(bench_now)
+"$bench_bin/inboundctl" purge --database-url "$url" --payloads-older-than-days 0 --keys-older-than-days 0 >/dev/null
+record purge_keys "$(python3 -c "print(round($purged / ($(bench_now) - $started)))")"
+record purged "$purged"
+left=$(psql -Atq "$url" -c "SELECT count(*) FROM receipts WHERE status = 'done'")
+[ "$left" = 0 ] || { echo "bench: purge left $left done receipts" >&2; exit 1; }
 
 # --- the table ----------------------------------------------------------------------------------
 machine="$(nproc) cores, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo), $(psql -Atq "$bench_admin_url" -c "SHOW server_version" | cut -d' ' -f1) PostgreSQL, $(rustc --version | cut -d' ' -f2) rustc"
