@@ -531,6 +531,59 @@ async fn a_batch_commits_its_good_receipts_and_rolls_back_each_failure_alone() {
     );
 }
 
+#[tokio::test]
+async fn payments_in_one_batch_are_set_based_yet_classified_as_one_by_one_in_order() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let config = domain::config();
+    for (order, payment) in [("o1", "pi_1"), ("o2", "pi_2"), ("o3", "pi_3")] {
+        domain::seed_order(pool, order, payment, 1000, "usd").await;
+    }
+    let first = accept_succeeded(pool, &config, "evt_a", "pi_1", "o1", 1000, "usd").await;
+    // The same payment again under a new event id, in the same batch.
+    accept_succeeded(pool, &config, "evt_b", "pi_1", "o1", 1000, "usd").await;
+    let other = accept_succeeded(pool, &config, "evt_c", "pi_2", "o2", 1000, "usd").await;
+    accept_succeeded(pool, &config, "evt_d", "pi_3", "o3", 999, "usd").await;
+
+    let mut connection = pool.acquire().await.expect("conn");
+    let batch = queue::claim_batch(&mut connection, 10, Duration::from_secs(30), "w", None)
+        .await
+        .expect("claim");
+    drop(connection);
+    let worker = domain::worker(pool, domain::settings());
+    let attempts = process_batch(&worker, batch).await;
+    assert!(
+        matches!(
+            &attempts[..],
+            [
+                Attempt::Committed(Transition::Applied { .. }),
+                Attempt::Committed(Transition::Duplicate { .. }),
+                Attempt::Committed(Transition::Applied { .. }),
+                Attempt::Committed(Transition::Quarantine { .. }),
+            ]
+        ),
+        "{attempts:?}"
+    );
+    let paid_by: Vec<(String, Option<i64>)> =
+        sqlx::query_as("SELECT id, paid_receipt_id FROM orders ORDER BY id")
+            .fetch_all(pool)
+            .await
+            .expect("orders");
+    assert_eq!(
+        paid_by,
+        [
+            ("o1".to_owned(), Some(first)),
+            ("o2".to_owned(), Some(other)),
+            ("o3".to_owned(), None)
+        ],
+        "the first payment in the batch is the one that applied"
+    );
+    assert_eq!(
+        domain::operation_keys(pool).await,
+        ["order.paid:acme:o1", "order.paid:acme:o2"]
+    );
+}
+
 /// `orders.mark_paid`, except that for `evt_2` it fails *after* the order was written.
 struct FailsAfterWriting(std::sync::Arc<dyn Handler>);
 

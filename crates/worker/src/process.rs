@@ -79,6 +79,15 @@ impl From<sqlx::Error> for Abort {
     }
 }
 
+impl From<HandlerError> for Abort {
+    fn from(error: HandlerError) -> Self {
+        match error {
+            HandlerError::Transient(reason) => Self::Transient(reason),
+            HandlerError::Database(error) => error.into(),
+        }
+    }
+}
+
 /// Processes one claimed receipt (a batch of one).
 pub async fn process(worker: &Worker, claimed: ClaimedReceipt) -> Attempt {
     process_batch(worker, vec![claimed])
@@ -203,15 +212,36 @@ async fn transitions_together(
         .into_iter()
         .collect();
     let mut results = Vec::with_capacity(batch.len());
+    // Consecutive receipts for one handler go to it together (`Handler::apply_all`).
+    let mut run: Vec<(&ClaimedReceipt, Resolved<'_>, &serde_json::Value)> = Vec::new();
     for claimed in batch {
-        if !fenced.contains(&claimed.receipt_id) {
+        let next = if fenced.contains(&claimed.receipt_id) {
+            let route = resolve(worker, claimed)?;
+            failpoint::hit("worker_in_business_tx");
+            match &claimed.payload {
+                Some(payload) => Some((route, payload)),
+                None => {
+                    apply_run(transaction, &mut run, &mut results).await?;
+                    results.push(Ok(payload_gone()));
+                    None
+                }
+            }
+        } else {
+            apply_run(transaction, &mut run, &mut results).await?;
             results.push(Err(Abort::LeaseLost));
-            continue;
+            None
+        };
+        if let Some((route, payload)) = next {
+            if run
+                .first()
+                .is_some_and(|(_, first, _)| first.handler_name != route.handler_name)
+            {
+                apply_run(transaction, &mut run, &mut results).await?;
+            }
+            run.push((claimed, route, payload));
         }
-        let route = resolve(worker, claimed)?;
-        failpoint::hit("worker_in_business_tx");
-        results.push(Ok(transition(transaction, claimed, &route).await?));
     }
+    apply_run(transaction, &mut run, &mut results).await?;
     let finished: Vec<Finished<'_>> = batch
         .iter()
         .zip(&results)
@@ -277,9 +307,43 @@ async fn apply_one(
     Ok(transition)
 }
 
+/// Applies a run of receipts for one handler with [`Handler::apply_all`], records their
+/// intents, and appends their transitions to `results`; empties the run.
+async fn apply_run(
+    transaction: &mut PgConnection,
+    run: &mut Vec<(&ClaimedReceipt, Resolved<'_>, &serde_json::Value)>,
+    results: &mut Vec<Result<Transition, Abort>>,
+) -> Result<(), Abort> {
+    let Some((_, first, _)) = run.first() else {
+        return Ok(());
+    };
+    let handler = first.handler;
+    let inputs = run
+        .iter()
+        .map(|(claimed, route, payload)| handler_input(claimed, route, payload))
+        .collect();
+    let transitions = handler
+        .apply_all(transaction, inputs)
+        .await
+        .map_err(Abort::from)?;
+    if transitions.len() != run.len() {
+        return Err(Abort::Transient(format!(
+            "handler returned {} transitions for {} receipts",
+            transitions.len(),
+            run.len()
+        )));
+    }
+    for ((claimed, route, _), transition) in run.drain(..).zip(transitions) {
+        record_intents(transaction, claimed, &route, &transition).await?;
+        results.push(Ok(transition));
+    }
+    Ok(())
+}
+
 /// What a receipt's route resolves to in the current configuration.
 struct Resolved<'w> {
     integration: &'w Integration,
+    handler_name: &'w str,
     handler: &'w dyn Handler,
     sink: Option<&'w str>,
 }
@@ -304,6 +368,7 @@ fn resolve<'w>(worker: &'w Worker, claimed: &ClaimedReceipt) -> Result<Resolved<
     })?;
     Ok(Resolved {
         integration,
+        handler_name: &route.handler,
         handler: handler.as_ref(),
         sink: route.sink.as_deref(),
     })
@@ -316,45 +381,66 @@ async fn transition(
     route: &Resolved<'_>,
 ) -> Result<Transition, Abort> {
     let transition = match &claimed.payload {
-        // Pending payloads are never purged; if one is missing, a person must look.
-        None => Transition::Quarantine {
-            reason: "the payload is gone".to_owned(),
-        },
+        None => payload_gone(),
         Some(payload) => {
-            let input = HandlerInput {
-                receipt_id: claimed.id(),
-                integration: route.integration,
-                event_id: &claimed.event_id,
-                event_type: &claimed.event_type,
-                source_scope: &claimed.source_scope,
-                payload,
-                sink: route.sink,
-            };
-            match route.handler.apply(transaction, input).await {
-                Ok(transition) => transition,
-                Err(HandlerError::Transient(reason)) => return Err(Abort::Transient(reason)),
-                Err(HandlerError::Database(error)) => return Err(error.into()),
-            }
+            let input = handler_input(claimed, route, payload);
+            route.handler.apply(transaction, input).await?
         }
     };
-    if let Transition::Applied { effects } = &transition {
-        let event = SourceEvent {
-            integration: &claimed.integration,
-            id: &claimed.event_id,
-            event_type: &claimed.event_type,
-        };
-        for intent in effects {
-            effects::insert_intent(
-                transaction,
-                claimed.receipt_id,
-                &route.integration.tenant,
-                event,
-                intent,
-            )
-            .await?;
-        }
-    }
+    record_intents(transaction, claimed, route, &transition).await?;
     Ok(transition)
+}
+
+/// Pending payloads are never purged; if one is missing, a person must look.
+fn payload_gone() -> Transition {
+    Transition::Quarantine {
+        reason: "the payload is gone".to_owned(),
+    }
+}
+
+/// What the handler sees of `claimed`.
+fn handler_input<'a>(
+    claimed: &'a ClaimedReceipt,
+    route: &Resolved<'a>,
+    payload: &'a serde_json::Value,
+) -> HandlerInput<'a> {
+    HandlerInput {
+        receipt_id: claimed.id(),
+        integration: route.integration,
+        event_id: &claimed.event_id,
+        event_type: &claimed.event_type,
+        source_scope: &claimed.source_scope,
+        payload,
+        sink: route.sink,
+    }
+}
+
+/// Records the effect intents of an applied transition, in its transaction.
+async fn record_intents(
+    transaction: &mut PgConnection,
+    claimed: &ClaimedReceipt,
+    route: &Resolved<'_>,
+    transition: &Transition,
+) -> Result<(), sqlx::Error> {
+    let Transition::Applied { effects } = transition else {
+        return Ok(());
+    };
+    let event = SourceEvent {
+        integration: &claimed.integration,
+        id: &claimed.event_id,
+        event_type: &claimed.event_type,
+    };
+    for intent in effects {
+        effects::insert_intent(
+            transaction,
+            claimed.receipt_id,
+            &route.integration.tenant,
+            event,
+            intent,
+        )
+        .await?;
+    }
+    Ok(())
 }
 
 /// The receipt's terminal state for a transition.

@@ -139,6 +139,10 @@ pub enum HandlerError {
 pub type HandlerFuture<'a> =
     Pin<Box<dyn Future<Output = Result<Transition, HandlerError>> + Send + 'a>>;
 
+/// The future [`Handler::apply_all`] returns: one transition per input, in order.
+pub type HandlerBatchFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<Vec<Transition>, HandlerError>> + Send + 'a>>;
+
 /// A business transition. Implement it for your own domain and register it by name.
 pub trait Handler: Send + Sync {
     /// Applies the transition for `input` inside `transaction` (do not commit it).
@@ -147,6 +151,25 @@ pub trait Handler: Send + Sync {
         transaction: &'a mut PgConnection,
         input: HandlerInput<'a>,
     ) -> HandlerFuture<'a>;
+
+    /// Applies the transitions for consecutive receipts of one batch, in order, inside
+    /// `transaction`; one transition per input. The result must be what applying them
+    /// one by one with [`Handler::apply`] could give — which the default does. Override
+    /// it to use set-based statements. Any error fails all of them: the worker rolls the
+    /// batch back and applies each receipt alone.
+    fn apply_all<'a>(
+        &'a self,
+        transaction: &'a mut PgConnection,
+        inputs: Vec<HandlerInput<'a>>,
+    ) -> HandlerBatchFuture<'a> {
+        Box::pin(async move {
+            let mut transitions = Vec::with_capacity(inputs.len());
+            for input in inputs {
+                transitions.push(self.apply(transaction, input).await?);
+            }
+            Ok(transitions)
+        })
+    }
 }
 
 /// Handlers by route name.

@@ -1,6 +1,7 @@
 //! `orders.mark_paid` and `orders.refund`: the reference payment transitions.
 //!
-//! The transition is one guarded `UPDATE … WHERE` with the payment's facts bound in it.
+//! The transition is one guarded `UPDATE … WHERE` with the payment's facts bound in it
+//! (for a run of payments in one batch, one set-based `UPDATE` for all of them).
 //! When it changes no row, the order is read back *locked* and the zero is classified:
 //! never regress state, quarantine real inconsistencies, retry what may resolve itself.
 //!
@@ -10,10 +11,15 @@
 //! read shows the transition now applies, the `UPDATE` runs once more under the lock
 //! instead of classifying a state that is already gone.
 
+use std::collections::HashSet;
+
 use serde_json::json;
 use sqlx::PgConnection;
 
-use super::{Handler, HandlerError, HandlerFuture, HandlerInput, Transition, quarantine, text_at};
+use super::{
+    Handler, HandlerBatchFuture, HandlerError, HandlerFuture, HandlerInput, Transition, quarantine,
+    text_at,
+};
 use crate::store::orders::{self, OrderState, Payment};
 
 /// `awaiting_payment → paid` from a Stripe PaymentIntent (`metadata.order_id`).
@@ -29,6 +35,14 @@ impl Handler for MarkPaid {
         input: HandlerInput<'a>,
     ) -> HandlerFuture<'a> {
         Box::pin(mark_paid(transaction, input))
+    }
+
+    fn apply_all<'a>(
+        &'a self,
+        transaction: &'a mut PgConnection,
+        inputs: Vec<HandlerInput<'a>>,
+    ) -> HandlerBatchFuture<'a> {
+        Box::pin(mark_paid_all(transaction, inputs))
     }
 }
 
@@ -46,21 +60,65 @@ async fn mark_paid(
     transaction: &mut PgConnection,
     input: HandlerInput<'_>,
 ) -> Result<Transition, HandlerError> {
+    match payment_of(input) {
+        Ok(payment) => settle_payment(transaction, input, payment).await,
+        Err(transition) => Ok(transition),
+    }
+}
+
+/// [`mark_paid`] for consecutive receipts: one set-based `UPDATE` for the first payment
+/// of each order, then each receipt it did not change settled alone, in order — what
+/// applying them one by one gives.
+async fn mark_paid_all(
+    transaction: &mut PgConnection,
+    inputs: Vec<HandlerInput<'_>>,
+) -> Result<Vec<Transition>, HandlerError> {
+    let parsed: Vec<Result<Payment<'_>, Transition>> =
+        inputs.iter().map(|input| payment_of(*input)).collect();
+    let mut orders_seen = HashSet::new();
+    let first_payments: Vec<(Payment<'_>, i64)> = inputs
+        .iter()
+        .zip(&parsed)
+        .filter_map(|(input, parsed)| Some((*parsed.as_ref().ok()?, input.receipt_id.0)))
+        .filter(|(payment, _)| orders_seen.insert((payment.tenant, payment.order_id)))
+        .collect();
+    let changed: HashSet<i64> = if first_payments.is_empty() {
+        HashSet::new()
+    } else {
+        orders::mark_paid_all(transaction, &first_payments)
+            .await?
+            .into_iter()
+            .collect()
+    };
+    let mut transitions = Vec::with_capacity(inputs.len());
+    for (input, parsed) in inputs.into_iter().zip(parsed) {
+        transitions.push(match parsed {
+            Err(transition) => transition,
+            Ok(payment) if changed.contains(&input.receipt_id.0) => paid(input, payment),
+            Ok(payment) => settle_payment(transaction, input, payment).await?,
+        });
+    }
+    Ok(transitions)
+}
+
+/// The payment a PaymentIntent event describes, or the transition for one that cannot
+/// pay an order (stale, failed, incomplete).
+fn payment_of(input: HandlerInput<'_>) -> Result<Payment<'_>, Transition> {
     let payload = input.payload;
     let Some(payment_id) = text_at(payload, "/data/object/id") else {
-        return Ok(quarantine("the event carries no PaymentIntent id"));
+        return Err(quarantine("the event carries no PaymentIntent id"));
     };
     // A stale or failed PaymentIntent (payment_failed routed here, or a canceled one)
     // must never change an order.
     if let Some(status) = text_at(payload, "/data/object/status")
         && status != "succeeded"
     {
-        return Ok(Transition::Ignored {
+        return Err(Transition::Ignored {
             reason: format!("PaymentIntent {payment_id} is {status}, not succeeded"),
         });
     }
     let Some(order_id) = text_at(payload, "/data/object/metadata/order_id") else {
-        return Ok(quarantine(format!(
+        return Err(quarantine(format!(
             "PaymentIntent {payment_id} has no metadata.order_id"
         )));
     };
@@ -68,34 +126,35 @@ async fn mark_paid(
         .pointer("/data/object/amount_received")
         .and_then(serde_json::Value::as_i64)
     else {
-        return Ok(quarantine(format!(
+        return Err(quarantine(format!(
             "PaymentIntent {payment_id} has no amount_received"
         )));
     };
     let Some(currency) = text_at(payload, "/data/object/currency") else {
-        return Ok(quarantine(format!(
+        return Err(quarantine(format!(
             "PaymentIntent {payment_id} has no currency"
         )));
     };
-    let tenant = input.integration.tenant.as_str();
-    let payment = Payment {
-        tenant,
+    Ok(Payment {
+        tenant: input.integration.tenant.as_str(),
         order_id,
         payment_id,
         amount_minor,
         currency,
-    };
+    })
+}
+
+/// The guarded `UPDATE` for one payment, and the classification when it changes nothing.
+async fn settle_payment(
+    transaction: &mut PgConnection,
+    input: HandlerInput<'_>,
+    payment: Payment<'_>,
+) -> Result<Transition, HandlerError> {
     for _ in 0..2 {
         if orders::mark_paid(transaction, payment, input.receipt_id.0).await? {
-            let data = json!({"order_id": order_id, "payment_id": payment_id, "amount_minor": amount_minor, "currency": currency});
-            return Ok(Transition::Applied {
-                effects: input
-                    .effect("order.paid", &[tenant, order_id], data)
-                    .into_iter()
-                    .collect(),
-            });
+            return Ok(paid(input, payment));
         }
-        let order = orders::find_for_update(transaction, tenant, order_id).await?;
+        let order = orders::find_for_update(transaction, payment.tenant, payment.order_id).await?;
         if !order
             .as_ref()
             .is_some_and(|order| payable_by(order, payment))
@@ -103,7 +162,23 @@ async fn mark_paid(
             return classify_unpaid(order, payment);
         }
     }
-    Err(changed_under_us(order_id))
+    Err(changed_under_us(payment.order_id))
+}
+
+/// `Applied`, with the `order.paid` effect when the route has a sink.
+fn paid(input: HandlerInput<'_>, payment: Payment<'_>) -> Transition {
+    let data = json!({
+        "order_id": payment.order_id,
+        "payment_id": payment.payment_id,
+        "amount_minor": payment.amount_minor,
+        "currency": payment.currency,
+    });
+    Transition::Applied {
+        effects: input
+            .effect("order.paid", &[payment.tenant, payment.order_id], data)
+            .into_iter()
+            .collect(),
+    }
 }
 
 /// Whether the guarded `UPDATE` of `mark_paid` matches this order.

@@ -58,6 +58,48 @@ pub async fn mark_paid(
     Ok(updated.rows_affected() == 1)
 }
 
+/// [`mark_paid`] for many payments in one statement, each `(payment, receipt id)`;
+/// returns the receipt ids whose payment changed its order. Of several payments matching
+/// one order, one changes it (the others then find it paid).
+pub async fn mark_paid_all(
+    conn: &mut PgConnection,
+    payments: &[(Payment<'_>, i64)],
+) -> Result<Vec<i64>, sqlx::Error> {
+    let mut tenants = Vec::with_capacity(payments.len());
+    let mut order_ids = Vec::with_capacity(payments.len());
+    let mut payment_ids = Vec::with_capacity(payments.len());
+    let mut amounts = Vec::with_capacity(payments.len());
+    let mut currencies = Vec::with_capacity(payments.len());
+    let mut receipt_ids = Vec::with_capacity(payments.len());
+    for (payment, receipt_id) in payments {
+        tenants.push(payment.tenant);
+        order_ids.push(payment.order_id);
+        payment_ids.push(payment.payment_id);
+        amounts.push(payment.amount_minor);
+        currencies.push(payment.currency);
+        receipt_ids.push(*receipt_id);
+    }
+    sqlx::query_scalar(
+        "UPDATE orders o
+         SET status = 'paid', amount_received_minor = p.amount_minor,
+             paid_receipt_id = p.receipt_id, paid_at = now(), updated_at = now()
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::text[], $6::int8[])
+              AS p(tenant_id, order_id, payment_id, amount_minor, currency, receipt_id)
+         WHERE o.tenant_id = p.tenant_id AND o.id = p.order_id AND o.status = 'awaiting_payment'
+           AND o.provider_payment_id = p.payment_id AND o.total_minor = p.amount_minor
+           AND o.currency = p.currency
+         RETURNING o.paid_receipt_id",
+    )
+    .bind(tenants)
+    .bind(order_ids)
+    .bind(payment_ids)
+    .bind(amounts)
+    .bind(currencies)
+    .bind(receipt_ids)
+    .fetch_all(conn)
+    .await
+}
+
 /// The order with this id, if any, locked for this transaction. The lock waits out a
 /// concurrent transition, so what it returns is the latest committed state (the
 /// guarded `UPDATE` before it may have judged an older one).
