@@ -53,6 +53,7 @@ VALUES ('stripe-bench', 'stripe-bench/platform/test', 'evt_' || :n, 'payment_int
         'payment_intent.succeeded', '$payload'::jsonb)
 ON CONFLICT (source_scope, event_id) DO NOTHING;
 SQL
+bench_checkpoint
 record ingress_ceiling "$(pgbench -n -c 32 -j 2 -T "$seconds" -f "$bench_work/insert.sql" "$url" | awk '/^tps = / { print $3; exit }')"
 
 step "ingress (32 and 128 connections, then half the peak rate)"
@@ -97,6 +98,7 @@ WITH claimable AS MATERIALIZED (
 UPDATE receipts r SET status = 'done', outcome = 'applied', finished_at = now(), attempts = 1
 FROM paid p WHERE r.id = p.id;
 SQL
+bench_checkpoint
 started=$(bench_now)
 pgbench -n -c 8 -j 2 -T "$seconds" -f "$bench_work/worker.sql" "$url" >/dev/null
 elapsed=$(python3 -c "print($(bench_now) - $started)")
@@ -160,7 +162,8 @@ psql -Atq "$url" -c "WITH done AS (DELETE FROM receipt_queue RETURNING receipt_i
   -c "INSERT INTO effects (receipt_id, operation_key, sink, kind, tenant, data, event)
      SELECT id, 'order.paid:bench:' || id, 'bench-sink', 'order.paid', 'bench',
             jsonb_build_object('order_id', 'o' || id), jsonb_build_object('integration', 'stripe-bench', 'id', event_id, 'type', event_type)
-     FROM receipts" >/dev/null
+     FROM receipts" -c "VACUUM ANALYZE" >/dev/null
+bench_checkpoint
 "$bench_bin/inboundctl" dev-sink --listen 127.0.0.1:18181 >/dev/null 2>&1 &
 bench_pids+=($!)
 sleep 0.5

@@ -211,6 +211,49 @@ async fn success_completes_with_the_key_the_body_and_a_verifiable_signature() {
 }
 
 #[tokio::test]
+async fn outcomes_recorded_together_each_keep_their_own_answer() {
+    let harness = start().await;
+    harness.sink.script(
+        [Answer::Status(200), Answer::Status(503)]
+            .into_iter()
+            .cycle()
+            .take(8),
+    );
+    for n in 0..8 {
+        harness.intent("idem", &format!("k{n}")).await;
+    }
+    let steps = harness.step().await;
+    assert_eq!(steps.len(), 8);
+    assert!(steps.iter().all(|step| step.recorded), "{steps:?}");
+    // Which effect met which answer depends on the order the requests arrived in; each
+    // effect's row and its attempt's history row must tell the same story.
+    let rows: Vec<(String, Option<i32>, Option<i32>, Option<String>, bool)> = sqlx::query_as(
+        "SELECT e.status, e.last_status_code, a.status_code, a.outcome, a.finished_at IS NOT NULL
+         FROM effects e JOIN effect_attempts a ON a.effect_id = e.id ORDER BY e.id",
+    )
+    .fetch_all(harness.pool())
+    .await
+    .expect("effects");
+    assert_eq!(rows.len(), 8, "one attempt each: {rows:?}");
+    for (status, last_code, attempt_code, outcome, finished) in &rows {
+        assert!(finished, "{rows:?}");
+        assert_eq!(last_code, attempt_code, "{rows:?}");
+        match attempt_code {
+            Some(200) => {
+                assert_eq!(
+                    (status.as_str(), outcome.as_deref()),
+                    ("completed", Some("completed"))
+                )
+            }
+            Some(503) => assert_eq!(status, "pending", "{rows:?}"),
+            other => panic!("unexpected answer {other:?}: {rows:?}"),
+        }
+    }
+    let completed = rows.iter().filter(|row| row.0 == "completed").count();
+    assert_eq!(completed, 4, "{rows:?}");
+}
+
+#[tokio::test]
 async fn rejection_fails_for_every_sink() {
     let harness = start().await;
     harness

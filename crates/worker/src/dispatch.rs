@@ -4,7 +4,8 @@
 //! - `pending`: the claim itself committed the attempt as `in_flight` (one statement for
 //!   the whole claim); POST to the sink with the operation key as idempotency key (and
 //!   Standard Webhooks signature headers when the sink has secrets), then record what the
-//!   rules decide. No transaction is open during the request.
+//!   rules decide, group-committed with other outcomes ([`crate::recorder`]). No
+//!   transaction is open during the request.
 //! - `in_flight` (claimable only after its holder's lease expired: the worker died with
 //!   the request possibly sent): judged as an attempt whose outcome is unknown.
 //! - `uncertain`: ask `status_url` and record what the rules decide.
@@ -13,11 +14,14 @@ use std::time::{Duration, Instant};
 
 use inbound_core::config::Sink;
 use inbound_core::effects::{self, Decision, Delivery, History, Reconciliation, SinkPolicy};
-use inbound_core::store::effects::{self as store, ClaimedEffect, InFlightLease, StepRecord};
+use inbound_core::store::effects::{
+    self as store, ClaimedEffect, FinishedDelivery, InFlightLease, StepRecord,
+};
 use inbound_service::failpoint;
 
 use crate::Worker;
 use crate::backoff::retry_delay;
+use crate::recorder::{Recorded, Recorder};
 use crate::telemetry::EFFECT_ATTEMPTS_TOTAL;
 
 /// Extra lease beyond the sink timeout for an in-flight attempt to be recorded (one
@@ -114,7 +118,12 @@ fn step_record<'a>(
 }
 
 /// Moves one claimed effect one step.
-pub async fn advance(worker: &Worker, client: &reqwest::Client, effect: ClaimedEffect) -> Step {
+pub async fn advance(
+    worker: &Worker,
+    client: &reqwest::Client,
+    recorder: &Recorder,
+    effect: ClaimedEffect,
+) -> Step {
     let started = Instant::now();
     let Some(sink) = worker.config.sink(&effect.sink) else {
         let decision = Decision::Review(format!("sink {} is not configured", effect.sink));
@@ -153,7 +162,9 @@ pub async fn advance(worker: &Worker, client: &reqwest::Client, effect: ClaimedE
             .await
         }
         "uncertain" => reconcile(worker, client, sink, &effect, started).await,
-        _ if effect.delivery_begun => deliver(worker, client, sink, &effect, started).await,
+        _ if effect.delivery_begun => {
+            deliver(worker, client, recorder, sink, &effect, started).await
+        }
         // Claimed without beginning an attempt (its sink was not among the claim's): nothing
         // was sent; the lease expires and the effect is claimed again.
         _ => {
@@ -197,14 +208,20 @@ async fn record(
         }
         Err(error) => Err(error),
     };
-    finish_step(effect, decision, outcome, recorded, started)
+    finish_step(
+        effect,
+        decision,
+        outcome,
+        recorded.map_err(|error| error.to_string()),
+        started,
+    )
 }
 
 fn finish_step(
     effect: &ClaimedEffect,
     decision: &Decision,
     outcome: &'static str,
-    recorded: Result<bool, sqlx::Error>,
+    recorded: Recorded,
     started: Instant,
 ) -> Step {
     metrics::counter!(EFFECT_ATTEMPTS_TOTAL, "sink" => effect.sink.clone(), "outcome" => outcome)
@@ -270,6 +287,7 @@ fn finish_step(
 async fn deliver(
     worker: &Worker,
     client: &reqwest::Client,
+    recorder: &Recorder,
     sink: &Sink,
     effect: &ClaimedEffect,
     started: Instant,
@@ -291,28 +309,25 @@ async fn deliver(
         Delivery::NotSent(error) | Delivery::Unknown(error) => Some(error.clone()),
         _ => None,
     };
-    let mut record = step_record(
+    let record = step_record(
         &decision,
         maybe_delivered,
         delivery.label(),
         delivery.status(),
     );
-    if record.error.is_none() {
-        record.error = reason.as_deref();
-    }
-    let recorded = match worker.pool.acquire().await {
-        Ok(mut connection) => {
-            store::finish_delivery(
-                &mut connection,
-                effect.id,
-                effect.lease_token,
-                attempt,
-                &record,
-            )
-            .await
-        }
-        Err(error) => Err(error),
-    };
+    let recorded = recorder
+        .record(FinishedDelivery {
+            effect_id: effect.id,
+            lease_token: effect.lease_token,
+            attempt,
+            status: decision.status(),
+            visible_after: record.visible_after,
+            error: record.error.map(str::to_owned).or(reason),
+            maybe_delivered,
+            outcome: delivery.label(),
+            status_code: delivery.status(),
+        })
+        .await;
     finish_step(effect, &decision, delivery.label(), recorded, started)
 }
 

@@ -6,6 +6,7 @@
 //!   savepoint each after a failure): the fenced business transition and how each outcome
 //!   (applied, duplicate, ignored, quarantined, transient, lease lost) is recorded.
 //! - [`dispatch`]: one effect, one step: deliver, judge a lost attempt, or reconcile.
+//! - [`recorder`]: delivery outcomes group-committed, one statement for all waiting.
 //! - [`backoff`]: exponential backoff with jitter.
 //! - [`gauges`]: queue gauges refreshed from index-backed queries.
 //! - [`telemetry`]: metric names, HELP text and buckets.
@@ -14,6 +15,7 @@ pub mod backoff;
 pub mod dispatch;
 pub mod gauges;
 pub mod process;
+pub mod recorder;
 pub mod runner;
 pub mod telemetry;
 

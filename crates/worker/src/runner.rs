@@ -19,6 +19,7 @@ use tokio::task::JoinSet;
 use crate::Worker;
 use crate::dispatch;
 use crate::process::{Attempt, process_batch};
+use crate::recorder::Recorder;
 
 /// What one [`run_once`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,10 +62,11 @@ pub async fn dispatch_once(
     client: &reqwest::Client,
 ) -> Result<Vec<dispatch::Step>, sqlx::Error> {
     let claimed = claim_effects(worker, worker.settings.effect_concurrency).await?;
+    let recorder = Recorder::start(worker.pool.clone());
     let mut tasks = JoinSet::new();
     for effect in claimed {
-        let (worker, client) = (Arc::clone(worker), client.clone());
-        tasks.spawn(async move { dispatch::advance(&worker, &client, effect).await });
+        let (worker, client, recorder) = (Arc::clone(worker), client.clone(), recorder.clone());
+        tasks.spawn(async move { dispatch::advance(&worker, &client, &recorder, effect).await });
     }
     Ok(tasks.join_all().await)
 }
@@ -149,6 +151,7 @@ pub async fn run(
     };
     let effects = {
         let worker = Arc::clone(&worker);
+        let recorder = Recorder::start(worker.pool.clone());
         claim_loop(
             "effects",
             worker.settings.effect_concurrency,
@@ -159,9 +162,9 @@ pub async fn run(
                 async move { claim_effects(&worker, limit).await }
             },
             move |worker, effect| {
-                let client = client.clone();
+                let (client, recorder) = (client.clone(), recorder.clone());
                 async move {
-                    dispatch::advance(&worker, &client, effect).await;
+                    dispatch::advance(&worker, &client, &recorder, effect).await;
                 }
             },
         )

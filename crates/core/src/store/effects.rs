@@ -166,40 +166,84 @@ pub struct StepRecord<'a> {
     pub status_code: Option<u16>,
 }
 
-/// Records the end of a delivery attempt `attempt` (its history row is closed), fenced on
-/// the lease token; `false` when the lease was lost.
-pub async fn finish_delivery(
+/// The end of one delivery attempt, for [`finish_deliveries`].
+#[derive(Debug, Clone)]
+pub struct FinishedDelivery {
+    /// The effect.
+    pub effect_id: i64,
+    /// The fencing token of the claim that began the attempt.
+    pub lease_token: i64,
+    /// The attempt number (its history row is closed).
+    pub attempt: i32,
+    /// The effect status to write.
+    pub status: &'static str,
+    /// Delay before it is due again (for `pending` and `uncertain`).
+    pub visible_after: Duration,
+    /// The error or reason, if any.
+    pub error: Option<String>,
+    /// Whether some attempt may now have reached the sink.
+    pub maybe_delivered: bool,
+    /// The attempt-history outcome label.
+    pub outcome: &'static str,
+    /// The sink's status code, when it answered.
+    pub status_code: Option<u16>,
+}
+
+/// Records the ends of delivery attempts in one statement, each fenced on its lease
+/// token; returns the ids of the effects recorded (the others lost their lease).
+pub async fn finish_deliveries(
     conn: &mut PgConnection,
-    effect_id: i64,
-    lease_token: i64,
-    attempt: i32,
-    record: &StepRecord<'_>,
-) -> Result<bool, sqlx::Error> {
-    let updated = sqlx::query(
-        "WITH updated AS (
-             UPDATE effects
-             SET status = $3, visible_at = now() + $4 * interval '1 millisecond', last_error = $5,
-                 maybe_delivered = $6, last_status_code = $8, leased_by = NULL,
-                 completed_at = CASE WHEN $3 = 'completed' THEN now() END
-             WHERE id = $1 AND lease_token = $2
-             RETURNING id
+    finished: &[FinishedDelivery],
+) -> Result<Vec<i64>, sqlx::Error> {
+    let ids: Vec<i64> = finished.iter().map(|one| one.effect_id).collect();
+    let tokens: Vec<i64> = finished.iter().map(|one| one.lease_token).collect();
+    let attempts: Vec<i32> = finished.iter().map(|one| one.attempt).collect();
+    let statuses: Vec<&str> = finished.iter().map(|one| one.status).collect();
+    let delays: Vec<i64> = finished
+        .iter()
+        .map(|one| millis(one.visible_after))
+        .collect();
+    let errors: Vec<Option<&str>> = finished.iter().map(|one| one.error.as_deref()).collect();
+    let maybe: Vec<bool> = finished.iter().map(|one| one.maybe_delivered).collect();
+    let outcomes: Vec<&str> = finished.iter().map(|one| one.outcome).collect();
+    let codes: Vec<Option<i32>> = finished
+        .iter()
+        .map(|one| one.status_code.map(i32::from))
+        .collect();
+    sqlx::query_scalar(
+        "WITH f AS (
+             SELECT * FROM unnest($1::int8[], $2::int8[], $3::int4[], $4::text[], $5::int8[],
+                                  $6::text[], $7::bool[], $8::text[], $9::int4[])
+                 AS f(id, lease_token, attempt, status, delay_ms, error, maybe_delivered,
+                      outcome, status_code)
+         ), updated AS (
+             UPDATE effects e
+             SET status = f.status, visible_at = now() + f.delay_ms * interval '1 millisecond',
+                 last_error = f.error, maybe_delivered = f.maybe_delivered,
+                 last_status_code = f.status_code, leased_by = NULL,
+                 completed_at = CASE WHEN f.status = 'completed' THEN now() END
+             FROM f WHERE e.id = f.id AND e.lease_token = f.lease_token
+             RETURNING e.id
+         ), closed AS (
+             UPDATE effect_attempts a
+             SET finished_at = now(), outcome = f.outcome, status_code = f.status_code,
+                 error = f.error
+             FROM f JOIN updated u ON u.id = f.id
+             WHERE a.effect_id = f.id AND a.attempt = f.attempt AND a.kind = 'delivery'
          )
-         UPDATE effect_attempts a
-         SET finished_at = now(), outcome = $7, status_code = $8, error = $5
-         FROM updated WHERE a.effect_id = updated.id AND a.attempt = $9 AND a.kind = 'delivery'",
+         SELECT id FROM updated",
     )
-    .bind(effect_id)
-    .bind(lease_token)
-    .bind(record.status)
-    .bind(millis(record.visible_after))
-    .bind(record.error)
-    .bind(record.maybe_delivered)
-    .bind(record.outcome)
-    .bind(record.status_code.map(i32::from))
-    .bind(attempt)
-    .execute(conn)
-    .await?;
-    Ok(updated.rows_affected() == 1)
+    .bind(ids)
+    .bind(tokens)
+    .bind(attempts)
+    .bind(statuses)
+    .bind(delays)
+    .bind(errors)
+    .bind(maybe)
+    .bind(outcomes)
+    .bind(codes)
+    .fetch_all(conn)
+    .await
 }
 
 /// Records a step that sent nothing new: a reconciliation (with its own history row) or
