@@ -227,7 +227,9 @@ async fn outcomes_recorded_together_each_keep_their_own_answer() {
     assert!(steps.iter().all(|step| step.recorded), "{steps:?}");
     // Which effect met which answer depends on the order the requests arrived in; each
     // effect's row and its attempt's history row must tell the same story.
-    let rows: Vec<(String, Option<i32>, Option<i32>, Option<String>, bool)> = sqlx::query_as(
+    // (status, last_status_code, the attempt's status_code, its outcome, whether it closed)
+    type EffectAndAttempt = (String, Option<i32>, Option<i32>, Option<String>, bool);
+    let rows: Vec<EffectAndAttempt> = sqlx::query_as(
         "SELECT e.status, e.last_status_code, a.status_code, a.outcome, a.finished_at IS NOT NULL
          FROM effects e JOIN effect_attempts a ON a.effect_id = e.id ORDER BY e.id",
     )
