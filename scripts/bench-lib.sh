@@ -42,7 +42,6 @@ bench_seed_pending() {
          RETURNING id, integration, received_at)
        INSERT INTO receipt_queue (receipt_id, integration, visible_at, enqueued_at)
        SELECT id, integration, received_at, received_at FROM inserted" -c "VACUUM ANALYZE" >/dev/null
-  bench_checkpoint
 }
 
 # The benchmark integration: Stripe, payments routed to orders.mark_paid; a sink for the
@@ -77,13 +76,8 @@ bench_start_ingress() {
   return 1
 }
 
-# bench_checkpoint: flushes the WAL the previous step wrote, so that no step pays for
-# another's checkpoint (its full-page writes show up as latency spikes).
-bench_checkpoint() { psql -q "$bench_admin_url" -c CHECKPOINT >/dev/null; }
-
 # bench_load PORT CONNECTIONS SECONDS [RATE]: signed Stripe load, prints the loadgen's JSON.
 bench_load() {
-  bench_checkpoint
   LOADGEN_STRIPE_SECRET="$bench_secret" "$bench_bin/inbound-loadgen" --addr "127.0.0.1:$1" \
     --connections "$2" --rate "${4:-0}" --duration-secs "$3" \
     --events-per-connection "${BENCH_EVENTS_PER_CONNECTION:-20000}"

@@ -8,7 +8,7 @@
 #                      at 32 and 128 connections; p50/p99 at half the peak rate (open loop)
 #   ceiling (worker)   pgbench, claim + orders.mark_paid + done for 50 receipts per transaction
 #   worker             receipts applied/s with BENCH_PENDING pending, --concurrency 8 and 32
-#                      (batched), and 32 with --batch-size 1 and 64 for comparison
+#                      (batched), and 32 with --batch-size 1 and 50 (the ceiling's) for comparison
 #   recovery           SIGKILL of a loaded worker → its claims done by another
 #   dispatcher         effects delivered/s to a local 200 sink, --effect-concurrency 32
 #   growth             ingress accepted/s and worker applied/s, empty vs BENCH_GROWTH_ROWS
@@ -53,7 +53,6 @@ VALUES ('stripe-bench', 'stripe-bench/platform/test', 'evt_' || :n, 'payment_int
         'payment_intent.succeeded', '$payload'::jsonb)
 ON CONFLICT (source_scope, event_id) DO NOTHING;
 SQL
-bench_checkpoint
 record ingress_ceiling "$(pgbench -n -c 32 -j 2 -T "$seconds" -f "$bench_work/insert.sql" "$url" | awk '/^tps = / { print $3; exit }')"
 
 step "ingress (32 and 128 connections, then half the peak rate)"
@@ -77,7 +76,7 @@ kill "$bench_ingress_pid"
 # --- worker ceiling ------------------------------------------------------------------------
 step "worker ceiling (pgbench, 50 receipts per transaction)"
 url=$(bench_db inbound_bench_worker)
-ceiling_backlog=$((pending * 5))
+ceiling_backlog=$((pending * 10))
 bench_seed_pending "$url" "$ceiling_backlog"
 cat > "$bench_work/worker.sql" <<'SQL'
 WITH claimable AS MATERIALIZED (
@@ -98,7 +97,6 @@ WITH claimable AS MATERIALIZED (
 UPDATE receipts r SET status = 'done', outcome = 'applied', finished_at = now(), attempts = 1
 FROM paid p WHERE r.id = p.id;
 SQL
-bench_checkpoint
 started=$(bench_now)
 pgbench -n -c 8 -j 2 -T "$seconds" -f "$bench_work/worker.sql" "$url" >/dev/null
 elapsed=$(python3 -c "print($(bench_now) - $started)")
@@ -131,11 +129,11 @@ worker_rate() {
   record "$key" "$(python3 -c "print(round($pending / $elapsed))")"
   record "${key}_commits" "$(python3 -c "print(round(($(bench_commits "$url") - $before) / $pending, 3))")"
 }
-step "worker (concurrency 8, 32, 32 unbatched, 32 with the largest batches)"
+step "worker (concurrency 8, 32, 32 unbatched, 32 with the ceiling's 50 per batch)"
 worker_rate worker8 --concurrency 8
 worker_rate worker32 --concurrency 32
 worker_rate worker32_unbatched --concurrency 32 --batch-size 1
-worker_rate worker32_batch64 --concurrency 32 --batch-size 64
+worker_rate worker32_batch50 --concurrency 32 --batch-size 50
 
 step "recovery after SIGKILL"
 url=$(bench_db inbound_bench_worker)
@@ -163,7 +161,6 @@ psql -Atq "$url" -c "WITH done AS (DELETE FROM receipt_queue RETURNING receipt_i
      SELECT id, 'order.paid:bench:' || id, 'bench-sink', 'order.paid', 'bench',
             jsonb_build_object('order_id', 'o' || id), jsonb_build_object('integration', 'stripe-bench', 'id', event_id, 'type', event_type)
      FROM receipts" -c "VACUUM ANALYZE" >/dev/null
-bench_checkpoint
 "$bench_bin/inboundctl" dev-sink --listen 127.0.0.1:18181 >/dev/null 2>&1 &
 bench_pids+=($!)
 sleep 0.5
