@@ -99,6 +99,16 @@ bench_rss_mib() { awk '/VmHWM/ { printf "%.1f", $2 / 1024 }' "/proc/$1/status"; 
 bench_commits() { psql -Atq "$1" -c "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"; }
 bench_json() { python3 -c "import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])" "$1" "$2"; }
 
+# bench_seconds_until_done URL PENDING_SQL LAST_SQL STARTED: waits until PENDING_SQL reads
+# 0, then prints the seconds from STARTED (bench_now) to LAST_SQL, an epoch the database
+# recorded (when the last item finished). It polls twice a second: each psql is a new
+# connection, and at 20 polls a second their start-ups took ~10 % of the CPU the
+# measured binary and PostgreSQL share (pgbench's ceilings pay no such tax).
+bench_seconds_until_done() {
+  while [ "$(psql -Atq "$1" -c "$2")" != 0 ]; do sleep 0.5; done
+  python3 -c "print($(psql -Atq "$1" -c "$3") - $4)"
+}
+
 # bench_drain URL: waits until the queue is empty; prints the seconds it took.
 bench_drain() {
   local started

@@ -105,6 +105,8 @@ done_count=$(psql -Atq "$url" -c "SELECT count(*) FROM receipts WHERE status = '
 record worker_ceiling "$(python3 -c "print(round($done_count / $elapsed))")"
 
 # --- worker -------------------------------------------------------------------------------------
+queue_left="SELECT count(*) FROM receipt_queue"
+last_finished="SELECT EXTRACT(EPOCH FROM max(finished_at)) FROM receipts"
 # worker_rate KEY FLAGS…: a fresh backlog of $pending, drained by one worker.
 worker_rate() {
   local key="$1"
@@ -117,9 +119,8 @@ worker_rate() {
   started=$(bench_now)
   bench_start_worker "$url" 19191 "bench-$key" "$@"
   local pid=$bench_worker_pid
-  while [ "$(psql -Atq "$url" -c "SELECT count(*) FROM receipt_queue")" != 0 ]; do sleep 0.05; done
   local elapsed
-  elapsed=$(python3 -c "print($(bench_now) - $started)")
+  elapsed=$(bench_seconds_until_done "$url" "$queue_left" "$last_finished" "$started")
   record "${key}_rss" "$(bench_rss_mib "$pid")"
   kill -TERM "$pid"
   wait "$pid" 2>/dev/null || true
@@ -166,8 +167,9 @@ bench_pids+=($!)
 sleep 0.5
 started=$(bench_now)
 bench_start_worker "$url" 19194 bench-dispatch --effect-concurrency 32
-while [ "$(psql -Atq "$url" -c "SELECT count(*) FROM effects WHERE status <> 'completed'")" != 0 ]; do sleep 0.05; done
-record dispatcher "$(python3 -c "print(round($pending / ($(bench_now) - $started)))")"
+elapsed=$(bench_seconds_until_done "$url" "SELECT count(*) FROM effects WHERE status <> 'completed'" \
+  "SELECT EXTRACT(EPOCH FROM max(completed_at)) FROM effects" "$started")
+record dispatcher "$(python3 -c "print(round($pending / $elapsed))")"
 record dispatcher_rss "$(bench_rss_mib "$bench_worker_pid")"
 kill -TERM "$bench_worker_pid"
 
@@ -182,8 +184,9 @@ growth_round() {
   local started
   started=$(bench_now)
   bench_start_worker "$url" 19196 "bench-growth-$1" --concurrency 32
-  while [ "$(psql -Atq "$url" -c "SELECT count(*) FROM receipt_queue")" != 0 ]; do sleep 0.05; done
-  record "growth_${1}_worker" "$(python3 -c "print(round($pending / ($(bench_now) - $started)))")"
+  local elapsed
+  elapsed=$(bench_seconds_until_done "$url" "$queue_left" "$last_finished" "$started")
+  record "growth_${1}_worker" "$(python3 -c "print(round($pending / $elapsed))")"
   kill -TERM "$bench_worker_pid"
   wait "$bench_worker_pid" 2>/dev/null || true
 }
