@@ -43,7 +43,7 @@ def render(figures, machine, date, pending):
         ("worker8", "--concurrency 8"),
         ("worker32", "--concurrency 32"),
         ("worker32_unbatched", "--concurrency 32 --batch-size 1"),
-        ("worker32_batch50", "--concurrency 32 --batch-size 50"),
+        ("worker32_batch16", "--concurrency 32 --batch-size 16"),
     ):
         rows.append((
             f"worker receipts applied/s, {pending} pending, {label}",

@@ -8,7 +8,7 @@
 #                      at 32 and 128 connections; p50/p99 at half the peak rate (open loop)
 #   ceiling (worker)   pgbench, claim + orders.mark_paid + done for 50 receipts per transaction
 #   worker             receipts applied/s with BENCH_PENDING pending, --concurrency 8 and 32
-#                      (batched), and 32 with --batch-size 1 and 50 (the ceiling's) for comparison
+#                      (batched, 50 per transaction like the ceiling), and 32 with --batch-size 1 and 16
 #   recovery           SIGKILL of a loaded worker → its claims done by another
 #   dispatcher         effects delivered/s to a local 200 sink, --effect-concurrency 32
 #   growth             ingress accepted/s and worker applied/s, empty vs BENCH_GROWTH_ROWS
@@ -130,11 +130,11 @@ worker_rate() {
   record "$key" "$(python3 -c "print(round($pending / $elapsed))")"
   record "${key}_commits" "$(python3 -c "print(round(($(bench_commits "$url") - $before) / $pending, 3))")"
 }
-step "worker (concurrency 8, 32, 32 unbatched, 32 with the ceiling's 50 per batch)"
+step "worker (concurrency 8, 32, 32 unbatched, 32 with batches of 16)"
 worker_rate worker8 --concurrency 8
 worker_rate worker32 --concurrency 32
 worker_rate worker32_unbatched --concurrency 32 --batch-size 1
-worker_rate worker32_batch50 --concurrency 32 --batch-size 50
+worker_rate worker32_batch16 --concurrency 32 --batch-size 16
 
 step "recovery after SIGKILL"
 url=$(bench_db inbound_bench_worker)

@@ -33,7 +33,7 @@ struct Cli {
     /// its own. At most 64: a batch rerun with a savepoint per receipt must stay within
     /// PostgreSQL's per-backend subtransaction cache (64), past which every snapshot in
     /// the cluster slows down.
-    #[arg(long, env = "INBOUND_BATCH_SIZE", default_value_t = 16)]
+    #[arg(long, env = "INBOUND_BATCH_SIZE", default_value_t = 50)]
     batch_size: usize,
     /// Effects delivered or reconciled at once.
     #[arg(long, env = "INBOUND_EFFECT_CONCURRENCY", default_value_t = 8)]
