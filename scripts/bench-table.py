@@ -53,7 +53,7 @@ def render(figures, machine, date, pending):
         ))
     rows += [
         (f"SIGKILL of a loaded worker (lease 5 s) → its {figures['orphaned']} claimed receipts done by another",
-         f"{figures['recovery_secs']} s (orders applied: {figures['recovery_applied']} of {pending})", ""),
+         f"{figures['recovery_secs']} s (orders applied: {figures['recovery_applied']} of {figures['recovery_backlog']})", ""),
         ("dispatcher: effects delivered/s to a local 200 sink, --effect-concurrency 32",
          f"{float(figures['dispatcher']):.0f} /s (peak RSS {figures['dispatcher_rss']} MiB)", ""),
         (f"growth: ingress accepted/s at 32 connections, {int(figures['growth_rows']):,} done receipts vs empty",

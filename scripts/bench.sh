@@ -137,11 +137,15 @@ worker_rate worker32_unbatched --concurrency 32 --batch-size 1
 worker_rate worker32_batch16 --concurrency 32 --batch-size 16
 
 step "recovery after SIGKILL"
+# Four times the backlog: a worker draining it in a few seconds must still be mid-run
+# when a psql poll on the saturated machine notices a quarter is done.
+recovery_backlog=$((pending * 4))
 url=$(bench_db inbound_bench_worker)
-bench_seed_pending "$url" "$pending"
+bench_seed_pending "$url" "$recovery_backlog"
+record recovery_backlog "$recovery_backlog"
 bench_start_worker "$url" 19192 bench-victim --concurrency 32 --lease-secs 5
 victim=$bench_worker_pid
-while [ "$(psql -Atq "$url" -c "SELECT count(*) FROM receipts WHERE status = 'done'")" -lt $((pending / 4)) ]; do sleep 0.05; done
+while [ "$(psql -Atq "$url" -c "SELECT count(*) FROM receipts WHERE status = 'done'")" -lt $((recovery_backlog / 4)) ]; do sleep 0.05; done
 kill -KILL "$victim"
 killed_at=$(bench_now)
 psql -Atq "$url" -c "CREATE TABLE orphaned AS SELECT receipt_id FROM receipt_queue WHERE leased_by = 'bench-victim' AND visible_at > now()" >/dev/null
