@@ -28,6 +28,9 @@ use crate::telemetry::EFFECT_ATTEMPTS_TOTAL;
 /// short statement after the answer).
 const IN_FLIGHT_MARGIN: Duration = Duration::from_secs(2);
 
+/// The most of a reconciliation answer we read.
+const MAX_STATUS_BODY_BYTES: usize = 64 * 1024;
+
 /// Each configured sink's in-flight lease, for claims that begin delivery attempts.
 pub fn in_flight_leases(worker: &Worker) -> Vec<InFlightLease> {
     worker
@@ -40,8 +43,6 @@ pub fn in_flight_leases(worker: &Worker) -> Vec<InFlightLease> {
         })
         .collect()
 }
-/// The most of a reconciliation answer we read.
-const MAX_STATUS_BODY_BYTES: usize = 64 * 1024;
 
 /// The shared HTTP client: pooled connections, rustls.
 pub fn http_client() -> reqwest::Result<reqwest::Client> {
