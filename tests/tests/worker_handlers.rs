@@ -42,6 +42,21 @@ async fn accept_succeeded(
     domain::accept_event(pool, config, event_id, "payment_intent.succeeded", object).await
 }
 
+/// Orders `o1`–`o3`, each awaiting 1000 usd through `pi_1`–`pi_3`.
+async fn seed_three_orders(pool: &sqlx::PgPool) {
+    for (order, payment) in [("o1", "pi_1"), ("o2", "pi_2"), ("o3", "pi_3")] {
+        domain::seed_order(pool, order, payment, 1000, "usd").await;
+    }
+}
+
+/// Claims every visible receipt (up to 10) as one batch, the way one worker slot would.
+async fn claim_all(pool: &sqlx::PgPool) -> Vec<queue::ClaimedReceipt> {
+    let mut connection = pool.acquire().await.expect("conn");
+    queue::claim_batch(&mut connection, 10, Duration::from_secs(30), "w", None)
+        .await
+        .expect("claim")
+}
+
 #[tokio::test]
 async fn mark_paid_applies_once_and_classifies_every_zero_row_update() {
     let database = TestDatabase::create().await;
@@ -466,26 +481,20 @@ async fn a_batch_commits_its_good_receipts_and_rolls_back_each_failure_alone() {
     let database = TestDatabase::create().await;
     let pool = database.pool();
     let config = domain::config();
-    for (order, payment) in [("o1", "pi_1"), ("o2", "pi_2"), ("o3", "pi_3")] {
-        domain::seed_order(pool, order, payment, 1000, "usd").await;
-    }
+    seed_three_orders(pool).await;
     accept_succeeded(pool, &config, "evt_1", "pi_1", "o1", 1000, "usd").await;
     let missing = accept_succeeded(pool, &config, "evt_9", "pi_9", "o9", 1000, "usd").await;
     let taken_over = accept_succeeded(pool, &config, "evt_2", "pi_2", "o2", 1000, "usd").await;
     accept_succeeded(pool, &config, "evt_3", "pi_3", "o3", 1000, "usd").await;
 
-    let mut connection = pool.acquire().await.expect("conn");
-    let batch = queue::claim_batch(&mut connection, 10, Duration::from_secs(30), "w", None)
-        .await
-        .expect("claim");
+    let batch = claim_all(pool).await;
     assert_eq!(batch.len(), 4);
     // Another worker took over evt_2's lease meanwhile.
     sqlx::query("UPDATE receipt_queue SET lease_token = lease_token + 1 WHERE receipt_id = $1")
         .bind(taken_over)
-        .execute(&mut *connection)
+        .execute(pool)
         .await
         .expect("take over");
-    drop(connection);
 
     let worker = domain::worker(pool, domain::settings());
     let attempts = process_batch(&worker, batch).await;
@@ -536,20 +545,14 @@ async fn payments_in_one_batch_are_set_based_yet_classified_as_one_by_one_in_ord
     let database = TestDatabase::create().await;
     let pool = database.pool();
     let config = domain::config();
-    for (order, payment) in [("o1", "pi_1"), ("o2", "pi_2"), ("o3", "pi_3")] {
-        domain::seed_order(pool, order, payment, 1000, "usd").await;
-    }
+    seed_three_orders(pool).await;
     let first = accept_succeeded(pool, &config, "evt_a", "pi_1", "o1", 1000, "usd").await;
     // The same payment again under a new event id, in the same batch.
     accept_succeeded(pool, &config, "evt_b", "pi_1", "o1", 1000, "usd").await;
     let other = accept_succeeded(pool, &config, "evt_c", "pi_2", "o2", 1000, "usd").await;
     accept_succeeded(pool, &config, "evt_d", "pi_3", "o3", 999, "usd").await;
 
-    let mut connection = pool.acquire().await.expect("conn");
-    let batch = queue::claim_batch(&mut connection, 10, Duration::from_secs(30), "w", None)
-        .await
-        .expect("claim");
-    drop(connection);
+    let batch = claim_all(pool).await;
     let worker = domain::worker(pool, domain::settings());
     let attempts = process_batch(&worker, batch).await;
     assert!(
@@ -608,10 +611,10 @@ async fn a_handler_failing_after_its_write_leaves_no_trace_and_the_rest_of_its_b
     let database = TestDatabase::create().await;
     let pool = database.pool();
     let config = domain::config();
+    seed_three_orders(pool).await;
     let mut receipts = Vec::new();
     for n in 1..=3 {
         let (order, payment, event) = (format!("o{n}"), format!("pi_{n}"), format!("evt_{n}"));
-        domain::seed_order(pool, &order, &payment, 1000, "usd").await;
         receipts.push(accept_succeeded(pool, &config, &event, &payment, &order, 1000, "usd").await);
     }
     let mut registry = Registry::builtin();
@@ -624,11 +627,7 @@ async fn a_handler_failing_after_its_write_leaves_no_trace_and_the_rest_of_its_b
         settings: domain::settings(),
     };
 
-    let mut connection = pool.acquire().await.expect("conn");
-    let batch = queue::claim_batch(&mut connection, 10, Duration::from_secs(30), "w", None)
-        .await
-        .expect("claim");
-    drop(connection);
+    let batch = claim_all(pool).await;
     let attempts = process_batch(&worker, batch).await;
     assert!(
         matches!(
