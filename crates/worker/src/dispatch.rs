@@ -94,20 +94,25 @@ fn backoff(worker: &Worker, attempts: i32) -> Duration {
     )
 }
 
-fn step_record<'a>(
-    decision: &'a Decision,
-    maybe_delivered: bool,
-    outcome: &'a str,
-    status_code: Option<u16>,
-) -> StepRecord<'a> {
-    let (visible_after, error) = match decision {
+/// When a decided effect is due again, and the reason the decision carries.
+fn due_after_and_reason(decision: &Decision) -> (Duration, Option<&str>) {
+    match decision {
         Decision::Complete => (Duration::ZERO, None),
         Decision::Fail(reason) | Decision::Review(reason) => {
             (Duration::ZERO, Some(reason.as_str()))
         }
         Decision::Retry { after } => (*after, None),
         Decision::Reconcile { reason, after } => (*after, Some(reason.as_str())),
-    };
+    }
+}
+
+fn step_record<'a>(
+    decision: &'a Decision,
+    maybe_delivered: bool,
+    outcome: &'a str,
+    status_code: Option<u16>,
+) -> StepRecord<'a> {
+    let (visible_after, error) = due_after_and_reason(decision);
     StepRecord {
         status: decision.status(),
         visible_after,
@@ -306,24 +311,20 @@ async fn deliver(
         backoff(worker, attempt),
     );
     let maybe_delivered = effect.maybe_delivered || delivery.may_have_landed();
-    let reason = match &delivery {
+    let (visible_after, decided_reason) = due_after_and_reason(&decision);
+    // The decision's reason, else what went wrong with the request.
+    let error = decided_reason.map(str::to_owned).or(match &delivery {
         Delivery::NotSent(error) | Delivery::Unknown(error) => Some(error.clone()),
         _ => None,
-    };
-    let record = step_record(
-        &decision,
-        maybe_delivered,
-        delivery.label(),
-        delivery.status(),
-    );
+    });
     let recorded = recorder
         .record(FinishedDelivery {
             effect_id: effect.id,
             lease_token: effect.lease_token,
             attempt,
             status: decision.status(),
-            visible_after: record.visible_after,
-            error: record.error.map(str::to_owned).or(reason),
+            visible_after,
+            error,
             maybe_delivered,
             outcome: delivery.label(),
             status_code: delivery.status(),
