@@ -2,18 +2,19 @@
 //! source scope from verified data, check it against `expect`, and find the route.
 //!
 //! Shape problems are [`ExtractError::Malformed`] (400); a verified event from the wrong
-//! account, installation or team is [`ExtractError::Forbidden`] (403). Payloads must be
-//! JSON objects that PostgreSQL's `jsonb` will store, so a stored receipt can never fail to
-//! insert for reasons of shape.
+//! account, installation or team is [`ExtractError::Forbidden`] (403). Payloads must meet
+//! the storability contract ([`crate::payload`]): PostgreSQL's `jsonb` stores them and the
+//! worker reads them back, so a 2xx never acknowledges an event that cannot be processed.
 
 use std::borrow::Cow;
 
 use serde::Deserialize;
-use serde::de::IgnoredAny;
 
 use crate::config::{Integration, Route};
 use crate::headers::Headers;
 use crate::keys::{EventId, SourceScope};
+use crate::payload;
+pub use crate::payload::MAX_JSON_DEPTH;
 use crate::verify::Provider;
 
 /// The longest event id or type we store; longer ones are malformed, not truncated.
@@ -42,7 +43,7 @@ pub struct Event<'body> {
     pub route_keys: Vec<String>,
     /// The first half of the receipt key.
     pub source_scope: SourceScope,
-    /// The body as UTF-8 JSON text, validated as an object that `jsonb` accepts.
+    /// The body as UTF-8 JSON text, checked against the storability contract.
     pub payload_json: &'body str,
 }
 
@@ -67,7 +68,8 @@ pub fn extract<'body>(
     headers: &Headers<'_>,
     body: &'body [u8],
 ) -> Result<Delivery<'body>, ExtractError> {
-    let payload_json = json_object_text(body)?;
+    let payload_json =
+        payload::check_storable(body).map_err(|unstorable| malformed(unstorable.to_string()))?;
     match integration.provider {
         Provider::Stripe => extract_stripe(integration, payload_json),
         Provider::Github => extract_github(integration, headers, payload_json),
@@ -87,56 +89,6 @@ pub fn find_route<'i>(
             .get_key_value(key)
             .map(|(key, route)| (key.as_str(), route))
     })
-}
-
-/// Checks the body is one JSON object that `jsonb` can hold and returns it as text.
-fn json_object_text(body: &[u8]) -> Result<&str, ExtractError> {
-    let text = std::str::from_utf8(body).map_err(|_| malformed("body is not UTF-8"))?;
-    // jsonb cannot hold U+0000; refusing it here keeps a verified event from failing the
-    // INSERT forever (which would answer 503 to every redelivery).
-    if text.contains("\\u0000") {
-        return Err(malformed("body contains \\u0000, which cannot be stored"));
-    }
-    if nesting_depth(text.as_bytes()) > MAX_JSON_DEPTH {
-        return Err(malformed("body is nested too deeply"));
-    }
-    let first = text.trim_start().as_bytes().first();
-    if first != Some(&b'{') {
-        return Err(malformed("body is not a JSON object"));
-    }
-    serde_json::from_str::<IgnoredAny>(text).map_err(|_| malformed("body is not valid JSON"))?;
-    Ok(text)
-}
-
-/// The deepest nesting of arrays and objects we store. Real provider payloads stay far
-/// below it; deeper bodies would only stress parsers (ours and PostgreSQL's).
-pub const MAX_JSON_DEPTH: usize = 64;
-
-/// The deepest `[`/`{` nesting in `bytes`, ignoring brackets inside strings.
-fn nesting_depth(bytes: &[u8]) -> usize {
-    let (mut depth, mut deepest) = (0usize, 0usize);
-    let (mut in_string, mut escaped) = (false, false);
-    for &byte in bytes {
-        if in_string {
-            match byte {
-                _ if escaped => escaped = false,
-                b'\\' => escaped = true,
-                b'"' => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match byte {
-            b'"' => in_string = true,
-            b'[' | b'{' => {
-                depth += 1;
-                deepest = deepest.max(depth);
-            }
-            b']' | b'}' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
-    deepest
 }
 
 /// Parses the fields we need; duplicate keys among them are refused by serde.

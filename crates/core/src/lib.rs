@@ -6,6 +6,7 @@
 //! - [`event`]: shape validation, event id/type extraction, source scope and routing.
 //! - [`effects`]: the effect delivery rules (pure), the sink request and its signature.
 //! - [`keys`]: the receipt key's newtypes.
+//! - [`payload`]: the storability contract (what `jsonb` stores and the worker reads back).
 //! - [`clock`]: an injectable clock so freshness checks are testable.
 //! - [`store`]: all SQL, and the embedded migrations.
 //! - [`handlers`]: the handler model (trait, transitions, effect intents) and the built-ins.
@@ -17,6 +18,7 @@ pub mod event;
 pub mod handlers;
 pub mod headers;
 pub mod keys;
+pub mod payload;
 pub mod secret;
 pub mod store;
 pub mod verify;
