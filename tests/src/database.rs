@@ -47,6 +47,19 @@ impl TestDatabase {
 
     /// Creates and migrates a new database on the server `admin_url` connects to.
     pub async fn create_on(admin_url: &str) -> Self {
+        let database = Self::create_unmigrated_on(admin_url).await;
+        inbound_core::store::migrate(&database.pool)
+            .await
+            .expect("migrate test database");
+        database
+    }
+
+    /// Creates a new, empty database (no migration applied) on `DATABASE_URL`'s server.
+    pub async fn create_unmigrated() -> Self {
+        Self::create_unmigrated_on(&admin_url()).await
+    }
+
+    async fn create_unmigrated_on(admin_url: &str) -> Self {
         let name = format!(
             "inbound_test_{}_{}_{}",
             std::process::id(),
@@ -69,9 +82,6 @@ impl TestDatabase {
             .connect_with(options)
             .await
             .expect("connect to test database");
-        inbound_core::store::migrate(&pool)
-            .await
-            .expect("migrate test database");
         Self {
             admin_url: admin_url.to_owned(),
             name,

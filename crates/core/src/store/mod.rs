@@ -10,14 +10,17 @@
 //! - [`orders`], [`grants`]: the reference business domain.
 //! - [`effects`]: effect intents (the outbox).
 //! - [`admin`]: what operators read and change (`inboundctl`), and the queue gauges.
+//! - [`migrations`]: the schema applied so that any migration may be interrupted and rerun.
 
 pub mod admin;
 pub mod effects;
 pub mod grants;
+pub mod migrations;
 pub mod orders;
 pub mod queue;
 pub mod receipts;
 
+pub use migrations::migrate;
 pub use receipts::{InsertOutcome, NewReceipt, insert_receipt, insert_receipts};
 
 use std::time::Duration;
@@ -78,11 +81,6 @@ fn redact_url_error(error: &sqlx::Error) -> String {
         sqlx::Error::Configuration(_) => "cannot parse it as a postgres:// URL".to_owned(),
         _ => "cannot be used".to_owned(),
     }
-}
-
-/// Applies every pending migration.
-pub async fn migrate(pool: &PgPool) -> Result<(), sqlx::migrate::MigrateError> {
-    MIGRATOR.run(pool).await
 }
 
 /// Answers whether the database executes a trivial statement.
