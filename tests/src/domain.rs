@@ -122,6 +122,7 @@ pub async fn accept(pool: &PgPool, config: &Config, body: &str) -> Option<i64> {
         event_type: &event.event_type,
         route_key,
         payload_json: event.payload_json,
+        content_digest: None,
     };
     let mut connection = pool.acquire().await.expect("connection");
     match store::insert_receipt(&mut connection, receipt)
@@ -175,6 +176,7 @@ pub fn settings() -> WorkerSettings {
         worker_id: "test-worker".to_owned(),
         integrations: None,
         shutdown_grace: Duration::from_secs(5),
+        payload_budget_bytes: 8 * 1024 * 1024,
     }
 }
 
@@ -185,12 +187,32 @@ pub fn worker(pool: &PgPool, settings: WorkerSettings) -> Arc<Worker> {
 
 /// A worker over `pool` with its own configuration.
 pub fn worker_with_config(pool: &PgPool, config: Config, settings: WorkerSettings) -> Arc<Worker> {
-    Arc::new(Worker {
-        pool: pool.clone(),
-        config: Arc::new(config),
-        registry: Registry::builtin(),
+    Arc::new(Worker::new(
+        pool.clone(),
+        Arc::new(config),
+        Registry::builtin(),
         settings,
-    })
+    ))
+}
+
+/// Claims up to `receipts` visible receipts for `worker_id` with no byte bound, as a
+/// worker slot would (attempts bounded as [`settings`] bounds them).
+pub async fn claim(
+    connection: &mut sqlx::PgConnection,
+    receipts: i64,
+    lease: Duration,
+    worker_id: &str,
+) -> Vec<store::queue::ClaimedReceipt> {
+    let limits = store::queue::ClaimLimits {
+        receipts,
+        payload_bytes: i64::MAX,
+        allow_one_larger: true,
+        max_attempts: settings().max_attempts,
+    };
+    store::queue::claim_batch(connection, limits, lease, worker_id, None)
+        .await
+        .expect("claim")
+        .claimed
 }
 
 /// A receipt's `(status, outcome, outcome_reason)`.

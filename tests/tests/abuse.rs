@@ -128,14 +128,21 @@ async fn oversized_headers_are_refused_and_the_process_stays_healthy() {
     let request = format!(
         "POST /webhooks/stripe-acme HTTP/1.1\r\nhost: x\r\nx-filler: {huge}\r\ncontent-length: 2\r\n\r\n{{}}"
     );
+    // The server may close while this is still being written.
     let _ = stream.write_all(request.as_bytes()).await;
     let mut answer = Vec::new();
-    let _ = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut answer)).await;
+    let read = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut answer))
+        .await
+        .expect("refused with an answer or a close, not left hanging");
     let text = String::from_utf8_lossy(&answer);
-    assert!(
-        text.is_empty() || text.starts_with("HTTP/1.1 431") || text.starts_with("HTTP/1.1 400"),
-        "{text}"
-    );
+    // An answer must be the refusal; no answer is acceptable only as a closed connection
+    // (EOF or a reset because the unread rest of the request was discarded).
+    if read.is_ok() && !text.is_empty() {
+        assert!(
+            text.starts_with("HTTP/1.1 431") || text.starts_with("HTTP/1.1 400"),
+            "{text}"
+        );
+    }
     assert_still_serving(&ingress, "evt_after_headers").await;
 }
 

@@ -322,6 +322,145 @@ async fn status_list_show_replay_and_purge_through_the_binary() {
     );
 }
 
+#[tokio::test]
+async fn pending_receipts_can_be_quarantined_or_failed_by_hand_and_are_audited() {
+    use inbound_tests::domain;
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let config = domain::config();
+    let env = [("DATABASE_URL".to_owned(), database.url().to_owned())];
+    let mut receipts = Vec::new();
+    for n in 1..=3 {
+        let body = domain::stripe_event(
+            &format!("evt_{n}"),
+            "payment_intent.succeeded",
+            domain::payment_intent(
+                &format!("pi_{n}"),
+                &format!("o{n}"),
+                1000,
+                "usd",
+                "succeeded",
+            ),
+        );
+        receipts.push(domain::accept(pool, &config, &body).await.expect("new"));
+    }
+    let id = |n: usize| receipts[n].to_string();
+    // A worker holds the second one's lease: the operator's decision wins, and the
+    // worker's fenced completion later finds nothing to complete.
+    let mut connection = pool.acquire().await.expect("connection");
+    let claimed = domain::claim(&mut connection, 3, std::time::Duration::from_secs(30), "w").await;
+    drop(connection);
+
+    let quarantined = inboundctl(
+        &[
+            "receipts",
+            "quarantine",
+            &id(0),
+            &id(1),
+            "--reason",
+            "poison payload",
+            "--by",
+            "bob",
+        ],
+        &env,
+    );
+    assert!(
+        quarantined.status.success(),
+        "{}",
+        text(&quarantined.stderr)
+    );
+    for n in [0, 1] {
+        let (status, outcome, reason) = domain::receipt_state(pool, receipts[n]).await;
+        assert_eq!(
+            (status.as_str(), outcome, reason.as_deref()),
+            ("quarantined", None, Some("poison payload"))
+        );
+    }
+    let worker = domain::worker(pool, domain::settings());
+    let attempt = inbound_worker::process::process(&worker, claimed[1].clone()).await;
+    assert_eq!(attempt, inbound_worker::process::Attempt::LeaseLost);
+    assert_eq!(
+        domain::receipt_state(pool, receipts[1]).await.0,
+        "quarantined"
+    );
+
+    // All or nothing: one id that is not pending refuses the whole command.
+    let refused = inboundctl(
+        &["receipts", "fail", &id(2), &id(0), "--reason", "give up"],
+        &env,
+    );
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        text(&refused.stderr).contains(&format!(
+            "receipt {} is quarantined; only pending receipts can be quarantined or failed by hand",
+            receipts[0]
+        )),
+        "{}",
+        text(&refused.stderr)
+    );
+    assert_eq!(domain::receipt_state(pool, receipts[2]).await.0, "pending");
+    let unknown = inboundctl(&["receipts", "fail", "424242", "--reason", "x"], &env);
+    assert!(text(&unknown.stderr).contains("receipt 424242 does not exist"));
+    let no_reason = inboundctl(&["receipts", "fail", &id(2), "--reason", " "], &env);
+    assert!(text(&no_reason.stderr).contains("--reason must say why"));
+
+    let failed = inboundctl(
+        &[
+            "receipts",
+            "fail",
+            &id(2),
+            "--reason",
+            "give up",
+            "--by",
+            "carol",
+            "--json",
+        ],
+        &env,
+    );
+    assert!(failed.status.success(), "{}", text(&failed.stderr));
+    let last_error: Option<String> =
+        sqlx::query_scalar("SELECT last_error FROM receipts WHERE id = $1")
+            .bind(receipts[2])
+            .fetch_one(pool)
+            .await
+            .expect("receipt");
+    assert_eq!(domain::receipt_state(pool, receipts[2]).await.0, "failed");
+    assert_eq!(last_error.as_deref(), Some("give up"));
+    let queued: i64 = sqlx::query_scalar("SELECT count(*) FROM receipt_queue")
+        .fetch_one(pool)
+        .await
+        .expect("count");
+    assert_eq!(queued, 0, "none of them is claimable any more");
+    let audit: Vec<(i64, String, String, String, String)> = sqlx::query_as(
+        "SELECT receipt_id, previous_status, action, resolved_by, reason FROM receipt_resolutions ORDER BY id",
+    )
+    .fetch_all(pool)
+    .await
+    .expect("audit");
+    let expected = |n: usize, action: &str, by: &str, reason: &str| {
+        (
+            receipts[n],
+            "pending".to_owned(),
+            action.to_owned(),
+            by.to_owned(),
+            reason.to_owned(),
+        )
+    };
+    assert_eq!(
+        audit,
+        [
+            expected(0, "quarantine", "bob", "poison payload"),
+            expected(1, "quarantine", "bob", "poison payload"),
+            expected(2, "fail", "carol", "give up"),
+        ]
+    );
+
+    // And a quarantined one can be replayed as before.
+    let replayed = inboundctl(&["receipts", "replay", &id(0), "--reason", "fixed"], &env);
+    assert!(replayed.status.success(), "{}", text(&replayed.stderr));
+    assert_eq!(domain::receipt_state(pool, receipts[0]).await.0, "pending");
+}
+
 /// Makes an effect in `status` with one recorded attempt; returns its id.
 async fn effect_in(pool: &sqlx::PgPool, key: &str, status: &str) -> i64 {
     use inbound_tests::domain;

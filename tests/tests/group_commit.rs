@@ -31,6 +31,7 @@ async fn a_batch_answers_in_order_with_duplicates_inside_and_outside_it() {
             event_type: "payment_intent.succeeded",
             route_key: "payment_intent.succeeded",
             payload_json: r#"{"id":"x"}"#,
+            content_digest: None,
         }
     }
     let mut connection = database.pool().acquire().await.expect("connection");
@@ -210,4 +211,89 @@ async fn a_failed_batch_answers_503_to_every_member() {
     );
     let again = harness.deliver("evt_pile_0").await;
     assert_eq!(again.json["status"], "accepted", "the refused event is new");
+}
+
+/// The store-level guarantee behind the group commit: when PostgreSQL refuses one member's
+/// data, the rest of its batch still commits and only that member is refused — as
+/// unstorable (400), not unavailable. (The ingress's own validation refuses such bodies
+/// first; this holds for whatever it might miss.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_postgres_refuses_fails_alone_and_the_rest_of_its_batch_commits() {
+    use std::sync::Arc;
+
+    use bytes::Bytes;
+    use http_body_util::Full;
+    use inbound_ingress::body::{BodyBudget, read_body};
+    use inbound_ingress::group_commit::{CommitError, GroupCommit, GroupCommitSettings};
+
+    let database = TestDatabase::create().await;
+    let group = Arc::new(GroupCommit::start(
+        database.pool().clone(),
+        GroupCommitSettings {
+            max_batch: 64,
+            committers: 1,
+        },
+    ));
+    let budget = BodyBudget::new(1 << 20);
+    let scope = SourceScope::from_parts(["stripe-acme", "acct_1", "live"]);
+    let commit = |event_id: &str, payload: &'static str| {
+        let (group, budget, scope) = (Arc::clone(&group), budget.clone(), scope.clone());
+        let event_id = EventId::new(event_id);
+        tokio::spawn(async move {
+            let body = read_body(Full::new(Bytes::from(payload)), None, 1 << 20, &budget)
+                .await
+                .expect("body");
+            let receipt = NewReceipt {
+                integration: "stripe-acme",
+                source_scope: &scope,
+                event_id: &event_id,
+                event_type: "t",
+                route_key: "t",
+                payload_json: payload,
+                content_digest: None,
+            };
+            group.commit(&receipt, Arc::new(body)).await
+        })
+    };
+    // The only committer waits on a key held here while the batch gathers behind it.
+    let mut held = database.pool().begin().await.expect("begin");
+    sqlx::query(
+        "INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key, payload)
+         VALUES ('stripe-acme', $1, 'evt_plug', 't', 't', '{}')",
+    )
+    .bind(scope.as_str())
+    .execute(&mut *held)
+    .await
+    .expect("hold");
+    let plug = commit("evt_plug", "{}");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let good: Vec<_> = (0..5)
+        .map(|n| commit(&format!("evt_good_{n}"), r#"{"fine":true}"#))
+        .collect();
+    let bad = commit("evt_bad", r#"{"cut":"\ud83d"}"#);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    held.rollback().await.expect("release");
+
+    assert!(matches!(
+        plug.await.expect("task"),
+        Ok(InsertOutcome::Accepted(_))
+    ));
+    for request in good {
+        let outcome = request.await.expect("task");
+        assert!(
+            matches!(outcome, Ok(InsertOutcome::Accepted(_))),
+            "{outcome:?}"
+        );
+    }
+    let refused = bad.await.expect("task");
+    assert!(
+        matches!(refused, Err(CommitError::Unstorable(_))),
+        "{refused:?}"
+    );
+    assert_eq!(database.receipt_count().await, 6);
+    assert_eq!(
+        budget.available_bytes(),
+        budget.total_bytes(),
+        "every body released"
+    );
 }

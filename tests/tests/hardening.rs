@@ -231,3 +231,54 @@ async fn bad_configuration_stops_start_up_with_one_line_naming_the_field() {
         }
     }
 }
+
+/// Bodies held at once share one budget: when slow senders have reserved it, the next
+/// request is told to come back (503 + Retry-After) instead of growing the process, and
+/// the budget is whole again once they are gone.
+#[tokio::test]
+async fn a_full_body_budget_answers_503_and_frees_when_the_senders_leave() {
+    let database = TestDatabase::create().await;
+    // Two slow senders declare 4,000 bytes each and send one: 8,000 of 8,100 reserved.
+    let ingress = start_with_args(&database, &["--body-budget-bytes", "8100"]);
+    let mut slow = Vec::new();
+    for _ in 0..2 {
+        let mut stream = TcpStream::connect(ingress.addr).await.expect("connect");
+        let head =
+            "POST /webhooks/stripe-acme HTTP/1.1\r\nhost: x\r\ncontent-length: 4000\r\n\r\n{";
+        stream.write_all(head.as_bytes()).await.expect("head");
+        slow.push(stream);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (headers, body) = Provider::Stripe.request(Variant::Routed("evt_third"));
+    let refused = HttpClient::new()
+        .post(&ingress.webhook_url("stripe-acme"), &headers, body.clone())
+        .await
+        .expect("an answer");
+    assert_eq!(refused.status, 503, "{refused:?}");
+    assert_eq!(refused.json["error"], "unavailable");
+    assert!(refused.headers.contains_key("retry-after"));
+    drop(slow);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let accepted = HttpClient::new()
+        .post(&ingress.webhook_url("stripe-acme"), &headers, body)
+        .await
+        .expect("an answer");
+    assert_eq!(accepted.json["status"], "accepted", "{accepted:?}");
+}
+
+#[tokio::test]
+async fn a_body_budget_smaller_than_a_body_limit_stops_start_up() {
+    let database = TestDatabase::create().await;
+    let mut options = fixtures::ingress_options(database.url());
+    options.args = vec!["--body-budget-bytes".into(), "1000".into()];
+    let logs = match Service::try_ingress(&options) {
+        Ok(_) => panic!("started with a budget smaller than a body"),
+        Err(logs) => logs,
+    };
+    assert!(
+        logs.iter().any(|line| line.contains(
+            "--body-budget-bytes 1000 is smaller than integration stripe-acme's max_body_bytes 4096"
+        )),
+        "{logs:#?}"
+    );
+}

@@ -52,9 +52,7 @@ async fn seed_three_orders(pool: &sqlx::PgPool) {
 /// Claims every visible receipt (up to 10) as one batch, the way one worker slot would.
 async fn claim_all(pool: &sqlx::PgPool) -> Vec<queue::ClaimedReceipt> {
     let mut connection = pool.acquire().await.expect("conn");
-    queue::claim_batch(&mut connection, 10, Duration::from_secs(30), "w", None)
-        .await
-        .expect("claim")
+    domain::claim(&mut connection, 10, Duration::from_secs(30), "w").await
 }
 
 #[tokio::test]
@@ -420,22 +418,14 @@ async fn a_worker_whose_lease_was_taken_over_cannot_complete() {
 
     let mut connection = pool.acquire().await.expect("conn");
     // Worker A claims with a lease that expires at once; worker B takes over.
-    let stale = queue::claim_batch(&mut connection, 1, Duration::ZERO, "worker-a", None)
+    let stale = domain::claim(&mut connection, 1, Duration::ZERO, "worker-a")
         .await
-        .expect("claim")
         .remove(0);
     tokio::time::sleep(Duration::from_millis(20)).await;
-    let current = queue::claim_batch(
-        &mut connection,
-        1,
-        Duration::from_secs(30),
-        "worker-b",
-        None,
-    )
-    .await
-    .expect("claim")
-    .remove(0);
-    assert!(current.reclaimed && current.lease_token == stale.lease_token + 1);
+    let current = domain::claim(&mut connection, 1, Duration::from_secs(30), "worker-b")
+        .await
+        .remove(0);
+    assert!(current.reclaimed && current.lease_token > stale.lease_token);
     drop(connection);
 
     let worker = domain::worker(pool, domain::settings());
@@ -471,6 +461,104 @@ async fn a_worker_whose_lease_was_taken_over_cannot_complete() {
     assert_eq!(
         domain::receipt_state(pool, stale.receipt_id).await.0,
         "done"
+    );
+}
+
+/// A replayed receipt starts a new life; a worker stalled with a token from the earlier
+/// one must not match any token of the new life, however many claims it sees.
+#[tokio::test]
+async fn a_stale_token_from_before_a_replay_never_matches_again() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let config = domain::config();
+    let receipt = domain::order_with_pending_payment(pool, &config).await;
+    let mut connection = pool.acquire().await.expect("conn");
+    // Life one: two claims (the first lease expires at once), then an operator gives up.
+    domain::claim(&mut connection, 1, Duration::ZERO, "worker-a").await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let stale = domain::claim(&mut connection, 1, Duration::ZERO, "worker-a")
+        .await
+        .remove(0);
+    admin::resolve_pending(
+        &mut connection,
+        &[receipt],
+        admin::PendingResolution::Quarantine,
+        "ops",
+        "looks wrong",
+    )
+    .await
+    .expect("quarantine");
+    admin::replay(&mut connection, &[receipt], "ops", "looked again")
+        .await
+        .expect("replay");
+    // Life two: as many claims as life one had, and more.
+    let mut tokens = Vec::new();
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let claimed = domain::claim(&mut connection, 1, Duration::ZERO, "worker-b")
+            .await
+            .remove(0);
+        assert!(
+            claimed.lease_token > stale.lease_token,
+            "{claimed:?} vs {stale:?}"
+        );
+        tokens.push(claimed.lease_token);
+    }
+    assert!(
+        tokens.windows(2).all(|pair| pair[1] > pair[0]),
+        "{tokens:?}"
+    );
+    drop(connection);
+    let worker = domain::worker(pool, domain::settings());
+    assert_eq!(process(&worker, stale).await, Attempt::LeaseLost);
+    assert_eq!(domain::order_status(pool, "o1").await, "awaiting_payment");
+}
+
+/// Claims stop at the payload budget: a worker holds at most that many payload bytes of
+/// claimed receipts (one larger receipt is taken alone when nothing else is in flight).
+#[tokio::test]
+async fn claims_are_bounded_by_payload_bytes() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let config = domain::config();
+    let padding = "x".repeat(3_000);
+    let mut bytes = Vec::new();
+    for n in 0..10 {
+        let mut object = payment_intent(
+            &format!("pi_{n}"),
+            &format!("o{n}"),
+            1000,
+            "usd",
+            "succeeded",
+        );
+        object["description"] = padding.clone().into();
+        let body = stripe_event(&format!("evt_{n}"), "payment_intent.succeeded", object);
+        bytes.push(body.len());
+        domain::accept(pool, &config, &body).await.expect("new");
+    }
+    let one = bytes[0];
+    let mut settings = domain::settings();
+    // Room for three and a half receipts.
+    settings.payload_budget_bytes = one * 7 / 2;
+    let worker = domain::worker(pool, settings.clone());
+    assert_eq!(
+        step(&worker).await.len(),
+        3,
+        "three fit, the fourth would not"
+    );
+
+    // Smaller than one receipt: still one at a time, never none.
+    settings.payload_budget_bytes = one / 2;
+    let worker = domain::worker(pool, settings);
+    assert_eq!(step(&worker).await.len(), 1);
+    assert_eq!(step(&worker).await.len(), 1);
+    let queued_bytes: Vec<i32> = sqlx::query_scalar("SELECT payload_bytes FROM receipt_queue")
+        .fetch_all(pool)
+        .await
+        .expect("queue");
+    assert!(
+        queued_bytes.iter().all(|&size| size as usize == one),
+        "{queued_bytes:?} vs {one}"
     );
 }
 
@@ -620,12 +708,12 @@ async fn a_handler_failing_after_its_write_leaves_no_trace_and_the_rest_of_its_b
     let mut registry = Registry::builtin();
     let mark_paid = registry.get(ORDERS_MARK_PAID).expect("built in").clone();
     registry.register(ORDERS_MARK_PAID, FailsAfterWriting(mark_paid));
-    let worker = inbound_worker::Worker {
-        pool: pool.clone(),
-        config: std::sync::Arc::new(config),
+    let worker = inbound_worker::Worker::new(
+        pool.clone(),
+        std::sync::Arc::new(config),
         registry,
-        settings: domain::settings(),
-    };
+        domain::settings(),
+    );
 
     let batch = claim_all(pool).await;
     let attempts = process_batch(&worker, batch).await;

@@ -4,7 +4,7 @@
 //! - `check-config --config F`: validate a configuration; exits 1 with a one-line error.
 //! - `sign-event --config F --integration ID --body JSON`: print a ready-to-paste `curl`
 //!   command that sends a correctly signed test event (for local runs and demos).
-//! - `status`, `receipts list|show|replay`, `purge`: stuck work and retention (see
+//! - `status`, `receipts list|show|quarantine|fail|replay`, `purge`: stuck work and retention (see
 //!   [`operate`]); `effects list|show|resolve` (see [`effects_cmd`]); each takes `--json`.
 //! - `dev-sink`: a local effect receiver that prints and verifies what it gets.
 
@@ -62,7 +62,7 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// List, show or replay receipts.
+    /// List, show, quarantine, fail or replay receipts.
     Receipts {
         #[command(subcommand)]
         command: operate::ReceiptsCommand,

@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use inbound_core::config::Config;
+use inbound_core::payload;
 use inbound_core::store::{admin, effects};
 use serde_json::json;
 use sqlx::{Connection, PgConnection};
@@ -63,6 +64,16 @@ pub enum ReceiptsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Take pending receipts out of the queue as quarantined: a person must look.
+    Quarantine {
+        #[command(flatten)]
+        resolution: ResolutionArgs,
+    },
+    /// Take pending receipts out of the queue as failed: no worker will try them again.
+    Fail {
+        #[command(flatten)]
+        resolution: ResolutionArgs,
+    },
     /// Send failed or quarantined receipts back to pending (attempts reset).
     Replay {
         #[command(flatten)]
@@ -80,6 +91,25 @@ pub enum ReceiptsCommand {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// Which pending receipts to resolve, who decides and why.
+#[derive(Debug, Args)]
+pub struct ResolutionArgs {
+    #[command(flatten)]
+    database: DatabaseArgs,
+    /// Receipt ids.
+    #[arg(required = true)]
+    ids: Vec<i64>,
+    /// Why (recorded).
+    #[arg(long)]
+    reason: String,
+    /// Who (recorded); defaults to $USER.
+    #[arg(long, env = "USER", default_value = "unknown")]
+    by: String,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 const STATUSES: [&str; 4] = ["pending", "done", "quarantined", "failed"];
@@ -195,10 +225,20 @@ pub async fn receipts(command: ReceiptsCommand) -> anyhow::Result<()> {
             let complete = detail.status == "done"
                 && effects.iter().all(|effect| effect.status == "completed");
             if json {
-                println!(
-                    "{}",
-                    json!({"receipt": detail, "effects": effects, "complete": complete})
-                );
+                /// Serialized straight to text: the payload is written as stored, never
+                /// parsed into a value (which numbers beyond a double would fail).
+                #[derive(serde::Serialize)]
+                struct Shown<'a> {
+                    receipt: &'a admin::ReceiptDetail,
+                    effects: &'a [admin::EffectSummary],
+                    complete: bool,
+                }
+                let shown = Shown {
+                    receipt: &detail,
+                    effects: &effects,
+                    complete,
+                };
+                println!("{}", serde_json::to_string(&shown)?);
                 return Ok(());
             }
             println!(
@@ -258,11 +298,23 @@ pub async fn receipts(command: ReceiptsCommand) -> anyhow::Result<()> {
                     effect.id, effect.operation_key, effect.sink, effect.status, effect.attempts
                 );
             }
-            match &detail.payload {
-                Some(payload) => println!("  payload\n{}", serde_json::to_string_pretty(payload)?),
+            match detail.payload.as_deref() {
                 None => println!("  payload      (purged)"),
+                Some(text) => match payload::decode(text) {
+                    Ok(payload) => {
+                        println!("  payload\n{}", serde_json::to_string_pretty(&payload)?);
+                    }
+                    // Stored before the storability contract: show it exactly as stored.
+                    Err(error) => println!("  payload      (not decodable: {error})\n{text}"),
+                },
             }
             Ok(())
+        }
+        ReceiptsCommand::Quarantine { resolution } => {
+            resolve_pending(resolution, admin::PendingResolution::Quarantine).await
+        }
+        ReceiptsCommand::Fail { resolution } => {
+            resolve_pending(resolution, admin::PendingResolution::Fail).await
         }
         ReceiptsCommand::Replay {
             database,
@@ -291,6 +343,36 @@ pub async fn receipts(command: ReceiptsCommand) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// `inboundctl receipts quarantine|fail`.
+async fn resolve_pending(
+    args: ResolutionArgs,
+    resolution: admin::PendingResolution,
+) -> anyhow::Result<()> {
+    if args.reason.trim().is_empty() {
+        bail!("--reason must say why");
+    }
+    let mut connection = args.database.connect().await?;
+    admin::resolve_pending(
+        &mut connection,
+        &args.ids,
+        resolution,
+        &args.by,
+        &args.reason,
+    )
+    .await?;
+    let verb = match resolution {
+        admin::PendingResolution::Quarantine => "quarantined",
+        admin::PendingResolution::Fail => "failed",
+    };
+    if args.json {
+        println!("{}", json!({ verb: args.ids }));
+    } else {
+        let ids: Vec<String> = args.ids.iter().map(i64::to_string).collect();
+        println!("{verb} {} receipt(s): {}", args.ids.len(), ids.join(", "));
+    }
+    Ok(())
 }
 
 /// `inboundctl purge`.

@@ -12,6 +12,7 @@ use inbound_service::ops;
 use sqlx::PgPool;
 use tokio::time::Instant;
 
+use crate::body::BodyBudget;
 use crate::group_commit::GroupCommit;
 use crate::receive::{self, Details};
 use crate::reply::{Body, Reply};
@@ -33,17 +34,19 @@ pub struct App {
     config: Arc<Config>,
     pool: PgPool,
     group_commit: GroupCommit,
+    body_budget: BodyBudget,
     clock: Arc<dyn Clock>,
     settings: AppSettings,
 }
 
 impl App {
-    /// Builds the application over a validated config, a (lazy) pool and the group
-    /// commit that writes receipts through it.
+    /// Builds the application over a validated config, a (lazy) pool, the group commit
+    /// that writes receipts through it and the budget request bodies share.
     pub fn new(
         config: Arc<Config>,
         pool: PgPool,
         group_commit: GroupCommit,
+        body_budget: BodyBudget,
         clock: Arc<dyn Clock>,
         settings: AppSettings,
     ) -> Self {
@@ -51,9 +54,15 @@ impl App {
             config,
             pool,
             group_commit,
+            body_budget,
             clock,
             settings,
         }
+    }
+
+    /// The bytes of request bodies held at once.
+    pub fn body_budget(&self) -> &BodyBudget {
+        &self.body_budget
     }
 
     /// Where receipts are committed.

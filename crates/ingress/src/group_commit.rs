@@ -4,21 +4,34 @@
 //!
 //! A few committer tasks share one queue. An idle committer takes the first receipt at once
 //! (a lone request is never delayed); while committers are busy, arrivals queue and the
-//! next free committer takes everything waiting, up to `max_batch`. The batch size thus
-//! follows the load with no timer. Each request is answered only from its batch's result:
-//! `Ok` after the statement returned (committed), and a failed batch fails every member
-//! (503). A request that gave up waiting (its deadline) is answered 503 even if its batch
-//! commits later — the provider's redelivery is then a duplicate.
+//! next free committer takes everything waiting, up to `max_batch` receipts and
+//! [`MAX_BATCH_PAYLOAD_BYTES`] of payload (the first receipt always goes). The batch size
+//! thus follows the load with no timer. Each request is answered only from its batch's
+//! result: `Ok` after the statement returned (committed).
+//!
+//! One bad receipt costs only itself: when a batch fails on something a member's own data
+//! can cause (a data error, a limit, a constraint — SQLSTATE classes 22, 23, 54 — or a
+//! deadlock or serialization failure, class 40), the members are committed again one by
+//! one, so that only the offender fails — with [`CommitError::Unstorable`] (400) for its
+//! data, [`CommitError::Unavailable`] (503) otherwise. Any other failure (the database is
+//! unreachable, a timeout) answers 503 to every member. A request that gave up waiting
+//! (its deadline) is answered 503 even if its batch commits later — the provider's
+//! redelivery is then a duplicate.
 
 use std::sync::Arc;
 
 use inbound_core::keys::{EventId, SourceScope};
 use inbound_core::store::{self, InsertOutcome, NewReceipt};
 use inbound_service::failpoint;
-use sqlx::PgPool;
+use sqlx::{PgConnection, PgPool};
 use tokio::sync::{Mutex, mpsc, oneshot};
 
+use crate::body::HeldBody;
 use crate::telemetry;
+
+/// Payload bytes one statement carries at most (unless its first receipt alone is
+/// larger). Bounds the memory of a statement being encoded and its duration.
+pub const MAX_BATCH_PAYLOAD_BYTES: usize = 4 * 1024 * 1024;
 
 /// How receipts are gathered.
 #[derive(Debug, Clone, Copy)]
@@ -29,7 +42,19 @@ pub struct GroupCommitSettings {
     pub committers: usize,
 }
 
-/// A receipt that outlives its request's borrow while it waits in the queue.
+/// Why a receipt was not committed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CommitError {
+    /// The database did not confirm the commit: nothing may be acknowledged; retry later.
+    #[error("{0}")]
+    Unavailable(String),
+    /// PostgreSQL refused this receipt's own data: it can never be stored as sent.
+    #[error("{0}")]
+    Unstorable(String),
+}
+
+/// A receipt that outlives its request's borrow while it waits in the queue. The body
+/// is shared with the request (no copy) and keeps its in-flight budget until both are done.
 #[derive(Debug)]
 struct QueuedReceipt {
     integration: String,
@@ -37,35 +62,28 @@ struct QueuedReceipt {
     event_id: EventId,
     event_type: String,
     route_key: String,
-    payload_json: String,
+    content_digest: Option<Vec<u8>>,
+    body: Arc<HeldBody>,
 }
 
 impl QueuedReceipt {
-    fn new(receipt: &NewReceipt<'_>) -> Self {
-        Self {
-            integration: receipt.integration.to_owned(),
-            source_scope: receipt.source_scope.clone(),
-            event_id: receipt.event_id.clone(),
-            event_type: receipt.event_type.to_owned(),
-            route_key: receipt.route_key.to_owned(),
-            payload_json: receipt.payload_json.to_owned(),
-        }
-    }
-
-    fn as_new(&self) -> NewReceipt<'_> {
-        NewReceipt {
+    /// The receipt as the store takes it; `None` if the body is not UTF-8, which the
+    /// request's own validation has already excluded.
+    fn as_new(&self) -> Option<NewReceipt<'_>> {
+        Some(NewReceipt {
             integration: &self.integration,
             source_scope: &self.source_scope,
             event_id: &self.event_id,
             event_type: &self.event_type,
             route_key: &self.route_key,
-            payload_json: &self.payload_json,
-        }
+            payload_json: std::str::from_utf8(self.body.bytes()).ok()?,
+            content_digest: self.content_digest.as_deref(),
+        })
     }
 }
 
 /// What a committer answers: the durable outcome, or why nothing may be acknowledged.
-type Answer = Result<InsertOutcome, String>;
+type Answer = Result<InsertOutcome, CommitError>;
 
 struct Job {
     receipt: QueuedReceipt,
@@ -89,54 +107,142 @@ impl GroupCommit {
         Self { queue }
     }
 
-    /// Commits `receipt` with whatever else is waiting. The caller bounds the wait.
-    pub async fn commit(&self, receipt: &NewReceipt<'_>) -> Answer {
+    /// Commits `receipt`, whose payload is `body`, with whatever else is waiting. The
+    /// caller bounds the wait.
+    pub async fn commit(&self, receipt: &NewReceipt<'_>, body: Arc<HeldBody>) -> Answer {
         let (answer, answered) = oneshot::channel();
         let job = Job {
-            receipt: QueuedReceipt::new(receipt),
+            receipt: QueuedReceipt {
+                integration: receipt.integration.to_owned(),
+                source_scope: receipt.source_scope.clone(),
+                event_id: receipt.event_id.clone(),
+                event_type: receipt.event_type.to_owned(),
+                route_key: receipt.route_key.to_owned(),
+                content_digest: receipt.content_digest.map(<[u8]>::to_vec),
+                body,
+            },
             answer,
         };
+        let unavailable = |reason: &str| CommitError::Unavailable(reason.to_owned());
         self.queue
             .send(job)
             .await
-            .map_err(|_| "the committers have stopped".to_owned())?;
+            .map_err(|_| unavailable("the committers have stopped"))?;
         answered
             .await
-            .unwrap_or_else(|_| Err("the committer stopped before answering".to_owned()))
+            .unwrap_or_else(|_| Err(unavailable("the committer stopped before answering")))
     }
 }
 
 /// Takes the next batch and commits it, until every sender is gone.
 async fn commit_loop(pool: PgPool, receiver: Arc<Mutex<mpsc::Receiver<Job>>>, max_batch: usize) {
-    let mut batch = Vec::with_capacity(max_batch);
+    // Jobs taken from the queue beyond the byte bound wait here for this committer's
+    // next statement.
+    let mut waiting: Vec<Job> = Vec::with_capacity(max_batch);
     loop {
-        {
+        if waiting.is_empty() {
             let mut receiver = receiver.lock().await;
-            if receiver.recv_many(&mut batch, max_batch).await == 0 {
+            if receiver.recv_many(&mut waiting, max_batch).await == 0 {
                 return;
             }
         }
+        let batch: Vec<Job> = waiting.drain(..batch_length(&waiting, max_batch)).collect();
         telemetry::record_commit_batch(batch.len());
-        let outcome = commit_batch(&pool, &batch).await;
-        for (index, job) in batch.drain(..).enumerate() {
-            let answer = match &outcome {
-                Ok(outcomes) => Ok(outcomes[index]),
-                Err(reason) => Err(reason.clone()),
-            };
+        let answers = commit_batch(&pool, &batch).await;
+        for (job, answer) in batch.into_iter().zip(answers) {
             // The request may have given up (deadline): its answer is then dropped.
             job.answer.send(answer).ok();
         }
     }
 }
 
-async fn commit_batch(pool: &PgPool, batch: &[Job]) -> Result<Vec<InsertOutcome>, String> {
-    let mut connection = pool
-        .acquire()
-        .await
-        .map_err(|error| format!("database: {error}"))?;
+/// How many of the first `jobs` fit one statement: at most `max_batch`, and at most
+/// [`MAX_BATCH_PAYLOAD_BYTES`] of payload unless the first alone is larger.
+fn batch_length(jobs: &[Job], max_batch: usize) -> usize {
+    let mut bytes = 0;
+    jobs.iter()
+        .take(max_batch)
+        .take_while(|job| {
+            bytes += job.receipt.body.bytes().len();
+            bytes <= MAX_BATCH_PAYLOAD_BYTES
+        })
+        .count()
+        .max(1)
+        .min(jobs.len())
+}
+
+/// One answer per job, in order.
+async fn commit_batch(pool: &PgPool, batch: &[Job]) -> Vec<Answer> {
+    let mut connection = match pool.acquire().await {
+        Ok(connection) => connection,
+        Err(error) => {
+            let reason = CommitError::Unavailable(format!("database: {error}"));
+            return batch.iter().map(|_| Err(reason.clone())).collect();
+        }
+    };
     failpoint::hit("before_receipt_commit");
-    let receipts: Vec<NewReceipt<'_>> = batch.iter().map(|job| job.receipt.as_new()).collect();
-    store::insert_receipts(&mut connection, &receipts)
-        .await
-        .map_err(|error| format!("database: {error}"))
+    match insert(&mut connection, batch).await {
+        Ok(outcomes) => outcomes.into_iter().map(Ok).collect(),
+        Err(error) if batch.len() > 1 && caused_by_a_member(&error) => {
+            tracing::warn!(
+                receipts = batch.len(),
+                %error,
+                "a group-commit batch failed on one member's data; committing its members one by one"
+            );
+            let mut answers = Vec::with_capacity(batch.len());
+            for job in batch {
+                answers.push(
+                    match insert(&mut connection, std::slice::from_ref(job)).await {
+                        Ok(mut outcomes) => Ok(outcomes.remove(0)),
+                        Err(error) => Err(commit_error(&error)),
+                    },
+                );
+            }
+            answers
+        }
+        Err(error) => {
+            let reason = commit_error(&error);
+            batch.iter().map(|_| Err(reason.clone())).collect()
+        }
+    }
+}
+
+async fn insert(
+    connection: &mut PgConnection,
+    batch: &[Job],
+) -> Result<Vec<InsertOutcome>, sqlx::Error> {
+    let receipts: Option<Vec<NewReceipt<'_>>> =
+        batch.iter().map(|job| job.receipt.as_new()).collect();
+    let Some(receipts) = receipts else {
+        return Err(sqlx::Error::Decode("a queued body is not UTF-8".into()));
+    };
+    store::insert_receipts(connection, &receipts).await
+}
+
+/// The SQLSTATE class of a database error (`"22"` for data exceptions).
+fn sqlstate_class(error: &sqlx::Error) -> Option<String> {
+    let code = error.as_database_error()?.code()?;
+    Some(code.get(..2)?.to_owned())
+}
+
+/// Whether one member's data (or the order members met another batch in) can explain
+/// the failure, so that committing them one by one isolates it.
+fn caused_by_a_member(error: &sqlx::Error) -> bool {
+    matches!(error, sqlx::Error::Decode(_))
+        || matches!(
+            sqlstate_class(error).as_deref(),
+            Some("22" | "23" | "54" | "40")
+        )
+}
+
+/// How a failed statement is answered: the receipt's own data refused → unstorable.
+fn commit_error(error: &sqlx::Error) -> CommitError {
+    let reason = format!("database: {error}");
+    if matches!(error, sqlx::Error::Decode(_))
+        || matches!(sqlstate_class(error).as_deref(), Some("22" | "23" | "54"))
+    {
+        CommitError::Unstorable(reason)
+    } else {
+        CommitError::Unavailable(reason)
+    }
 }

@@ -3,11 +3,13 @@
 //!
 //! - [`app`]: routing of paths and methods, health endpoints.
 //! - [`receive`]: the `POST /webhooks/{integration}` pipeline.
+//! - [`body`]: request bodies read into one buffer within the limit and the shared budget.
 //! - [`group_commit`]: concurrent receipts committed together, one statement per batch.
 //! - [`reply`]: every outcome, mapped to its status and body in one place.
 //! - [`telemetry`]: metric names, HELP text and buckets.
 
 pub mod app;
+pub mod body;
 pub mod group_commit;
 pub mod receive;
 pub mod reply;

@@ -5,11 +5,12 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 use clap::Parser;
 use inbound_core::clock::SystemClock;
 use inbound_core::config::Config;
 use inbound_core::store::{self, PoolSettings};
+use inbound_ingress::body::BodyBudget;
 use inbound_ingress::group_commit::{GroupCommit, GroupCommitSettings};
 use inbound_ingress::telemetry;
 use inbound_ingress::{App, AppSettings};
@@ -49,6 +50,10 @@ struct Cli {
     /// Group-commit statements in flight at once (each holds a pooled connection).
     #[arg(long, env = "INBOUND_COMMIT_CONCURRENCY", default_value_t = 2)]
     commit_concurrency: usize,
+    /// Bytes of request bodies held at once, all requests together; past it, requests
+    /// get 503 + Retry-After. Must be at least every integration's max_body_bytes.
+    #[arg(long, env = "INBOUND_BODY_BUDGET_BYTES", default_value_t = 32 * 1024 * 1024)]
+    body_budget_bytes: usize,
 }
 
 #[tokio::main]
@@ -65,6 +70,18 @@ async fn main() -> anyhow::Result<()> {
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let config = Config::load(&cli.common.config).context("invalid configuration")?;
+    if let Some(integration) = config
+        .integrations()
+        .iter()
+        .find(|integration| integration.max_body_bytes > cli.body_budget_bytes)
+    {
+        bail!(
+            "--body-budget-bytes {} is smaller than integration {}'s max_body_bytes {}: such a body could never be read",
+            cli.body_budget_bytes,
+            integration.id,
+            integration.max_body_bytes
+        );
+    }
     let metrics = telemetry::install_metrics().context("cannot install the metrics recorder")?;
     let statement_timeout = cli.common.statement_timeout();
     let acquire_timeout = cli.common.acquire_timeout();
@@ -96,6 +113,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Arc::new(config),
         pool,
         group_commit,
+        BodyBudget::new(cli.body_budget_bytes),
         Arc::new(SystemClock),
         settings,
     ));

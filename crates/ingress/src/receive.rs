@@ -5,9 +5,9 @@
 //! 2xx for an event until its batch's [`inbound_core::store::insert_receipts`] has returned, i.e.
 //! committed.
 
-use bytes::Bytes;
+use std::sync::Arc;
+
 use http::request::Parts;
-use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use inbound_core::config::Integration;
 use inbound_core::event::{self, Delivery, ExtractError};
@@ -19,6 +19,8 @@ use inbound_service::failpoint;
 use tokio::time::Instant;
 
 use crate::app::App;
+use crate::body::{self, BodyError, HeldBody};
+use crate::group_commit::CommitError;
 use crate::reply::Reply;
 
 /// What the request log line needs besides the reply.
@@ -39,10 +41,11 @@ pub async fn receive(
     deadline: Instant,
     details: &mut Details,
 ) -> Reply {
-    let body = match read_body(parts, body, integration.max_body_bytes, deadline).await {
-        Ok(body) => body,
+    let held = match read_body(app, parts, body, integration.max_body_bytes, deadline).await {
+        Ok(held) => Arc::new(held),
         Err(reply) => return reply,
     };
+    let body = held.bytes();
     let headers: Headers = parts
         .headers
         .iter()
@@ -53,7 +56,7 @@ pub async fn receive(
         tolerance_secs: integration.tolerance_secs,
         now_unix_secs: app.clock().now_unix_secs(),
     };
-    if let Err(error) = verify::verify(integration.provider, &headers, &body, context) {
+    if let Err(error) = verify::verify(integration.provider, &headers, body, context) {
         details.reason = Some(error.to_string());
         return Reply::Unauthorized;
     }
@@ -61,7 +64,7 @@ pub async fn receive(
         details.reason = Some(reason);
         return Reply::UnsupportedMediaType;
     }
-    let event = match event::extract(integration, &headers, &body) {
+    let event = match event::extract(integration, &headers, body) {
         Ok(Delivery::UrlVerification { challenge }) => return Reply::Challenge(challenge),
         Ok(Delivery::Event(event)) => event,
         Err(ExtractError::Malformed(reason)) => {
@@ -84,14 +87,19 @@ pub async fn receive(
         event_type: &event.event_type,
         route_key,
         payload_json: event.payload_json,
+        content_digest: None,
     };
-    match commit_receipt(app, receipt, deadline).await {
+    match commit_receipt(app, receipt, Arc::clone(&held), deadline).await {
         Ok(InsertOutcome::Accepted(receipt_id)) => {
             failpoint::hit("after_receipt_commit");
             Reply::Accepted(receipt_id)
         }
         Ok(InsertOutcome::Duplicate) => Reply::Duplicate,
-        Err(reason) => {
+        Err(CommitError::Unstorable(reason)) => {
+            details.reason = Some(reason);
+            Reply::Malformed(UNSTORABLE.to_owned())
+        }
+        Err(CommitError::Unavailable(reason)) => {
             details.reason = Some(reason);
             Reply::Unavailable
         }
@@ -128,45 +136,49 @@ fn unsupported_media(headers: &http::HeaderMap) -> Option<String> {
         .map(|coding| format!("content coding {coding:?} is not accepted"))
 }
 
-/// Reads the whole body, refusing it past `limit` bytes while it streams in.
+/// Reads the whole body within the integration's limit and the in-flight budget.
 async fn read_body(
+    app: &App,
     parts: &Parts,
     body: Incoming,
     limit: usize,
     deadline: Instant,
-) -> Result<Bytes, Reply> {
+) -> Result<HeldBody, Reply> {
     let declared = parts
         .headers
         .get(http::header::CONTENT_LENGTH)
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.parse::<u64>().ok());
-    if declared.is_some_and(|length| length > limit as u64) {
-        return Err(Reply::PayloadTooLarge);
-    }
-    match tokio::time::timeout_at(deadline, Limited::new(body, limit).collect()).await {
+    let reading = body::read_body(body, declared, limit, app.body_budget());
+    match tokio::time::timeout_at(deadline, reading).await {
         Err(_elapsed) => Err(Reply::RequestTimeout),
-        Ok(Ok(collected)) => Ok(collected.to_bytes()),
-        Ok(Err(error)) if error.is::<http_body_util::LengthLimitError>() => {
-            Err(Reply::PayloadTooLarge)
-        }
-        Ok(Err(_)) => Err(Reply::Malformed(
-            "the request body could not be read".to_owned(),
-        )),
+        Ok(Ok(held)) => Ok(held),
+        Ok(Err(BodyError::TooLarge)) => Err(Reply::PayloadTooLarge),
+        Ok(Err(BodyError::BudgetFull)) => Err(Reply::Overloaded),
+        Ok(Err(error @ BodyError::Unreadable)) => Err(Reply::Malformed(error.to_string())),
     }
 }
 
+/// The 400 detail when PostgreSQL refused the event's own data (its reason goes to the
+/// log only).
+const UNSTORABLE: &str = "the event cannot be stored as sent";
+
 /// Commits the receipt (with whatever else is waiting: group commit) within the database
-/// deadline. `Err` carries a reason for the log; the caller answers 503 and the provider
-/// redelivers (then `accepted` or `duplicate`).
+/// deadline. `Unavailable` → 503 and the provider redelivers (then `accepted` or
+/// `duplicate`); `Unstorable` → 400, since a redelivery would fail the same way.
 async fn commit_receipt(
     app: &App,
     receipt: NewReceipt<'_>,
+    body: Arc<HeldBody>,
     deadline: Instant,
-) -> Result<InsertOutcome, String> {
+) -> Result<InsertOutcome, CommitError> {
     let database_deadline = deadline.min(Instant::now() + app.settings().database_timeout);
-    match tokio::time::timeout_at(database_deadline, app.group_commit().commit(&receipt)).await {
+    let committing = app.group_commit().commit(&receipt, body);
+    match tokio::time::timeout_at(database_deadline, committing).await {
         Ok(outcome) => outcome,
-        Err(_elapsed) => Err("the database did not confirm the commit in time".to_owned()),
+        Err(_elapsed) => Err(CommitError::Unavailable(
+            "the database did not confirm the commit in time".to_owned(),
+        )),
     }
 }
 

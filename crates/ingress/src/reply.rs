@@ -39,6 +39,8 @@ pub enum Reply {
     RequestTimeout,
     /// The database did not confirm the commit: retry later.
     Unavailable,
+    /// The in-flight body budget is full: retry later.
+    Overloaded,
     /// A method other than POST on a webhook route.
     MethodNotAllowed(&'static str),
     /// No such route.
@@ -61,6 +63,7 @@ impl Reply {
             Self::PayloadTooLarge => "payload_too_large",
             Self::RequestTimeout => "request_timeout",
             Self::Unavailable => "unavailable",
+            Self::Overloaded => "overloaded",
             Self::MethodNotAllowed(_) => "method_not_allowed",
             Self::NotFound => "not_found",
         }
@@ -98,7 +101,7 @@ impl Reply {
                 StatusCode::REQUEST_TIMEOUT,
                 json!({"error": "request_timeout"}),
             ),
-            Self::Unavailable => (
+            Self::Unavailable | Self::Overloaded => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 json!({"error": "unavailable"}),
             ),
@@ -114,6 +117,12 @@ impl Reply {
                 response
                     .headers_mut()
                     .insert(RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+            }
+            // The body was not read: close rather than drain it.
+            Self::Overloaded => {
+                let headers = response.headers_mut();
+                headers.insert(RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+                headers.insert(http::header::CONNECTION, HeaderValue::from_static("close"));
             }
             Self::MethodNotAllowed(allow) => {
                 response

@@ -25,6 +25,7 @@ use std::time::Duration;
 use inbound_core::config::Config;
 use inbound_core::handlers::Registry;
 use sqlx::PgPool;
+use tokio::sync::Semaphore;
 
 pub use runner::{Step, dispatch_once, run, run_once};
 
@@ -46,8 +47,14 @@ pub struct WorkerSettings {
     pub lease: Duration,
     /// Sleep between claims when there is nothing to do.
     pub poll_interval: Duration,
-    /// Attempts before a receipt is `failed` (and the budget of safe effect retries).
+    /// Attempts before a receipt is `failed` (and the budget of safe effect retries). The
+    /// claim enforces it too: a receipt whose attempts are spent without an outcome (its
+    /// worker died each time) is failed instead of claimed again.
     pub max_attempts: i32,
+    /// Payload bytes of claimed receipts held at once, all batches together (counted as
+    /// accepted; decoded payloads take a few times more). A single larger receipt is
+    /// claimed alone when nothing else is in flight.
+    pub payload_budget_bytes: usize,
     /// First retry delay.
     pub backoff_base: Duration,
     /// Longest retry delay.
@@ -70,4 +77,32 @@ pub struct Worker {
     pub registry: Registry,
     /// Claiming and retry policy.
     pub settings: WorkerSettings,
+    /// What is left of `settings.payload_budget_bytes`.
+    payload_budget: Arc<Semaphore>,
+}
+
+impl Worker {
+    /// A worker over `pool` with its configuration, handlers and policy.
+    pub fn new(
+        pool: PgPool,
+        config: Arc<Config>,
+        registry: Registry,
+        settings: WorkerSettings,
+    ) -> Self {
+        let budget = settings
+            .payload_budget_bytes
+            .clamp(1, Semaphore::MAX_PERMITS);
+        Self {
+            pool,
+            config,
+            registry,
+            settings,
+            payload_budget: Arc::new(Semaphore::new(budget)),
+        }
+    }
+
+    /// The payload bytes claimed receipts may still take.
+    pub(crate) fn payload_budget(&self) -> &Arc<Semaphore> {
+        &self.payload_budget
+    }
 }

@@ -44,9 +44,14 @@ struct Cli {
     /// Sleep between claims when idle.
     #[arg(long, env = "INBOUND_POLL_INTERVAL_MS", default_value_t = 500)]
     poll_interval_ms: u64,
-    /// Attempts before a receipt is failed.
+    /// Attempts before a receipt is failed (also enforced when a claim finds a receipt
+    /// whose attempts are spent without an outcome: its worker died each time).
     #[arg(long, env = "INBOUND_MAX_ATTEMPTS", default_value_t = 10)]
     max_attempts: i32,
+    /// Payload bytes of claimed receipts held at once (as accepted; decoded payloads take
+    /// a few times more). A larger receipt is claimed alone when nothing else is in flight.
+    #[arg(long, env = "INBOUND_PAYLOAD_BUDGET_BYTES", default_value_t = 8 * 1024 * 1024)]
+    payload_budget_bytes: usize,
     /// First retry delay.
     #[arg(long, env = "INBOUND_BACKOFF_BASE_MS", default_value_t = 1000)]
     backoff_base_ms: u64,
@@ -90,6 +95,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         "--effect-concurrency must be at least 1"
     );
     ensure!(cli.max_attempts >= 1, "--max-attempts must be at least 1");
+    ensure!(
+        cli.payload_budget_bytes >= 1,
+        "--payload-budget-bytes must be at least 1"
+    );
     let registry = Registry::builtin();
     let config = Config::load_with_handlers(&cli.common.config, &registry.names())
         .context("invalid configuration")?;
@@ -117,11 +126,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "worker".to_owned());
         format!("{host}-{}", std::process::id())
     });
-    let worker = Arc::new(Worker {
-        pool: pool.clone(),
-        config: Arc::new(config),
+    let worker = Arc::new(Worker::new(
+        pool.clone(),
+        Arc::new(config),
         registry,
-        settings: WorkerSettings {
+        WorkerSettings {
             concurrency: cli.concurrency,
             batch_size: cli.batch_size,
             effect_concurrency: cli.effect_concurrency,
@@ -133,8 +142,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             worker_id: worker_id.clone(),
             integrations: (!cli.integrations.is_empty()).then_some(cli.integrations),
             shutdown_grace: cli.common.shutdown_grace(),
+            payload_budget_bytes: cli.payload_budget_bytes,
         },
-    });
+    ));
 
     let metrics_listener = TcpListener::bind(cli.metrics_listen)
         .await

@@ -19,7 +19,7 @@ use std::time::Instant;
 use inbound_core::config::Integration;
 use inbound_core::handlers::{Handler, HandlerError, HandlerInput, Transition};
 use inbound_core::store::effects::{self, SourceEvent};
-use inbound_core::store::queue::{self, ClaimedReceipt, Finish, Finished};
+use inbound_core::store::queue::{self, ClaimedReceipt, Finish, Finished, StoredPayload};
 use inbound_service::failpoint;
 use sqlx::{Acquire, PgConnection};
 
@@ -218,11 +218,11 @@ async fn transitions_together(
         let next = if fenced.contains(&claimed.receipt_id) {
             let route = resolve(worker, claimed)?;
             failpoint::hit("worker_in_business_tx");
-            match &claimed.payload {
-                Some(payload) => Some((route, payload)),
-                None => {
+            match readable_payload(claimed) {
+                Ok(payload) => Some((route, payload)),
+                Err(unreadable) => {
                     apply_run(transaction, &mut run, &mut results).await?;
-                    results.push(Ok(payload_gone()));
+                    results.push(Ok(unreadable));
                     None
                 }
             }
@@ -380,9 +380,9 @@ async fn transition(
     claimed: &ClaimedReceipt,
     route: &Resolved<'_>,
 ) -> Result<Transition, Abort> {
-    let transition = match &claimed.payload {
-        None => payload_gone(),
-        Some(payload) => {
+    let transition = match readable_payload(claimed) {
+        Err(unreadable) => unreadable,
+        Ok(payload) => {
             let input = handler_input(claimed, route, payload);
             route.handler.apply(transaction, input).await?
         }
@@ -391,10 +391,18 @@ async fn transition(
     Ok(transition)
 }
 
-/// Pending payloads are never purged; if one is missing, a person must look.
-fn payload_gone() -> Transition {
-    Transition::Quarantine {
-        reason: "the payload is gone".to_owned(),
+/// The decoded payload, or the quarantine of a receipt whose payload cannot be read: one
+/// purged (retention never purges pending receipts, so a person must look) or one that
+/// does not decode (stored before the storability contract). Either costs only itself.
+fn readable_payload(claimed: &ClaimedReceipt) -> Result<&serde_json::Value, Transition> {
+    match &claimed.payload {
+        StoredPayload::Decoded(payload) => Ok(payload),
+        StoredPayload::Purged => Err(Transition::Quarantine {
+            reason: "the payload is gone".to_owned(),
+        }),
+        StoredPayload::Undecodable(reason) => Err(Transition::Quarantine {
+            reason: format!("the stored payload cannot be decoded: {reason}"),
+        }),
     }
 }
 

@@ -12,14 +12,16 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use inbound_core::store::queue::{ClaimLimits, ClaimedReceipt, ExhaustedReceipt};
 use inbound_core::store::{effects, queue};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 
 use crate::Worker;
 use crate::dispatch;
 use crate::process::{Attempt, process_batch};
 use crate::recorder::Recorder;
+use crate::telemetry::RECEIPT_ATTEMPTS_TOTAL;
 
 /// What one [`run_once`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,8 +44,11 @@ pub async fn run_once(worker: &Arc<Worker>) -> Result<Step, sqlx::Error> {
     for batch in batches {
         let worker = Arc::clone(worker);
         tasks.spawn(async move {
-            let first = batch.first().map_or(0, |receipt| receipt.receipt_id);
-            (first, process_batch(&worker, batch).await)
+            let first = batch
+                .receipts
+                .first()
+                .map_or(0, |receipt| receipt.receipt_id);
+            (first, batch.process(&worker).await)
         });
     }
     let mut results = tasks.join_all().await;
@@ -71,24 +76,81 @@ pub async fn dispatch_once(
     Ok(tasks.join_all().await)
 }
 
-/// Claims up to `slots` × `batch_size` receipts in one statement and splits them into at
-/// most `slots` batches of even size: a short queue still gets all its parallelism, a
-/// long one fills every batch.
-async fn claim_receipts(
-    worker: &Worker,
-    slots: usize,
-) -> Result<Vec<Vec<queue::ClaimedReceipt>>, sqlx::Error> {
-    let limit = slots.max(1) * worker.settings.batch_size.max(1);
-    let mut connection = worker.pool.acquire().await?;
-    let claimed = queue::claim_batch(
-        &mut connection,
-        i64::try_from(limit).unwrap_or(i64::MAX),
-        worker.settings.lease,
-        &worker.settings.worker_id,
-        worker.settings.integrations.as_deref(),
-    )
-    .await?;
-    Ok(split_evenly(claimed, slots.max(1)))
+/// Receipts claimed to be applied in one transaction, with their share of the payload
+/// budget, which returns when the batch is done.
+struct ClaimedBatch {
+    receipts: Vec<ClaimedReceipt>,
+    budget: Option<OwnedSemaphorePermit>,
+}
+
+impl ClaimedBatch {
+    async fn process(self, worker: &Worker) -> Vec<Attempt> {
+        let attempts = process_batch(worker, self.receipts).await;
+        drop(self.budget);
+        attempts
+    }
+}
+
+/// Claims up to `slots` × `batch_size` receipts in one statement, within what is left of
+/// the payload budget, and splits them into at most `slots` batches of even size: a short
+/// queue still gets all its parallelism, a long one fills every batch.
+async fn claim_receipts(worker: &Worker, slots: usize) -> Result<Vec<ClaimedBatch>, sqlx::Error> {
+    let budget = worker.payload_budget();
+    let available = budget.available_permits();
+    let limits = ClaimLimits {
+        receipts: i64::try_from(slots.max(1) * worker.settings.batch_size.max(1))
+            .unwrap_or(i64::MAX),
+        payload_bytes: i64::try_from(available).unwrap_or(i64::MAX),
+        // With nothing in flight, a receipt larger than the whole budget is still taken
+        // (alone), or it would never be.
+        allow_one_larger: available >= worker.settings.payload_budget_bytes,
+        max_attempts: worker.settings.max_attempts,
+    };
+    let claim = {
+        let mut connection = worker.pool.acquire().await?;
+        queue::claim_batch(
+            &mut connection,
+            limits,
+            worker.settings.lease,
+            &worker.settings.worker_id,
+            worker.settings.integrations.as_deref(),
+        )
+        .await?
+    };
+    for exhausted in &claim.exhausted {
+        record_exhausted(exhausted, worker.settings.max_attempts);
+    }
+    Ok(split_evenly(claim.claimed, slots.max(1))
+        .into_iter()
+        .map(|receipts| {
+            let bytes: i64 = receipts.iter().map(|receipt| receipt.payload_bytes).sum();
+            // The claim took no more than was available (or one receipt while nothing
+            // was in flight), and only claims take from the budget.
+            let share = u32::try_from(bytes)
+                .unwrap_or(u32::MAX)
+                .min(u32::try_from(budget.available_permits()).unwrap_or(u32::MAX));
+            ClaimedBatch {
+                receipts,
+                budget: Arc::clone(budget).try_acquire_many_owned(share).ok(),
+            }
+        })
+        .collect())
+}
+
+/// Counts and logs a receipt the claim failed because its attempts were spent.
+fn record_exhausted(exhausted: &ExhaustedReceipt, max_attempts: i32) {
+    metrics::counter!(RECEIPT_ATTEMPTS_TOTAL, "integration" => exhausted.integration.clone(), "outcome" => "failed")
+        .increment(1);
+    tracing::warn!(
+        integration = exhausted.integration,
+        receipt_id = exhausted.receipt_id,
+        event_id = exhausted.event_id,
+        attempt = exhausted.attempts,
+        max_attempts,
+        outcome = "failed",
+        reason = "attempts spent; the last never recorded an outcome (its worker stopped or hung)",
+        "receipt"
+    );
 }
 
 /// `items` in order, in at most `parts` consecutive chunks whose sizes differ by at most one.
@@ -144,8 +206,8 @@ pub async fn run(
                 let worker = Arc::clone(&worker);
                 async move { claim_receipts(&worker, limit).await }
             },
-            |worker, batch| async move {
-                process_batch(&worker, batch).await;
+            |worker, batch: ClaimedBatch| async move {
+                batch.process(&worker).await;
             },
         )
     };

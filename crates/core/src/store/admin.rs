@@ -1,5 +1,6 @@
 //! What operators read and change: queue gauges, receipt listings and details, replays of
-//! failed or quarantined receipts, and bounded retention purges. Every count reads the
+//! failed or quarantined receipts, quarantining or failing pending ones, and bounded
+//! retention purges. Every count reads the
 //! small queue table or a partial index, never all receipts.
 
 use chrono::{DateTime, Utc};
@@ -143,8 +144,21 @@ pub struct ReceiptDetail {
     pub visible_at: Option<DateTime<Utc>>,
     /// The worker holding its lease, while leased.
     pub leased_by: Option<String>,
-    /// The payload (`null` once purged).
-    pub payload: Option<serde_json::Value>,
+    /// The payload as PostgreSQL renders it (`null` once purged). Kept as text, so that
+    /// any stored row can be shown, even one the worker cannot decode.
+    #[serde(serialize_with = "raw_json")]
+    pub payload: Option<String>,
+}
+
+/// Writes stored JSON text into a JSON document as it is (PostgreSQL renders valid JSON).
+fn raw_json<S: serde::Serializer>(text: &Option<String>, serializer: S) -> Result<S::Ok, S::Error> {
+    use serde::Serialize;
+    match text {
+        None => serializer.serialize_none(),
+        Some(text) => serde_json::value::RawValue::from_string(text.clone())
+            .map_err(serde::ser::Error::custom)?
+            .serialize(serializer),
+    }
 }
 
 /// One effect of a receipt.
@@ -174,7 +188,7 @@ pub async fn receipt_detail(
     sqlx::query_as(
         "SELECT r.id, r.integration, r.source_scope, r.event_id, r.event_type, r.route_key, r.status,
                 r.outcome, r.outcome_reason, r.attempts, COALESCE(q.last_error, r.last_error) AS last_error,
-                r.received_at, r.finished_at, q.visible_at, q.leased_by, r.payload
+                r.received_at, r.finished_at, q.visible_at, q.leased_by, r.payload::text AS payload
          FROM receipts r LEFT JOIN receipt_queue q ON q.receipt_id = r.id
          WHERE r.id = $1",
     )
@@ -242,8 +256,10 @@ pub async fn replay(
                          INSERT INTO receipt_replays (receipt_id, previous_status, replayed_by, reason)
                          VALUES ($1, $2, $3, $4)
                      ), queued AS (
-                         INSERT INTO receipt_queue (receipt_id, integration, visible_at, enqueued_at)
-                         SELECT id, integration, now(), now() FROM receipts WHERE id = $1
+                         INSERT INTO receipt_queue (receipt_id, integration, visible_at, enqueued_at,
+                                                    payload_bytes)
+                         SELECT id, integration, now(), now(), coalesce(octet_length(payload::text), 0)
+                         FROM receipts WHERE id = $1
                      )
                      UPDATE receipts
                      SET status = 'pending', outcome = NULL, outcome_reason = NULL, attempts = 0,
@@ -258,6 +274,104 @@ pub async fn replay(
                 .await?;
             }
         }
+    }
+    transaction.commit().await?;
+    Ok(())
+}
+
+/// What an operator decides about a pending receipt that must not be processed (as it
+/// stands) or retried any longer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PendingResolution {
+    /// `quarantined`, with the operator's reason as `outcome_reason`: a person must look.
+    Quarantine,
+    /// `failed`, with the operator's reason as `last_error`.
+    Fail,
+}
+
+impl PendingResolution {
+    /// The `receipt_resolutions.action`.
+    pub fn action(self) -> &'static str {
+        match self {
+            Self::Quarantine => "quarantine",
+            Self::Fail => "fail",
+        }
+    }
+}
+
+/// Why a resolution was refused. Nothing is resolved when any id is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    /// No receipt has this id.
+    #[error("receipt {0} does not exist")]
+    Unknown(i64),
+    /// Only pending receipts can be quarantined or failed by hand.
+    #[error("receipt {id} is {status}; only pending receipts can be quarantined or failed by hand")]
+    WrongState {
+        /// The receipt.
+        id: i64,
+        /// Its status.
+        status: String,
+    },
+    /// The database failed.
+    #[error("database: {0}")]
+    Database(#[from] sqlx::Error),
+}
+
+/// Takes pending receipts out of the queue as quarantined or failed, recording who and
+/// why, in one transaction: either every id is resolved or none. A receipt a worker is
+/// applying right now is waited for: if the worker commits, the receipt is no longer
+/// pending (refused); if not, the worker's fenced bookkeeping finds its lease gone.
+pub async fn resolve_pending(
+    conn: &mut PgConnection,
+    receipt_ids: &[i64],
+    resolution: PendingResolution,
+    resolved_by: &str,
+    reason: &str,
+) -> Result<(), ResolveError> {
+    let mut ids = receipt_ids.to_vec();
+    // One lock order for every caller: two operators never deadlock each other.
+    ids.sort_unstable();
+    ids.dedup();
+    let mut transaction = conn.begin().await?;
+    for id in ids {
+        // The queue row first, as the worker's transaction locks it (then the receipt).
+        let dequeued: Option<i64> = sqlx::query_scalar(
+            "DELETE FROM receipt_queue WHERE receipt_id = $1 RETURNING receipt_id",
+        )
+        .bind(id)
+        .fetch_optional(&mut *transaction)
+        .await?;
+        if dequeued.is_none() {
+            let status: Option<String> =
+                sqlx::query_scalar("SELECT status FROM receipts WHERE id = $1")
+                    .bind(id)
+                    .fetch_optional(&mut *transaction)
+                    .await?;
+            return Err(match status {
+                None => ResolveError::Unknown(id),
+                Some(status) => ResolveError::WrongState { id, status },
+            });
+        }
+        sqlx::query(
+            "WITH logged AS (
+                 INSERT INTO receipt_resolutions (receipt_id, previous_status, action, resolved_by, reason)
+                 VALUES ($1, 'pending', $2, $3, $4)
+             )
+             UPDATE receipts
+             SET status = CASE $2 WHEN 'quarantine' THEN 'quarantined' ELSE 'failed' END,
+                 outcome = NULL,
+                 outcome_reason = CASE $2 WHEN 'quarantine' THEN $4 END,
+                 last_error = CASE $2 WHEN 'fail' THEN $4 ELSE last_error END,
+                 finished_at = now()
+             WHERE id = $1",
+        )
+        .bind(id)
+        .bind(resolution.action())
+        .bind(resolved_by)
+        .bind(reason)
+        .execute(&mut *transaction)
+        .await?;
     }
     transaction.commit().await?;
     Ok(())

@@ -2,8 +2,9 @@
 //! token, and record how an attempt ended.
 //!
 //! A lease is visibility: a claimed row's `visible_at` moves `lease` into the future, so
-//! an expired lease is simply claimable again. Every claim increments `lease_token`; every
-//! later write about that attempt names the token, and a stale one matches no row.
+//! an expired lease is simply claimable again. Every claim draws a new `lease_token` from
+//! one sequence (so a receipt's token only grows, across replays too); every later write
+//! about that attempt names the token, and a stale one matches no row.
 
 use std::time::Duration;
 
@@ -11,9 +12,10 @@ use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
 
 use crate::keys::ReceiptId;
+use crate::payload;
 
 /// A receipt claimed by one worker for one attempt.
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone)]
 pub struct ClaimedReceipt {
     /// `receipts.id`.
     pub receipt_id: i64,
@@ -33,8 +35,10 @@ pub struct ClaimedReceipt {
     pub event_type: String,
     /// The route that matched at acceptance.
     pub route_key: String,
-    /// The payload (`None` only if purged, which pending receipts never are).
-    pub payload: Option<serde_json::Value>,
+    /// The payload, decoded on its own: one that cannot be decoded costs only its receipt.
+    pub payload: StoredPayload,
+    /// The payload's size as accepted (what the claim counted against its byte budget).
+    pub payload_bytes: i64,
     /// When the ingress committed the receipt.
     pub received_at: DateTime<Utc>,
 }
@@ -46,46 +50,181 @@ impl ClaimedReceipt {
     }
 }
 
-/// Claims up to `limit` visible receipts in one statement, leasing them for `lease`.
-/// `integrations`, when given, pins the claim to those integrations.
+/// A claimed receipt's payload.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StoredPayload {
+    /// Decoded as every handler reads it ([`crate::payload::decode`]).
+    Decoded(serde_json::Value),
+    /// Purged by retention (which never purges pending receipts).
+    Purged,
+    /// Stored, but not decodable (stored before the storability contract); the reason
+    /// names the problem, never the content.
+    Undecodable(String),
+}
+
+impl StoredPayload {
+    fn from_text(text: Option<String>) -> Self {
+        match text {
+            None => Self::Purged,
+            Some(text) => match payload::decode(&text) {
+                Ok(value) => Self::Decoded(value),
+                Err(error) => Self::Undecodable(error.to_string()),
+            },
+        }
+    }
+}
+
+/// A receipt the claim found with its attempts spent although the last attempt never
+/// recorded an outcome (its worker died or hung each time): it is now `failed`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExhaustedReceipt {
+    /// `receipts.id`.
+    pub receipt_id: i64,
+    /// The integration id.
+    pub integration: String,
+    /// The provider's event id.
+    pub event_id: String,
+    /// Attempts claimed.
+    pub attempts: i32,
+}
+
+/// What one claim took.
+#[derive(Debug, Clone, Default)]
+pub struct Claim {
+    /// Leased to this worker, oldest first by id.
+    pub claimed: Vec<ClaimedReceipt>,
+    /// Failed by the claim itself: attempts spent without an outcome.
+    pub exhausted: Vec<ExhaustedReceipt>,
+}
+
+/// How much one claim may take.
+#[derive(Debug, Clone, Copy)]
+pub struct ClaimLimits {
+    /// Receipts at most.
+    pub receipts: i64,
+    /// Payload bytes at most (counted as accepted)…
+    pub payload_bytes: i64,
+    /// …unless this is set and the first receipt alone is larger: it is then claimed
+    /// alone (a worker with nothing in flight must still make progress).
+    pub allow_one_larger: bool,
+    /// A visible receipt with this many attempts is failed instead of claimed.
+    pub max_attempts: i32,
+}
+
+#[derive(sqlx::FromRow)]
+struct ClaimRow {
+    exhausted: bool,
+    receipt_id: i64,
+    lease_token: i64,
+    attempts: i32,
+    reclaimed: bool,
+    integration: String,
+    source_scope: String,
+    event_id: String,
+    event_type: String,
+    route_key: String,
+    payload: Option<String>,
+    payload_bytes: i32,
+    received_at: DateTime<Utc>,
+}
+
+/// Claims visible receipts in one statement, leasing them for `lease`, within `limits`;
+/// `integrations`, when given, pins the claim to those integrations. A visible receipt
+/// whose attempts are spent is failed in the same statement instead (a crash loop ends).
+/// Payloads come back as text and are decoded one by one.
 pub async fn claim_batch(
     conn: &mut PgConnection,
-    limit: i64,
+    limits: ClaimLimits,
     lease: Duration,
     worker_id: &str,
     integrations: Option<&[String]>,
-) -> Result<Vec<ClaimedReceipt>, sqlx::Error> {
-    sqlx::query_as(
-        "WITH claimable AS MATERIALIZED (
-             SELECT receipt_id, leased_by IS NOT NULL AS reclaimed
+) -> Result<Claim, sqlx::Error> {
+    let rows: Vec<ClaimRow> = sqlx::query_as(
+        "WITH locked AS MATERIALIZED (
+             -- MATERIALIZED with LIMIT: exactly these rows are locked, never more.
+             SELECT receipt_id, attempts, payload_bytes, visible_at,
+                    leased_by IS NOT NULL AS reclaimed
              FROM receipt_queue
              WHERE visible_at <= now()
                AND ($4::text[] IS NULL OR integration = ANY ($4))
              ORDER BY visible_at, receipt_id
              LIMIT $1
              FOR UPDATE SKIP LOCKED
+         ), exhausted AS (
+             DELETE FROM receipt_queue q USING locked l
+             WHERE q.receipt_id = l.receipt_id AND l.attempts >= $6
+             RETURNING q.receipt_id, q.attempts, q.last_error
+         ), failed AS (
+             UPDATE receipts r
+             SET status = 'failed', attempts = e.attempts, finished_at = now(),
+                 last_error = format('attempt %s of %s never recorded an outcome (its worker stopped or hung)%s',
+                                     e.attempts, $6::int4, coalesce('; last error: ' || e.last_error, ''))
+             FROM exhausted e WHERE r.id = e.receipt_id
+             RETURNING r.id, r.integration, r.event_id, e.attempts
+         ), sized AS (
+             -- The byte budget counts receipts in claim order; the rest stay unclaimed.
+             SELECT receipt_id, reclaimed, sum(payload_bytes) OVER claim_order AS running_bytes,
+                    row_number() OVER claim_order AS position
+             FROM locked WHERE attempts < $6
+             WINDOW claim_order AS (ORDER BY visible_at, receipt_id)
          ), claimed AS (
              UPDATE receipt_queue q
              SET visible_at = now() + $2 * interval '1 millisecond',
                  attempts = q.attempts + 1,
-                 lease_token = q.lease_token + 1,
+                 lease_token = nextval('receipt_lease_tokens'),
                  leased_by = $3,
                  leased_at = now()
-             FROM claimable c
-             WHERE q.receipt_id = c.receipt_id
-             RETURNING q.receipt_id, q.lease_token, q.attempts, c.reclaimed
+             FROM sized s
+             WHERE q.receipt_id = s.receipt_id
+               AND (s.running_bytes <= $5 OR (s.position = 1 AND $7))
+             RETURNING q.receipt_id, q.lease_token, q.attempts, s.reclaimed, q.payload_bytes
          )
-         SELECT c.receipt_id, c.lease_token, c.attempts, c.reclaimed, r.integration,
-                r.source_scope, r.event_id, r.event_type, r.route_key, r.payload, r.received_at
+         SELECT false AS exhausted, c.receipt_id, c.lease_token, c.attempts, c.reclaimed,
+                r.integration, r.source_scope, r.event_id, r.event_type, r.route_key,
+                r.payload::text AS payload, c.payload_bytes, r.received_at
          FROM claimed c JOIN receipts r ON r.id = c.receipt_id
-         ORDER BY c.receipt_id",
+         UNION ALL
+         SELECT true, f.id, 0, f.attempts, false, f.integration, '', f.event_id, '', '',
+                NULL, 0, now()
+         FROM failed f
+         ORDER BY receipt_id",
     )
-    .bind(limit)
+    .bind(limits.receipts)
     .bind(i64::try_from(lease.as_millis()).unwrap_or(i64::MAX))
     .bind(worker_id)
     .bind(integrations)
+    .bind(limits.payload_bytes)
+    .bind(limits.max_attempts)
+    .bind(limits.allow_one_larger)
     .fetch_all(conn)
-    .await
+    .await?;
+    let mut claim = Claim::default();
+    for row in rows {
+        if row.exhausted {
+            claim.exhausted.push(ExhaustedReceipt {
+                receipt_id: row.receipt_id,
+                integration: row.integration,
+                event_id: row.event_id,
+                attempts: row.attempts,
+            });
+        } else {
+            claim.claimed.push(ClaimedReceipt {
+                receipt_id: row.receipt_id,
+                lease_token: row.lease_token,
+                attempts: row.attempts,
+                reclaimed: row.reclaimed,
+                integration: row.integration,
+                source_scope: row.source_scope,
+                event_id: row.event_id,
+                event_type: row.event_type,
+                route_key: row.route_key,
+                payload: StoredPayload::from_text(row.payload),
+                payload_bytes: i64::from(row.payload_bytes),
+                received_at: row.received_at,
+            });
+        }
+    }
+    Ok(claim)
 }
 
 /// The first statement of a business transaction: removes the queue row if this attempt

@@ -20,8 +20,11 @@ pub struct NewReceipt<'a> {
     pub event_type: &'a str,
     /// The route key that matched.
     pub route_key: &'a str,
-    /// The payload as JSON text (an object `jsonb` accepts).
+    /// The payload as JSON text, meeting the storability contract ([`crate::payload`]).
     pub payload_json: &'a str,
+    /// The SHA-256 of the raw body, for integrations that deduplicate by content: a
+    /// second receipt with the same digest in the same integration is a duplicate.
+    pub content_digest: Option<&'a [u8]>,
 }
 
 /// What [`insert_receipt`] found.
@@ -29,45 +32,27 @@ pub struct NewReceipt<'a> {
 pub enum InsertOutcome {
     /// A new pending receipt was committed, with its queue row.
     Accepted(ReceiptId),
-    /// The receipt key was already present, in any state; nothing was written.
+    /// The receipt key (or the content key) was already present, in any state; nothing
+    /// was written.
     Duplicate,
 }
 
 /// Accepts a receipt: one autocommitted statement inserts the receipt and its queue row,
-/// or nothing when the receipt key is already present. When this returns `Ok`, the
-/// outcome is durable; on `Err` nothing may be acknowledged.
+/// or nothing when the receipt key (or its content key) is already present. When this
+/// returns `Ok`, the outcome is durable; on `Err` nothing may be acknowledged.
 pub async fn insert_receipt(
     conn: &mut PgConnection,
     receipt: NewReceipt<'_>,
 ) -> Result<InsertOutcome, sqlx::Error> {
-    let inserted: Option<(i64,)> = sqlx::query_as(
-        "WITH inserted AS (
-             INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key, payload)
-             VALUES ($1, $2, $3, $4, $5, $6::jsonb)
-             ON CONFLICT (source_scope, event_id) DO NOTHING
-             RETURNING id, integration, received_at
-         ), queued AS (
-             INSERT INTO receipt_queue (receipt_id, integration, visible_at, enqueued_at)
-             SELECT id, integration, received_at, received_at FROM inserted
-         )
-         SELECT id FROM inserted",
-    )
-    .bind(receipt.integration)
-    .bind(receipt.source_scope.as_str())
-    .bind(receipt.event_id.as_str())
-    .bind(receipt.event_type)
-    .bind(receipt.route_key)
-    .bind(receipt.payload_json)
-    .fetch_optional(&mut *conn)
-    .await?;
-    Ok(match inserted {
-        Some((id,)) => InsertOutcome::Accepted(ReceiptId(id)),
-        None => InsertOutcome::Duplicate,
-    })
+    insert_receipts(conn, &[receipt])
+        .await?
+        .pop()
+        .ok_or_else(|| sqlx::Error::Protocol("the insert answered for no receipt".to_owned()))
 }
 
 /// Accepts several receipts in one autocommitted statement (group commit): each new
-/// receipt key gets a receipt and its queue row, a key already present gets nothing.
+/// receipt key gets a receipt and its queue row (which records the payload's size), a key
+/// already present gets nothing.
 /// The answer is in input order. A key repeated within `receipts` is inserted once: its
 /// first occurrence is `Accepted`, the later ones `Duplicate`. When this returns `Ok`,
 /// every outcome is durable; on `Err` nothing may be acknowledged for any of them.
@@ -89,19 +74,33 @@ pub async fn insert_receipts<'a>(
             .map(|&index| field(&receipts[index]))
             .collect()
     };
+    let digests: Vec<Option<&[u8]>> = unique
+        .iter()
+        .map(|&index| receipts[index].content_digest)
+        .collect();
     let inserted: Vec<(i64, i64)> = sqlx::query_as(
         "WITH input AS (
-             SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[])
-                 WITH ORDINALITY AS input (integration, source_scope, event_id, event_type, route_key, payload, position)
+             SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
+                                  $6::text[], $7::bytea[])
+                 WITH ORDINALITY AS input (integration, source_scope, event_id, event_type,
+                                           route_key, payload, content_digest, position)
          ), inserted AS (
-             INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key, payload)
-             SELECT integration, source_scope, event_id, event_type, route_key, payload::jsonb
-             FROM input ORDER BY position
-             ON CONFLICT (source_scope, event_id) DO NOTHING
+             -- In key order: two batches holding the same keys then wait for each other
+             -- instead of deadlocking. No conflict target: a repeated content key
+             -- (content_dedupe) is a duplicate too.
+             INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key,
+                                   payload, content_digest)
+             SELECT integration, source_scope, event_id, event_type, route_key, payload::jsonb,
+                    content_digest
+             FROM input ORDER BY source_scope, event_id
+             ON CONFLICT DO NOTHING
              RETURNING id, integration, source_scope, event_id, received_at
          ), queued AS (
-             INSERT INTO receipt_queue (receipt_id, integration, visible_at, enqueued_at)
-             SELECT id, integration, received_at, received_at FROM inserted
+             INSERT INTO receipt_queue (receipt_id, integration, visible_at, enqueued_at,
+                                        payload_bytes)
+             SELECT inserted.id, inserted.integration, inserted.received_at,
+                    inserted.received_at, octet_length(input.payload)
+             FROM inserted JOIN input USING (source_scope, event_id)
          )
          SELECT input.position, inserted.id
          FROM inserted JOIN input USING (source_scope, event_id)",
@@ -112,6 +111,7 @@ pub async fn insert_receipts<'a>(
     .bind(column(|receipt| receipt.event_type))
     .bind(column(|receipt| receipt.route_key))
     .bind(column(|receipt| receipt.payload_json))
+    .bind(digests)
     .fetch_all(&mut *conn)
     .await?;
     // `position` is 1-based over `unique`.

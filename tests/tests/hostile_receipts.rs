@@ -1,0 +1,367 @@
+//! The receipt path under hostile and unlucky input, through the real binaries: a verified
+//! event is either stored for good or refused for good with a 4xx, and one bad delivery,
+//! row or crash-looping receipt costs only itself.
+
+use std::time::{Duration, Instant};
+
+use inbound_tests::domain::{self, stripe_event};
+use inbound_tests::fixtures::{self, Provider, Variant};
+use inbound_tests::http::{Answer, HttpClient};
+use inbound_tests::proxy::{DbProxy, database_addr};
+use inbound_tests::signing;
+use inbound_tests::{Service, ServiceOptions, TestDatabase};
+use sqlx::PgPool;
+
+/// A Stripe event for `stripe-acme` whose PaymentIntent carries `extra` (raw JSON text,
+/// so that escapes and numbers reach the ingress exactly as written).
+fn raw_stripe_event(event_id: &str, extra: &str) -> String {
+    format!(
+        r#"{{"id":"{event_id}","object":"event","type":"payment_intent.succeeded","account":"acct_123","livemode":true,"data":{{"object":{{"id":"pi_{event_id}","status":"succeeded","metadata":{{"order_id":"o_{event_id}"}},"extra":{extra}}}}}}}"#
+    )
+}
+
+async fn send_signed(client: &HttpClient, ingress: &Service, body: String) -> Answer {
+    let headers = signing::stripe_headers(fixtures::STRIPE_SECRET, &body, 0);
+    client
+        .post(&ingress.webhook_url("stripe-acme"), &headers, body)
+        .await
+        .expect("an answer")
+}
+
+async fn count(pool: &PgPool, sql: &str) -> i64 {
+    sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_owned()))
+        .fetch_one(pool)
+        .await
+        .expect("count")
+}
+
+/// Polls until `done` holds, or panics with `what` after `limit`.
+async fn wait_until<F, Fut>(limit: Duration, what: &str, mut done: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let started = Instant::now();
+    while !done().await {
+        assert!(started.elapsed() < limit, "{what} within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_number_beyond_a_double_is_refused_with_400_instead_of_stalling_the_worker() {
+    let database = TestDatabase::create().await;
+    let ingress = Service::ingress(&fixtures::ingress_options(database.url()));
+    let client = HttpClient::new();
+    for (event_id, extra) in [("evt_big", "1e400"), ("evt_long", &"9".repeat(400))] {
+        let answer = send_signed(&client, &ingress, raw_stripe_event(event_id, extra)).await;
+        assert_eq!(answer.status, 400, "{event_id}: {answer:?}");
+        assert_eq!(answer.json["error"], "malformed");
+    }
+    assert_eq!(database.receipt_count().await, 0, "nothing stored");
+    // An ordinary large number is fine.
+    let fine = send_signed(&client, &ingress, raw_stripe_event("evt_fine", "1e300")).await;
+    assert_eq!(fine.json["status"], "accepted", "{fine:?}");
+}
+
+#[tokio::test]
+async fn escaped_backslash_u0000_is_ordinary_text_and_is_stored() {
+    let database = TestDatabase::create().await;
+    let ingress = Service::ingress(&fixtures::ingress_options(database.url()));
+    // A comment quoting C code: the six characters \u0000, which jsonb stores.
+    let body = raw_stripe_event("evt_c", r#""end the string with \\u0000""#);
+    let answer = send_signed(&HttpClient::new(), &ingress, body).await;
+    assert_eq!(answer.json["status"], "accepted", "{answer:?}");
+    let stored: String = sqlx::query_scalar(
+        "SELECT payload #>> '{data,object,extra}' FROM receipts WHERE event_id = 'evt_c'",
+    )
+    .fetch_one(database.pool())
+    .await
+    .expect("stored");
+    assert_eq!(stored, r"end the string with \u0000");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_jsonb_cannot_store_is_refused_alone_and_its_batch_commits() {
+    let database = TestDatabase::create().await;
+    let proxy = DbProxy::start(database_addr(database.url())).await;
+    let options = fixtures::ingress_options(&proxy.rewrite_url(database.url()))
+        .with_args(&["--commit-concurrency", "1"]);
+    let ingress = Service::ingress(&options);
+    let client = HttpClient::new();
+    let warm = send_signed(&client, &ingress, raw_stripe_event("evt_warm", "1")).await;
+    assert_eq!(warm.status, 200, "{warm:?}");
+
+    // With the database stalled, everything sent now waits for one batch.
+    proxy.stall();
+    let unstorable = [
+        ("evt_surrogate", r#""cut inside an emoji \ud83d""#),
+        ("evt_low_surrogate", r#""\ude00""#),
+        ("evt_nul", r#""\u0000""#),
+        ("evt_huge_exponent", "1e1000000"),
+        ("evt_tiny_exponent", "1e-1000000"),
+    ];
+    let mut requests = Vec::new();
+    for index in 0..10 {
+        let event_id = format!("evt_good_{index}");
+        requests.push((event_id.clone(), raw_stripe_event(&event_id, "1")));
+        if let Some((event_id, extra)) = unstorable.get(index) {
+            requests.push(((*event_id).to_owned(), raw_stripe_event(event_id, extra)));
+        }
+    }
+    let pending: Vec<_> = requests
+        .into_iter()
+        .map(|(event_id, body)| {
+            let url = ingress.webhook_url("stripe-acme");
+            let headers = signing::stripe_headers(fixtures::STRIPE_SECRET, &body, 0);
+            let client = client.clone();
+            tokio::spawn(async move {
+                let answer = client.post(&url, &headers, body).await.expect("an answer");
+                (event_id, answer)
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    proxy.restore();
+    for request in pending {
+        let (event_id, answer) = request.await.expect("request");
+        if event_id.starts_with("evt_good") {
+            assert_eq!(answer.json["status"], "accepted", "{event_id}: {answer:?}");
+        } else {
+            assert_eq!(answer.status, 400, "{event_id}: {answer:?}");
+            assert_eq!(answer.json["error"], "malformed", "{event_id}");
+        }
+    }
+    assert_eq!(
+        database.receipt_count().await,
+        11,
+        "the ten good ones and the warm-up"
+    );
+}
+
+fn worker_options(database_url: &str, args: &[&str]) -> ServiceOptions {
+    let mut options = fixtures::ingress_options(database_url);
+    options.args = ["--poll-interval-ms", "50"]
+        .iter()
+        .chain(args)
+        .map(|arg| (*arg).to_owned())
+        .collect();
+    options
+}
+
+#[tokio::test]
+async fn a_stored_payload_the_worker_cannot_decode_is_quarantined_alone() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let config = domain::config();
+    // As an ingress without the storability contract stored it: jsonb keeps 1e400 as a
+    // 401-digit integer, which no double holds.
+    let poison: i64 = sqlx::query_scalar(
+        "WITH stored AS (
+             INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key, payload)
+             VALUES ('stripe-acme', 'stripe-acme/acct_123/live', 'evt_poison',
+                     'payment_intent.succeeded', 'payment_intent.succeeded', $1::jsonb)
+             RETURNING id, integration, received_at
+         ), queued AS (
+             INSERT INTO receipt_queue (receipt_id, integration, visible_at, enqueued_at)
+             SELECT id, integration, received_at, received_at FROM stored
+         )
+         SELECT id FROM stored",
+    )
+    .bind(raw_stripe_event("evt_poison", "1e400"))
+    .fetch_one(pool)
+    .await
+    .expect("store the poison");
+    for n in 0..10 {
+        let (order, payment) = (format!("o{n}"), format!("pi_{n}"));
+        domain::seed_order(pool, &order, &payment, 1000, "usd").await;
+        let body = stripe_event(
+            &format!("evt_{n}"),
+            "payment_intent.succeeded",
+            domain::payment_intent(&payment, &order, 1000, "usd", "succeeded"),
+        );
+        domain::accept(pool, &config, &body).await.expect("new");
+    }
+
+    let _worker = Service::worker(&worker_options(database.url(), &[]));
+    wait_until(
+        Duration::from_secs(20),
+        "every receipt finished",
+        || async {
+            count(
+                pool,
+                "SELECT count(*) FROM receipts WHERE status = 'pending'",
+            )
+            .await
+                == 0
+        },
+    )
+    .await;
+    assert_eq!(
+        count(pool, "SELECT count(*) FROM orders WHERE status = 'paid'").await,
+        10,
+        "its neighbours were applied"
+    );
+    let (status, _, reason) = domain::receipt_state(pool, poison).await;
+    assert_eq!(status, "quarantined");
+    let reason = reason.expect("a reason");
+    assert!(reason.contains("cannot be decoded"), "{reason}");
+
+    // An operator can read it.
+    let shown = std::process::Command::new(inbound_tests::process::binary("inboundctl"))
+        .args(["receipts", "show", &poison.to_string(), "--json"])
+        .env("DATABASE_URL", database.url())
+        .output()
+        .expect("run inboundctl");
+    assert!(shown.status.success(), "{shown:?}");
+    // Valid JSON (checked without reading numbers, which no double holds), with the
+    // payload exactly as stored.
+    let shown = String::from_utf8(shown.stdout).expect("UTF-8");
+    serde_json::from_str::<&serde_json::value::RawValue>(shown.trim()).expect("JSON");
+    assert!(shown.contains(r#""event_id":"evt_poison""#), "{shown}");
+    assert!(shown.contains(&format!("1{}", "0".repeat(400))), "{shown}");
+}
+
+#[tokio::test]
+async fn a_receipt_that_kills_its_worker_every_time_ends_failed_after_max_attempts() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let config = domain::config();
+    let receipt = domain::order_with_pending_payment(pool, &config).await;
+    let mut options = worker_options(
+        database.url(),
+        &["--lease-secs", "1", "--max-attempts", "3"],
+    );
+    options.env.push((
+        "INBOUND_FAILPOINT".to_owned(),
+        "worker_in_business_tx".to_owned(),
+    ));
+
+    let mut deaths = 0;
+    for _start in 0..6 {
+        let (status, _, _) = domain::receipt_state(pool, receipt).await;
+        if status == "failed" {
+            break;
+        }
+        let mut worker = Service::worker(&options);
+        // Each start either dies in the business transaction or, once the attempts are
+        // spent, fails the receipt in its claim and lives on.
+        let started = Instant::now();
+        loop {
+            if worker.wait_exit(Duration::from_millis(100)).is_some() {
+                deaths += 1;
+                break;
+            }
+            let (status, _, _) = domain::receipt_state(pool, receipt).await;
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "the worker neither died nor finished the receipt"
+            );
+            if status == "failed" {
+                break;
+            }
+        }
+    }
+    let (status, attempts, last_error): (String, i32, Option<String>) =
+        sqlx::query_as("SELECT status, attempts, last_error FROM receipts WHERE id = $1")
+            .bind(receipt)
+            .fetch_one(pool)
+            .await
+            .expect("receipt");
+    assert_eq!(status, "failed", "{attempts} attempts, {deaths} deaths");
+    assert_eq!((attempts, deaths), (3, 3));
+    let last_error = last_error.expect("why");
+    assert!(
+        last_error.contains("never recorded an outcome"),
+        "{last_error}"
+    );
+    assert_eq!(
+        count(pool, "SELECT count(*) FROM receipt_queue").await,
+        0,
+        "it left the queue"
+    );
+}
+
+/// Sends Stripe events with these ids to `ingress` one after another (each request
+/// starts before the next), without waiting for answers.
+fn send_in_order(
+    client: &HttpClient,
+    ingress: &Service,
+    event_ids: Vec<String>,
+) -> tokio::task::JoinHandle<Vec<Answer>> {
+    let url = ingress.webhook_url("stripe-acme");
+    let client = client.clone();
+    tokio::spawn(async move {
+        let mut requests = Vec::new();
+        for event_id in event_ids {
+            let (headers, body) = Provider::Stripe.request(Variant::Routed(&event_id));
+            let (client, url) = (client.clone(), url.clone());
+            requests.push(tokio::spawn(async move {
+                client.post(&url, &headers, body).await.expect("an answer")
+            }));
+            tokio::time::sleep(Duration::from_millis(3)).await;
+        }
+        let mut answers = Vec::new();
+        for request in requests {
+            answers.push(request.await.expect("request"));
+        }
+        answers
+    })
+}
+
+/// Holds the receipt keys of `event_ids` uncommitted in a transaction of its own, so that
+/// whoever inserts them waits for it.
+async fn hold_keys(
+    database: &TestDatabase,
+    event_ids: &[&str],
+) -> sqlx::Transaction<'static, sqlx::Postgres> {
+    let mut transaction = database.pool().begin().await.expect("begin");
+    for event_id in event_ids {
+        sqlx::query(
+            "INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key, payload)
+             VALUES ('stripe-acme', 'stripe-acme/acct_123/live', $1, 't', 't', '{}')",
+        )
+        .bind(event_id)
+        .execute(&mut *transaction)
+        .await
+        .expect("hold the key");
+    }
+    transaction
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_ingresses_committing_the_same_keys_in_opposite_orders_never_deadlock() {
+    let database = TestDatabase::create().await;
+    let options =
+        fixtures::ingress_options(database.url()).with_args(&["--commit-concurrency", "1"]);
+    let (first, second) = (Service::ingress(&options), Service::ingress(&options));
+    let client = HttpClient::new();
+    for round in 0..3 {
+        // Each ingress's only committer waits on a key held here, while forty receipts
+        // queue behind it: the same keys, in opposite orders. Released together, the two
+        // batches insert the same keys at the same time.
+        let plugs = [format!("evt_plug_a_{round}"), format!("evt_plug_b_{round}")];
+        let held = hold_keys(&database, &[&plugs[0], &plugs[1]]).await;
+        let plug_first = send_in_order(&client, &first, vec![plugs[0].clone()]);
+        let plug_second = send_in_order(&client, &second, vec![plugs[1].clone()]);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let keys: Vec<String> = (0..40).map(|n| format!("evt_{round}_{n:02}")).collect();
+        let reversed: Vec<String> = keys.iter().rev().cloned().collect();
+        let forward = send_in_order(&client, &first, keys);
+        let backward = send_in_order(&client, &second, reversed);
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        held.rollback().await.expect("release");
+        let mut answers = Vec::new();
+        for requests in [plug_first, plug_second, forward, backward] {
+            answers.extend(requests.await.expect("requests"));
+        }
+        for answer in &answers {
+            assert_eq!(answer.status, 200, "round {round}: {answer:?}");
+        }
+        let accepted = answers
+            .iter()
+            .filter(|answer| answer.json["status"] == "accepted")
+            .count();
+        assert_eq!(accepted, 42, "round {round}: each key accepted once");
+    }
+}
