@@ -86,7 +86,7 @@ provider = "github"
 tenant = "acme"
 secrets = ["env:TEST_GITHUB_SECRET"]
 max_body_bytes = {MAX_BODY_BYTES}
-expect = {{ installation_target_id = "42" }}
+expect = {{ repository_id = "42" }}
 [integration.routes]
 "pull_request.opened" = {{ handler = "forward", sink = "audit" }}
 "push" = {{ handler = "forward", sink = "audit" }}
@@ -241,7 +241,9 @@ impl Provider {
             }
             Self::Github => {
                 let action = if routed { "opened" } else { "closed" };
-                serde_json::json!({"action": action, "number": 7, "repository": {"full_name": "acme/app"}}).to_string()
+                // The repository id is the signed scope `expect` checks.
+                let repository = if foreign { 7 } else { 42 };
+                serde_json::json!({"action": action, "number": 7, "repository": {"id": repository, "full_name": "acme/app"}}).to_string()
             }
             Self::Slack => {
                 let event_type = if routed {

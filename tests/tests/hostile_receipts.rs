@@ -365,3 +365,77 @@ async fn two_ingresses_committing_the_same_keys_in_opposite_orders_never_deadloc
         assert_eq!(accepted, 42, "round {round}: each key accepted once");
     }
 }
+
+#[tokio::test]
+async fn github_scope_comes_from_the_signed_body_and_content_dedupe_stops_replays() {
+    let database = TestDatabase::create().await;
+    let mut options = fixtures::ingress_options(database.url());
+    options.config_toml.push_str(
+        r#"
+[[integration]]
+id = "gh-dedupe"
+provider = "github"
+tenant = "acme"
+secrets = ["env:TEST_GITHUB_SECRET"]
+content_dedupe = true
+expect = { repository_id = "42" }
+[integration.routes]
+"push" = { handler = "forward", sink = "audit" }
+"pull_request" = { handler = "forward", sink = "audit" }
+"#,
+    );
+    let ingress = Service::ingress(&options);
+    let client = HttpClient::new();
+    let send =
+        |integration: &'static str, delivery: &str, event: &str, target: &str, body: &str| {
+            let headers =
+                signing::github_headers(fixtures::GITHUB_SECRET, body, delivery, event, target);
+            let (client, url, body) = (
+                client.clone(),
+                ingress.webhook_url(integration),
+                body.to_owned(),
+            );
+            async move { client.post(&url, &headers, body).await.expect("an answer") }
+        };
+
+    // A body signed for repository 7 does not pass as repository 42 by its header.
+    let foreign = r#"{"ref":"refs/heads/main","repository":{"id":7}}"#;
+    let answer = send("gh-acme", "d-foreign", "push", "42", foreign).await;
+    assert_eq!(answer.status, 403, "{answer:?}");
+
+    // One signed body, replayed under fresh delivery ids and another event name.
+    let body = r#"{"ref":"refs/heads/main","repository":{"id":42},"head_commit":{"id":"abc"}}"#;
+    let first = send("gh-dedupe", "d-1", "push", "42", body).await;
+    assert_eq!(first.json["status"], "accepted", "{first:?}");
+    for (delivery, event) in [("d-2", "push"), ("d-3", "pull_request")] {
+        let replay = send("gh-dedupe", delivery, event, "42", body).await;
+        assert_eq!(replay.json["status"], "duplicate", "{delivery}: {replay:?}");
+    }
+    // Without content_dedupe, the delivery id alone is the key (documented).
+    let plain_first = send("gh-acme", "d-1", "push", "42", body).await;
+    let plain_again = send("gh-acme", "d-2", "push", "42", body).await;
+    assert_eq!(
+        (
+            plain_first.json["status"].as_str(),
+            plain_again.json["status"].as_str()
+        ),
+        (Some("accepted"), Some("accepted"))
+    );
+
+    // An unsigned header too long for any index is refused alone, not in a batch.
+    let huge_target = "9".repeat(6_000);
+    let refused = send("gh-acme", "d-huge", "push", &huge_target, body).await;
+    assert_eq!(refused.status, 400, "{refused:?}");
+    let scopes: Vec<String> = sqlx::query_scalar("SELECT source_scope FROM receipts ORDER BY id")
+        .fetch_all(database.pool())
+        .await
+        .expect("scopes");
+    assert_eq!(
+        scopes,
+        [
+            "gh-dedupe/repository:42",
+            "gh-acme/repository:42",
+            "gh-acme/repository:42"
+        ]
+    );
+}

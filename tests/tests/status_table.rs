@@ -286,7 +286,7 @@ async fn rotated_secret_from_file_still_verifies() {
 async fn github_action_route_is_tried_before_the_bare_event_and_ping_is_ignored() {
     let harness = start().await;
     let url = harness.ingress.webhook_url("gh-acme");
-    let push_body = r#"{"ref":"refs/heads/main"}"#;
+    let push_body = r#"{"ref":"refs/heads/main","repository":{"id":42}}"#;
     let push = inbound_tests::signing::github_headers(
         fixtures::GITHUB_SECRET,
         push_body,
@@ -303,7 +303,7 @@ async fn github_action_route_is_tried_before_the_bare_event_and_ping_is_ignored(
         answer.json["status"], "accepted",
         "bare event route: {answer:?}"
     );
-    let ping_body = r#"{"zen":"Keep it logically awesome."}"#;
+    let ping_body = r#"{"zen":"Keep it logically awesome.","hook_id":1,"repository":{"id":42}}"#;
     let ping = inbound_tests::signing::github_headers(
         fixtures::GITHUB_SECRET,
         ping_body,

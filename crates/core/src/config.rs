@@ -86,6 +86,10 @@ pub struct Integration {
     pub routes: BTreeMap<String, Route>,
     /// Stripe price id → entitlement name, for `entitlements.grant`.
     pub entitlements: BTreeMap<String, String>,
+    /// GitHub only: a second receipt key on the SHA-256 of the raw body, so that a signed
+    /// body replayed under a new (unsigned) delivery id is a duplicate while its receipt
+    /// is kept.
+    pub content_dedupe: bool,
 }
 
 /// Expected scope values; `None` means "any".
@@ -96,7 +100,14 @@ pub struct Expect {
     pub account: Option<String>,
     /// Stripe: `livemode`.
     pub livemode: Option<bool>,
-    /// GitHub: `X-GitHub-Hook-Installation-Target-ID`, as a string.
+    /// GitHub: the signed body's `installation.id` (GitHub Apps), as a string.
+    pub installation_id: Option<String>,
+    /// GitHub: the signed body's `organization.id`, as a string.
+    pub organization_id: Option<String>,
+    /// GitHub: the signed body's `repository.id`, as a string.
+    pub repository_id: Option<String>,
+    /// GitHub: `X-GitHub-Hook-Installation-Target-ID`, as a string. GitHub does not sign
+    /// it: anyone replaying a signed body can set it, so prefer the three above.
     pub installation_target_id: Option<String>,
     /// Slack: `team_id`.
     pub team_id: Option<String>,
@@ -215,6 +226,8 @@ struct RawIntegration {
     routes: BTreeMap<String, Route>,
     #[serde(default)]
     entitlements: BTreeMap<String, String>,
+    #[serde(default)]
+    content_dedupe: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -354,6 +367,15 @@ fn validate_integration(
         ));
     }
     validate_expect(path, provider, &raw.expect)?;
+    if raw.content_dedupe && provider != Provider::Github {
+        return Err(invalid(
+            format!("{path}.content_dedupe"),
+            format!(
+                "applies to provider github only ({} signs its event ids)",
+                provider.name()
+            ),
+        ));
+    }
     for (event_type, route) in &raw.routes {
         let route_path = format!("{path}.routes.{event_type:?}");
         if event_type.is_empty() {
@@ -395,6 +417,7 @@ fn validate_integration(
         expect: raw.expect,
         routes: raw.routes,
         entitlements: raw.entitlements,
+        content_dedupe: raw.content_dedupe,
     })
 }
 
@@ -402,6 +425,9 @@ fn validate_expect(path: &str, provider: Provider, expect: &Expect) -> Result<()
     let present = [
         ("account", expect.account.is_some()),
         ("livemode", expect.livemode.is_some()),
+        ("installation_id", expect.installation_id.is_some()),
+        ("organization_id", expect.organization_id.is_some()),
+        ("repository_id", expect.repository_id.is_some()),
         (
             "installation_target_id",
             expect.installation_target_id.is_some(),
@@ -411,7 +437,12 @@ fn validate_expect(path: &str, provider: Provider, expect: &Expect) -> Result<()
     ];
     let allowed: &[&str] = match provider {
         Provider::Stripe => &["account", "livemode"],
-        Provider::Github => &["installation_target_id"],
+        Provider::Github => &[
+            "installation_id",
+            "organization_id",
+            "repository_id",
+            "installation_target_id",
+        ],
         Provider::Slack => &["team_id", "api_app_id"],
         Provider::Standard => &[],
     };

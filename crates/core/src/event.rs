@@ -155,7 +155,11 @@ fn extract_stripe<'body>(
     let event_id = required_identifier(fields.id, "event id")?;
     let event_type = required_identifier(fields.event_type, "event type")?;
     let livemode = fields.livemode.ok_or_else(|| malformed("no livemode"))?;
-    let account = fields.account.as_deref();
+    let account = fields
+        .account
+        .map(|account| required_identifier(Some(account), "account"))
+        .transpose()?;
+    let account = account.as_deref();
     expect_equal(&integration.expect.account, account, "unexpected account")?;
     if integration
         .expect
@@ -182,8 +186,26 @@ fn extract_stripe<'body>(
 struct GithubFields<'a> {
     #[serde(borrow)]
     action: Option<Cow<'a, str>>,
+    installation: Option<GithubAccount>,
+    organization: Option<GithubAccount>,
+    repository: Option<GithubAccount>,
 }
 
+/// The signed id of an installation, organization or repository.
+#[derive(Deserialize)]
+struct GithubAccount {
+    id: Option<u64>,
+}
+
+fn account_id(account: Option<GithubAccount>) -> Option<String> {
+    account?.id.map(|id| id.to_string())
+}
+
+/// GitHub signs only the body. The delivery id (receipt key) and the event name (route)
+/// exist only as headers and are bounded like every identifier; the scope and the
+/// `expect` checks come from the signed body's `installation`, `organization` and
+/// `repository` ids. `X-GitHub-Hook-Installation-Target-ID` is read only for the
+/// (unsigned, weaker) `expect.installation_target_id`.
 fn extract_github<'body>(
     integration: &Integration,
     headers: &Headers<'_>,
@@ -195,11 +217,41 @@ fn extract_github<'body>(
     let target = headers
         .get("x-github-hook-installation-target-id")
         .filter(|target| !target.is_empty());
+    if target.is_some_and(|target| target.len() > MAX_IDENTIFIER_LEN) {
+        return Err(malformed(format!(
+            "X-GitHub-Hook-Installation-Target-ID is longer than {MAX_IDENTIFIER_LEN} bytes"
+        )));
+    }
+    let installation = account_id(fields.installation);
+    let organization = account_id(fields.organization);
+    let repository = account_id(fields.repository);
+    let expect = &integration.expect;
     expect_equal(
-        &integration.expect.installation_target_id,
+        &expect.installation_id,
+        installation.as_deref(),
+        "unexpected installation",
+    )?;
+    expect_equal(
+        &expect.organization_id,
+        organization.as_deref(),
+        "unexpected organization",
+    )?;
+    expect_equal(
+        &expect.repository_id,
+        repository.as_deref(),
+        "unexpected repository",
+    )?;
+    expect_equal(
+        &expect.installation_target_id,
         target,
         "unexpected installation target",
     )?;
+    // The most encompassing signed account: an App installation, else the organization,
+    // else the repository (a repository hook outside any organization).
+    let account = installation
+        .map(|id| format!("installation:{id}"))
+        .or_else(|| organization.map(|id| format!("organization:{id}")))
+        .or_else(|| repository.map(|id| format!("repository:{id}")));
     let mut route_keys = Vec::with_capacity(2);
     if let Some(action) = fields.action.filter(|action| !action.is_empty()) {
         route_keys.push(format!("{event_name}.{action}"));
@@ -213,7 +265,10 @@ fn extract_github<'body>(
         event_id: EventId::new(event_id),
         event_type,
         route_keys,
-        source_scope: SourceScope::from_parts([integration.id.as_str(), target.unwrap_or("-")]),
+        source_scope: SourceScope::from_parts([
+            integration.id.as_str(),
+            account.as_deref().unwrap_or("-"),
+        ]),
         payload_json,
     }))
 }

@@ -1,4 +1,5 @@
 //! The receipt key: `(source_scope, event_id)`. Newtypes keep the two halves from swapping.
+//! And the content key of integrations that deduplicate by content: the body's SHA-256.
 
 use std::fmt;
 
@@ -63,6 +64,12 @@ mod tests {
         assert_ne!(left, right);
         assert_eq!(left.as_str(), "a%2Fb/c");
     }
+}
+
+/// The content key: the SHA-256 of the raw body, as `receipts.content_digest` stores it.
+pub fn content_digest(body: &[u8]) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::digest(body).into()
 }
 
 /// `receipts.id`.

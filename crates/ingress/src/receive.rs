@@ -12,7 +12,7 @@ use hyper::body::Incoming;
 use inbound_core::config::Integration;
 use inbound_core::event::{self, Delivery, ExtractError};
 use inbound_core::headers::Headers;
-use inbound_core::keys::EventId;
+use inbound_core::keys::{self, EventId};
 use inbound_core::store::{InsertOutcome, NewReceipt};
 use inbound_core::verify::{self, VerifyContext};
 use inbound_service::failpoint;
@@ -80,6 +80,10 @@ pub async fn receive(
     let Some((route_key, _route)) = event::find_route(integration, &event) else {
         return Reply::Ignored;
     };
+    // GitHub signs no delivery id: with content_dedupe, the body itself is a second key.
+    let digest = integration
+        .content_dedupe
+        .then(|| keys::content_digest(body));
     let receipt = NewReceipt {
         integration: &integration.id,
         source_scope: &event.source_scope,
@@ -87,7 +91,7 @@ pub async fn receive(
         event_type: &event.event_type,
         route_key,
         payload_json: event.payload_json,
-        content_digest: None,
+        content_digest: digest.as_ref().map(|digest| &digest[..]),
     };
     match commit_receipt(app, receipt, Arc::clone(&held), deadline).await {
         Ok(InsertOutcome::Accepted(receipt_id)) => {

@@ -27,6 +27,14 @@ expect = { installation_target_id = "42" }
 routes = { "pull_request.opened" = { handler = "forward", sink = "s" }, "pull_request" = { handler = "forward", sink = "s" } }
 
 [[integration]]
+id = "gh-signed"
+provider = "github"
+tenant = "acme"
+secrets = ["env:S"]
+content_dedupe = true
+expect = { repository_id = "42" }
+
+[[integration]]
 id = "slack"
 provider = "slack"
 tenant = "acme"
@@ -156,7 +164,8 @@ fn github_routes_action_before_event_and_checks_target() {
     assert_eq!(event.event_id.as_str(), "d-1");
     assert_eq!(event.event_type, "pull_request.opened");
     assert_eq!(event.route_keys, ["pull_request.opened", "pull_request"]);
-    assert_eq!(event.source_scope.as_str(), "gh/42");
+    // The target header is unsigned: it takes no part in the scope.
+    assert_eq!(event.source_scope.as_str(), "gh/-");
     let config = config();
     let integration = config.integration("gh").expect("gh");
     assert_eq!(
@@ -197,6 +206,73 @@ fn github_routes_action_before_event_and_checks_target() {
     assert!(
         is_malformed(run("gh", &headers, "payload=%7B%7D")),
         "form-encoded body"
+    );
+}
+
+#[test]
+fn github_scope_and_expect_come_from_the_signed_body() {
+    let headers = [
+        ("x-github-delivery", "d-1"),
+        ("x-github-event", "push"),
+        // Whatever the unsigned header says, the body decides.
+        ("x-github-hook-installation-target-id", "999"),
+    ];
+    let in_org = r#"{"repository":{"id":42,"full_name":"acme/app"},"organization":{"id":9}}"#;
+    assert_eq!(
+        event(run("gh-signed", &headers, in_org))
+            .source_scope
+            .as_str(),
+        "gh-signed/organization:9"
+    );
+    let alone = r#"{"repository":{"id":42}}"#;
+    assert_eq!(
+        event(run("gh-signed", &headers, alone))
+            .source_scope
+            .as_str(),
+        "gh-signed/repository:42"
+    );
+    let app = r#"{"installation":{"id":5},"organization":{"id":9},"repository":{"id":42}}"#;
+    assert_eq!(
+        event(run("gh-signed", &headers, app)).source_scope.as_str(),
+        "gh-signed/installation:5"
+    );
+    for (body, reason) in [
+        (r#"{"repository":{"id":7}}"#, "unexpected repository"),
+        (r#"{"organization":{"id":9}}"#, "unexpected repository"),
+        ("{}", "unexpected repository"),
+    ] {
+        assert_eq!(
+            run("gh-signed", &headers, body),
+            Err(ExtractError::Forbidden(reason)),
+            "{body}"
+        );
+    }
+    assert!(
+        is_malformed(run("gh-signed", &headers, r#"{"repository":{"id":"42"}}"#)),
+        "ids are numbers"
+    );
+    let long_target = "9".repeat(6_000);
+    let long_header = [
+        headers[0],
+        headers[1],
+        ("x-github-hook-installation-target-id", &long_target),
+    ];
+    assert!(is_malformed(run("gh-signed", &long_header, alone)));
+}
+
+#[test]
+fn every_identifier_is_bounded_so_a_receipt_key_fits_its_index() {
+    let long = "a".repeat(MAX_IDENTIFIER_LEN + 1);
+    let account = format!(r#"{{"id":"evt_1","type":"t","livemode":true,"account":"{long}"}}"#);
+    assert!(is_malformed(run("stripe-any", &[], &account)));
+    // The longest scope and event id the extractors allow, with every byte escaped three
+    // times over, stays well under btree's 2704-byte index row.
+    let widest = "/".repeat(MAX_IDENTIFIER_LEN);
+    let scope = SourceScope::from_parts([&"i".repeat(64), widest.as_str(), widest.as_str()]);
+    assert!(
+        scope.as_str().len() + MAX_IDENTIFIER_LEN < 2_400,
+        "{}",
+        scope.as_str().len()
     );
 }
 
