@@ -4,6 +4,8 @@
 #     (`--write` regenerates it from the rules file);
 #   - every kustomization renders (kubectl kustomize) and its core kinds pass
 #     `kubernetes-validate --strict` (custom resources are reported, not validated);
+#   - every probe uses the ops port, and every memory limit covers the memory formula of
+#     docs/operations.md for the flags the container runs with (check-deployments.py);
 #   - promtool checks the rules and runs their unit tests (every alert, firing and not);
 #   - hadolint lints the Dockerfile.
 set -euo pipefail
@@ -41,6 +43,7 @@ for kustomization in deploy/kubernetes/base deploy/kubernetes/overlays/*; do
   kubectl kustomize "$kustomization" > "$work/rendered.yaml"
   kubernetes-validate --strict --quiet "$work/rendered.yaml"
   echo "  $(grep -c '^kind:' "$work/rendered.yaml") objects"
+  python3 scripts/check-deployments.py "$work/rendered.yaml"
 done
 
 echo "== alert rules"

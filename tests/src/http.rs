@@ -90,4 +90,17 @@ impl HttpClient {
     pub async fn get(&self, url: &str) -> Result<Answer, String> {
         self.send("GET", url, &[], Bytes::new()).await
     }
+
+    /// `GET url` until it answers `expected` (for endpoints that follow a background
+    /// probe, such as `/readyz`), or whatever it answers after 5 s.
+    pub async fn get_status_once(&self, url: &str, expected: u16) -> u16 {
+        let started = std::time::Instant::now();
+        loop {
+            let status = self.get(url).await.map_or(0, |answer| answer.status);
+            if status == expected || started.elapsed() > std::time::Duration::from_secs(5) {
+                return status;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
 }

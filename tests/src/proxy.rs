@@ -1,8 +1,12 @@
 //! A TCP proxy between a binary and PostgreSQL that a test can cut, stall and restore.
 //! Cut: every open connection is closed and new ones are closed on arrival. Stalled:
-//! connections stay open but no byte moves either way (a hung network or server).
+//! connections stay open but no byte moves either way (a hung network or server). It
+//! counts the bytes clients send, so a test can tell whether something reached the
+//! database at all.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -23,6 +27,7 @@ pub struct DbProxy {
     pub addr: SocketAddr,
     state: watch::Sender<State>,
     task: tokio::task::JoinHandle<()>,
+    sent_to_server: Arc<AtomicU64>,
 }
 
 impl DbProxy {
@@ -31,6 +36,8 @@ impl DbProxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
         let addr = listener.local_addr().expect("proxy addr");
         let (state, watcher) = watch::channel(State::Open);
+        let sent_to_server = Arc::new(AtomicU64::new(0));
+        let counter = Arc::clone(&sent_to_server);
         let task = tokio::spawn(async move {
             loop {
                 let Ok((client, _)) = listener.accept().await else {
@@ -41,6 +48,7 @@ impl DbProxy {
                     continue;
                 }
                 let watcher = watcher.clone();
+                let counter = Arc::clone(&counter);
                 tokio::spawn(async move {
                     let Ok(server) = TcpStream::connect(target).await else {
                         return;
@@ -49,13 +57,23 @@ impl DbProxy {
                     let (server_read, server_write) = server.into_split();
                     // When either direction ends, both halves drop and the pair closes.
                     tokio::select! {
-                        () = pump(client_read, server_write, watcher.clone()) => {}
-                        () = pump(server_read, client_write, watcher) => {}
+                        () = pump(client_read, server_write, watcher.clone(), Some(counter)) => {}
+                        () = pump(server_read, client_write, watcher, None) => {}
                     }
                 });
             }
         });
-        Self { addr, state, task }
+        Self {
+            addr,
+            state,
+            task,
+            sent_to_server,
+        }
+    }
+
+    /// Bytes clients have sent towards the server so far.
+    pub fn bytes_sent_to_server(&self) -> u64 {
+        self.sent_to_server.load(Ordering::SeqCst)
     }
 
     /// Closes every connection and refuses new ones until [`DbProxy::restore`].
@@ -91,8 +109,13 @@ impl Drop for DbProxy {
     }
 }
 
-/// Copies `from` to `to` while the state allows it.
-async fn pump(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, mut state: watch::Receiver<State>) {
+/// Copies `from` to `to` while the state allows it, adding what it copies to `counter`.
+async fn pump(
+    mut from: OwnedReadHalf,
+    mut to: OwnedWriteHalf,
+    mut state: watch::Receiver<State>,
+    counter: Option<Arc<AtomicU64>>,
+) {
     let mut buffer = vec![0u8; 16 * 1024];
     loop {
         let read = tokio::select! {
@@ -108,6 +131,9 @@ async fn pump(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, mut state: watch:
         }
         if to.write_all(&buffer[..read]).await.is_err() {
             return;
+        }
+        if let Some(counter) = &counter {
+            counter.fetch_add(read as u64, Ordering::SeqCst);
         }
     }
 }

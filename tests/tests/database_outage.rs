@@ -60,8 +60,17 @@ impl Harness {
             .status
     }
 
-    async fn readiness(&self) -> u16 {
-        self.status_of("/readyz").await
+    /// `/readyz` once it answers `expected` (it follows a background probe that pings the
+    /// database every second), or whatever it answers after 5 s.
+    async fn readiness(&self, expected: u16) -> u16 {
+        let started = std::time::Instant::now();
+        loop {
+            let status = self.status_of("/readyz").await;
+            if status == expected || started.elapsed() > Duration::from_secs(5) {
+                return status;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 }
 
@@ -87,7 +96,7 @@ async fn cut_database_answers_503_then_recovers_without_restart() {
         harness.deliver("evt_before").await.json["status"],
         "accepted"
     );
-    assert_eq!(harness.readiness().await, 200);
+    assert_eq!(harness.readiness(200).await, 200);
 
     harness.proxy.cut();
     for attempt in 0..3 {
@@ -106,7 +115,7 @@ async fn cut_database_answers_503_then_recovers_without_restart() {
             .expect("an answer");
         assert_unavailable(&answer);
     }
-    assert_eq!(harness.readiness().await, 503);
+    assert_eq!(harness.readiness(503).await, 503);
 
     harness.proxy.restore();
     let answer = harness.deliver("evt_during_outage").await;
@@ -115,7 +124,7 @@ async fn cut_database_answers_503_then_recovers_without_restart() {
         answer.json["status"], "accepted",
         "the refused delivery is new, not a duplicate"
     );
-    assert_eq!(harness.readiness().await, 200);
+    assert_eq!(harness.readiness(200).await, 200);
     assert_eq!(harness.database.receipt_count().await, 2);
 }
 
@@ -153,10 +162,39 @@ async fn stalled_commit_times_out_as_503_and_is_deduplicated_on_redelivery() {
 async fn ingress_starts_while_the_database_is_down_and_serves_once_it_is_up() {
     let harness = start_with_database(false).await;
     assert_eq!(harness.status_of("/healthz").await, 200, "alive");
-    assert_eq!(harness.readiness().await, 503, "not ready");
+    assert_eq!(harness.readiness(503).await, 503, "not ready");
     assert_unavailable(&harness.deliver("evt_cold").await);
     harness.proxy.restore();
-    assert_eq!(harness.readiness().await, 200);
+    assert_eq!(harness.readiness(200).await, 200);
     assert_eq!(harness.deliver("evt_cold").await.json["status"], "accepted");
     assert_eq!(harness.database.receipt_count().await, 1);
+}
+
+/// `/readyz` on the public port answers from the background probe: anyone may ask it as
+/// often as they like, and the database never hears of it. (It used to ping the database
+/// once per request, through the pool the receipts need.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn public_readiness_requests_never_reach_the_database() {
+    let harness = start().await;
+    assert_eq!(
+        harness.readiness(200).await,
+        200,
+        "ready once the probe answered"
+    );
+    let before = harness.proxy.bytes_sent_to_server();
+    let requests: Vec<_> = (0..300)
+        .map(|_| {
+            let (client, url) = (harness.client.clone(), harness.ingress.url("/readyz"));
+            tokio::spawn(async move { client.get(&url).await.expect("an answer").status })
+        })
+        .collect();
+    for request in requests {
+        assert_eq!(request.await.expect("request"), 200);
+    }
+    let sent = harness.proxy.bytes_sent_to_server() - before;
+    // At most a few of the background probe's own pings (14 bytes each, once a second).
+    assert!(
+        sent < 200,
+        "{sent} bytes reached the database for 300 readiness requests"
+    );
 }

@@ -140,11 +140,7 @@ async fn a_postgres_crash_and_restart_loses_no_acknowledged_receipt_and_pays_eac
         );
     }
     assert_eq!(
-        client
-            .get(&ingress.url("/readyz"))
-            .await
-            .expect("answer")
-            .status,
+        client.get_status_once(&ingress.url("/readyz"), 503).await,
         503
     );
     tokio::time::sleep(Duration::from_secs(2)).await;

@@ -357,6 +357,7 @@ async fn health_readiness_and_metrics_are_served() {
         harness.ingress.url("/readyz"),
         harness.ingress.metrics_url("/readyz"),
     ] {
+        harness.client.get_status_once(&url, 200).await;
         let ready = harness.client.get(&url).await.expect("answer");
         assert_eq!(
             (ready.status, ready.json["status"].as_str()),

@@ -60,6 +60,7 @@ pub async fn run(listen: SocketAddr, sink: DevSink) -> anyhow::Result<()> {
         header_read_timeout: Duration::from_secs(5),
         max_connections: 256,
         shutdown_grace: Duration::from_secs(1),
+        max_buf_size: 64 * 1024,
     };
     serve(
         listener,

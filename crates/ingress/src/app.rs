@@ -8,7 +8,7 @@ use http::{Method, Request, Response};
 use hyper::body::Incoming;
 use inbound_core::clock::Clock;
 use inbound_core::config::Config;
-use inbound_service::ops;
+use inbound_service::ops::{self, Readiness};
 use sqlx::PgPool;
 use tokio::time::Instant;
 
@@ -25,8 +25,6 @@ pub struct AppSettings {
     pub request_timeout: Duration,
     /// Budget for acquiring a connection and committing the receipt.
     pub database_timeout: Duration,
-    /// `/readyz` fails when the database does not answer within this.
-    pub readiness_timeout: Duration,
 }
 
 /// Shared state of every request.
@@ -35,18 +33,21 @@ pub struct App {
     pool: PgPool,
     group_commit: GroupCommit,
     body_budget: BodyBudget,
+    readiness: Readiness,
     clock: Arc<dyn Clock>,
     settings: AppSettings,
 }
 
 impl App {
     /// Builds the application over a validated config, a (lazy) pool, the group commit
-    /// that writes receipts through it and the budget request bodies share.
+    /// that writes receipts through it, the budget request bodies share and the
+    /// database's readiness as the background probe last saw it.
     pub fn new(
         config: Arc<Config>,
         pool: PgPool,
         group_commit: GroupCommit,
         body_budget: BodyBudget,
+        readiness: Readiness,
         clock: Arc<dyn Clock>,
         settings: AppSettings,
     ) -> Self {
@@ -55,6 +56,7 @@ impl App {
             pool,
             group_commit,
             body_budget,
+            readiness,
             clock,
             settings,
         }
@@ -94,9 +96,9 @@ impl App {
         }
         match (request.method(), path) {
             (&Method::GET | &Method::HEAD, "/healthz") => ops::liveness(),
-            (&Method::GET | &Method::HEAD, "/readyz") => {
-                ops::readiness(&self.pool, self.settings.readiness_timeout).await
-            }
+            // Answered from the background probe: a public request never reaches the
+            // database.
+            (&Method::GET | &Method::HEAD, "/readyz") => ops::readiness(&self.readiness),
             (_, "/healthz" | "/readyz") => Reply::MethodNotAllowed("GET, HEAD").into_response(),
             _ => Reply::NotFound.into_response(),
         }

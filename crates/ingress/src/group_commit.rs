@@ -23,7 +23,7 @@ use std::sync::Arc;
 use inbound_core::keys::{EventId, SourceScope};
 use inbound_core::store::{self, InsertOutcome, NewReceipt};
 use inbound_service::failpoint;
-use sqlx::{PgConnection, PgPool};
+use sqlx::{Connection, PgConnection, PgPool};
 use tokio::sync::{Mutex, mpsc, oneshot};
 
 use crate::body::HeldBody;
@@ -181,7 +181,27 @@ async fn commit_batch(pool: &PgPool, batch: &[Job]) -> Vec<Answer> {
         }
     };
     failpoint::hit("before_receipt_commit");
-    match insert(&mut connection, batch).await {
+    let answers = insert_isolating_members(&mut connection, batch).await;
+    // A large statement grew the connection's buffers: give them back rather than let
+    // every pooled connection keep the largest batch it ever sent.
+    if batch_bytes(batch) > SHRINK_AFTER_BYTES {
+        connection.shrink_buffers();
+    }
+    answers
+}
+
+/// Payload bytes of `batch`.
+fn batch_bytes(batch: &[Job]) -> usize {
+    batch.iter().map(|job| job.receipt.body.bytes().len()).sum()
+}
+
+/// A statement carrying more than this leaves its connection's buffers shrunk.
+const SHRINK_AFTER_BYTES: usize = 256 * 1024;
+
+/// One answer per job: the batch in one statement, or member by member when the
+/// statement failed on what a member's data can cause.
+async fn insert_isolating_members(connection: &mut PgConnection, batch: &[Job]) -> Vec<Answer> {
+    match insert(connection, batch).await {
         Ok(outcomes) => outcomes.into_iter().map(Ok).collect(),
         Err(error) if batch.len() > 1 && caused_by_a_member(&error) => {
             tracing::warn!(
@@ -191,12 +211,10 @@ async fn commit_batch(pool: &PgPool, batch: &[Job]) -> Vec<Answer> {
             );
             let mut answers = Vec::with_capacity(batch.len());
             for job in batch {
-                answers.push(
-                    match insert(&mut connection, std::slice::from_ref(job)).await {
-                        Ok(mut outcomes) => Ok(outcomes.remove(0)),
-                        Err(error) => Err(commit_error(&error)),
-                    },
-                );
+                answers.push(match insert(connection, std::slice::from_ref(job)).await {
+                    Ok(mut outcomes) => Ok(outcomes.remove(0)),
+                    Err(error) => Err(commit_error(&error)),
+                });
             }
             answers
         }

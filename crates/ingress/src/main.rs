@@ -20,6 +20,10 @@ use inbound_service::signals::shutdown_signal;
 use inbound_service::{Drain, ServerLimits, ops, serve};
 use tokio::net::TcpListener;
 
+/// The largest request head (and a connection's read buffer): provider heads are a few
+/// KiB; 1,024 connections × 16 KiB bounds what open connections can hold.
+const MAX_REQUEST_HEAD_BYTES: usize = 16 * 1024;
+
 /// The inbound webhook receiver: verify, durably accept, answer.
 #[derive(Debug, Parser)]
 #[command(version, about)]
@@ -97,8 +101,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let settings = AppSettings {
         request_timeout: Duration::from_secs(cli.request_timeout_secs),
         database_timeout: acquire_timeout + statement_timeout,
-        readiness_timeout: Duration::from_secs(1),
     };
+    let readiness = ops::Readiness::start(pool.clone(), Duration::from_secs(1));
     let group_commit = GroupCommit::start(
         pool.clone(),
         GroupCommitSettings {
@@ -114,6 +118,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         pool,
         group_commit,
         BodyBudget::new(cli.body_budget_bytes),
+        readiness.clone(),
         Arc::new(SystemClock),
         settings,
     ));
@@ -121,6 +126,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         header_read_timeout: Duration::from_secs(cli.header_read_timeout_secs),
         max_connections: cli.max_connections,
         shutdown_grace: cli.common.shutdown_grace(),
+        max_buf_size: MAX_REQUEST_HEAD_BYTES,
     };
 
     let listener = TcpListener::bind(cli.listen)
@@ -135,19 +141,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         "listening"
     );
 
-    let ops_pool = app.pool().clone();
-    let readiness_timeout = app.settings().readiness_timeout;
+    // The ops port keeps its own small connection budget: probes and scrapes get
+    // through whatever the public port is going through.
     tokio::spawn(serve(
         metrics_listener,
-        limits.clone(),
-        move |request| {
-            ops::serve_ops(
-                request,
-                metrics.clone(),
-                ops_pool.clone(),
-                readiness_timeout,
-            )
-        },
+        ops::ops_limits(),
+        move |request| ops::serve_ops(request, metrics.clone(), readiness.clone()),
         std::future::pending(),
     ));
 

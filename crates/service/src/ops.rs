@@ -1,7 +1,11 @@
 //! The operations surface: `/metrics` in the Prometheus text format, `/healthz` (the
-//! process is alive) and `/readyz` (the database answers within the readiness timeout).
+//! process is alive) and `/readyz` (the database answered a recent probe).
+//!
+//! Readiness is probed by one background task ([`Readiness`]), never by a request: a
+//! flood of `/readyz` requests (the ingress also answers it on its public port) costs no
+//! database round trip and no pooled connection.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::Full;
@@ -9,6 +13,7 @@ use hyper::body::Incoming;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use serde_json::json;
 use sqlx::PgPool;
+use tokio::sync::watch;
 
 use crate::http::{Body, json_response};
 
@@ -21,14 +26,68 @@ pub fn install_recorder(buckets: &[(&str, &[f64])]) -> anyhow::Result<Prometheus
     Ok(builder.install_recorder()?)
 }
 
-/// `200 ready` when the database answers within `timeout`, else `503 unavailable`.
-pub async fn readiness(pool: &PgPool, timeout: Duration) -> Response<Body> {
-    match tokio::time::timeout(timeout, inbound_core::store::ping(pool)).await {
-        Ok(Ok(())) => json_response(StatusCode::OK, &json!({"status": "ready"})),
-        _ => json_response(
+/// How often the readiness task pings the database.
+pub const READINESS_INTERVAL: Duration = Duration::from_secs(1);
+
+/// A success older than this no longer counts (the probe task is stuck or gone).
+const READINESS_FRESHNESS: Duration = Duration::from_secs(3);
+
+/// Whether the database answered the readiness task's last ping, and when.
+#[derive(Debug, Clone)]
+pub struct Readiness {
+    last_success: watch::Receiver<Option<Instant>>,
+}
+
+impl Readiness {
+    /// Starts the task that pings the database through `pool` every
+    /// [`READINESS_INTERVAL`], each ping bounded by `timeout`. It stops when every clone
+    /// of the returned handle is gone.
+    pub fn start(pool: PgPool, timeout: Duration) -> Self {
+        let (last_success, receiver) = watch::channel(None);
+        tokio::spawn(async move {
+            while !last_success.is_closed() {
+                let answered = matches!(
+                    tokio::time::timeout(timeout, inbound_core::store::ping(&pool)).await,
+                    Ok(Ok(()))
+                );
+                last_success.send_replace(answered.then(Instant::now));
+                tokio::time::sleep(READINESS_INTERVAL).await;
+            }
+        });
+        Self {
+            last_success: receiver,
+        }
+    }
+
+    /// Whether the last ping succeeded, recently.
+    pub fn is_ready(&self) -> bool {
+        self.last_success
+            .borrow()
+            .is_some_and(|at| at.elapsed() < READINESS_FRESHNESS)
+    }
+}
+
+/// `200 ready` when the database answered the readiness task recently, else
+/// `503 unavailable`.
+pub fn readiness(readiness: &Readiness) -> Response<Body> {
+    if readiness.is_ready() {
+        json_response(StatusCode::OK, &json!({"status": "ready"}))
+    } else {
+        json_response(
             StatusCode::SERVICE_UNAVAILABLE,
             &json!({"status": "unavailable"}),
-        ),
+        )
+    }
+}
+
+/// The connection limits of an ops port: a small budget of its own, so that probes and
+/// scrapes are served whatever the public port is going through.
+pub fn ops_limits() -> crate::ServerLimits {
+    crate::ServerLimits {
+        header_read_timeout: Duration::from_secs(5),
+        max_connections: 32,
+        shutdown_grace: Duration::from_secs(1),
+        max_buf_size: 16 * 1024,
     }
 }
 
@@ -52,13 +111,12 @@ pub fn metrics(handle: &PrometheusHandle) -> Response<Body> {
 pub async fn serve_ops(
     request: Request<Incoming>,
     handle: PrometheusHandle,
-    pool: PgPool,
-    readiness_timeout: Duration,
+    ready: Readiness,
 ) -> Response<Body> {
     match (request.method(), request.uri().path()) {
         (&Method::GET, "/metrics") => metrics(&handle),
         (&Method::GET | &Method::HEAD, "/healthz") => liveness(),
-        (&Method::GET | &Method::HEAD, "/readyz") => readiness(&pool, readiness_timeout).await,
+        (&Method::GET | &Method::HEAD, "/readyz") => readiness(&ready),
         _ => json_response(StatusCode::NOT_FOUND, &json!({"error": "not_found"})),
     }
 }

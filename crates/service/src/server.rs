@@ -29,6 +29,9 @@ pub struct ServerLimits {
     pub max_connections: usize,
     /// How long the drain may take after shutdown begins.
     pub shutdown_grace: Duration,
+    /// The most a connection's read buffer grows to (hyper's `max_buf_size`, at least
+    /// 8 KiB): bounds the request head, and the memory of every open connection.
+    pub max_buf_size: usize,
 }
 
 /// How the drain ended.
@@ -56,7 +59,7 @@ where
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout)
         .keep_alive(true)
-        .max_buf_size(64 * 1024);
+        .max_buf_size(limits.max_buf_size.max(8 * 1024));
     let graceful = GracefulShutdown::new();
     let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let mut shutdown = std::pin::pin!(shutdown);

@@ -13,7 +13,7 @@ use inbound_core::store::{self, PoolSettings};
 use inbound_service::args::CommonArgs;
 use inbound_service::logging;
 use inbound_service::signals::shutdown_signal;
-use inbound_service::{ServerLimits, ops, serve};
+use inbound_service::{ops, serve};
 use inbound_worker::{MAX_BATCH_SIZE, Worker, WorkerSettings, gauges, telemetry};
 use tokio::net::TcpListener;
 
@@ -50,7 +50,7 @@ struct Cli {
     max_attempts: i32,
     /// Payload bytes of claimed receipts held at once (as accepted; decoded payloads take
     /// a few times more). A larger receipt is claimed alone when nothing else is in flight.
-    #[arg(long, env = "INBOUND_PAYLOAD_BUDGET_BYTES", default_value_t = 8 * 1024 * 1024)]
+    #[arg(long, env = "INBOUND_PAYLOAD_BUDGET_BYTES", default_value_t = 4 * 1024 * 1024)]
     payload_budget_bytes: usize,
     /// First retry delay.
     #[arg(long, env = "INBOUND_BACKOFF_BASE_MS", default_value_t = 1000)]
@@ -150,23 +150,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", cli.metrics_listen))?;
     tracing::info!(metrics_addr = %metrics_listener.local_addr()?, worker_id, "listening");
-    let ops_pool = pool.clone();
-    let limits = ServerLimits {
-        header_read_timeout: Duration::from_secs(5),
-        max_connections: 64,
-        shutdown_grace: Duration::from_secs(1),
-    };
+    let readiness = ops::Readiness::start(pool.clone(), Duration::from_secs(1));
     tokio::spawn(serve(
         metrics_listener,
-        limits,
-        move |request| {
-            ops::serve_ops(
-                request,
-                metrics.clone(),
-                ops_pool.clone(),
-                Duration::from_secs(1),
-            )
-        },
+        ops::ops_limits(),
+        move |request| ops::serve_ops(request, metrics.clone(), readiness.clone()),
         std::future::pending(),
     ));
     let gauge_worker = Arc::clone(&worker);

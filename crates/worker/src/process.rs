@@ -150,7 +150,22 @@ async fn apply_batch(
     batch: &[ClaimedReceipt],
 ) -> Result<Vec<Result<Transition, Abort>>, sqlx::Error> {
     let mut connection = worker.pool.acquire().await?;
-    match apply_together(worker, &mut connection, batch).await? {
+    let applied = apply_together_or_isolated(worker, &mut connection, batch).await;
+    // Large payloads grew the connection's buffers: give them back rather than let every
+    // pooled connection keep the largest batch it ever carried.
+    let bytes: i64 = batch.iter().map(|claimed| claimed.payload_bytes).sum();
+    if bytes > crate::SHRINK_BUFFERS_AFTER_BYTES {
+        sqlx::Connection::shrink_buffers(&mut *connection);
+    }
+    applied
+}
+
+async fn apply_together_or_isolated(
+    worker: &Worker,
+    connection: &mut PgConnection,
+    batch: &[ClaimedReceipt],
+) -> Result<Vec<Result<Transition, Abort>>, sqlx::Error> {
+    match apply_together(worker, connection, batch).await? {
         Together::Committed(results) => {
             metrics::counter!(BATCHES_TOTAL, "mode" => "together").increment(1);
             Ok(results)
@@ -162,7 +177,7 @@ async fn apply_batch(
         }
         Together::RolledBack(_) => {
             metrics::counter!(BATCHES_TOTAL, "mode" => "isolated").increment(1);
-            apply_isolated(worker, &mut connection, batch).await
+            apply_isolated(worker, connection, batch).await
         }
     }
 }

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use inbound_core::store::queue::{ClaimLimits, ClaimedReceipt, ExhaustedReceipt};
 use inbound_core::store::{effects, queue};
+use sqlx::Connection;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 
@@ -108,14 +109,23 @@ async fn claim_receipts(worker: &Worker, slots: usize) -> Result<Vec<ClaimedBatc
     };
     let claim = {
         let mut connection = worker.pool.acquire().await?;
-        queue::claim_batch(
+        let claim = queue::claim_batch(
             &mut connection,
             limits,
             worker.settings.lease,
             &worker.settings.worker_id,
             worker.settings.integrations.as_deref(),
         )
-        .await?
+        .await?;
+        let bytes: i64 = claim
+            .claimed
+            .iter()
+            .map(|receipt| receipt.payload_bytes)
+            .sum();
+        if bytes > crate::SHRINK_BUFFERS_AFTER_BYTES {
+            connection.shrink_buffers();
+        }
+        claim
     };
     for exhausted in &claim.exhausted {
         record_exhausted(exhausted, worker.settings.max_attempts);
