@@ -264,14 +264,22 @@ impl Provider {
     }
 }
 
+/// Personal data every soak payment carries: [`find_leaks`] looks for it in every log
+/// line and metrics page.
+const SOAK_PERSON_NAME: &str = "Soak T. Leakwell";
+const SOAK_PERSON_EMAIL: &str = "soak.leakwell@example.com";
+
 fn payment(order: u64) -> serde_json::Value {
-    domain::payment_intent(
+    let mut payment = domain::payment_intent(
         &format!("pi_{order}"),
         &format!("o{order}"),
         1000,
         "usd",
         "succeeded",
-    )
+    );
+    payment["billing_details"] =
+        serde_json::json!({"name": SOAK_PERSON_NAME, "email": SOAK_PERSON_EMAIL});
+    payment
 }
 
 fn refund(order: u64) -> serde_json::Value {
@@ -595,8 +603,9 @@ pub struct Audit {
     pub receipts: i64,
     /// Orders paid at some point (`paid` or `refunded`).
     pub orders_paid: i64,
-    /// Applied payments beyond one per paid order plus applied refunds beyond one per
-    /// refunded order.
+    /// |applied payments − paid orders| + |applied refunds − refunded orders| + orders
+    /// paid by more than one applied receipt + paid orders whose paying receipt is not an
+    /// applied one: every term counts on its own, so none can hide another.
     pub duplicate_transitions: i64,
     /// The most effect intents one operation key has.
     pub max_intents_per_operation: i64,
@@ -653,8 +662,25 @@ pub async fn audit(pool: &PgPool, acknowledged: &[String]) -> Audit {
     Audit {
         receipts: scalar(conn, "SELECT count(*) FROM receipts").await,
         orders_paid,
-        duplicate_transitions: (applied_payments - orders_paid)
-            + (applied_refunds - orders_refunded),
+        // Each term on its own and never negative, so that errors cannot cancel out.
+        duplicate_transitions: (applied_payments - orders_paid).abs()
+            + (applied_refunds - orders_refunded).abs()
+            + scalar(
+                conn,
+                "SELECT count(*) FROM (
+                     SELECT payload #>> '{data,object,metadata,order_id}'
+                     FROM receipts WHERE outcome = 'applied' AND event_type = 'payment_intent.succeeded'
+                     GROUP BY 1 HAVING count(*) > 1) AS paid_twice",
+            )
+            .await
+            + scalar(
+                conn,
+                "SELECT count(*) FROM orders o
+                 WHERE o.status IN ('paid', 'refunded')
+                   AND NOT EXISTS (SELECT 1 FROM receipts r
+                                   WHERE r.id = o.paid_receipt_id AND r.outcome = 'applied')",
+            )
+            .await,
         max_intents_per_operation: scalar(
             conn,
             "SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM effects GROUP BY operation_key) AS per_key",
@@ -674,7 +700,7 @@ pub async fn audit(pool: &PgPool, acknowledged: &[String]) -> Audit {
 }
 
 /// Lines (of a log or a metrics page) that hold a configured secret, a Stripe
-/// signature, or a payload field; each returned with what matched replaced by
+/// signature, a payload field or the personal data soak payments carry; each returned with what matched replaced by
 /// `<LEAKED>`, so that reporting a leak does not repeat it.
 pub fn find_leaks(lines: impl Iterator<Item = String>) -> Vec<String> {
     // Payload keys as JSON writes them, raw or escaped inside a log line's string, so
@@ -691,7 +717,7 @@ pub fn find_leaks(lines: impl Iterator<Item = String>) -> Vec<String> {
         .iter()
         .chain(PAYLOAD_FIELDS)
         .copied()
-        .chain(["v1="])
+        .chain(["v1=", SOAK_PERSON_NAME, SOAK_PERSON_EMAIL])
         .collect();
     lines
         .filter(|line| needles.iter().any(|needle| line.contains(needle)))
@@ -717,9 +743,10 @@ mod tests {
             "stripe-signature: t=1,v1=abc".to_owned(),
             r#"{"db.statement":"UPDATE orders SET amount_received_minor = $4"}"#.to_owned(),
             r#"{"message":"webhook","outcome":"accepted"}"#.to_owned(),
+            format!(r#"{{"reason":"order of {}"}}"#, super::SOAK_PERSON_EMAIL),
         ];
         let leaks = find_leaks(lines.into_iter());
-        assert_eq!(leaks.len(), 4, "{leaks:#?}");
+        assert_eq!(leaks.len(), 5, "{leaks:#?}");
         assert!(leaks.iter().all(|line| line.contains("<LEAKED>")));
         assert!(
             !leaks

@@ -152,3 +152,159 @@ async fn rules_and_dashboard_use_only_exported_metrics_and_logs_hold_no_secrets(
         }
     }
 }
+
+/// What must never reach a log line, a metric or an error body: personal data from
+/// payloads, amounts, and the secret parts of sink URLs.
+const NEVER_LOGGED: &[&str] = &[
+    "Leakwell",
+    "jane.leakwell@example.com",
+    "42 Leakage Street",
+    "+1-555-0142-77",
+    "918273645",
+    "564738291",
+    "112233445",
+    "T0KEN-in-the-path",
+    "query-s3cret",
+    "pa55w0rd-93ab",
+];
+
+fn leaks(text: &str) -> Vec<&'static str> {
+    NEVER_LOGGED
+        .iter()
+        .filter(|needle| text.contains(*needle))
+        .copied()
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn personal_data_amounts_and_url_tokens_never_reach_logs_metrics_or_error_bodies() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let sink = TestSink::start().await;
+    // The sink's URL carries credentials (userinfo, a path token, a query token) and is
+    // given as a secret reference; every delivery hangs until the 1 s timeout.
+    let secret_url = sink.url().replace("http://", "http://hook:pa55w0rd-93ab@")
+        + "/T0KEN-in-the-path?token=query-s3cret";
+    sink.script((0..10).map(|_| inbound_tests::sink::Answer::Hang));
+    let mut options = fixtures::ingress_options(database.url());
+    options.config_toml = options.config_toml.replace(
+        "url = \"http://127.0.0.1:9/audit\"",
+        "url = \"env:TEST_AUDIT_URL\"\ntimeout_secs = 1",
+    );
+    options.env.push(("TEST_AUDIT_URL".to_owned(), secret_url));
+    let ingress = Service::ingress(&options);
+    let worker = Service::worker(&options.clone().with_args(&[
+        "--poll-interval-ms",
+        "50",
+        "--gauge-interval-secs",
+        "1",
+    ]));
+
+    let person = serde_json::json!({
+        "name": "Jane Q. Leakwell",
+        "email": "jane.leakwell@example.com",
+        "phone": "+1-555-0142-77",
+        "address": {"line1": "42 Leakage Street", "city": "Leakville"},
+    });
+    // Paid in full: applied, and its effect hangs at the sink (timed out → review).
+    domain::seed_order(pool, "o1", "pi_1", 918_273_645, "usd").await;
+    let mut paid = payment_intent("pi_1", "o1", 918_273_645, "usd", "succeeded");
+    paid["billing_details"] = person.clone();
+    // Paid the wrong amount: quarantined.
+    domain::seed_order(pool, "o2", "pi_2", 112_233_445, "usd").await;
+    let mut wrong = payment_intent("pi_2", "o2", 564_738_291, "usd", "succeeded");
+    wrong["billing_details"] = person.clone();
+    // Refunded in part: ignored.
+    let mut partial = domain::charge("pi_1", 918_273_645, 564_738_291);
+    partial["billing_details"] = person.clone();
+    let client = HttpClient::new();
+    let url = ingress.webhook_url("stripe-acme");
+    let mut error_bodies = Vec::new();
+    for (event_id, event_type, object) in [
+        ("evt_paid", "payment_intent.succeeded", paid),
+        ("evt_wrong", "payment_intent.succeeded", wrong),
+        ("evt_partial", "charge.refunded", partial),
+    ] {
+        let body = stripe_event(event_id, event_type, object);
+        let headers = signing::stripe_headers(fixtures::STRIPE_SECRET, &body, 0);
+        let answer = client.post(&url, &headers, body).await.expect("answer");
+        assert_eq!(answer.json["status"], "accepted", "{answer:?}");
+    }
+    // Refused requests whose bodies carry the same data.
+    let mut malformed = serde_json::json!({"id": "evt_bad", "type": "payment_intent.succeeded", "livemode": true, "account": "acct_123"});
+    malformed["id"] = person.clone();
+    let malformed = malformed.to_string();
+    for headers in [
+        signing::stripe_headers(fixtures::STRIPE_SECRET, &malformed, 0),
+        signing::stripe_headers("whsec_forged", &malformed, 0),
+    ] {
+        let answer = client
+            .post(&url, &headers, malformed.clone())
+            .await
+            .expect("answer");
+        assert!(answer.status >= 400, "{answer:?}");
+        error_bodies.push(String::from_utf8_lossy(&answer.body).into_owned());
+    }
+
+    // Wait until each receipt is finished and the effect has been judged.
+    let started = Instant::now();
+    loop {
+        let settled: i64 = sqlx::query_scalar(
+            "SELECT (SELECT count(*) FROM receipts WHERE status <> 'pending')
+                  + (SELECT count(*) FROM effects WHERE status = 'review')",
+        )
+        .fetch_one(pool)
+        .await
+        .expect("count");
+        if settled == 4 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "not settled: {settled}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (status, _, reason) = domain::receipt_state(pool, 2).await;
+    assert_eq!(
+        status, "quarantined",
+        "the wrong amount was judged: {reason:?}"
+    );
+
+    let mut pages = Vec::new();
+    for service in [&ingress, &worker] {
+        let page = client
+            .get(&service.metrics_url("/metrics"))
+            .await
+            .expect("metrics");
+        pages.push(String::from_utf8_lossy(&page.body).into_owned());
+    }
+    let mut logs = ingress.logs();
+    logs.extend(worker.logs());
+    assert!(
+        logs.iter()
+            .any(|line| line.contains("\"effect\"") && line.contains("\"review\"")),
+        "the hung delivery was logged"
+    );
+    let stored_errors: Vec<String> = sqlx::query_scalar(
+        "SELECT coalesce(last_error, '') FROM effects
+         UNION ALL SELECT coalesce(error, '') FROM effect_attempts",
+    )
+    .fetch_all(pool)
+    .await
+    .expect("errors");
+    for (what, texts) in [
+        ("log line", &logs),
+        ("metrics page", &pages),
+        ("error body", &error_bodies),
+        ("stored effect error", &stored_errors),
+    ] {
+        for text in texts {
+            assert!(
+                leaks(text).is_empty(),
+                "{:?} reached a {what}: {text}",
+                leaks(text)
+            );
+        }
+    }
+}

@@ -16,3 +16,40 @@ async fn short_chaos_soak_keeps_every_promise() {
         report.summary()
     );
 }
+
+/// The audit's duplicate count cannot be cancelled by another error: an order paid twice
+/// and an order paid without its applied receipt add up, where a plain difference of
+/// totals (two applied payments, two paid orders) would show nothing.
+#[tokio::test]
+async fn the_audit_sees_a_double_payment_hidden_behind_a_missing_one() {
+    use inbound_tests::{TestDatabase, domain};
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let config = domain::config();
+    domain::seed_order(pool, "o1", "pi_1", 1000, "usd").await;
+    domain::seed_order(pool, "o2", "pi_2", 1000, "usd").await;
+    let mut applied = Vec::new();
+    for event_id in ["evt_a", "evt_b"] {
+        let object = domain::payment_intent("pi_1", "o1", 1000, "usd", "succeeded");
+        applied.push(
+            domain::accept_event(pool, &config, event_id, "payment_intent.succeeded", object).await,
+        );
+    }
+    sqlx::query("DELETE FROM receipt_queue")
+        .execute(pool)
+        .await
+        .expect("dequeue");
+    sqlx::query("UPDATE receipts SET status = 'done', outcome = 'applied', finished_at = now()")
+        .execute(pool)
+        .await
+        .expect("applied twice");
+    sqlx::query(
+        "UPDATE orders SET status = 'paid', paid_receipt_id = CASE id WHEN 'o1' THEN $1 END",
+    )
+    .bind(applied[0])
+    .execute(pool)
+    .await
+    .expect("both paid");
+    let audit = soak::audit(pool, &[]).await;
+    assert_eq!(audit.duplicate_transitions, 2, "{audit:?}");
+}

@@ -102,8 +102,11 @@ async fn mark_paid_applies_once_and_classifies_every_zero_row_update() {
     assert_eq!(domain::order_status(pool, "o1").await, "paid");
     assert_eq!(domain::operation_keys(pool).await, ["order.paid:acme:o1"]);
     for (receipt, needle) in [
-        (amount, "received 999 usd"),
-        (currency, "received 1000 eur"),
+        (
+            amount,
+            "pi_amount does not pay order o_amount: the amount differs",
+        ),
+        (currency, "the currency differs"),
         (other, "expects PaymentIntent pi_expected"),
     ] {
         let (status, outcome, reason) = domain::receipt_state(pool, receipt).await;
@@ -915,4 +918,31 @@ async fn key_rows_with_undelivered_effects_are_kept() {
         0,
         "its effect is still pending"
     );
+}
+
+/// A sender chooses the ids that reasons name: however long they are, what is stored and
+/// logged about one receipt stays bounded.
+#[tokio::test]
+async fn reasons_naming_payload_values_are_bounded() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let config = domain::config();
+    let long_order = "o".repeat(20_000);
+    let receipt = accept_succeeded(pool, &config, "evt_1", "pi_1", &long_order, 1000, "usd").await;
+    let worker = domain::worker(pool, domain::settings());
+    let attempts = step(&worker).await;
+    let Attempt::Retrying { error, .. } = &attempts[0] else {
+        panic!("{attempts:?}")
+    };
+    assert!(
+        error.len() <= inbound_worker::process::MAX_REASON_BYTES,
+        "{}",
+        error.len()
+    );
+    let stored: String = sqlx::query_scalar("SELECT last_error FROM receipts WHERE id = $1")
+        .bind(receipt)
+        .fetch_one(pool)
+        .await
+        .expect("receipt");
+    assert!(stored.len() <= inbound_worker::process::MAX_REASON_BYTES);
 }

@@ -11,7 +11,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use crate::handlers;
-use crate::secret::{Secret, resolve_reference};
+use crate::secret::{Secret, SecretUrl, is_reference, resolve_reference};
 use crate::verify::{Provider, decode_standard_secret};
 
 /// Default distance allowed between a signed timestamp and now.
@@ -130,14 +130,15 @@ pub struct Route {
 pub struct Sink {
     /// Referenced by routes.
     pub id: String,
-    /// Where effects are POSTed.
-    pub url: String,
+    /// Where effects are POSTed (from the file, or from an `env:`/`file:` reference when
+    /// it carries a token).
+    pub url: SecretUrl,
     /// The header that carries the operation key, when the receiver supports idempotency.
     pub idempotency_header: Option<String>,
     /// How long the receiver remembers idempotency keys.
     pub idempotency_retention_secs: u64,
-    /// Reconciliation endpoint with a `{key}` placeholder.
-    pub status_url: Option<String>,
+    /// Reconciliation endpoint with a `{key}` placeholder (a reference too, if need be).
+    pub status_url: Option<SecretUrl>,
     /// Per-request timeout.
     pub timeout_secs: u64,
     /// Standard Webhooks signing keys (decoded); empty means unsigned.
@@ -494,14 +495,20 @@ fn validate_sink(
     if !is_valid_id(&raw.id) {
         return Err(invalid(format!("{path}.id"), ID_RULE));
     }
-    if !is_http_url(&raw.url) {
+    let url = resolve_url(&format!("{path}.url"), &raw.url, env_lookup)?;
+    if !is_http_url(url.expose()) {
         return Err(invalid(
             format!("{path}.url"),
             "must be an http:// or https:// URL",
         ));
     }
-    if let Some(status_url) = &raw.status_url
-        && (!is_http_url(status_url) || !status_url.contains("{key}"))
+    let status_url = raw
+        .status_url
+        .as_deref()
+        .map(|status_url| resolve_url(&format!("{path}.status_url"), status_url, env_lookup))
+        .transpose()?;
+    if let Some(status_url) = &status_url
+        && (!is_http_url(status_url.expose()) || !status_url.expose().contains("{key}"))
     {
         return Err(invalid(
             format!("{path}.status_url"),
@@ -529,15 +536,30 @@ fn validate_sink(
     let secrets = resolve_secrets(path, &raw.secrets, true, env_lookup)?;
     Ok(Sink {
         id: raw.id,
-        url: raw.url,
+        url,
         idempotency_header: raw.idempotency_header,
         idempotency_retention_secs: raw
             .idempotency_retention_secs
             .unwrap_or(DEFAULT_IDEMPOTENCY_RETENTION_SECS),
-        status_url: raw.status_url,
+        status_url,
         timeout_secs,
         secrets,
     })
+}
+
+/// A sink URL as written, or resolved from its `env:`/`file:` reference. Errors name the
+/// field and the reference, never the value.
+fn resolve_url(
+    field: &str,
+    value: &str,
+    env_lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<SecretUrl, ConfigError> {
+    if !is_reference(value) {
+        return Ok(SecretUrl::new(value));
+    }
+    resolve_reference(value, env_lookup)
+        .map(SecretUrl::new)
+        .map_err(|error| invalid(field, error.to_string()))
 }
 
 fn is_http_url(url: &str) -> bool {

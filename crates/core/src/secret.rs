@@ -26,6 +26,35 @@ impl fmt::Debug for Secret {
     }
 }
 
+/// A URL that may carry a credential (userinfo, a token in the path or the query, as
+/// Slack incoming webhooks and many SaaS hooks do). Its `Debug` prints nothing of it and
+/// it has no `Display`: it reaches the HTTP client and nothing else.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretUrl(String);
+
+impl SecretUrl {
+    /// Wraps a URL.
+    pub fn new(url: impl Into<String>) -> Self {
+        Self(url.into())
+    }
+
+    /// The URL, for the request and nothing else.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for SecretUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SecretUrl(<redacted>)")
+    }
+}
+
+/// Whether `value` names a secret (`env:NAME` or `file:/path`) rather than holding one.
+pub fn is_reference(value: &str) -> bool {
+    value.starts_with("env:") || value.starts_with("file:")
+}
+
 /// Why a secret reference could not be resolved. Messages name the reference, never a value.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum SecretError {

@@ -350,7 +350,7 @@ async fn send(
     )
     .to_string();
     let mut request = client
-        .post(&sink.url)
+        .post(sink.url.expose())
         .timeout(timeout)
         .header(reqwest::header::CONTENT_TYPE, "application/json");
     if let Some(header) = &sink.idempotency_header {
@@ -374,10 +374,12 @@ async fn send(
                 .map(Duration::from_secs);
             Delivery::from_status(response.status().as_u16(), retry_after)
         }
-        Err(error) => classify_error(&error),
+        Err(error) => classify_error(&error.without_url()),
     }
 }
 
+/// Classifies a request error whose URL has been removed ([`reqwest::Error::without_url`]):
+/// the detail is stored and logged, and a sink URL may carry a token.
 fn classify_error(error: &reqwest::Error) -> Delivery {
     let detail = error_chain(error);
     if error.is_connect() {
@@ -422,7 +424,7 @@ async fn reconcile(
         )
         .await;
     };
-    let url = effects::status_url(template, &effect.operation_key);
+    let url = effects::status_url(template.expose(), &effect.operation_key);
     let answer = match client
         .get(&url)
         .timeout(Duration::from_secs(sink.timeout_secs))
@@ -434,7 +436,7 @@ async fn reconcile(
             let body = response.bytes().await.unwrap_or_default();
             Reconciliation::from_answer(status, &body[..body.len().min(MAX_STATUS_BODY_BYTES)])
         }
-        Err(error) => Reconciliation::Unreachable(error_chain(&error)),
+        Err(error) => Reconciliation::Unreachable(error_chain(&error.without_url())),
     };
     let decision = effects::decide_reconciliation(
         &answer,

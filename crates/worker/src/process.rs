@@ -470,14 +470,32 @@ async fn record_intents(
 fn finish_of(transition: &Transition) -> Finish<'_> {
     match transition {
         Transition::Applied { .. } => Finish::Applied,
-        Transition::Duplicate { reason } => Finish::Duplicate(reason),
-        Transition::Ignored { reason } => Finish::Ignored(reason),
-        Transition::Quarantine { reason } => Finish::Quarantined(reason),
+        Transition::Duplicate { reason } => Finish::Duplicate(bounded(reason)),
+        Transition::Ignored { reason } => Finish::Ignored(bounded(reason)),
+        Transition::Quarantine { reason } => Finish::Quarantined(bounded(reason)),
     }
+}
+
+/// The most of a reason or error that is stored and logged. Reasons name payload values
+/// (an order id, a PaymentIntent id) that a sender chooses; this bounds what one can put
+/// into every log line and row about it.
+pub const MAX_REASON_BYTES: usize = 1024;
+
+/// `text` cut to at most [`MAX_REASON_BYTES`], at a character boundary.
+fn bounded(text: &str) -> &str {
+    if text.len() <= MAX_REASON_BYTES {
+        return text;
+    }
+    let mut end = MAX_REASON_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
 }
 
 /// Records a rolled-back attempt: retry later, or `failed` when attempts are exhausted.
 async fn record_failure(worker: &Worker, claimed: &ClaimedReceipt, error: String) -> Attempt {
+    let error = bounded(&error).to_owned();
     let exhausted = claimed.attempts >= worker.settings.max_attempts;
     let delay = retry_delay(
         claimed.attempts,
@@ -534,7 +552,7 @@ fn log_attempt(claimed: &ClaimedReceipt, attempt: &Attempt, started: Instant) {
             Transition::Duplicate { reason }
             | Transition::Ignored { reason }
             | Transition::Quarantine { reason },
-        ) => (Some(reason.as_str()), None, 0),
+        ) => (Some(bounded(reason)), None, 0),
         Attempt::LeaseLost => (None, None, 0),
         Attempt::Retrying { error, delay_ms } => (Some(error.as_str()), Some(*delay_ms), 0),
         Attempt::Failed { error } => (Some(error.as_str()), None, 0),
