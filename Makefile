@@ -4,7 +4,7 @@ CARGO ?= cargo
 # Crash-table fixtures need the failpoints feature; release builds never enable it.
 TEST_FEATURES := --features inbound-service/failpoints
 
-.PHONY: run demo test soak fuzz deny lint fmt build release bench deploy-check check-metrics postgres
+.PHONY: run demo test soak fuzz deny lint fmt build release bench bench-memory deploy-check check-metrics postgres
 
 ## Everything up locally: PostgreSQL, database, example config and secrets, ingress and worker.
 run:
@@ -64,6 +64,10 @@ release:
 ## Every throughput figure beside its ceiling, in one run; writes BENCHMARKS.md (not a test).
 bench: postgres
 	scripts/bench.sh
+
+## Peak RSS of each role under hostile inputs (also part of `make bench`).
+bench-memory: postgres
+	scripts/bench-memory.sh
 
 ## Kubernetes manifests rendered and validated offline, alert rules checked and unit-tested.
 deploy-check:

@@ -39,9 +39,9 @@ bench_seed_pending() {
                     'status', 'succeeded', 'amount_received', 2000, 'currency', 'usd',
                     'metadata', jsonb_build_object('order_id', 'o' || n, 'note', repeat('x', 700)))))
          FROM generate_series($first, $first + $2 - 1) n
-         RETURNING id, integration, received_at)
-       INSERT INTO receipt_queue (receipt_id, integration, visible_at, enqueued_at)
-       SELECT id, integration, received_at, received_at FROM inserted" -c "VACUUM ANALYZE" >/dev/null
+         RETURNING id, integration, received_at, octet_length(payload::text) AS bytes)
+       INSERT INTO receipt_queue (receipt_id, integration, visible_at, enqueued_at, payload_bytes)
+       SELECT id, integration, received_at, received_at, bytes FROM inserted" -c "VACUUM ANALYZE" >/dev/null
 }
 
 # The benchmark integration: Stripe, payments routed to orders.mark_paid; a sink for the

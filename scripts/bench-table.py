@@ -65,6 +65,14 @@ def render(figures, machine, date, pending):
         (f"retention: `inboundctl purge` of {int(figures['purged']):,} done receipts, payloads then keys",
          f"{float(figures['purge_payloads']):.0f} payloads/s, {float(figures['purge_keys']):.0f} keys/s", ""),
     ]
+    if "ingress_chunked_rss" in figures:
+        rows += [
+            ("ingress peak RSS, 16 concurrent 1 MB bodies sent in 1-byte chunks "
+             f"(answered {figures['ingress_chunked_answers']}; idle {figures['ingress_idle_rss']} MiB)",
+             f"{figures['ingress_chunked_rss']} MiB", "target ≤ 64 MiB"),
+            (f"worker peak RSS draining 2,000 pending receipts of ~{figures['worker_payload_kib']} KiB, default flags",
+             f"{figures['worker_large_rss']} MiB ({figures['worker_large_secs']} s)", "target ≤ 64 MiB"),
+        ]
     lines = [
         BEGIN,
         f"## Latest `make bench` ({date}; {machine}; everything on this one machine)",

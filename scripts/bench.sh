@@ -14,6 +14,7 @@
 #   growth             ingress accepted/s and worker applied/s, empty vs BENCH_GROWTH_ROWS
 #                      done receipts already in the database
 #   retention          inboundctl purge of all those done receipts: payloads, then keys
+#   memory             peak RSS under hostile inputs (scripts/bench-memory.sh)
 #   plus peak RSS of each binary and commits per receipt (pg_stat_database.xact_commit).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -219,6 +220,10 @@ record purge_keys "$(python3 -c "print(round($purged / ($(bench_now) - $started)
 record purged "$purged"
 left=$(psql -Atq "$url" -c "SELECT count(*) FROM receipts WHERE status = 'done'")
 [ "$left" = 0 ] || { echo "bench: purge left $left done receipts" >&2; exit 1; }
+
+# --- memory under hostile inputs ----------------------------------------------------------------
+step "memory: 1 MB bodies in 1-byte chunks; 500 KB payloads"
+scripts/bench-memory.sh "$results"
 
 # --- the table ----------------------------------------------------------------------------------
 machine="$(nproc) cores, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo), $(psql -Atq "$bench_admin_url" -c "SHOW server_version" | cut -d' ' -f1) PostgreSQL, $(rustc --version | cut -d' ' -f2) rustc"

@@ -17,7 +17,7 @@ MIB = 1024 * 1024
 BASE_MIB = 24                      # runtime, pool, metrics, TLS roots
 HEAD_BYTES = 16 * 1024             # ingress: a connection's read buffer at most
 BATCH_PAYLOAD_BYTES = 4 * MIB      # ingress: one group-commit statement's payload
-DECODED_FACTOR = 8                 # worker: payload text + decoded values, at worst
+DECODED_FACTOR = 16                # worker: payload text + decoded values, at worst
 EFFECT_PAYLOAD_BYTES = 2 * MIB     # worker: one effect in flight (data and request)
 
 DEFAULTS = {
