@@ -48,6 +48,13 @@ async fn assert_agrees(pool: &PgPool, body: &str) {
             "jsonb refuses {shown:?} ({error}) but the contract accepts it"
         ),
         Ok(text) if verdict.is_ok() => {
+            // jsonb adds at most a space per byte; numbers grow by at most the bound.
+            assert!(
+                text.len() <= 2 * body.len() + payload::MAX_NUMBER_GROWTH_BYTES,
+                "{shown:?} ({} bytes) is stored as {} bytes",
+                body.len(),
+                text.len()
+            );
             let read_back = payload::decode(&text).unwrap_or_else(|error| {
                 panic!("the worker cannot decode the stored form of {shown:?}: {error}")
             });
@@ -57,8 +64,14 @@ async fn assert_agrees(pool: &PgPool, body: &str) {
                 "{shown:?} reads back as {read_back}"
             );
         }
+        // Stored, yet refused: numbers the worker's decoder cannot read, or that jsonb
+        // writes out far longer than they were sent.
+        Ok(text) if verdict == Err(Unstorable::NumbersTooLong) => assert!(
+            text.len() > payload::MAX_NUMBER_GROWTH_BYTES,
+            "{shown:?} is refused as too long although it is stored as {} bytes",
+            text.len()
+        ),
         Ok(text) => {
-            // Stored, yet refused: only for numbers the worker's decoder cannot read.
             assert_eq!(
                 verdict,
                 Err(Unstorable::NumberOutOfRange),
@@ -89,6 +102,8 @@ const EDGE_CASES: &[&str] = &[
     r#"{"n":1.797693134862316e308}"#,
     r#"{"n":1e-400}"#,
     r#"{"n":1e-16383}"#,
+    r#"{"n":[1e-16383,1e-16383,1e-16383,1e-16383,1e-16383]}"#,
+    r#"{"n":[1e300,1e300,1e300,1e300,1e300,1e300,1e300,1e300,1e300,1e300]}"#,
     r#"{"n":1e-16384}"#,
     r#"{"n":0.1e-16382}"#,
     r#"{"n":0.1e-16383}"#,

@@ -9,7 +9,10 @@
 //! - every number is within the range of a double (|x| ≤ 1.8e308; the worker reads
 //!   numbers as serde_json does), and fits PostgreSQL's `numeric`: at most
 //!   [`MAX_FRACTION_DIGITS`] digits after the decimal point once the exponent is applied,
-//!   and an exponent of magnitude below [`EXPONENT_LIMIT`].
+//!   and an exponent of magnitude below [`EXPONENT_LIMIT`];
+//! - its numbers, written out in full as PostgreSQL stores them, are at most
+//!   [`MAX_NUMBER_GROWTH_BYTES`] longer in all than written: a stored payload then renders
+//!   to at most twice its body plus that, never to megabytes from a few kilobytes.
 //!
 //! The escaped text `"\\u0000"` (a backslash, then `u0000`) is an ordinary string and is
 //! storable. Everything else is refused before the commit with a reason that names what
@@ -29,6 +32,12 @@ pub const MAX_FRACTION_DIGITS: i64 = 16_383;
 
 /// `numeric` refuses exponents of this magnitude or more (`INT_MAX / 2`).
 pub const EXPONENT_LIMIT: i64 = 1_073_741_823;
+
+/// How many bytes longer than written a body's numbers may become when PostgreSQL writes
+/// them out in full (`1e300` is stored as 301 digits). With jsonb's added spaces (at most
+/// one per byte), a stored payload renders to at most twice its body plus this — so that
+/// a small body cannot become a huge one for the worker to read.
+pub const MAX_NUMBER_GROWTH_BYTES: usize = 64 * 1024;
 
 /// Why a body cannot be stored and read back. Each message names the problem, never the
 /// content, so it is safe in a log line.
@@ -61,6 +70,10 @@ pub enum Unstorable {
     /// A number whose exponent `numeric` refuses.
     #[error("a number has an exponent beyond what can be stored")]
     ExponentTooLarge,
+    /// Numbers that written out in full (as they are stored) would be far longer than
+    /// written (`1e-16383` is 16,385 bytes once stored).
+    #[error("numbers in the body would be stored as more than 64 KiB of extra digits")]
+    NumbersTooLong,
 }
 
 /// Checks `body` against the storability contract and returns it as text.
@@ -102,12 +115,13 @@ fn classify(error: &serde_json::Error) -> Unstorable {
     }
 }
 
-/// One pass outside strings: nesting depth, and each number's digits after the decimal
-/// point and exponent as `numeric` will count them. Never fails on text that is not JSON
-/// (serde refuses that next); arithmetic saturates.
+/// One pass outside strings: nesting depth, each number's digits after the decimal point
+/// and exponent as `numeric` will count them, and how much longer the numbers will be
+/// once PostgreSQL writes them out in full. Never fails on text that is not JSON (serde
+/// refuses that next); arithmetic saturates.
 fn scan_lexically(bytes: &[u8]) -> Result<(), Unstorable> {
     let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
-    let mut index = 0;
+    let (mut index, mut number_growth) = (0, 0usize);
     while index < bytes.len() {
         let byte = bytes[index];
         if in_string {
@@ -130,7 +144,12 @@ fn scan_lexically(bytes: &[u8]) -> Result<(), Unstorable> {
             }
             b']' | b'}' => depth = depth.saturating_sub(1),
             b'-' | b'0'..=b'9' => {
-                index = check_number(bytes, index)?;
+                let growth;
+                (index, growth) = check_number(bytes, index)?;
+                number_growth = number_growth.saturating_add(growth);
+                if number_growth > MAX_NUMBER_GROWTH_BYTES {
+                    return Err(Unstorable::NumbersTooLong);
+                }
                 continue;
             }
             _ => {}
@@ -141,25 +160,27 @@ fn scan_lexically(bytes: &[u8]) -> Result<(), Unstorable> {
 }
 
 /// Checks the number starting at `start` against `numeric`'s limits; returns the index
-/// after it.
-fn check_number(bytes: &[u8], start: usize) -> Result<usize, Unstorable> {
+/// after it and how many bytes longer PostgreSQL will render it than it is written
+/// (`1e300` is stored as 301 digits, `1e-300` as `0.` and 300 more).
+fn check_number(bytes: &[u8], start: usize) -> Result<(usize, usize), Unstorable> {
     let digits_from = |mut index: usize| {
         let from = index;
         while bytes.get(index).is_some_and(u8::is_ascii_digit) {
             index += 1;
         }
-        (index, index - from)
+        (index, from)
     };
-    let mut index = start + usize::from(bytes[start] == b'-');
-    (index, _) = digits_from(index);
-    let mut fraction_digits = 0usize;
+    let negative = bytes[start] == b'-';
+    let (integer_end, integer_start) = digits_from(start + usize::from(negative));
+    let (mut index, mut fraction_start) = (integer_end, integer_end);
     if bytes.get(index) == Some(&b'.') {
-        (index, fraction_digits) = digits_from(index + 1);
+        (index, fraction_start) = digits_from(index + 1);
     }
+    let fraction_end = index;
     let mut exponent: i64 = 0;
     if matches!(bytes.get(index), Some(b'e' | b'E')) {
         index += 1;
-        let negative = match bytes.get(index) {
+        let negative_exponent = match bytes.get(index) {
             Some(b'-') => {
                 index += 1;
                 true
@@ -170,13 +191,13 @@ fn check_number(bytes: &[u8], start: usize) -> Result<usize, Unstorable> {
             }
             _ => false,
         };
-        let (end, _) = digits_from(index);
-        for &digit in &bytes[index..end] {
+        let (end, from) = digits_from(index);
+        for &digit in &bytes[from..end] {
             exponent = exponent
                 .saturating_mul(10)
                 .saturating_add(i64::from(digit - b'0'));
         }
-        if negative {
+        if negative_exponent {
             exponent = -exponent;
         }
         index = end;
@@ -184,11 +205,37 @@ fn check_number(bytes: &[u8], start: usize) -> Result<usize, Unstorable> {
     if exponent.abs() >= EXPONENT_LIMIT {
         return Err(Unstorable::ExponentTooLarge);
     }
-    let fraction_digits = i64::try_from(fraction_digits).unwrap_or(i64::MAX);
-    if fraction_digits.saturating_sub(exponent) > MAX_FRACTION_DIGITS {
+    let count = |from: usize, to: usize| i64::try_from(to.saturating_sub(from)).unwrap_or(i64::MAX);
+    let integer_digits = count(integer_start, integer_end);
+    let fraction_digits = count(fraction_start, fraction_end);
+    // numeric keeps every written fraction digit: its display scale.
+    let scale = fraction_digits.saturating_sub(exponent).max(0);
+    if scale > MAX_FRACTION_DIGITS {
         return Err(Unstorable::NumberTooPrecise);
     }
-    Ok(index.max(start + 1))
+    // The rendered integer part: the significant digits left of the shifted point.
+    let mantissa = bytes[integer_start..integer_end]
+        .iter()
+        .chain(&bytes[fraction_start..fraction_end]);
+    let leading_zeros = count(
+        0,
+        mantissa.clone().take_while(|&&digit| digit == b'0').count(),
+    );
+    let is_zero = leading_zeros == integer_digits.saturating_add(fraction_digits);
+    let integer_length = if is_zero {
+        1
+    } else {
+        integer_digits
+            .saturating_add(exponent)
+            .saturating_sub(leading_zeros)
+            .max(1)
+    };
+    let rendered = i64::from(negative && !is_zero)
+        .saturating_add(integer_length)
+        .saturating_add(if scale > 0 { scale + 1 } else { 0 });
+    let written = count(start, index.max(start + 1));
+    let growth = usize::try_from(rendered.saturating_sub(written).max(0)).unwrap_or(usize::MAX);
+    Ok((index.max(start + 1), growth))
 }
 
 /// Deserializes any JSON value without keeping it: serde_json decodes every string (keys

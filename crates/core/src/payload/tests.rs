@@ -48,10 +48,7 @@ fn numbers_the_decoder_or_numeric_cannot_hold_are_refused() {
         (r#"{"n":1e400}"#.to_owned(), Unstorable::NumberOutOfRange),
         (r#"{"n":-1e400}"#.to_owned(), Unstorable::NumberOutOfRange),
         (huge_integer, Unstorable::NumberOutOfRange),
-        (
-            r#"{"n":1e1000000}"#.to_owned(),
-            Unstorable::NumberOutOfRange,
-        ),
+        (r#"{"n":1e1000000}"#.to_owned(), Unstorable::NumbersTooLong),
         (r#"{"n":1e-16384}"#.to_owned(), Unstorable::NumberTooPrecise),
         (
             r#"{"n":0.0e-16383}"#.to_owned(),
@@ -67,11 +64,52 @@ fn numbers_the_decoder_or_numeric_cannot_hold_are_refused() {
             Unstorable::ExponentTooLarge,
         ),
         (
-            r#"{"deep":[{"n":1e1000000}]}"#.to_owned(),
+            r#"{"deep":[{"n":1e1000}]}"#.to_owned(),
             Unstorable::NumberOutOfRange,
         ),
     ] {
         assert_eq!(verdict(&body), Err(why), "{}", &body[..body.len().min(60)]);
+    }
+}
+
+#[test]
+fn numbers_that_would_be_stored_far_longer_than_written_are_refused() {
+    // 1e-16383 is 8 bytes written and 16,385 stored: a few of them are fine, a body of
+    // them would render to megabytes.
+    let few = format!(r#"{{"n":[{}]}}"#, ["1e-16383"; 3].join(","));
+    assert_eq!(verdict(&few), Ok(()));
+    let many = format!(r#"{{"n":[{}]}}"#, ["1e-16383"; 5].join(","));
+    assert_eq!(verdict(&many), Err(Unstorable::NumbersTooLong));
+    let big = format!(r#"{{"n":[{}]}}"#, ["1e300"; 300].join(","));
+    assert_eq!(verdict(&big), Err(Unstorable::NumbersTooLong));
+    // Written in full, the same values cost nothing extra.
+    let written_out = format!(
+        r#"{{"n":[{}]}}"#,
+        vec![format!("1{}", "0".repeat(300)); 300].join(",")
+    );
+    assert_eq!(verdict(&written_out), Ok(()));
+}
+
+#[test]
+fn rendered_growth_is_counted_as_numeric_writes_numbers() {
+    for (number, growth) in [
+        ("1", 0),
+        ("-0", 0),
+        ("0e1073741822", 0),
+        ("0.000", 0),
+        ("1e10", 7),
+        ("2e-5", 3),
+        ("1.5e3", 0),
+        ("0.001e5", 0),
+        ("-1e-3", 1),
+        ("123.456e-1", 0),
+    ] {
+        let bytes = number.as_bytes();
+        assert_eq!(
+            check_number(bytes, 0),
+            Ok((bytes.len(), growth)),
+            "{number}"
+        );
     }
 }
 
