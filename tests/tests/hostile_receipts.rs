@@ -364,6 +364,15 @@ async fn two_ingresses_committing_the_same_keys_in_opposite_orders_never_deadloc
             .count();
         assert_eq!(accepted, 42, "round {round}: each key accepted once");
     }
+    // Not merely rescued by committing members one by one after a deadlock: none happened.
+    for ingress in [&first, &second] {
+        let rescued: Vec<String> = ingress
+            .logs()
+            .into_iter()
+            .filter(|line| line.contains("one by one") || line.contains("deadlock"))
+            .collect();
+        assert!(rescued.is_empty(), "{rescued:#?}");
+    }
 }
 
 #[tokio::test]
@@ -437,5 +446,79 @@ expect = { repository_id = "42" }
             "gh-acme/repository:42",
             "gh-acme/repository:42"
         ]
+    );
+}
+
+/// Stored before the contract bounded how much longer numbers may grow when written out:
+/// a payload of 28 KB that PostgreSQL would render as more than 1 GB. Reading it fails
+/// inside PostgreSQL; that must cost only its own receipt, never the claim of its
+/// neighbours, and an operator can still look at the receipt.
+#[tokio::test]
+async fn a_stored_payload_postgres_cannot_render_is_quarantined_alone() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let config = domain::config();
+    let numbers = vec!["1e-16383"; 66_000].join(",");
+    let amplified: i64 = sqlx::query_scalar(
+        "WITH stored AS (
+             INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key, payload)
+             VALUES ('stripe-acme', 'stripe-acme/acct_123/live', 'evt_amplified',
+                     'payment_intent.succeeded', 'payment_intent.succeeded', $1::jsonb)
+             RETURNING id, integration, received_at
+         ), queued AS (
+             INSERT INTO receipt_queue (receipt_id, integration, visible_at, enqueued_at)
+             SELECT id, integration, received_at, received_at FROM stored
+         )
+         SELECT id FROM stored",
+    )
+    .bind(raw_stripe_event("evt_amplified", &format!("[{numbers}]")))
+    .fetch_one(pool)
+    .await
+    .expect("store it");
+    for n in 0..3 {
+        let (order, payment) = (format!("o{n}"), format!("pi_{n}"));
+        domain::seed_order(pool, &order, &payment, 1000, "usd").await;
+        let body = stripe_event(
+            &format!("evt_{n}"),
+            "payment_intent.succeeded",
+            domain::payment_intent(&payment, &order, 1000, "usd", "succeeded"),
+        );
+        domain::accept(pool, &config, &body).await.expect("new");
+    }
+
+    let _worker = Service::worker(&worker_options(database.url(), &[]));
+    wait_until(
+        Duration::from_secs(30),
+        "every receipt finished",
+        || async {
+            count(
+                pool,
+                "SELECT count(*) FROM receipts WHERE status = 'pending'",
+            )
+            .await
+                == 0
+        },
+    )
+    .await;
+    assert_eq!(
+        count(pool, "SELECT count(*) FROM orders WHERE status = 'paid'").await,
+        3,
+        "its neighbours were applied"
+    );
+    let (status, _, reason) = domain::receipt_state(pool, amplified).await;
+    assert_eq!(status, "quarantined");
+    let reason = reason.expect("a reason");
+    assert!(reason.contains("cannot be read"), "{reason}");
+
+    let shown = std::process::Command::new(inbound_tests::process::binary("inboundctl"))
+        .args(["receipts", "show", &amplified.to_string()])
+        .env("DATABASE_URL", database.url())
+        .output()
+        .expect("run inboundctl");
+    assert!(shown.status.success(), "{shown:?}");
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        shown.contains("payload      (cannot be rendered"),
+        "{shown}"
     );
 }

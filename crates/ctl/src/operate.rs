@@ -299,6 +299,10 @@ pub async fn receipts(command: ReceiptsCommand) -> anyhow::Result<()> {
                 );
             }
             match detail.payload.as_deref() {
+                None if detail.payload_unreadable.is_some() => println!(
+                    "  payload      (cannot be rendered: {})",
+                    detail.payload_unreadable.as_deref().unwrap_or_default()
+                ),
                 None => println!("  payload      (purged)"),
                 Some(text) => match payload::decode(text) {
                     Ok(payload) => {

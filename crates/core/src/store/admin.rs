@@ -7,6 +7,8 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::{Connection, PgConnection};
 
+use super::queue;
+
 /// Receipts by state, as `inbound_receipts{state}` and `inboundctl status` report them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, sqlx::FromRow)]
 pub struct ReceiptCounts {
@@ -144,10 +146,14 @@ pub struct ReceiptDetail {
     pub visible_at: Option<DateTime<Utc>>,
     /// The worker holding its lease, while leased.
     pub leased_by: Option<String>,
-    /// The payload as PostgreSQL renders it (`null` once purged). Kept as text, so that
-    /// any stored row can be shown, even one the worker cannot decode.
+    /// The payload as PostgreSQL renders it (`null` once purged, or when it cannot be
+    /// rendered). Kept as text, so that any stored row can be shown, even one the worker
+    /// cannot decode.
     #[serde(serialize_with = "raw_json")]
     pub payload: Option<String>,
+    /// Why the payload could not be rendered (stored before the storability contract).
+    #[sqlx(default)]
+    pub payload_unreadable: Option<String>,
 }
 
 /// Writes stored JSON text into a JSON document as it is (PostgreSQL renders valid JSON).
@@ -180,19 +186,39 @@ pub struct EffectSummary {
     pub last_error: Option<String>,
 }
 
-/// The receipt with this id, with its queue state.
+/// The receipt with this id, with its queue state. A payload PostgreSQL cannot render
+/// (stored before the storability contract) is left out, with the reason.
 pub async fn receipt_detail(
     conn: &mut PgConnection,
     receipt_id: i64,
 ) -> Result<Option<ReceiptDetail>, sqlx::Error> {
+    match read_receipt_detail(conn, receipt_id, true).await {
+        Err(error) if queue::cannot_render_a_row(&error) => {
+            let mut detail = read_receipt_detail(conn, receipt_id, false).await?;
+            if let Some(detail) = &mut detail {
+                detail.payload_unreadable = Some(error.to_string());
+            }
+            Ok(detail)
+        }
+        read => read,
+    }
+}
+
+async fn read_receipt_detail(
+    conn: &mut PgConnection,
+    receipt_id: i64,
+    with_payload: bool,
+) -> Result<Option<ReceiptDetail>, sqlx::Error> {
     sqlx::query_as(
         "SELECT r.id, r.integration, r.source_scope, r.event_id, r.event_type, r.route_key, r.status,
                 r.outcome, r.outcome_reason, r.attempts, COALESCE(q.last_error, r.last_error) AS last_error,
-                r.received_at, r.finished_at, q.visible_at, q.leased_by, r.payload::text AS payload
+                r.received_at, r.finished_at, q.visible_at, q.leased_by,
+                CASE WHEN $2 THEN r.payload::text END AS payload
          FROM receipts r LEFT JOIN receipt_queue q ON q.receipt_id = r.id
          WHERE r.id = $1",
     )
     .bind(receipt_id)
+    .bind(with_payload)
     .fetch_optional(conn)
     .await
 }
@@ -258,7 +284,9 @@ pub async fn replay(
                      ), queued AS (
                          INSERT INTO receipt_queue (receipt_id, integration, visible_at, enqueued_at,
                                                     payload_bytes)
-                         SELECT id, integration, now(), now(), coalesce(octet_length(payload::text), 0)
+                         -- Its stored size: rendering it could fail for the very payload
+                         -- that made the receipt fail.
+                         SELECT id, integration, now(), now(), coalesce(pg_column_size(payload), 0)
                          FROM receipts WHERE id = $1
                      )
                      UPDATE receipts

@@ -6,6 +6,7 @@
 //! one sequence (so a receipt's token only grows, across replays too); every later write
 //! about that attempt names the token, and a stale one matches no row.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -123,7 +124,6 @@ struct ClaimRow {
     event_id: String,
     event_type: String,
     route_key: String,
-    payload: Option<String>,
     payload_bytes: i32,
     received_at: DateTime<Utc>,
 }
@@ -131,7 +131,8 @@ struct ClaimRow {
 /// Claims visible receipts in one statement, leasing them for `lease`, within `limits`;
 /// `integrations`, when given, pins the claim to those integrations. A visible receipt
 /// whose attempts are spent is failed in the same statement instead (a crash loop ends).
-/// Payloads come back as text and are decoded one by one.
+/// The payloads are read afterwards ([`stored_payloads`]), so that no payload can fail the
+/// claim itself.
 pub async fn claim_batch(
     conn: &mut PgConnection,
     limits: ClaimLimits,
@@ -171,7 +172,9 @@ pub async fn claim_batch(
              UPDATE receipt_queue q
              SET visible_at = now() + $2 * interval '1 millisecond',
                  attempts = q.attempts + 1,
-                 lease_token = nextval('receipt_lease_tokens'),
+                 -- From the sequence, and past the row's own token in any case (a worker of
+                 -- the previous version, mid-upgrade, still counts up per row).
+                 lease_token = GREATEST(nextval('receipt_lease_tokens'), q.lease_token + 1),
                  leased_by = $3,
                  leased_at = now()
              FROM sized s
@@ -181,11 +184,11 @@ pub async fn claim_batch(
          )
          SELECT false AS exhausted, c.receipt_id, c.lease_token, c.attempts, c.reclaimed,
                 r.integration, r.source_scope, r.event_id, r.event_type, r.route_key,
-                r.payload::text AS payload, c.payload_bytes, r.received_at
+                c.payload_bytes, r.received_at
          FROM claimed c JOIN receipts r ON r.id = c.receipt_id
          UNION ALL
          SELECT true, f.id, 0, f.attempts, false, f.integration, '', f.event_id, '', '',
-                NULL, 0, now()
+                0, now()
          FROM failed f
          ORDER BY receipt_id",
     )
@@ -196,8 +199,14 @@ pub async fn claim_batch(
     .bind(limits.payload_bytes)
     .bind(limits.max_attempts)
     .bind(limits.allow_one_larger)
-    .fetch_all(conn)
+    .fetch_all(&mut *conn)
     .await?;
+    let claimed_ids: Vec<i64> = rows
+        .iter()
+        .filter(|row| !row.exhausted)
+        .map(|row| row.receipt_id)
+        .collect();
+    let mut payloads = stored_payloads(conn, &claimed_ids).await?;
     let mut claim = Claim::default();
     for row in rows {
         if row.exhausted {
@@ -218,13 +227,80 @@ pub async fn claim_batch(
                 event_id: row.event_id,
                 event_type: row.event_type,
                 route_key: row.route_key,
-                payload: StoredPayload::from_text(row.payload),
+                payload: payloads
+                    .remove(&row.receipt_id)
+                    .unwrap_or(StoredPayload::Purged),
                 payload_bytes: i64::from(row.payload_bytes),
                 received_at: row.received_at,
             });
         }
     }
     Ok(claim)
+}
+
+/// The payloads of `receipt_ids` as text, each decoded on its own. One statement reads
+/// them all; when it fails on what one row's own data can cause (a payload stored before
+/// the storability contract that PostgreSQL cannot render), each is read alone and the
+/// one that fails is [`StoredPayload::Undecodable`], costing only its receipt. Any other
+/// failure is the caller's (the claimed leases then expire).
+async fn stored_payloads(
+    conn: &mut PgConnection,
+    receipt_ids: &[i64],
+) -> Result<HashMap<i64, StoredPayload>, sqlx::Error> {
+    if receipt_ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let decoded = |rows: Vec<(i64, Option<String>)>| {
+        rows.into_iter()
+            .map(|(id, text)| (id, StoredPayload::from_text(text)))
+    };
+    match payload_texts(conn, receipt_ids).await {
+        Ok(rows) => Ok(decoded(rows).collect()),
+        Err(error) if cannot_render_a_row(&error) => {
+            let mut payloads = HashMap::with_capacity(receipt_ids.len());
+            for &id in receipt_ids {
+                match payload_texts(conn, &[id]).await {
+                    Ok(rows) => payloads.extend(decoded(rows)),
+                    Err(error) if cannot_render_a_row(&error) => {
+                        let reason = format!("the stored payload cannot be read: {error}");
+                        payloads.insert(id, StoredPayload::Undecodable(reason));
+                    }
+                    Err(error) => return Err(error),
+                }
+            }
+            Ok(payloads)
+        }
+        Err(error) => Err(error),
+    }
+}
+
+/// `(receipt id, payload as text)` for each of `receipt_ids`.
+async fn payload_texts(
+    conn: &mut PgConnection,
+    receipt_ids: &[i64],
+) -> Result<Vec<(i64, Option<String>)>, sqlx::Error> {
+    sqlx::query_as("SELECT id, payload::text FROM receipts WHERE id = ANY ($1)")
+        .bind(receipt_ids)
+        .fetch_all(conn)
+        .await
+}
+
+/// Whether PostgreSQL refused to render a row's value for the row's own sake: a data
+/// error, a limit, or a string past the 1 GB a value may hold (reported as "out of
+/// memory" with that detail — a real shortage of memory is not the row's fault).
+pub fn cannot_render_a_row(error: &sqlx::Error) -> bool {
+    let Some(database_error) = error.as_database_error() else {
+        return false;
+    };
+    let code = database_error.code().unwrap_or_default();
+    if code.starts_with("22") || code.starts_with("54") {
+        return true;
+    }
+    code == "53200"
+        && database_error
+            .try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
+            .and_then(|error| error.detail())
+            .is_some_and(|detail| detail.starts_with("Cannot enlarge string buffer"))
 }
 
 /// The first statement of a business transaction: removes the queue row if this attempt
