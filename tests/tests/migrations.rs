@@ -171,3 +171,56 @@ async fn a_migration_waiting_for_a_lock_gives_way_to_the_live_system_and_retries
         .expect("the migration retried and finished");
     assert_eq!(applied_versions(pool).await.last(), Some(&latest_version()));
 }
+
+/// A concurrent index build waits for older transactions to end; that blocks no one, so
+/// a long report or a pg_dump must delay it, not fail it — and a second migrator started
+/// meanwhile waits for the first instead of taking its build for an interrupted one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_concurrent_build_outwaits_a_long_transaction_and_a_second_migrator_waits_its_turn() {
+    let database = TestDatabase::create_unmigrated().await;
+    let pool = database.pool();
+    MIGRATOR
+        .run_to(5, pool)
+        .await
+        .expect("the migrations before 0006");
+    let mut report = sqlx::PgConnection::connect(database.url())
+        .await
+        .expect("connect");
+    sqlx::query("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        .execute(&mut report)
+        .await
+        .expect("begin");
+    sqlx::query("SELECT txid_current()")
+        .execute(&mut report)
+        .await
+        .expect("snapshot");
+    // One run each, no retry: waiting must not be a lock timeout retried in a loop.
+    let migrators: Vec<_> = (0..2)
+        .map(|_| {
+            let options = pool.connect_options();
+            tokio::spawn(async move { store::migrations::migrate_with(&options, 1).await })
+        })
+        .collect();
+    backend_running(pool, "-- no-transaction").await;
+    // Well past the 2 s lock timeout of transactional migrations.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(
+        migrators.iter().all(|migrator| !migrator.is_finished()),
+        "both still waiting"
+    );
+    sqlx::query("COMMIT")
+        .execute(&mut report)
+        .await
+        .expect("commit");
+    for migrator in migrators {
+        migrator
+            .await
+            .expect("task")
+            .expect("each migrator succeeds");
+    }
+    assert_eq!(
+        index_validity(pool, "receipts_content_key").await,
+        Some(true)
+    );
+    assert_eq!(applied_versions(pool).await.last(), Some(&latest_version()));
+}

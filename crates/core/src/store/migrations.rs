@@ -7,15 +7,22 @@
 //!   `IF NOT EXISTS` would skip for ever. Before migrating, every invalid index on our
 //!   tables is rebuilt (`REINDEX INDEX CONCURRENTLY`), and the transient copies an
 //!   interrupted rebuild leaves (`…_ccnew`, `…_ccold`) are dropped.
-//! - Each run uses its own session with `lock_timeout` [`LOCK_TIMEOUT`]: a migration that
+//! - One migrator at a time: each run takes an advisory lock of its own (waiting without
+//!   limit: a migrator waiting for a migrator holds up no one) before it repairs or
+//!   migrates, so a peer's build in progress is never mistaken for an interrupted one.
+//! - A transactional migration waits for each lock at most [`LOCK_TIMEOUT`]: one that
 //!   needs a lock held by a long transaction gives up quickly instead of queueing every
 //!   claim and insert behind its lock request, and the whole run is retried with backoff
-//!   (a session of its own each time, so that sqlx's advisory lock ends with it).
-//!   `statement_timeout` is off for this session: index builds on a large table take long.
+//!   (a session of its own each time). Concurrent index builds and rebuilds have no lock
+//!   timeout: they wait for older transactions to end, which blocks no one, and a long
+//!   report or `pg_dump` must not fail them. `statement_timeout` is off for the session:
+//!   index builds on a large table take long.
+//! - Migrations never hold an exclusive lock for long: none rewrites or scans a table
+//!   under one (a constant default, no new constraint on existing rows).
 
 use std::time::Duration;
 
-use sqlx::migrate::MigrateError;
+use sqlx::migrate::{MigrateError, Migrator};
 use sqlx::postgres::{PgConnectOptions, PgPool};
 use sqlx::{Connection, PgConnection};
 
@@ -43,20 +50,13 @@ const OWN_TABLES: &[&str] = &[
 /// Applies every pending migration (see the module doc for how interruptions and locks
 /// are handled).
 pub async fn migrate(pool: &PgPool) -> Result<(), MigrateError> {
-    migrate_with(pool.connect_options().as_ref(), LOCK_TIMEOUT, MAX_RUNS).await
+    migrate_with(pool.connect_options().as_ref(), MAX_RUNS).await
 }
 
-/// [`migrate`] with its lock timeout and number of runs chosen by the caller.
-pub async fn migrate_with(
-    options: &PgConnectOptions,
-    lock_timeout: Duration,
-    max_runs: u32,
-) -> Result<(), MigrateError> {
-    let lock_timeout_ms = lock_timeout.as_millis().to_string();
-    let options = options.clone().options([
-        ("lock_timeout", lock_timeout_ms.as_str()),
-        ("statement_timeout", "0"),
-    ]);
+/// [`migrate`] on a connection made from `options`, giving up after `max_runs` runs that
+/// each timed out on a lock.
+pub async fn migrate_with(options: &PgConnectOptions, max_runs: u32) -> Result<(), MigrateError> {
+    let options = options.clone().options([("statement_timeout", "0")]);
     let mut delay = Duration::from_millis(250);
     let mut run = 1;
     loop {
@@ -71,16 +71,65 @@ pub async fn migrate_with(
     }
 }
 
+/// Identifies inbound's migrator among PostgreSQL's advisory locks ("inbound" in ASCII).
+const MIGRATION_LOCK_ID: i64 = 0x0069_6e62_6f75_6e64;
+
 async fn run_once(options: &PgConnectOptions) -> Result<(), MigrateError> {
     let mut connection = PgConnection::connect_with(options).await?;
-    let outcome = async {
-        repair_interrupted_index_builds(&mut connection).await?;
-        MIGRATOR.run_direct(None, &mut connection, false).await
-    }
-    .await;
-    // Closing ends the session, and with it any advisory lock a failed run still holds.
+    let outcome = migrate_locked(&mut connection).await;
+    // Closing ends the session, and with it the advisory lock whatever happened.
     connection.close().await.ok();
     outcome
+}
+
+/// How often a migrator asks again for the migration lock a peer holds.
+const LOCK_POLL_INTERVAL: Duration = Duration::from_millis(250);
+
+/// One migrator at a time: the repair and every pending migration under one advisory
+/// lock, waited for without a timeout (a migrator waiting for a migrator holds up no one).
+async fn migrate_locked(connection: &mut PgConnection) -> Result<(), MigrateError> {
+    // Asked for again and again rather than waited for in one statement: a concurrent
+    // index build of the peer waits for every older snapshot to end, and a statement
+    // blocked on the lock would hold one — each waiting for the other.
+    while !sqlx::query_scalar::<_, bool>("SELECT pg_try_advisory_lock($1)")
+        .bind(MIGRATION_LOCK_ID)
+        .fetch_one(&mut *connection)
+        .await?
+    {
+        tokio::time::sleep(LOCK_POLL_INTERVAL).await;
+    }
+    // Concurrent builds wait for older transactions to end, which blocks no one: no lock
+    // timeout for them (a long report or pg_dump would otherwise fail them every time).
+    set_lock_timeout(connection, Duration::ZERO).await?;
+    repair_interrupted_index_builds(connection).await?;
+    let mut migrator = Migrator::with_migrations(MIGRATOR.iter().cloned().collect());
+    migrator.set_locking(false);
+    for migration in MIGRATOR.iter() {
+        // A transactional migration takes table locks the live system needs: it waits
+        // for them briefly. A concurrent build takes none of those.
+        let wait = if migration.no_tx {
+            Duration::ZERO
+        } else {
+            LOCK_TIMEOUT
+        };
+        set_lock_timeout(connection, wait).await?;
+        migrator
+            .run_direct(Some(migration.version), connection, false)
+            .await?;
+    }
+    Ok(())
+}
+
+/// `lock_timeout` for this session; zero waits without limit.
+async fn set_lock_timeout(
+    connection: &mut PgConnection,
+    wait: Duration,
+) -> Result<(), sqlx::Error> {
+    sqlx::query("SELECT set_config('lock_timeout', $1, false)")
+        .bind(format!("{}ms", wait.as_millis()))
+        .execute(connection)
+        .await
+        .map(|_| ())
 }
 
 /// Whether the run failed only because a lock was not granted in time.
@@ -97,7 +146,8 @@ fn waited_for_a_lock(error: &MigrateError) -> bool {
 }
 
 /// Rebuilds every invalid index on our tables and drops the leftovers of interrupted
-/// rebuilds. Each statement runs on its own (neither may run in a transaction).
+/// rebuilds. Each statement runs on its own (neither may run in a transaction). Only
+/// ever under the migration lock: then an invalid index is no peer's build in progress.
 async fn repair_interrupted_index_builds(connection: &mut PgConnection) -> Result<(), sqlx::Error> {
     let invalid: Vec<(String, String)> = sqlx::query_as(
         "SELECT format('%I.%I', n.nspname, c.relname), c.relname
