@@ -5,10 +5,13 @@
   budget and is not reachable from outside, so a flood of slow public connections can
   neither fail the probes (and restart healthy pods) nor make the pod ping the database.
 - Every container's memory limit covers the worst case of the memory formula in
-  docs/operations.md, computed from the flags it runs with (the binaries' defaults
-  otherwise). Keep the constants here equal to the ones there and in the code.
+  docs/operations.md, computed from the flags it runs with (`--flag value`,
+  `--flag=value` or the INBOUND_* environment twin; the binaries' defaults otherwise) and
+  from the largest `max_body_bytes` of the configuration in the rendered ConfigMap. Keep
+  the constants here equal to the ones there and in the code.
 """
 import sys
+import tomllib
 
 import yaml
 
@@ -17,8 +20,9 @@ MIB = 1024 * 1024
 BASE_MIB = 24                      # runtime, pool, metrics, TLS roots
 HEAD_BYTES = 16 * 1024             # ingress: a connection's read buffer at most
 BATCH_PAYLOAD_BYTES = 4 * MIB      # ingress: one group-commit statement's payload
-DECODED_FACTOR = 16                # worker: payload text + decoded values, at worst
+DECODED_FACTOR = 18                # worker: rendered text (≤ 2×) and decoded values (≤ 16×)
 EFFECT_PAYLOAD_BYTES = 2 * MIB     # worker: one effect in flight (data and request)
+DEFAULT_MAX_BODY_BYTES = MIB       # an integration's default max_body_bytes
 
 DEFAULTS = {
     "inbound-ingress": {"--body-budget-bytes": 32 * MIB, "--max-connections": 1024,
@@ -28,21 +32,29 @@ DEFAULTS = {
 
 
 def flags(container, binary):
+    """The flags that matter for memory, as the container sets them."""
     values = dict(DEFAULTS[binary])
+    for variable in container.get("env", []):
+        flag = "--" + variable["name"].removeprefix("INBOUND_").lower().replace("_", "-")
+        if variable["name"].startswith("INBOUND_") and flag in values and "value" in variable:
+            values[flag] = int(variable["value"])
     args = container.get("args", [])
-    for name, value in zip(args, args[1:]):
+    for index, arg in enumerate(args):
+        name, equals, value = arg.partition("=")
         if name in values:
-            values[name] = int(value)
+            values[name] = int(value if equals else args[index + 1])
     return values
 
 
-def worst_case_bytes(binary, values):
+def worst_case_bytes(binary, values, largest_body):
     if binary == "inbound-ingress":
         return (BASE_MIB * MIB + values["--body-budget-bytes"]
                 + values["--max-connections"] * HEAD_BYTES
-                + values["--commit-concurrency"] * 2 * BATCH_PAYLOAD_BYTES)
-    return (BASE_MIB * MIB + values["--payload-budget-bytes"] * DECODED_FACTOR
-            + values["--effect-concurrency"] * EFFECT_PAYLOAD_BYTES)
+                + values["--commit-concurrency"] * 2 * max(BATCH_PAYLOAD_BYTES, largest_body))
+    # A receipt larger than the budget is claimed alone: the budget or one body.
+    claimed = max(values["--payload-budget-bytes"], largest_body)
+    return (BASE_MIB * MIB + claimed * DECODED_FACTOR
+            + values["--effect-concurrency"] * max(EFFECT_PAYLOAD_BYTES, 2 * largest_body))
 
 
 def parse_quantity(text):
@@ -53,9 +65,17 @@ def parse_quantity(text):
     return int(text)
 
 
+documents = [document for document in yaml.safe_load_all(open(sys.argv[1])) if document]
+largest_body = DEFAULT_MAX_BODY_BYTES
+for document in documents:
+    if document.get("kind") == "ConfigMap" and "config.toml" in document.get("data", {}):
+        config = tomllib.loads(document["data"]["config.toml"])
+        for integration in config.get("integration", []):
+            largest_body = max(largest_body, integration.get("max_body_bytes", DEFAULT_MAX_BODY_BYTES))
+
 problems = []
-for document in yaml.safe_load_all(open(sys.argv[1])):
-    if not document or document.get("kind") != "Deployment":
+for document in documents:
+    if document.get("kind") != "Deployment":
         continue
     for container in document["spec"]["template"]["spec"]["containers"]:
         name = f'{document["metadata"]["name"]}/{container["name"]}'
@@ -66,7 +86,7 @@ for document in yaml.safe_load_all(open(sys.argv[1])):
         binary = container.get("command", [""])[0].rsplit("/", 1)[-1]
         if binary not in DEFAULTS:
             continue
-        worst = worst_case_bytes(binary, flags(container, binary))
+        worst = worst_case_bytes(binary, flags(container, binary), largest_body)
         limit = container.get("resources", {}).get("limits", {}).get("memory")
         if limit is None or parse_quantity(limit) < worst:
             problems.append(f"{name}: memory limit {limit} is below the formula's {worst / MIB:.0f} MiB")

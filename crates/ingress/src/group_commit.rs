@@ -184,7 +184,7 @@ async fn commit_batch(pool: &PgPool, batch: &[Job]) -> Vec<Answer> {
     let answers = insert_isolating_members(&mut connection, batch).await;
     // A large statement grew the connection's buffers: give them back rather than let
     // every pooled connection keep the largest batch it ever sent.
-    if batch_bytes(batch) > SHRINK_AFTER_BYTES {
+    if batch_bytes(batch) > store::SHRINK_BUFFERS_AFTER_BYTES {
         connection.shrink_buffers();
     }
     answers
@@ -194,9 +194,6 @@ async fn commit_batch(pool: &PgPool, batch: &[Job]) -> Vec<Answer> {
 fn batch_bytes(batch: &[Job]) -> usize {
     batch.iter().map(|job| job.receipt.body.bytes().len()).sum()
 }
-
-/// A statement carrying more than this leaves its connection's buffers shrunk.
-const SHRINK_AFTER_BYTES: usize = 256 * 1024;
 
 /// One answer per job: the batch in one statement, or member by member when the
 /// statement failed on what a member's data can cause.

@@ -20,10 +20,6 @@ use inbound_service::signals::shutdown_signal;
 use inbound_service::{Drain, ServerLimits, ops, serve};
 use tokio::net::TcpListener;
 
-/// The largest request head (and a connection's read buffer): provider heads are a few
-/// KiB; 1,024 connections × 16 KiB bounds what open connections can hold.
-const MAX_REQUEST_HEAD_BYTES: usize = 16 * 1024;
-
 /// The inbound webhook receiver: verify, durably accept, answer.
 #[derive(Debug, Parser)]
 #[command(version, about)]
@@ -126,7 +122,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         header_read_timeout: Duration::from_secs(cli.header_read_timeout_secs),
         max_connections: cli.max_connections,
         shutdown_grace: cli.common.shutdown_grace(),
-        max_buf_size: MAX_REQUEST_HEAD_BYTES,
+        max_buf_size: inbound_service::server::MAX_REQUEST_HEAD_BYTES,
     };
 
     let listener = TcpListener::bind(cli.listen)

@@ -87,7 +87,7 @@ pub fn ops_limits() -> crate::ServerLimits {
         header_read_timeout: Duration::from_secs(5),
         max_connections: 32,
         shutdown_grace: Duration::from_secs(1),
-        max_buf_size: 16 * 1024,
+        max_buf_size: crate::server::MAX_REQUEST_HEAD_BYTES,
     }
 }
 

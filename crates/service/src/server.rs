@@ -19,6 +19,10 @@ use tokio::sync::Semaphore;
 
 use crate::http::Body;
 
+/// The largest request head, and what a connection's read buffer grows to: provider
+/// heads are a few KiB, and 1,024 connections × 16 KiB bounds what open connections hold.
+pub const MAX_REQUEST_HEAD_BYTES: usize = 16 * 1024;
+
 /// Connection-level limits.
 #[derive(Debug, Clone)]
 pub struct ServerLimits {

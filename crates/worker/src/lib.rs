@@ -34,11 +34,6 @@ pub use runner::{Step, dispatch_once, run, run_once};
 /// snapshot in the cluster).
 pub const MAX_BATCH_SIZE: usize = 64;
 
-/// A connection that carried more payload bytes than this in one claim or one batch has
-/// its buffers shrunk afterwards, so pooled connections do not each keep the largest
-/// payloads they ever carried.
-pub const SHRINK_BUFFERS_AFTER_BYTES: i64 = 256 * 1024;
-
 /// How a worker claims and retries.
 #[derive(Debug, Clone)]
 pub struct WorkerSettings {

@@ -154,7 +154,9 @@ async fn apply_batch(
     // Large payloads grew the connection's buffers: give them back rather than let every
     // pooled connection keep the largest batch it ever carried.
     let bytes: i64 = batch.iter().map(|claimed| claimed.payload_bytes).sum();
-    if bytes > crate::SHRINK_BUFFERS_AFTER_BYTES {
+    if usize::try_from(bytes).unwrap_or(usize::MAX)
+        > inbound_core::store::SHRINK_BUFFERS_AFTER_BYTES
+    {
         sqlx::Connection::shrink_buffers(&mut *connection);
     }
     applied

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use inbound_core::store::queue::{ClaimLimits, ClaimedReceipt, ExhaustedReceipt};
-use inbound_core::store::{effects, queue};
+use inbound_core::store::{self, effects, queue};
 use sqlx::Connection;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
@@ -122,7 +122,7 @@ async fn claim_receipts(worker: &Worker, slots: usize) -> Result<Vec<ClaimedBatc
             .iter()
             .map(|receipt| receipt.payload_bytes)
             .sum();
-        if bytes > crate::SHRINK_BUFFERS_AFTER_BYTES {
+        if usize::try_from(bytes).unwrap_or(usize::MAX) > store::SHRINK_BUFFERS_AFTER_BYTES {
             connection.shrink_buffers();
         }
         claim

@@ -32,6 +32,11 @@ use sqlx::{Executor, Postgres};
 /// The schema, embedded from `migrations/` at build time.
 pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations");
 
+/// A connection that carried more payload than this in one statement has its buffers
+/// shrunk afterwards, so that pooled connections do not each keep the largest payloads
+/// they ever carried.
+pub const SHRINK_BUFFERS_AFTER_BYTES: usize = 256 * 1024;
+
 /// Why a pool could not be set up. (Statements return `sqlx::Error`; callers decide what
 /// a failure means, e.g. the ingress answers 503.)
 #[derive(Debug, thiserror::Error)]

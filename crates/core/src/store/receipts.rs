@@ -85,9 +85,11 @@ pub async fn insert_receipts<'a>(
                  WITH ORDINALITY AS input (integration, source_scope, event_id, event_type,
                                            route_key, payload, content_digest, position)
          ), inserted AS (
-             -- In key order: two batches holding the same keys then wait for each other
-             -- instead of deadlocking. No conflict target: a repeated content key
-             -- (content_dedupe) is a duplicate too.
+             -- In receipt-key order: two batches holding the same receipt keys then wait
+             -- for each other instead of deadlocking. No conflict target: a repeated
+             -- content key (content_dedupe) is a duplicate too — and since that key has
+             -- its own order, two batches can still deadlock on it; the group commit
+             -- then commits their members one by one.
              INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key,
                                    payload, content_digest)
              SELECT integration, source_scope, event_id, event_type, route_key, payload::jsonb,
