@@ -24,6 +24,21 @@ pub const MAX_MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
 pub const DEFAULT_IDEMPOTENCY_RETENTION_SECS: u64 = 86_400;
 /// Default per-request timeout towards a sink.
 pub const DEFAULT_SINK_TIMEOUT_SECS: u64 = 10;
+/// How long an effect that never reached its sink keeps being retried before it goes to
+/// review, unless the sink says otherwise: three days (an outage is not a verdict).
+pub const DEFAULT_GIVE_UP_AFTER_SECS: u64 = 3 * 86_400;
+/// How long an uncertain effect keeps being reconciled before it goes to review, unless
+/// the sink says otherwise: a day.
+pub const DEFAULT_RECONCILE_FOR_SECS: u64 = 86_400;
+/// Consecutive transport failures (refused, reset, timed out) that open a sink's circuit
+/// breaker, unless the sink says otherwise.
+pub const DEFAULT_BREAKER_FAILURES: u32 = 5;
+/// How long an open breaker pauses its sink before one probe, unless the sink says
+/// otherwise.
+pub const DEFAULT_BREAKER_PAUSE_SECS: u64 = 30;
+/// The longest duration a sink setting may name (ten years): every duration stays far
+/// from overflowing PostgreSQL's interval arithmetic.
+pub const MAX_SINK_SECS: u64 = 10 * 365 * 86_400;
 
 /// Why a configuration cannot be used. Each variant displays as one line.
 #[derive(Debug, thiserror::Error)]
@@ -143,6 +158,17 @@ pub struct Sink {
     pub timeout_secs: u64,
     /// Standard Webhooks signing keys (decoded); empty means unsigned.
     pub secrets: Vec<Secret>,
+    /// Deliveries and reconciliations in flight to it at once, per worker (`None`: the
+    /// worker's default, half its `--effect-concurrency`).
+    pub max_concurrency: Option<usize>,
+    /// How long an effect that never reached it keeps being retried before review.
+    pub give_up_after_secs: u64,
+    /// How long an uncertain effect keeps being reconciled before review.
+    pub reconcile_for_secs: u64,
+    /// Consecutive transport failures that open its circuit breaker.
+    pub breaker_failures: u32,
+    /// How long an open breaker pauses it before one probe.
+    pub breaker_pause_secs: u64,
 }
 
 impl Config {
@@ -242,6 +268,11 @@ struct RawSink {
     timeout_secs: Option<u64>,
     #[serde(default)]
     secrets: Vec<String>,
+    max_concurrency: Option<usize>,
+    give_up_after_secs: Option<u64>,
+    reconcile_for_secs: Option<u64>,
+    breaker_failures: Option<u32>,
+    breaker_pause_secs: Option<u64>,
 }
 
 fn syntax_error(text: &str, error: &toml::de::Error) -> ConfigError {
@@ -526,11 +557,61 @@ fn validate_sink(
             "must be a header name of letters, digits and '-'",
         ));
     }
-    let timeout_secs = raw.timeout_secs.unwrap_or(DEFAULT_SINK_TIMEOUT_SECS);
-    if timeout_secs == 0 {
+    let seconds = |field: &str, value: Option<u64>, default: u64, least: u64| {
+        let value = value.unwrap_or(default);
+        if (least..=MAX_SINK_SECS).contains(&value) {
+            Ok(value)
+        } else {
+            Err(invalid(
+                format!("{path}.{field}"),
+                format!("must be {least} to {MAX_SINK_SECS} seconds"),
+            ))
+        }
+    };
+    let timeout_secs = seconds(
+        "timeout_secs",
+        raw.timeout_secs,
+        DEFAULT_SINK_TIMEOUT_SECS,
+        1,
+    )?;
+    let idempotency_retention_secs = seconds(
+        "idempotency_retention_secs",
+        raw.idempotency_retention_secs,
+        DEFAULT_IDEMPOTENCY_RETENTION_SECS,
+        0,
+    )?;
+    let give_up_after_secs = seconds(
+        "give_up_after_secs",
+        raw.give_up_after_secs,
+        DEFAULT_GIVE_UP_AFTER_SECS,
+        1,
+    )?;
+    let reconcile_for_secs = seconds(
+        "reconcile_for_secs",
+        raw.reconcile_for_secs,
+        DEFAULT_RECONCILE_FOR_SECS,
+        1,
+    )?;
+    let breaker_pause_secs = seconds(
+        "breaker_pause_secs",
+        raw.breaker_pause_secs,
+        DEFAULT_BREAKER_PAUSE_SECS,
+        1,
+    )?;
+    if raw
+        .max_concurrency
+        .is_some_and(|limit| !(1..=1024).contains(&limit))
+    {
         return Err(invalid(
-            format!("{path}.timeout_secs"),
-            "must be at least 1",
+            format!("{path}.max_concurrency"),
+            "must be 1 to 1024",
+        ));
+    }
+    let breaker_failures = raw.breaker_failures.unwrap_or(DEFAULT_BREAKER_FAILURES);
+    if !(1..=1000).contains(&breaker_failures) {
+        return Err(invalid(
+            format!("{path}.breaker_failures"),
+            "must be 1 to 1000",
         ));
     }
     let secrets = resolve_secrets(path, &raw.secrets, true, env_lookup)?;
@@ -538,12 +619,15 @@ fn validate_sink(
         id: raw.id,
         url,
         idempotency_header: raw.idempotency_header,
-        idempotency_retention_secs: raw
-            .idempotency_retention_secs
-            .unwrap_or(DEFAULT_IDEMPOTENCY_RETENTION_SECS),
+        idempotency_retention_secs,
         status_url,
         timeout_secs,
         secrets,
+        max_concurrency: raw.max_concurrency,
+        give_up_after_secs,
+        reconcile_for_secs,
+        breaker_failures,
+        breaker_pause_secs,
     })
 }
 

@@ -1,5 +1,7 @@
 //! `inboundctl effects list|show|resolve`: the effects that need a person (uncertain,
-//! review, failed), their attempt history, and recorded decisions about them.
+//! review, failed), their attempt history, and recorded decisions about them. A
+//! resolution fences out any dispatcher holding the effect (a reconciliation in
+//! progress cannot overwrite it).
 
 use anyhow::bail;
 use clap::Subcommand;
@@ -8,13 +10,14 @@ use serde_json::json;
 
 use crate::operate::DatabaseArgs;
 
-const STATUSES: [&str; 6] = [
+const STATUSES: [&str; 7] = [
     "pending",
     "in_flight",
     "completed",
     "failed",
     "uncertain",
     "review",
+    "abandoned",
 ];
 
 /// `inboundctl effects …`.
@@ -24,7 +27,7 @@ pub enum EffectsCommand {
     List {
         #[command(flatten)]
         database: DatabaseArgs,
-        /// pending | in_flight | completed | failed | uncertain | review.
+        /// pending | in_flight | completed | failed | uncertain | review | abandoned.
         #[arg(long)]
         status: String,
         /// Only this sink.
@@ -56,10 +59,11 @@ pub enum EffectsCommand {
         /// It did happen (you checked with the receiver).
         #[arg(long, group = "action")]
         completed: bool,
-        /// Send it again with the same operation key.
+        /// Send it again with the same operation key (a fresh start: its "may have
+        /// landed" and its budgets are reset).
         #[arg(long, group = "action")]
         retry: bool,
-        /// Give it up (it becomes failed).
+        /// Give it up unsent (it becomes abandoned, which retention may purge).
         #[arg(long, group = "action")]
         abandon: bool,
         /// Why (recorded).

@@ -1,57 +1,87 @@
-//! The effects dispatcher: claims due effects with leases (fenced like receipts) and moves
-//! each one step along its state machine ([`inbound_core::effects`]).
+//! The effects dispatcher: claims due effects with leases (fenced like receipts), each
+//! sink within its own share of the slots and behind its own circuit breaker
+//! ([`crate::sinks`]), and moves each one step along its state machine
+//! ([`inbound_core::effects`]).
 //!
 //! - `pending`: the claim itself committed the attempt as `in_flight` (one statement for
 //!   the whole claim); POST to the sink with the operation key as idempotency key (and
 //!   Standard Webhooks signature headers when the sink has secrets), then record what the
 //!   rules decide, group-committed with other outcomes ([`crate::recorder`]). No
-//!   transaction is open during the request.
+//!   transaction is open during the request. A resend the claim found past its sink's
+//!   resend horizon is not sent: it is judged instead.
 //! - `in_flight` (claimable only after its holder's lease expired: the worker died with
 //!   the request possibly sent): judged as an attempt whose outcome is unknown.
-//! - `uncertain`: ask `status_url` and record what the rules decide.
+//! - `uncertain`: ask `status_url` (reading at most [`MAX_STATUS_BODY_BYTES`]) and record
+//!   what the rules decide.
+//!
+//! Redirects are never followed, for deliveries or reconciliation: a 3xx is an answer.
 
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use inbound_core::config::Sink;
-use inbound_core::effects::{self, Decision, Delivery, History, Reconciliation, SinkPolicy};
+use inbound_core::effects::{
+    self, Backoff, Decision, Delivery, History, Reconciliation, SinkPolicy,
+};
 use inbound_core::store::effects::{
-    self as store, ClaimedEffect, FinishedDelivery, InFlightLease, StepRecord,
+    self as store, ClaimedEffect, FinishedDelivery, SinkClaim, StepKind, StepRecord,
 };
 use inbound_service::failpoint;
 
 use crate::Worker;
 use crate::backoff::retry_delay;
 use crate::recorder::{Recorded, Recorder};
+use crate::sinks::SinkPermit;
 use crate::telemetry::EFFECT_ATTEMPTS_TOTAL;
 
-/// Extra lease beyond the sink timeout for an in-flight attempt to be recorded (one
-/// short statement after the answer).
-const IN_FLIGHT_MARGIN: Duration = Duration::from_secs(2);
+/// Extra lease beyond the sink timeout for an in-flight attempt to be recorded: the
+/// recorder retries within it while the database is briefly unavailable.
+const IN_FLIGHT_MARGIN: Duration = Duration::from_secs(5);
+
+/// How long before its in-flight lease ends the recorder gives an outcome up.
+const RECORD_DEADLINE_MARGIN: Duration = Duration::from_millis(500);
 
 /// The most of a reconciliation answer we read.
-const MAX_STATUS_BODY_BYTES: usize = 64 * 1024;
+pub const MAX_STATUS_BODY_BYTES: usize = 64 * 1024;
 
-/// Each configured sink's in-flight lease, for claims that begin delivery attempts.
-pub fn in_flight_leases(worker: &Worker) -> Vec<InFlightLease> {
+/// How long an idle pooled connection to a sink is kept. Below the keep-alive timeouts
+/// of common servers (Node.js and Apache close idle connections after 5 s): a request
+/// written into a connection the server is closing fails after the write, and reads as
+/// "may have landed" — which sends a plain sink's effect to review for nothing.
+pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Each sink with free slots, as a share of a claim of at most `limit` effects.
+pub fn sink_claims(worker: &Worker, limit: usize) -> Vec<SinkClaim> {
     worker
-        .config
-        .sinks()
-        .iter()
-        .map(|sink| InFlightLease {
-            sink: sink.id.clone(),
-            lease: Duration::from_secs(sink.timeout_secs) + IN_FLIGHT_MARGIN,
+        .sink_gates()
+        .free_slots()
+        .into_iter()
+        .filter_map(|(id, free)| {
+            let sink = worker.config.sink(&id)?;
+            let policy = policy(sink);
+            Some(SinkClaim {
+                sink: id,
+                limit: i64::try_from(free.min(limit)).unwrap_or(i64::MAX),
+                in_flight_lease: in_flight_lease(sink),
+                resend_horizon: policy.resend_horizon(),
+            })
         })
         .collect()
 }
 
-/// The shared HTTP client: pooled connections, rustls.
+fn in_flight_lease(sink: &Sink) -> Duration {
+    Duration::from_secs(sink.timeout_secs) + IN_FLIGHT_MARGIN
+}
+
+/// The shared HTTP client: pooled connections (see [`POOL_IDLE_TIMEOUT`]), rustls, and
+/// no redirects.
 pub fn http_client() -> reqwest::Result<reqwest::Client> {
     // reqwest is built without a bundled crypto provider; ring is the one sqlx already uses.
     // Installing twice is harmless (the second call reports the first).
     let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::builder()
-        .pool_idle_timeout(Duration::from_secs(60))
+        .pool_idle_timeout(POOL_IDLE_TIMEOUT)
         .connect_timeout(Duration::from_secs(5))
+        .redirect(reqwest::redirect::Policy::none())
         .build()
 }
 
@@ -73,36 +103,40 @@ fn policy(sink: &Sink) -> SinkPolicy {
         idempotent: sink.idempotency_header.is_some(),
         retention: Duration::from_secs(sink.idempotency_retention_secs),
         reconcilable: sink.status_url.is_some(),
+        timeout: Duration::from_secs(sink.timeout_secs),
+        give_up_after: Duration::from_secs(sink.give_up_after_secs),
+        reconcile_for: Duration::from_secs(sink.reconcile_for_secs),
     }
 }
 
-fn history(worker: &Worker, effect: &ClaimedEffect, attempts: i32) -> History {
+fn history(worker: &Worker, effect: &ClaimedEffect) -> History {
     History {
         maybe_delivered: effect.maybe_delivered,
-        first_attempt_age: Duration::from_secs_f64(effect.first_attempt_age_secs.max(0.0)),
-        attempts,
+        first_attempt_age: seconds(effect.first_attempt_age_secs),
+        attempts: effect.attempts,
         max_attempts: worker.settings.max_attempts,
+        uncertain_age: seconds(effect.uncertain_age_secs),
     }
 }
 
-fn backoff(worker: &Worker, attempts: i32) -> Duration {
-    retry_delay(
-        attempts.max(1),
-        worker.settings.backoff_base,
-        worker.settings.backoff_cap,
-        rand::random::<f64>(),
-    )
+fn seconds(value: f64) -> Duration {
+    Duration::try_from_secs_f64(value.max(0.0)).unwrap_or(Duration::MAX)
 }
 
-/// When a decided effect is due again, and the reason the decision carries.
-fn due_after_and_reason(decision: &Decision) -> (Duration, Option<&str>) {
-    match decision {
-        Decision::Complete => (Duration::ZERO, None),
-        Decision::Fail(reason) | Decision::Review(reason) => {
-            (Duration::ZERO, Some(reason.as_str()))
-        }
-        Decision::Retry { after } => (*after, None),
-        Decision::Reconcile { reason, after } => (*after, Some(reason.as_str())),
+/// The next delays, each grown with its own count: delivery attempts so far, and
+/// reconciliations including the one this step may be.
+fn backoff(worker: &Worker, effect: &ClaimedEffect) -> Backoff {
+    let delay = |count: i32| {
+        retry_delay(
+            count.max(1),
+            worker.settings.backoff_base,
+            worker.settings.backoff_cap,
+            rand::random::<f64>(),
+        )
+    };
+    Backoff {
+        attempt: delay(effect.attempts),
+        reconciliation: delay(effect.reconciliations.saturating_add(1)),
     }
 }
 
@@ -112,38 +146,33 @@ fn step_record<'a>(
     outcome: &'a str,
     status_code: Option<u16>,
 ) -> StepRecord<'a> {
-    let (visible_after, error) = due_after_and_reason(decision);
     StepRecord {
         status: decision.status(),
-        visible_after,
-        error,
+        visible_after: decision.delay(),
+        error: decision.reason(),
         maybe_delivered,
         outcome,
         status_code,
     }
 }
 
-/// Moves one claimed effect one step.
+/// Moves one claimed effect one step, holding one of its sink's slots (`permit`).
 pub async fn advance(
     worker: &Worker,
     client: &reqwest::Client,
     recorder: &Recorder,
     effect: ClaimedEffect,
+    permit: SinkPermit,
 ) -> Step {
     let started = Instant::now();
+    // The claim names only configured sinks.
     let Some(sink) = worker.config.sink(&effect.sink) else {
-        let decision = Decision::Review(format!("sink {} is not configured", effect.sink));
-        return record(
-            worker,
-            &effect,
-            "delivery",
-            &decision,
-            effect.maybe_delivered,
-            "sink_missing",
-            None,
-            started,
-        )
-        .await;
+        return Step {
+            effect_id: effect.id,
+            status: "pending",
+            outcome: "sink_unknown",
+            recorded: false,
+        };
     };
     match effect.status.as_str() {
         "in_flight" => {
@@ -152,55 +181,56 @@ pub async fn advance(
             let decision = effects::decide(
                 &lost,
                 policy(sink),
-                history(worker, &effect, effect.attempts),
-                backoff(worker, effect.attempts),
+                history(worker, &effect),
+                backoff(worker, &effect),
             );
-            record(
+            record_step(
                 worker,
                 &effect,
-                "delivery",
+                StepKind::Verdict,
                 &decision,
                 true,
                 "lost_in_flight",
-                None,
                 started,
             )
             .await
         }
-        "uncertain" => reconcile(worker, client, sink, &effect, started).await,
+        "uncertain" => reconcile(worker, client, sink, &effect, &permit, started).await,
         _ if effect.delivery_begun => {
-            deliver(worker, client, recorder, sink, &effect, started).await
+            deliver(worker, client, recorder, sink, &effect, &permit, started).await
         }
-        // Claimed without beginning an attempt (its sink was not among the claim's): nothing
-        // was sent; the lease expires and the effect is claimed again.
+        // A resend the claim found past the sink's resend horizon: never sent.
         _ => {
-            tracing::warn!(
-                effect_id = effect.id,
-                sink = effect.sink,
-                "claimed without an attempt begun"
+            let decision = effects::decide_unsent_resend(
+                policy(sink),
+                history(worker, &effect),
+                backoff(worker, &effect),
             );
-            Step {
-                effect_id: effect.id,
-                status: "pending",
-                outcome: "not_started",
-                recorded: false,
-            }
+            let maybe_delivered = effect.maybe_delivered;
+            record_step(
+                worker,
+                &effect,
+                StepKind::Verdict,
+                &decision,
+                maybe_delivered,
+                "resend_refused",
+                started,
+            )
+            .await
         }
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn record(
+async fn record_step(
     worker: &Worker,
     effect: &ClaimedEffect,
-    kind: &str,
+    kind: StepKind,
     decision: &Decision,
     maybe_delivered: bool,
     outcome: &'static str,
-    status_code: Option<u16>,
     started: Instant,
 ) -> Step {
-    let record = step_record(decision, maybe_delivered, outcome, status_code);
+    let record = step_record(decision, maybe_delivered, outcome, None);
     let recorded = match worker.pool.acquire().await {
         Ok(mut connection) => {
             store::record_step(
@@ -239,12 +269,7 @@ fn finish_step(
             false
         }
     };
-    let reason = match decision {
-        Decision::Fail(reason) | Decision::Review(reason) | Decision::Reconcile { reason, .. } => {
-            Some(reason.as_str())
-        }
-        Decision::Complete | Decision::Retry { .. } => None,
-    };
+    let reason = decision.reason();
     let status = decision.status();
     let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
     let integration = effect.event["integration"].as_str();
@@ -296,39 +321,47 @@ async fn deliver(
     recorder: &Recorder,
     sink: &Sink,
     effect: &ClaimedEffect,
+    permit: &SinkPermit,
     started: Instant,
 ) -> Step {
     let timeout = Duration::from_secs(sink.timeout_secs);
     // The claim committed this attempt as `in_flight`.
-    let attempt = effect.attempts;
     failpoint::hit("before_effect_sent");
     let delivery = send(client, sink, effect, timeout).await;
     failpoint::hit("after_effect_sent");
+    if !matches!(delivery, Delivery::NotBuilt(_)) {
+        permit.report(delivery.is_transport_failure());
+    }
     let decision = effects::decide(
         &delivery,
         policy(sink),
-        history(worker, effect, attempt),
-        backoff(worker, attempt),
+        history(worker, effect),
+        backoff(worker, effect),
     );
     let maybe_delivered = effect.maybe_delivered || delivery.may_have_landed();
-    let (visible_after, decided_reason) = due_after_and_reason(&decision);
     // The decision's reason, else what went wrong with the request.
-    let error = decided_reason.map(str::to_owned).or(match &delivery {
+    let error = decision.reason().map(str::to_owned).or(match &delivery {
         Delivery::NotSent(error) | Delivery::Unknown(error) => Some(error.clone()),
         _ => None,
     });
+    let deadline = (started + in_flight_lease(sink))
+        .checked_sub(RECORD_DEADLINE_MARGIN)
+        .unwrap_or(started);
     let recorded = recorder
-        .record(FinishedDelivery {
-            effect_id: effect.id,
-            lease_token: effect.lease_token,
-            attempt,
-            status: decision.status(),
-            visible_after,
-            error,
-            maybe_delivered,
-            outcome: delivery.label(),
-            status_code: delivery.status(),
-        })
+        .record(
+            FinishedDelivery {
+                effect_id: effect.id,
+                lease_token: effect.lease_token,
+                attempt: effect.attempts,
+                status: decision.status(),
+                visible_after: decision.delay(),
+                error,
+                maybe_delivered,
+                outcome: delivery.label(),
+                status_code: delivery.status(),
+            },
+            deadline,
+        )
         .await;
     finish_step(effect, &decision, delivery.label(), recorded, started)
 }
@@ -365,24 +398,24 @@ async fn send(
         }
     }
     match request.body(body).send().await {
-        Ok(response) => {
-            let retry_after = response
-                .headers()
-                .get(reqwest::header::RETRY_AFTER)
-                .and_then(|value| value.to_str().ok())
-                .and_then(|value| value.trim().parse::<u64>().ok())
-                .map(Duration::from_secs);
-            Delivery::from_status(response.status().as_u16(), retry_after)
-        }
+        Ok(response) => Delivery::from_status(response.status().as_u16(), retry_after(&response)),
         Err(error) => classify_error(&error.without_url()),
     }
+}
+
+/// The response's `Retry-After` (seconds or an HTTP date); the rules cap it.
+fn retry_after(response: &reqwest::Response) -> Option<Duration> {
+    let value = response.headers().get(reqwest::header::RETRY_AFTER)?;
+    effects::parse_retry_after(value.to_str().ok()?, SystemTime::now())
 }
 
 /// Classifies a request error whose URL has been removed ([`reqwest::Error::without_url`]):
 /// the detail is stored and logged, and a sink URL may carry a token.
 fn classify_error(error: &reqwest::Error) -> Delivery {
     let detail = error_chain(error);
-    if error.is_connect() {
+    if error.is_builder() {
+        Delivery::NotBuilt(detail)
+    } else if error.is_connect() {
         Delivery::NotSent(detail)
     } else if error.is_timeout() {
         Delivery::Unknown(format!("timed out: {detail}"))
@@ -407,52 +440,69 @@ async fn reconcile(
     client: &reqwest::Client,
     sink: &Sink,
     effect: &ClaimedEffect,
+    permit: &SinkPermit,
     started: Instant,
 ) -> Step {
-    let Some(template) = &sink.status_url else {
-        let decision =
-            Decision::Review("outcome unknown and the sink has no status_url".to_owned());
-        return record(
-            worker,
-            effect,
-            "reconcile",
-            &decision,
-            effect.maybe_delivered,
-            "reconciled_unknown",
-            None,
-            started,
-        )
-        .await;
-    };
-    let url = effects::status_url(template.expose(), &effect.operation_key);
-    let answer = match client
-        .get(&url)
-        .timeout(Duration::from_secs(sink.timeout_secs))
-        .send()
-        .await
-    {
-        Ok(response) => {
-            let status = response.status().as_u16();
-            let body = response.bytes().await.unwrap_or_default();
-            Reconciliation::from_answer(status, &body[..body.len().min(MAX_STATUS_BODY_BYTES)])
+    let answer = match &sink.status_url {
+        Some(template) => {
+            let url = effects::status_url(template.expose(), &effect.operation_key);
+            let timeout = Duration::from_secs(sink.timeout_secs);
+            let answer = ask(client, &url, timeout).await;
+            permit.report(answer.is_err());
+            answer.unwrap_or_else(|reason| Reconciliation::Unreachable {
+                reason,
+                retry_after: None,
+            })
         }
-        Err(error) => Reconciliation::Unreachable(error_chain(&error.without_url())),
+        // The sink lost its status_url since the effect became uncertain.
+        None => Reconciliation::Unknown("the sink has no status_url to reconcile with".to_owned()),
     };
     let decision = effects::decide_reconciliation(
         &answer,
         policy(sink),
-        history(worker, effect, effect.attempts),
-        backoff(worker, effect.attempts),
+        history(worker, effect),
+        backoff(worker, effect),
     );
-    record(
+    let maybe_delivered = effect.maybe_delivered;
+    record_step(
         worker,
         effect,
-        "reconcile",
+        StepKind::Reconcile,
         &decision,
-        effect.maybe_delivered,
+        maybe_delivered,
         answer.label(),
-        None,
         started,
     )
     .await
+}
+
+/// `GET status_url`, reading at most [`MAX_STATUS_BODY_BYTES`] of the answer, all within
+/// the sink's timeout. `Err`: no answer at all.
+async fn ask(
+    client: &reqwest::Client,
+    url: &str,
+    timeout: Duration,
+) -> Result<Reconciliation, String> {
+    let exchange = async {
+        let mut response = client.get(url).send().await?;
+        let status = response.status().as_u16();
+        let retry_after = retry_after(&response);
+        let mut body = Vec::new();
+        while body.len() < MAX_STATUS_BODY_BYTES {
+            let Some(chunk) = response.chunk().await? else {
+                break;
+            };
+            let room = MAX_STATUS_BODY_BYTES - body.len();
+            body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        }
+        Ok::<_, reqwest::Error>(Reconciliation::from_answer(status, retry_after, &body))
+    };
+    match tokio::time::timeout(timeout, exchange).await {
+        Ok(Ok(answer)) => Ok(answer),
+        Ok(Err(error)) => Err(error_chain(&error.without_url())),
+        Err(_) => Err(format!(
+            "status_url gave no complete answer within {} s",
+            timeout.as_secs()
+        )),
+    }
 }

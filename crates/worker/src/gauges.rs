@@ -8,17 +8,19 @@ use inbound_core::store::{admin, effects};
 
 use crate::Worker;
 use crate::telemetry::{
-    EFFECTS, LEASE_RECLAIMS_TOTAL, OLDEST_EFFECT_AGE_SECONDS, OLDEST_PENDING_AGE_SECONDS, RECEIPTS,
+    EFFECTS, EFFECTS_FOR_UNKNOWN_SINKS, LEASE_RECLAIMS_TOTAL, OLDEST_EFFECT_AGE_SECONDS,
+    OLDEST_PENDING_AGE_SECONDS, RECEIPTS,
 };
 
 /// Every effect state, as the gauge labels them.
-const EFFECT_STATES: [&str; 6] = [
+const EFFECT_STATES: [&str; 7] = [
     "pending",
     "in_flight",
     "completed",
     "failed",
     "uncertain",
     "review",
+    "abandoned",
 ];
 
 /// Refreshes the gauges once.
@@ -40,6 +42,22 @@ pub async fn refresh(worker: &Worker) -> Result<(), sqlx::Error> {
         let age = effects::oldest_open_age_seconds(&mut connection, &sink.id).await?;
         metrics::gauge!(OLDEST_EFFECT_AGE_SECONDS, "sink" => sink.id.clone()).set(age);
     }
+    let known: Vec<&str> = worker
+        .config
+        .sinks()
+        .iter()
+        .map(|sink| sink.id.as_str())
+        .collect();
+    let unknown = effects::open_for_unknown_sinks(&mut connection, &known).await?;
+    metrics::gauge!(EFFECTS_FOR_UNKNOWN_SINKS)
+        .set(unknown.iter().map(|(_, count)| *count).sum::<i64>() as f64);
+    if !unknown.is_empty() {
+        let sinks: Vec<&str> = unknown.iter().map(|(sink, _)| sink.as_str()).collect();
+        tracing::warn!(
+            ?sinks,
+            "undelivered effects name sinks this worker is not configured for; a worker that is will deliver them"
+        );
+    }
     Ok(())
 }
 
@@ -59,6 +77,8 @@ pub fn initialise(worker: &Worker) {
     for sink in worker.config.sinks() {
         metrics::gauge!(OLDEST_EFFECT_AGE_SECONDS, "sink" => sink.id.clone()).set(0.0);
     }
+    metrics::gauge!(EFFECTS_FOR_UNKNOWN_SINKS).set(0.0);
+    worker.sink_gates().initialise_metrics();
 }
 
 /// Refreshes every `interval` until the task is dropped; failures are logged and retried.

@@ -6,7 +6,9 @@
 //!   savepoint each after a failure): the fenced business transition and how each outcome
 //!   (applied, duplicate, ignored, quarantined, transient, lease lost) is recorded.
 //! - [`dispatch`]: one effect, one step: deliver, judge a lost attempt, or reconcile.
-//! - [`recorder`]: delivery outcomes group-committed, one statement for all waiting.
+//! - [`recorder`]: delivery outcomes group-committed on a connection of its own, one
+//!   statement for all waiting, a failing one isolated.
+//! - [`sinks`]: each sink's share of the effect slots and its circuit breaker.
 //! - [`backoff`]: exponential backoff with jitter.
 //! - [`gauges`]: queue gauges refreshed from index-backed queries.
 //! - [`telemetry`]: metric names, HELP text and buckets.
@@ -17,6 +19,7 @@ pub mod gauges;
 pub mod process;
 pub mod recorder;
 pub mod runner;
+pub mod sinks;
 pub mod telemetry;
 
 use std::sync::Arc;
@@ -27,12 +30,21 @@ use inbound_core::handlers::Registry;
 use sqlx::PgPool;
 use tokio::sync::Semaphore;
 
+use crate::sinks::SinkGates;
+
 pub use runner::{Step, dispatch_once, run, run_once};
 
 /// The largest `batch_size`: a batch rerun with a savepoint per receipt stays within
 /// PostgreSQL's per-backend cache of 64 subtransactions (overflowing it slows every
 /// snapshot in the cluster).
 pub const MAX_BATCH_SIZE: usize = 64;
+
+/// A sink's share of the effect slots when its configuration names none: half of
+/// `--effect-concurrency` (at least one), so that one slow or hanging sink leaves the
+/// other half to the rest.
+pub fn default_sink_concurrency(effect_concurrency: usize) -> usize {
+    (effect_concurrency / 2).max(1)
+}
 
 /// How a worker claims and retries.
 #[derive(Debug, Clone)]
@@ -47,7 +59,8 @@ pub struct WorkerSettings {
     pub lease: Duration,
     /// Sleep between claims when there is nothing to do.
     pub poll_interval: Duration,
-    /// Attempts before a receipt is `failed` (and the budget of safe effect retries). The
+    /// Attempts before a receipt is `failed` (and the budget of an effect's resends after
+    /// an attempt that may have landed). The
     /// claim enforces it too: a receipt whose attempts are spent without an outcome (its
     /// worker died each time) is failed instead of claimed again.
     pub max_attempts: i32,
@@ -79,6 +92,8 @@ pub struct Worker {
     pub settings: WorkerSettings,
     /// What is left of `settings.payload_budget_bytes`.
     payload_budget: Arc<Semaphore>,
+    /// Each sink's slots and circuit breaker.
+    sink_gates: SinkGates,
 }
 
 impl Worker {
@@ -92,13 +107,23 @@ impl Worker {
         let budget = settings
             .payload_budget_bytes
             .clamp(1, Semaphore::MAX_PERMITS);
+        let sink_gates = SinkGates::new(
+            &config,
+            default_sink_concurrency(settings.effect_concurrency),
+        );
         Self {
             pool,
             config,
             registry,
             settings,
             payload_budget: Arc::new(Semaphore::new(budget)),
+            sink_gates,
         }
+    }
+
+    /// Each sink's slots and circuit breaker.
+    pub fn sink_gates(&self) -> &SinkGates {
+        &self.sink_gates
     }
 
     /// The payload bytes claimed receipts may still take.

@@ -113,7 +113,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         &cli.common.database_url,
         &PoolSettings {
             // One per receipt batch and per effect in flight, one for claims, one for
-            // gauges, one spare.
+            // gauges, one spare. The outcome recorder opens one more of its own.
             max_connections: u32::try_from(cli.concurrency.saturating_add(cli.effect_concurrency))
                 .unwrap_or(u32::MAX)
                 .saturating_add(3),

@@ -440,13 +440,16 @@ fn handler_input<'a>(
     }
 }
 
-/// Records the effect intents of an applied transition, in its transaction.
+/// Records the effect intents of an applied transition, in its transaction. An intent
+/// whose operation key another operation already holds is an error, never a silent
+/// drop: the transition rolls back and is retried (it ends `failed`, the key named in
+/// its error, if the handler's key does not identify one instance of the transition).
 async fn record_intents(
     transaction: &mut PgConnection,
     claimed: &ClaimedReceipt,
     route: &Resolved<'_>,
     transition: &Transition,
-) -> Result<(), sqlx::Error> {
+) -> Result<(), Abort> {
     let Transition::Applied { effects } = transition else {
         return Ok(());
     };
@@ -463,7 +466,8 @@ async fn record_intents(
             event,
             intent,
         )
-        .await?;
+        .await?
+        .map_err(|collision| Abort::Transient(collision.to_string()))?;
     }
     Ok(())
 }

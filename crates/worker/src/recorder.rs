@@ -4,18 +4,43 @@
 //! recorder takes a lone outcome at once (no timer), so an outcome waits at most for the
 //! statement already in flight — the "remote success, not yet recorded" window stays
 //! the length of one short statement.
+//!
+//! An outcome the sink already acted on must not be lost to someone else's trouble, so:
+//! - the recorder writes on a connection of its own, which nothing else can take;
+//! - a statement refused for what it carries (one row's data) is retried member by
+//!   member, so that only the offender goes unrecorded;
+//! - when the database is unavailable, it retries (50 ms doubling to 1 s) until each
+//!   outcome's deadline — the end of its in-flight lease, after which another worker may
+//!   judge the attempt lost — and only then gives that outcome up.
 
-use inbound_core::store::effects::{self as store, FinishedDelivery};
+use std::time::{Duration, Instant};
+
+use inbound_core::store::{self, effects::FinishedDelivery};
 use sqlx::PgPool;
 use tokio::sync::{mpsc, oneshot};
 
 /// The most outcomes written by one statement.
 const MAX_BATCH: usize = 256;
 
+/// How long the recorder waits for its own connection before retrying.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// Whether an outcome was recorded: `Ok(false)` when its lease was lost.
 pub type Recorded = Result<bool, String>;
 
-type Waiting = (FinishedDelivery, oneshot::Sender<Recorded>);
+struct Waiting {
+    outcome: FinishedDelivery,
+    /// Give up recording after this (its in-flight lease is about to end).
+    deadline: Instant,
+    reply: oneshot::Sender<Recorded>,
+}
+
+impl Waiting {
+    fn answer(self, recorded: Recorded) {
+        // A task that stopped waiting no longer needs the answer.
+        let _ = self.reply.send(recorded);
+    }
+}
 
 /// A handle to the recorder task; the task ends when every handle is dropped.
 #[derive(Clone)]
@@ -24,18 +49,26 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    /// Starts the recorder task on the current runtime.
-    pub fn start(pool: PgPool) -> Self {
+    /// Starts the recorder task on the current runtime, with a connection of its own to
+    /// `pool`'s database (so a worker's pool needs one connection more than its slots).
+    pub fn start(pool: &PgPool) -> Self {
         let (sender, receiver) = mpsc::channel(MAX_BATCH);
-        tokio::spawn(record_loop(pool, receiver));
+        let own = store::dedicated_connection(pool, CONNECT_TIMEOUT);
+        tokio::spawn(record_loop(own, receiver));
         Self { sender }
     }
 
-    /// Records `finished` with whatever else is waiting; resolves once it is committed.
-    pub async fn record(&self, finished: FinishedDelivery) -> Recorded {
+    /// Records `finished` with whatever else is waiting; resolves once it is committed,
+    /// or once `deadline` passed with the database still unavailable.
+    pub async fn record(&self, finished: FinishedDelivery, deadline: Instant) -> Recorded {
         let (reply, answer) = oneshot::channel();
+        let waiting = Waiting {
+            outcome: finished,
+            deadline,
+            reply,
+        };
         self.sender
-            .send((finished, reply))
+            .send(waiting)
             .await
             .map_err(|_| "the recorder has stopped".to_owned())?;
         answer
@@ -47,25 +80,67 @@ impl Recorder {
 async fn record_loop(pool: PgPool, mut receiver: mpsc::Receiver<Waiting>) {
     let mut waiting = Vec::with_capacity(MAX_BATCH);
     while receiver.recv_many(&mut waiting, MAX_BATCH).await > 0 {
-        let (outcomes, replies): (Vec<FinishedDelivery>, Vec<oneshot::Sender<Recorded>>) =
-            waiting.drain(..).unzip();
-        let written = match pool.acquire().await {
-            Ok(mut connection) => store::finish_deliveries(&mut connection, &outcomes).await,
-            Err(error) => Err(error),
-        };
-        match written {
+        write_until_deadlines(&pool, std::mem::take(&mut waiting)).await;
+    }
+}
+
+/// Writes `waiting` together; on a statement error, member by member; on unavailability,
+/// again after a pause, answering each outcome once written or once its deadline passed.
+async fn write_until_deadlines(pool: &PgPool, mut waiting: Vec<Waiting>) {
+    let mut pause = Duration::from_millis(50);
+    loop {
+        let error = match write(pool, &waiting).await {
             Ok(recorded) => {
-                for (outcome, reply) in outcomes.iter().zip(replies) {
-                    // A task that stopped waiting no longer needs the answer.
-                    let _ = reply.send(Ok(recorded.contains(&outcome.effect_id)));
+                for one in waiting {
+                    let id = one.outcome.effect_id;
+                    one.answer(Ok(recorded.contains(&id)));
                 }
+                return;
             }
+            Err(error) => error,
+        };
+        if !store::is_unavailability(&error) {
+            waiting = write_one_by_one(pool, waiting).await;
+        }
+        let now = Instant::now();
+        let (late, rest): (Vec<Waiting>, Vec<Waiting>) = waiting
+            .into_iter()
+            .partition(|one| one.deadline <= now + pause);
+        for one in late {
+            tracing::warn!(effect_id = one.outcome.effect_id, %error, "could not record a delivery outcome before its in-flight lease ends");
+            one.answer(Err(error.to_string()));
+        }
+        waiting = rest;
+        if waiting.is_empty() {
+            return;
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_secs(1));
+    }
+}
+
+/// Writes each outcome alone: answers those written and those refused for their own
+/// sake, and returns those the database was unavailable for.
+async fn write_one_by_one(pool: &PgPool, waiting: Vec<Waiting>) -> Vec<Waiting> {
+    let mut unavailable = Vec::new();
+    for one in waiting {
+        match write(pool, std::slice::from_ref(&one)).await {
+            Ok(recorded) => {
+                let id = one.outcome.effect_id;
+                one.answer(Ok(recorded.contains(&id)));
+            }
+            Err(error) if store::is_unavailability(&error) => unavailable.push(one),
             Err(error) => {
-                let error = error.to_string();
-                for reply in replies {
-                    let _ = reply.send(Err(error.clone()));
-                }
+                tracing::warn!(effect_id = one.outcome.effect_id, %error, "the database refused this delivery outcome");
+                one.answer(Err(error.to_string()));
             }
         }
     }
+    unavailable
+}
+
+async fn write(pool: &PgPool, waiting: &[Waiting]) -> Result<Vec<i64>, sqlx::Error> {
+    let outcomes: Vec<FinishedDelivery> = waiting.iter().map(|one| one.outcome.clone()).collect();
+    let mut connection = pool.acquire().await?;
+    store::effects::finish_deliveries(&mut connection, &outcomes).await
 }

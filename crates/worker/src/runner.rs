@@ -22,6 +22,7 @@ use crate::Worker;
 use crate::dispatch;
 use crate::process::{Attempt, process_batch};
 use crate::recorder::Recorder;
+use crate::sinks::SinkPermit;
 use crate::telemetry::RECEIPT_ATTEMPTS_TOTAL;
 
 /// What one [`run_once`] did.
@@ -62,19 +63,24 @@ pub async fn run_once(worker: &Arc<Worker>) -> Result<Step, sqlx::Error> {
     ))
 }
 
-/// Claims up to `effect_concurrency` due effects and moves each one step (for tests).
+/// Claims up to `effect_concurrency` due effects (each sink within its free slots) and
+/// moves each one step (for tests).
 pub async fn dispatch_once(
     worker: &Arc<Worker>,
     client: &reqwest::Client,
 ) -> Result<Vec<dispatch::Step>, sqlx::Error> {
     let claimed = claim_effects(worker, worker.settings.effect_concurrency).await?;
-    let recorder = Recorder::start(worker.pool.clone());
+    let recorder = Recorder::start(&worker.pool);
     let mut tasks = JoinSet::new();
-    for effect in claimed {
+    for (effect, permit) in claimed {
         let (worker, client, recorder) = (Arc::clone(worker), client.clone(), recorder.clone());
-        tasks.spawn(async move { dispatch::advance(&worker, &client, &recorder, effect).await });
+        tasks.spawn(
+            async move { dispatch::advance(&worker, &client, &recorder, effect, permit).await },
+        );
     }
-    Ok(tasks.join_all().await)
+    let mut steps = tasks.join_all().await;
+    steps.sort_by_key(|step| step.effect_id);
+    Ok(steps)
 }
 
 /// Receipts claimed to be applied in one transaction, with their share of the payload
@@ -179,19 +185,35 @@ fn split_evenly<T>(items: Vec<T>, parts: usize) -> Vec<Vec<T>> {
         .collect()
 }
 
+/// Claims up to `limit` due effects of the sinks with free slots, and takes a slot of
+/// its sink for each.
 async fn claim_effects(
     worker: &Worker,
     limit: usize,
-) -> Result<Vec<effects::ClaimedEffect>, sqlx::Error> {
-    let mut connection = worker.pool.acquire().await?;
-    effects::claim_batch(
-        &mut connection,
-        i64::try_from(limit).unwrap_or(i64::MAX),
-        worker.settings.lease,
-        &worker.settings.worker_id,
-        &dispatch::in_flight_leases(worker),
-    )
-    .await
+) -> Result<Vec<(effects::ClaimedEffect, SinkPermit)>, sqlx::Error> {
+    let sinks = dispatch::sink_claims(worker, limit);
+    if sinks.is_empty() {
+        return Ok(Vec::new());
+    }
+    let claimed = {
+        let mut connection = worker.pool.acquire().await?;
+        effects::claim_batch(
+            &mut connection,
+            i64::try_from(limit).unwrap_or(i64::MAX),
+            worker.settings.lease,
+            &worker.settings.worker_id,
+            &sinks,
+        )
+        .await?
+    };
+    Ok(claimed
+        .into_iter()
+        .filter_map(|effect| {
+            // Every claimed effect's sink was among those asked for, so it has a gate.
+            let permit = worker.sink_gates().admit(&effect.sink)?;
+            Some((effect, permit))
+        })
+        .collect())
 }
 
 /// Runs both loops until `shutdown` resolves, then drains them.
@@ -223,7 +245,7 @@ pub async fn run(
     };
     let effects = {
         let worker = Arc::clone(&worker);
-        let recorder = Recorder::start(worker.pool.clone());
+        let recorder = Recorder::start(&worker.pool);
         claim_loop(
             "effects",
             worker.settings.effect_concurrency,
@@ -233,10 +255,10 @@ pub async fn run(
                 let worker = Arc::clone(&worker);
                 async move { claim_effects(&worker, limit).await }
             },
-            move |worker, effect| {
+            move |worker, (effect, permit)| {
                 let (client, recorder) = (client.clone(), recorder.clone());
                 async move {
-                    dispatch::advance(&worker, &client, &recorder, effect).await;
+                    dispatch::advance(&worker, &client, &recorder, effect, permit).await;
                 }
             },
         )

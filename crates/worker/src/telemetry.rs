@@ -21,6 +21,11 @@ pub const EFFECTS: &str = "inbound_effects";
 pub const OLDEST_EFFECT_AGE_SECONDS: &str = "inbound_oldest_effect_age_seconds";
 /// Counter: delivery and reconciliation steps by sink and outcome.
 pub const EFFECT_ATTEMPTS_TOTAL: &str = "inbound_effect_attempts_total";
+/// Gauge: 1 while a sink's circuit breaker is open or half-open, per sink.
+pub const SINK_CIRCUIT_OPEN: &str = "inbound_sink_circuit_open";
+/// Gauge: undelivered effects whose sink this worker's configuration does not name (left
+/// for a worker that does: a rolling deploy adding a sink, or a sink removed too early).
+pub const EFFECTS_FOR_UNKNOWN_SINKS: &str = "inbound_effects_for_unknown_sinks";
 
 /// From a fast commit to a receipt retried for an hour.
 const ACCEPT_TO_DONE_BUCKETS_SECONDS: &[f64] = &[
@@ -61,7 +66,7 @@ pub fn install_metrics() -> anyhow::Result<PrometheusHandle> {
     );
     metrics::describe_gauge!(
         EFFECTS,
-        "Effects by state: pending, in_flight, completed, failed, uncertain, review."
+        "Effects by state: pending, in_flight, completed, failed, uncertain, review, abandoned."
     );
     metrics::describe_gauge!(
         OLDEST_EFFECT_AGE_SECONDS,
@@ -71,6 +76,14 @@ pub fn install_metrics() -> anyhow::Result<PrometheusHandle> {
     metrics::describe_counter!(
         EFFECT_ATTEMPTS_TOTAL,
         "Effect delivery and reconciliation steps by sink and outcome."
+    );
+    metrics::describe_gauge!(
+        SINK_CIRCUIT_OPEN,
+        "1 while the sink's circuit breaker is open (its effects wait), per sink."
+    );
+    metrics::describe_gauge!(
+        EFFECTS_FOR_UNKNOWN_SINKS,
+        "Undelivered effects whose sink this worker's configuration does not name."
     );
     Ok(handle)
 }

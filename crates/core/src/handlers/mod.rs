@@ -58,8 +58,11 @@ pub struct HandlerInput<'a> {
 
 impl HandlerInput<'_> {
     /// An effect intent towards the route's sink, or `None` when the route has no sink.
-    /// `business_key` must identify the business operation (not the event), so that a
-    /// repeated operation maps to the same operation key.
+    /// `business_key` must identify one instance of the transition — not the event (a
+    /// redelivered or re-sent event must map to the same key), and not just the object (an
+    /// order paid again after a refund and a reopen is a new transition: name the payment
+    /// too). The key is the Idempotency-Key the sink sees; an intent whose key another
+    /// operation already holds fails its receipt instead of being dropped.
     pub fn effect(
         &self,
         kind: &str,

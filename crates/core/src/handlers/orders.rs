@@ -175,7 +175,11 @@ fn paid(input: HandlerInput<'_>, payment: Payment<'_>) -> Transition {
     });
     Transition::Applied {
         effects: input
-            .effect("order.paid", &[payment.tenant, payment.order_id], data)
+            .effect(
+                "order.paid",
+                &[payment.tenant, payment.order_id, payment.payment_id],
+                data,
+            )
             .into_iter()
             .collect(),
     }
@@ -277,7 +281,7 @@ async fn refund(
                 json!({"order_id": order_id, "payment_id": payment_id, "amount_minor": refunded});
             return Ok(Transition::Applied {
                 effects: input
-                    .effect("order.refunded", &[tenant, &order_id], data)
+                    .effect("order.refunded", &[tenant, &order_id, payment_id], data)
                     .into_iter()
                     .collect(),
             });

@@ -430,7 +430,11 @@ pub async fn purge_payloads_batch(
 }
 
 /// Deletes up to `batch` done receipt rows (their keys) finished more than `days` ago,
-/// keeping any whose effects are not yet completed or failed; returns how many.
+/// keeping any with an effect that is not closed — closed means `completed`, or
+/// `abandoned` by an operator; a `failed` effect stays (an operator may still retry
+/// it), and so does one in review. Both closed states are final (no transition leaves
+/// them), so what this statement saw cannot be reopened before the delete; the cascade
+/// deletes only closed effects and their history. Returns how many.
 pub async fn purge_keys_batch(
     conn: &mut PgConnection,
     days: u32,
@@ -442,7 +446,7 @@ pub async fn purge_keys_batch(
              WHERE r.status = 'done' AND r.finished_at < now() - make_interval(days => $1)
                AND NOT EXISTS (
                    SELECT 1 FROM effects e
-                   WHERE e.receipt_id = r.id AND e.status NOT IN ('completed', 'failed')
+                   WHERE e.receipt_id = r.id AND e.status NOT IN ('completed', 'abandoned')
                )
              ORDER BY r.finished_at LIMIT $2
              FOR UPDATE SKIP LOCKED

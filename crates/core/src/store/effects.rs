@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use sqlx::PgConnection;
 
+use crate::effects::MAX_STEP_DELAY;
 use crate::handlers::EffectIntent;
 
 /// The source event an effect carries (`event` in the sink request).
@@ -18,24 +19,41 @@ pub struct SourceEvent<'a> {
     pub event_type: &'a str,
 }
 
-/// Records `intent` for `receipt_id`; `false` when an intent with the same operation key
-/// already exists (nothing is written then).
+/// Another operation already holds an intent's operation key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "operation key {operation_key} is already effect {effect_id} of receipt {receipt_id}: \
+     a key must identify one instance of a transition, so this intent would never be sent"
+)]
+pub struct KeyCollision {
+    /// The key.
+    pub operation_key: String,
+    /// The effect that holds it.
+    pub effect_id: i64,
+    /// That effect's receipt.
+    pub receipt_id: i64,
+}
+
+/// Records `intent` for `receipt_id`. `Ok(Err(collision))` when an intent with the same
+/// operation key already exists: nothing is written, and the caller must not treat the
+/// transition as complete (its intent would silently never be sent).
 pub async fn insert_intent(
     conn: &mut PgConnection,
     receipt_id: i64,
     tenant: &str,
     event: SourceEvent<'_>,
     intent: &EffectIntent,
-) -> Result<bool, sqlx::Error> {
+) -> Result<Result<i64, KeyCollision>, sqlx::Error> {
     let event_json = serde_json::json!({
         "integration": event.integration,
         "id": event.id,
         "type": event.event_type,
     });
-    let inserted = sqlx::query(
+    let inserted: Option<i64> = sqlx::query_scalar(
         "INSERT INTO effects (receipt_id, operation_key, sink, kind, tenant, data, event)
          VALUES ($1, $2, $3, $4, $5, $6, $7)
-         ON CONFLICT (operation_key) DO NOTHING",
+         ON CONFLICT (operation_key) DO NOTHING
+         RETURNING id",
     )
     .bind(receipt_id)
     .bind(&intent.operation_key)
@@ -44,9 +62,21 @@ pub async fn insert_intent(
     .bind(tenant)
     .bind(&intent.data)
     .bind(event_json)
-    .execute(conn)
+    .fetch_optional(&mut *conn)
     .await?;
-    Ok(inserted.rows_affected() == 1)
+    if let Some(id) = inserted {
+        return Ok(Ok(id));
+    }
+    let (effect_id, holder): (i64, i64) =
+        sqlx::query_as("SELECT id, receipt_id FROM effects WHERE operation_key = $1")
+            .bind(&intent.operation_key)
+            .fetch_one(conn)
+            .await?;
+    Ok(Err(KeyCollision {
+        operation_key: intent.operation_key.clone(),
+        effect_id,
+        receipt_id: holder,
+    }))
 }
 
 /// An effect claimed by one dispatcher for one step (a delivery or a reconciliation).
@@ -79,57 +109,98 @@ pub struct ClaimedEffect {
     pub first_attempt_age_secs: f64,
     /// Some attempt may have reached the sink.
     pub maybe_delivered: bool,
+    /// Reconciliations so far (not counting the one this claim may be for).
+    pub reconciliations: i32,
+    /// Seconds since it first became uncertain (0 if it never was).
+    pub uncertain_age_secs: f64,
     /// The claim began delivery attempt `attempts` (committed `in_flight`): send it now.
+    /// A `pending` effect claimed without one is a resend the claim found unsafe (past
+    /// its sink's idempotency retention minus timeout): it must not be sent.
     pub delivery_begun: bool,
 }
 
-/// How long an attempt to one sink stays `in_flight` before another worker may judge it
-/// lost: the sink's timeout plus time to record the answer.
+/// One sink's share of a claim.
 #[derive(Debug, Clone)]
-pub struct InFlightLease {
+pub struct SinkClaim {
     /// The sink id.
     pub sink: String,
-    /// Its request timeout plus a margin.
-    pub lease: Duration,
+    /// The most of its effects to claim (its free slots).
+    pub limit: i64,
+    /// How long an attempt to it stays `in_flight` before another worker may judge it
+    /// lost: its request timeout plus time to record the answer.
+    pub in_flight_lease: Duration,
+    /// How long after the first attempt a resend may still begin (its idempotency
+    /// retention minus its timeout); `None` for a sink without idempotency support.
+    pub resend_horizon: Option<Duration>,
 }
 
-/// Claims up to `limit` effects that are due, in one statement. A `pending` effect whose
-/// sink is in `in_flight` also *begins its delivery attempt* in the same statement —
-/// `in_flight`, `attempts + 1`, an open history row, leased for its sink's in-flight
-/// time — so the attempt is committed before any request is sent. Everything else (an
-/// `in_flight` effect whose holder died, an `uncertain` one, a pending one whose sink is
-/// not configured) is only leased for `lease`.
+/// Claims due effects of the sinks named (at most `limit` in all, and each sink's own
+/// limit), in due order, in one statement. Effects of any other sink are left alone —
+/// a worker whose configuration does not name a sink never touches its effects.
+///
+/// A `pending` effect *begins its delivery attempt* in the same statement — `in_flight`,
+/// `attempts + 1`, an open history row, leased for its sink's in-flight time — so the
+/// attempt is committed before any request is sent; unless it is a resend after an
+/// attempt that may have landed and the sink's resend horizon has passed, which is only
+/// leased (for `lease`), never begun. Everything else (an `in_flight` effect whose
+/// holder died, an `uncertain` one) is only leased for `lease`.
 pub async fn claim_batch(
     conn: &mut PgConnection,
     limit: i64,
     lease: Duration,
     worker_id: &str,
-    in_flight: &[InFlightLease],
+    sinks: &[SinkClaim],
 ) -> Result<Vec<ClaimedEffect>, sqlx::Error> {
-    let sinks: Vec<&str> = in_flight.iter().map(|one| one.sink.as_str()).collect();
-    let leases: Vec<i64> = in_flight.iter().map(|one| millis(one.lease)).collect();
+    let ids: Vec<&str> = sinks.iter().map(|one| one.sink.as_str()).collect();
+    let limits: Vec<i64> = sinks.iter().map(|one| one.limit.min(limit)).collect();
+    let leases: Vec<i64> = sinks
+        .iter()
+        .map(|one| millis(one.in_flight_lease))
+        .collect();
+    let horizons: Vec<Option<i64>> = sinks
+        .iter()
+        .map(|one| one.resend_horizon.map(millis))
+        .collect();
     sqlx::query_as(
-        "WITH due AS MATERIALIZED (
-             SELECT id, status, sink FROM effects
-             WHERE status IN ('pending', 'in_flight', 'uncertain') AND visible_at <= now()
+        "WITH s AS (
+             SELECT * FROM unnest($4::text[], $5::int8[], $6::int8[], $7::int8[])
+                 AS s(sink, slots, lease_ms, horizon_ms)
+         ), due AS MATERIALIZED (
+             SELECT id, status, lease_ms,
+                    status = 'pending' AND COALESCE(
+                        NOT maybe_delivered
+                        OR first_attempt_at + horizon_ms * interval '1 millisecond' > now(),
+                        false) AS begins
+             FROM (
+                 SELECT d.*, s.lease_ms, s.horizon_ms
+                 FROM s CROSS JOIN LATERAL (
+                     SELECT id, status, visible_at, maybe_delivered, first_attempt_at FROM effects
+                     WHERE sink = s.sink AND status IN ('pending', 'in_flight', 'uncertain')
+                       AND visible_at <= now()
+                     ORDER BY visible_at, id
+                     LIMIT s.slots
+                     FOR UPDATE SKIP LOCKED
+                 ) d
+             ) candidates
              ORDER BY visible_at, id
              LIMIT $1
-             FOR UPDATE SKIP LOCKED
          ), claimed AS (
              UPDATE effects e
              SET lease_token = e.lease_token + 1, leased_by = $3,
-                 status = CASE WHEN f.lease_ms IS NULL THEN e.status ELSE 'in_flight' END,
-                 attempts = e.attempts + (f.lease_ms IS NOT NULL)::int,
-                 first_attempt_at = CASE WHEN f.lease_ms IS NULL THEN e.first_attempt_at
-                                         ELSE COALESCE(e.first_attempt_at, now()) END,
-                 visible_at = now() + COALESCE(f.lease_ms, $2) * interval '1 millisecond'
-             FROM due LEFT JOIN unnest($4::text[], $5::bigint[]) AS f(sink, lease_ms)
-                  ON due.status = 'pending' AND f.sink = due.sink
+                 status = CASE WHEN due.begins THEN 'in_flight' ELSE e.status END,
+                 attempts = e.attempts + due.begins::int,
+                 first_attempt_at = CASE WHEN due.begins THEN COALESCE(e.first_attempt_at, now())
+                                         ELSE e.first_attempt_at END,
+                 visible_at = now() + CASE WHEN due.begins THEN due.lease_ms ELSE $2 END
+                                      * interval '1 millisecond'
+             FROM due
              WHERE e.id = due.id
              RETURNING e.id, e.receipt_id, e.operation_key, e.sink, e.kind, e.tenant, e.data, e.event,
                        due.status, e.attempts, e.lease_token,
                        COALESCE(EXTRACT(EPOCH FROM now() - e.first_attempt_at), 0)::float8 AS first_attempt_age_secs,
-                       e.maybe_delivered, f.lease_ms IS NOT NULL AS delivery_begun
+                       e.maybe_delivered, e.reconciliations,
+                       COALESCE(EXTRACT(EPOCH FROM now() - e.uncertain_since), 0)::float8 AS uncertain_age_secs,
+                       due.begins AS delivery_begun
          ), logged AS (
              INSERT INTO effect_attempts (effect_id, attempt, kind)
              SELECT id, attempts, 'delivery' FROM claimed WHERE delivery_begun
@@ -139,8 +210,10 @@ pub async fn claim_batch(
     .bind(limit)
     .bind(millis(lease))
     .bind(worker_id)
-    .bind(sinks)
+    .bind(ids)
+    .bind(limits)
     .bind(leases)
+    .bind(horizons)
     .fetch_all(conn)
     .await
 }
@@ -148,6 +221,28 @@ pub async fn claim_batch(
 fn millis(duration: Duration) -> i64 {
     i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
 }
+
+/// A delay as bound into a statement: never more than [`MAX_STEP_DELAY`], whatever the
+/// caller computed, so `now() + delay` can never overflow and fail the statement for
+/// every outcome written with it.
+fn delay_ms(delay: Duration) -> i64 {
+    millis(delay.min(MAX_STEP_DELAY))
+}
+
+/// An error or reason as stored: at most [`MAX_ERROR_BYTES`], cut at a character
+/// boundary.
+fn bounded_error(error: Option<&str>) -> Option<&str> {
+    error.map(|text| {
+        let mut end = text.len().min(MAX_ERROR_BYTES);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        &text[..end]
+    })
+}
+
+/// The most of an error or reason stored with an effect.
+pub const MAX_ERROR_BYTES: usize = 1024;
 
 /// How a step ended, for the effect row and its attempt history.
 #[derive(Debug, Clone)]
@@ -201,9 +296,12 @@ pub async fn finish_deliveries(
     let statuses: Vec<&str> = finished.iter().map(|one| one.status).collect();
     let delays: Vec<i64> = finished
         .iter()
-        .map(|one| millis(one.visible_after))
+        .map(|one| delay_ms(one.visible_after))
         .collect();
-    let errors: Vec<Option<&str>> = finished.iter().map(|one| one.error.as_deref()).collect();
+    let errors: Vec<Option<&str>> = finished
+        .iter()
+        .map(|one| bounded_error(one.error.as_deref()))
+        .collect();
     let maybe: Vec<bool> = finished.iter().map(|one| one.maybe_delivered).collect();
     let outcomes: Vec<&str> = finished.iter().map(|one| one.outcome).collect();
     let codes: Vec<Option<i32>> = finished
@@ -221,6 +319,9 @@ pub async fn finish_deliveries(
              SET status = f.status, visible_at = now() + f.delay_ms * interval '1 millisecond',
                  last_error = f.error, maybe_delivered = f.maybe_delivered,
                  last_status_code = f.status_code, leased_by = NULL,
+                 uncertain_since = CASE WHEN f.status = 'uncertain'
+                                        THEN COALESCE(e.uncertain_since, now())
+                                        ELSE e.uncertain_since END,
                  completed_at = CASE WHEN f.status = 'completed' THEN now() END
              FROM f WHERE e.id = f.id AND e.lease_token = f.lease_token
              RETURNING e.id
@@ -246,51 +347,68 @@ pub async fn finish_deliveries(
     .await
 }
 
-/// Records a step that sent nothing new: a reconciliation (with its own history row) or
-/// the verdict on an attempt whose worker died in flight. Fenced; `false` when lost.
+/// What a step that sent nothing new was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepKind {
+    /// A reconciliation: counted, with its own history row.
+    Reconcile,
+    /// A verdict without a request: on an attempt whose worker died in flight (its open
+    /// history row is closed with the step's outcome), or on a resend the claim found
+    /// unsafe.
+    Verdict,
+}
+
+/// Records a step that sent nothing new. Fenced; `false` when the lease was lost (an
+/// operator's decision, or another worker, took the effect over).
 pub async fn record_step(
     conn: &mut PgConnection,
     effect_id: i64,
     lease_token: i64,
-    kind: &str,
+    kind: StepKind,
     record: &StepRecord<'_>,
 ) -> Result<bool, sqlx::Error> {
-    let updated = sqlx::query(
+    let reconcile = kind == StepKind::Reconcile;
+    let recorded: i64 = sqlx::query_scalar(
         "WITH updated AS (
              UPDATE effects
              SET status = $3, visible_at = now() + $4 * interval '1 millisecond', last_error = $5,
                  maybe_delivered = $6, leased_by = NULL,
+                 reconciliations = reconciliations + $9::bool::int,
+                 uncertain_since = CASE WHEN $3 = 'uncertain' THEN COALESCE(uncertain_since, now())
+                                        ELSE uncertain_since END,
                  completed_at = CASE WHEN $3 = 'completed' THEN now() END
              WHERE id = $1 AND lease_token = $2
              RETURNING id, attempts
          ), closed AS (
              -- A delivery left open by a dead worker is closed with this verdict.
-             UPDATE effect_attempts a SET finished_at = now(), outcome = 'lost_in_flight', error = $5
-             FROM updated WHERE $9 = 'delivery' AND a.effect_id = updated.id AND a.attempt = updated.attempts
+             UPDATE effect_attempts a SET finished_at = now(), outcome = $7, error = $5
+             FROM updated WHERE NOT $9 AND a.effect_id = updated.id AND a.attempt = updated.attempts
                AND a.kind = 'delivery' AND a.finished_at IS NULL
+         ), logged AS (
+             INSERT INTO effect_attempts (effect_id, attempt, kind, finished_at, outcome, status_code, error)
+             SELECT id, attempts, 'reconcile', now(), $7, $8, $5 FROM updated WHERE $9
          )
-         INSERT INTO effect_attempts (effect_id, attempt, kind, finished_at, outcome, status_code, error)
-         SELECT id, attempts, 'reconcile', now(), $7, $8, $5 FROM updated WHERE $9 = 'reconcile'",
+         SELECT count(*) FROM updated",
     )
     .bind(effect_id)
     .bind(lease_token)
     .bind(record.status)
-    .bind(millis(record.visible_after))
-    .bind(record.error)
+    .bind(delay_ms(record.visible_after))
+    .bind(bounded_error(record.error))
     .bind(record.maybe_delivered)
     .bind(record.outcome)
     .bind(record.status_code.map(i32::from))
-    .bind(kind)
-    .execute(conn)
+    .bind(reconcile)
+    .fetch_one(conn)
     .await?;
-    Ok(updated.rows_affected() >= 1)
+    Ok(recorded == 1)
 }
 
 /// Effects by status for the gauges and `inboundctl status` (every status, 0 when none).
 pub async fn counts(conn: &mut PgConnection) -> Result<Vec<(String, i64)>, sqlx::Error> {
     sqlx::query_as(
         "SELECT s.status, COALESCE(c.n, 0)
-         FROM unnest(ARRAY['pending', 'in_flight', 'completed', 'failed', 'uncertain', 'review'])
+         FROM unnest(ARRAY['pending', 'in_flight', 'completed', 'failed', 'uncertain', 'review', 'abandoned'])
               WITH ORDINALITY AS s (status, position)
          LEFT JOIN (SELECT status, count(*) AS n FROM effects GROUP BY status) c ON c.status = s.status
          ORDER BY s.position",
@@ -311,6 +429,22 @@ pub async fn oldest_open_age_seconds(
     )
     .bind(sink)
     .fetch_one(conn)
+    .await
+}
+
+/// Undelivered effects per sink not among `known`, at most 20 sinks (a worker counts what
+/// it leaves for workers configured for those sinks).
+pub async fn open_for_unknown_sinks(
+    conn: &mut PgConnection,
+    known: &[&str],
+) -> Result<Vec<(String, i64)>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT sink, count(*) FROM effects
+         WHERE status IN ('pending', 'in_flight', 'uncertain') AND sink <> ALL($1::text[])
+         GROUP BY sink ORDER BY sink LIMIT 20",
+    )
+    .bind(known)
+    .fetch_all(conn)
     .await
 }
 
@@ -441,7 +575,7 @@ pub enum Resolution {
     Completed,
     /// Send it again, with the same key: `pending`, due now.
     Retry,
-    /// Give up: `failed`.
+    /// Give up without sending (again): `abandoned`, which retention may purge.
     Abandon,
 }
 
@@ -456,11 +590,11 @@ impl Resolution {
     }
 
     /// The statuses this resolution may start from. `in_flight` never (a delivery may be
-    /// running), `completed` never (it happened).
+    /// running), `completed` and `abandoned` never (closed).
     pub fn allowed_from(self) -> &'static [&'static str] {
         match self {
             Self::Completed | Self::Retry => &["uncertain", "review", "failed"],
-            Self::Abandon => &["pending", "uncertain", "review"],
+            Self::Abandon => &["pending", "uncertain", "review", "failed"],
         }
     }
 
@@ -468,7 +602,7 @@ impl Resolution {
         match self {
             Self::Completed => "completed",
             Self::Retry => "pending",
-            Self::Abandon => "failed",
+            Self::Abandon => "abandoned",
         }
     }
 }
@@ -527,10 +661,18 @@ pub async fn resolve(
              INSERT INTO effect_resolutions (effect_id, previous_status, action, resolved_by, note)
              VALUES ($1, $2, $3, $4, $5)
          )
+         -- A new lease token fences out any holder (a reconciliation in progress) so
+         -- that its answer cannot overwrite this decision. A retry is a fresh start: the
+         -- operator has decided that sending again is right, so neither an earlier
+         -- 'may have landed' nor spent budgets hold it back.
          UPDATE effects
-         SET status = $6, visible_at = now(), leased_by = NULL,
-             last_error = CASE WHEN $6 = 'failed' THEN 'abandoned: ' || $5 ELSE last_error END,
-             completed_at = CASE WHEN $6 = 'completed' THEN now() END
+         SET status = $6, visible_at = now(), leased_by = NULL, lease_token = lease_token + 1,
+             last_error = CASE WHEN $6 = 'abandoned' THEN 'abandoned: ' || $5 ELSE last_error END,
+             completed_at = CASE WHEN $6 = 'completed' THEN now() END,
+             maybe_delivered = CASE WHEN $3 = 'retry' THEN false ELSE maybe_delivered END,
+             first_attempt_at = CASE WHEN $3 = 'retry' THEN NULL ELSE first_attempt_at END,
+             uncertain_since = CASE WHEN $3 = 'retry' THEN NULL ELSE uncertain_since END,
+             reconciliations = CASE WHEN $3 = 'retry' THEN 0 ELSE reconciliations END
          WHERE id = $1",
     )
     .bind(effect_id)

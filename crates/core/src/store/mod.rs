@@ -80,6 +80,38 @@ pub fn connect_pool_lazy(
         .connect_lazy_with(options))
 }
 
+/// A pool of one connection with `pool`'s connect options (URL, `application_name`,
+/// `statement_timeout`), for a task whose writes must never wait behind the pool's other
+/// users. It connects lazily and reconnects after a failure, like any pool.
+pub fn dedicated_connection(pool: &PgPool, acquire_timeout: Duration) -> PgPool {
+    PgPoolOptions::new()
+        .max_connections(1)
+        .acquire_timeout(acquire_timeout)
+        .connect_lazy_with((*pool.connect_options()).clone())
+}
+
+/// Whether `error` says the database or the connection failed (it may succeed if tried
+/// again: unreachable, restarting, out of connections, a deadlock, a lock wait) rather
+/// than that the statement itself, or the data it carried, was refused.
+pub fn is_unavailability(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::Protocol(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(error) => {
+            let code = error.code().unwrap_or_default();
+            ["08", "40", "53", "57"]
+                .iter()
+                .any(|class| code.starts_with(class))
+                || code == "55P03"
+        }
+        _ => false,
+    }
+}
+
 /// The URL may hold a password: say only what kind of problem it is.
 fn redact_url_error(error: &sqlx::Error) -> String {
     match error {
