@@ -8,6 +8,7 @@
 
 pub mod cluster;
 pub mod database;
+pub mod dispatcher;
 pub mod domain;
 pub mod fixtures;
 pub mod http;

@@ -22,7 +22,7 @@ use crate::http::HttpClient;
 use crate::process::Service;
 use crate::proxy::{DbProxy, database_addr};
 use crate::signing;
-use crate::sink::TestSink;
+use crate::sink::{Answer, TestSink};
 use crate::{ServiceOptions, TestDatabase};
 
 /// How big and how long.
@@ -312,6 +312,17 @@ pub async fn run(options: &SoakOptions) -> SoakReport {
     let proxy = DbProxy::start(database_addr(database.url())).await;
     let url = proxy.rewrite_url(database.url());
     let sink = TestSink::start().await;
+    // A sink as real receivers sometimes are: mostly fine, but some answers redirect, some
+    // say "come back in 300,000 years", and some never come.
+    sink.cycle(
+        std::iter::repeat_n(Answer::Status(200), 7)
+            .chain([
+                Answer::Redirect(302, sink.url_at("/elsewhere")),
+                Answer::RetryAfter(429, 10_000_000_000_000),
+                Answer::Hang,
+            ])
+            .collect(),
+    );
     let fleet = Arc::new(Mutex::new(start_fleet(options, &url, &sink).await));
     let ingress_urls: Vec<String> = fleet
         .lock()

@@ -544,7 +544,7 @@ async fn effects_list_show_and_resolve_through_the_binary() {
         (
             in_flight,
             vec!["--abandon"],
-            "is in_flight; --abandon applies only to pending, uncertain, review",
+            "is in_flight; --abandon applies only to pending, uncertain, review, failed",
         ),
         (424242, vec!["--completed"], "effect 424242 does not exist"),
     ] {

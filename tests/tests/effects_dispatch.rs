@@ -2,19 +2,14 @@
 //! sinks with and without idempotency support, reconciliation answers, an attempt lost in
 //! flight, the request's shape and signature, and one delivery per business operation.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use inbound_core::config::Config;
-use inbound_core::handlers::EffectIntent;
 use inbound_core::headers::Headers;
-use inbound_core::store::effects::{self, SourceEvent};
 use inbound_core::verify::{self, Provider, VerifyContext};
-use inbound_tests::TestDatabase;
+use inbound_tests::dispatcher::Harness;
 use inbound_tests::domain::{self, payment_intent, stripe_event};
 use inbound_tests::sink::{Answer, TestSink};
-use inbound_worker::{Worker, dispatch, dispatch_once};
-use sqlx::PgPool;
 
 const SINK_SECRET: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
 
@@ -36,6 +31,7 @@ idempotency_header = "Idempotency-Key"
 status_url = "{status}"
 secrets = ["env:SINK_SECRET"]
 timeout_secs = 1
+max_concurrency = 8
 
 [[sink]]
 id = "idem_late"
@@ -71,87 +67,10 @@ timeout_secs = 1
     .expect("dispatcher test config")
 }
 
-struct Harness {
-    database: TestDatabase,
-    sink: TestSink,
-    worker: Arc<Worker>,
-    client: reqwest::Client,
-}
-
 async fn start() -> Harness {
-    let database = TestDatabase::create().await;
-    let sink = TestSink::start().await;
     let mut settings = domain::settings();
     settings.backoff_base = Duration::from_secs(2);
-    let worker = domain::worker_with_config(database.pool(), config(&sink), settings);
-    Harness {
-        database,
-        sink,
-        worker,
-        client: dispatch::http_client().expect("client"),
-    }
-}
-
-impl Harness {
-    fn pool(&self) -> &PgPool {
-        self.database.pool()
-    }
-
-    /// Records an intent for `sink` (with a receipt of its own) and returns its key.
-    async fn intent(&self, sink: &str, key: &str) -> String {
-        let body = stripe_event(
-            &format!("evt_{key}"),
-            "payment_intent.succeeded",
-            payment_intent("pi", "o", 1, "usd", "succeeded"),
-        );
-        let receipt = domain::accept(self.pool(), &self.worker.config, &body)
-            .await
-            .expect("new receipt");
-        let intent = EffectIntent {
-            operation_key: key.to_owned(),
-            sink: sink.to_owned(),
-            kind: "order.paid".to_owned(),
-            data: serde_json::json!({"order_id": "o"}),
-        };
-        let event = SourceEvent {
-            integration: "stripe-acme",
-            id: "evt",
-            event_type: "payment_intent.succeeded",
-        };
-        let mut connection = self.pool().acquire().await.expect("conn");
-        assert!(
-            effects::insert_intent(&mut connection, receipt, "acme", event, &intent)
-                .await
-                .expect("insert")
-        );
-        key.to_owned()
-    }
-
-    async fn step(&self) -> Vec<dispatch::Step> {
-        dispatch_once(&self.worker, &self.client)
-            .await
-            .expect("dispatch")
-    }
-
-    /// `(status, attempts, maybe_delivered, seconds until due)`.
-    async fn effect(&self, key: &str) -> (String, i32, bool, f64) {
-        sqlx::query_as(
-            "SELECT status, attempts, maybe_delivered, EXTRACT(EPOCH FROM visible_at - now())::float8
-             FROM effects WHERE operation_key = $1",
-        )
-        .bind(key)
-        .fetch_one(self.pool())
-        .await
-        .expect("effect")
-    }
-
-    /// Makes every effect due now, instead of sleeping through backoffs.
-    async fn expedite(&self) {
-        sqlx::query("UPDATE effects SET visible_at = now()")
-            .execute(self.pool())
-            .await
-            .expect("expedite");
-    }
+    Harness::start(config, settings).await
 }
 
 #[tokio::test]
@@ -366,7 +285,9 @@ async fn a_request_that_never_left_is_retried_for_every_sink() {
 #[tokio::test]
 async fn uncertain_effects_are_reconciled_through_status_url() {
     let harness = start().await;
-    harness.sink.script([Answer::Status(500); 4]);
+    harness
+        .sink
+        .script(std::iter::repeat_n(Answer::Status(500), 4));
     for key in ["done", "broken", "waiting", "unknown"] {
         harness.intent("plain_reconcilable", key).await;
     }
@@ -471,7 +392,13 @@ async fn two_events_for_one_business_operation_make_one_intent_and_one_delivery(
         .expect("apply");
     harness.step().await;
     harness.step().await;
-    assert_eq!(domain::operation_keys(pool).await, ["order.paid:acme:o1"]);
+    assert_eq!(
+        domain::operation_keys(pool).await,
+        ["order.paid:acme:o1:pi_1"]
+    );
     assert_eq!(harness.sink.received().len(), 1);
-    assert_eq!(harness.effect("order.paid:acme:o1").await.0, "completed");
+    assert_eq!(
+        harness.effect("order.paid:acme:o1:pi_1").await.0,
+        "completed"
+    );
 }

@@ -265,7 +265,10 @@ async fn crash_after_local_commit() {
         ("done".into(), Some("applied".into()), None)
     );
     assert_eq!(domain::order_status(pool, "o1").await, "paid");
-    assert_eq!(domain::operation_keys(pool).await, ["order.paid:acme:o1"]);
+    assert_eq!(
+        domain::operation_keys(pool).await,
+        ["order.paid:acme:o1:pi_1"]
+    );
     assert!(sink.received().is_empty());
 
     // A restarted worker redoes nothing local and delivers the one intent once.
@@ -295,7 +298,7 @@ async fn crash_after_local_commit() {
     assert_eq!(sink.received().len(), 1);
     assert_eq!(
         sink.received()[0].json()["operation_key"],
-        "order.paid:acme:o1"
+        "order.paid:acme:o1:pi_1"
     );
 }
 
@@ -381,7 +384,7 @@ mod crash_after_remote_success {
             .iter()
             .map(|request| request.headers["idempotency-key"].clone())
             .collect();
-        assert_eq!(keys, ["order.paid:acme:o1", "order.paid:acme:o1"]);
+        assert_eq!(keys, ["order.paid:acme:o1:pi_1", "order.paid:acme:o1:pi_1"]);
     }
 }
 

@@ -100,7 +100,10 @@ async fn mark_paid_applies_once_and_classifies_every_zero_row_update() {
         ("done".into(), Some("applied".into()), None)
     );
     assert_eq!(domain::order_status(pool, "o1").await, "paid");
-    assert_eq!(domain::operation_keys(pool).await, ["order.paid:acme:o1"]);
+    assert_eq!(
+        domain::operation_keys(pool).await,
+        ["order.paid:acme:o1:pi_1"]
+    );
     for (receipt, needle) in [
         (
             amount,
@@ -272,7 +275,7 @@ async fn refunds_apply_once_never_regress_and_wait_for_the_payment() {
     assert_eq!(domain::order_status(pool, "o1").await, "refunded");
     assert_eq!(
         domain::operation_keys(pool).await,
-        ["order.paid:acme:o1", "order.refunded:acme:o1"]
+        ["order.paid:acme:o1:pi_1", "order.refunded:acme:o1:pi_1"]
     );
 }
 
@@ -608,7 +611,7 @@ async fn a_batch_commits_its_good_receipts_and_rolls_back_each_failure_alone() {
     assert_eq!(domain::order_status(pool, "o3").await, "paid");
     assert_eq!(
         domain::operation_keys(pool).await,
-        ["order.paid:acme:o1", "order.paid:acme:o3"]
+        ["order.paid:acme:o1:pi_1", "order.paid:acme:o3:pi_3"]
     );
     assert_eq!(domain::receipt_state(pool, missing).await.0, "pending");
     assert_eq!(domain::receipt_state(pool, taken_over).await.0, "pending");
@@ -674,7 +677,7 @@ async fn payments_in_one_batch_are_set_based_yet_classified_as_one_by_one_in_ord
     );
     assert_eq!(
         domain::operation_keys(pool).await,
-        ["order.paid:acme:o1", "order.paid:acme:o2"]
+        ["order.paid:acme:o1:pi_1", "order.paid:acme:o2:pi_2"]
     );
 }
 
@@ -740,7 +743,7 @@ async fn a_handler_failing_after_its_write_leaves_no_trace_and_the_rest_of_its_b
     assert_eq!(domain::order_status(pool, "o3").await, "paid");
     assert_eq!(
         domain::operation_keys(pool).await,
-        ["order.paid:acme:o1", "order.paid:acme:o3"]
+        ["order.paid:acme:o1:pi_1", "order.paid:acme:o3:pi_3"]
     );
     assert_eq!(domain::receipt_state(pool, receipts[0]).await.0, "done");
     assert_eq!(domain::receipt_state(pool, receipts[1]).await.0, "pending");

@@ -1,0 +1,105 @@
+//! A dispatcher driven step by step against a real HTTP sink ([`crate::sink::TestSink`]),
+//! with effect intents recorded the way the worker records them.
+
+use std::sync::Arc;
+
+use inbound_core::config::Config;
+use inbound_core::handlers::EffectIntent;
+use inbound_core::store::effects::{self, SourceEvent};
+use inbound_worker::{Worker, WorkerSettings, dispatch, dispatch_once};
+use sqlx::PgPool;
+
+use crate::TestDatabase;
+use crate::domain::{self, payment_intent, stripe_event};
+use crate::sink::TestSink;
+
+/// A migrated database, a sink, and a worker configured for it.
+pub struct Harness {
+    /// The database.
+    pub database: TestDatabase,
+    /// The sink every configured sink URL points at.
+    pub sink: TestSink,
+    /// The worker.
+    pub worker: Arc<Worker>,
+    /// The dispatcher's HTTP client.
+    pub client: reqwest::Client,
+}
+
+/// `(status, attempts, maybe_delivered, seconds until due)`.
+pub type EffectState = (String, i32, bool, f64);
+
+impl Harness {
+    /// Starts a sink, then a worker whose configuration `config` builds for it.
+    pub async fn start(config: impl FnOnce(&TestSink) -> Config, settings: WorkerSettings) -> Self {
+        let database = TestDatabase::create().await;
+        let sink = TestSink::start().await;
+        let worker = domain::worker_with_config(database.pool(), config(&sink), settings);
+        Self {
+            database,
+            sink,
+            worker,
+            client: dispatch::http_client().expect("client"),
+        }
+    }
+
+    /// The database pool.
+    pub fn pool(&self) -> &PgPool {
+        self.database.pool()
+    }
+
+    /// Records an intent for `sink` (with a receipt of its own) and returns its key.
+    pub async fn intent(&self, sink: &str, key: &str) -> String {
+        let body = stripe_event(
+            &format!("evt_{key}"),
+            "payment_intent.succeeded",
+            payment_intent("pi", "o", 1, "usd", "succeeded"),
+        );
+        let receipt = domain::accept(self.pool(), &self.worker.config, &body)
+            .await
+            .expect("new receipt");
+        let intent = EffectIntent {
+            operation_key: key.to_owned(),
+            sink: sink.to_owned(),
+            kind: "order.paid".to_owned(),
+            data: serde_json::json!({"order_id": "o"}),
+        };
+        let event = SourceEvent {
+            integration: "stripe-acme",
+            id: "evt",
+            event_type: "payment_intent.succeeded",
+        };
+        let mut connection = self.pool().acquire().await.expect("conn");
+        effects::insert_intent(&mut connection, receipt, "acme", event, &intent)
+            .await
+            .expect("insert")
+            .expect("a new operation key");
+        key.to_owned()
+    }
+
+    /// Claims what is due and moves each effect one step.
+    pub async fn step(&self) -> Vec<dispatch::Step> {
+        dispatch_once(&self.worker, &self.client)
+            .await
+            .expect("dispatch")
+    }
+
+    /// The effect's [`EffectState`].
+    pub async fn effect(&self, key: &str) -> EffectState {
+        sqlx::query_as(
+            "SELECT status, attempts, maybe_delivered, EXTRACT(EPOCH FROM visible_at - now())::float8
+             FROM effects WHERE operation_key = $1",
+        )
+        .bind(key)
+        .fetch_one(self.pool())
+        .await
+        .expect("effect")
+    }
+
+    /// Makes every effect due now, instead of sleeping through backoffs.
+    pub async fn expedite(&self) {
+        sqlx::query("UPDATE effects SET visible_at = now() WHERE visible_at > now()")
+            .execute(self.pool())
+            .await
+            .expect("expedite");
+    }
+}
