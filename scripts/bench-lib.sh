@@ -60,6 +60,8 @@ secrets = ["env:BENCH_STRIPE_SECRET"]
 id = "bench-sink"
 url = "http://127.0.0.1:${1:-18181}/effects"
 idempotency_header = "Idempotency-Key"
+# The dispatcher benchmark measures one sink with every slot (the default is half).
+max_concurrency = 32
 TOML
   echo "$bench_work/config.toml"
 }
