@@ -17,7 +17,3 @@ ALTER TABLE effects DROP CONSTRAINT IF EXISTS effects_status_check;
 ALTER TABLE effects ADD CONSTRAINT effects_status_check
     CHECK (status IN ('pending', 'in_flight', 'completed', 'failed', 'uncertain', 'review', 'abandoned'))
     NOT VALID;
-
--- Effects abandoned before this migration were written as `failed` with this prefix.
-UPDATE effects SET status = 'abandoned'
-WHERE status = 'failed' AND last_error LIKE 'abandoned: %';

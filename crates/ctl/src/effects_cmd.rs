@@ -59,8 +59,8 @@ pub enum EffectsCommand {
         /// It did happen (you checked with the receiver).
         #[arg(long, group = "action")]
         completed: bool,
-        /// Send it again with the same operation key (a fresh start: its "may have
-        /// landed" and its budgets are reset).
+        /// Send it again with the same operation key ("may have landed", the
+        /// first-attempt time and the reconciliation count start afresh).
         #[arg(long, group = "action")]
         retry: bool,
         /// Give it up unsent (it becomes abandoned, which retention may purge).

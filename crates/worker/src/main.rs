@@ -84,7 +84,20 @@ async fn main() {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
-    ensure!(cli.lease_secs >= 1, "--lease-secs must be at least 1");
+    ensure!(
+        (1..=86_400).contains(&cli.lease_secs),
+        "--lease-secs must be between 1 and 86400"
+    );
+    // A zero backoff would turn every retry and reconciliation into a zero-delay loop.
+    ensure!(
+        cli.backoff_base_ms >= 1,
+        "--backoff-base-ms must be at least 1"
+    );
+    ensure!(
+        (1..=3600).contains(&cli.backoff_cap_secs)
+            && cli.backoff_cap_secs.saturating_mul(1000) >= cli.backoff_base_ms,
+        "--backoff-cap-secs must be between 1 and 3600 and at least --backoff-base-ms"
+    );
     ensure!(
         (1..=MAX_BATCH_SIZE).contains(&cli.batch_size),
         "--batch-size must be between 1 and {MAX_BATCH_SIZE}"

@@ -65,7 +65,7 @@ impl SinkPermit {
     /// Reports how the step went: `true` when the sink could not be reached or did not
     /// answer (a transport failure), `false` when it answered, whatever it said.
     pub fn report(&self, transport_failure: bool) {
-        self.gate.report(transport_failure);
+        self.gate.report(transport_failure, self.probe);
     }
 }
 
@@ -106,12 +106,13 @@ impl SinkGates {
     }
 
     /// Takes one of `sink`'s slots for a claimed effect (`None` for a sink without a
-    /// gate, which the claim never asks for).
+    /// gate, which the claim never asks for). While the breaker is open, the one effect
+    /// claimed is its probe.
     pub fn admit(&self, sink: &str) -> Option<SinkPermit> {
         let gate = self.gates.get(sink)?;
         let mut state = gate.lock();
         state.in_use += 1;
-        let probe = state.open_until.is_some();
+        let probe = state.open_until.is_some() && !state.probing;
         if probe {
             state.probing = true;
         }
@@ -155,8 +156,14 @@ impl Gate {
         }
     }
 
-    fn report(&self, transport_failure: bool) {
+    /// While the breaker is open only the probe's failure counts (it reopens the breaker
+    /// for twice the pause); late failures of requests sent before it opened change
+    /// nothing. Any answer closes it.
+    fn report(&self, transport_failure: bool, probe: bool) {
         let mut state = self.lock();
+        if transport_failure && state.open_until.is_some() && !probe {
+            return;
+        }
         if !transport_failure {
             state.consecutive_failures = 0;
             if state.open_until.take().is_some() {
@@ -245,6 +252,22 @@ max_concurrency = {limit}
         drop(probe);
         assert!(!gates.is_open("s"));
         assert_eq!(gates.free_slots(), [("s".to_owned(), 4)]);
+    }
+
+    #[test]
+    fn late_failures_of_requests_sent_before_the_breaker_opened_change_nothing() {
+        let gates = gates(1, 1, 4);
+        let early = gates.admit("s").expect("gate");
+        gates.admit("s").expect("gate").report(true);
+        assert!(gates.is_open("s"));
+        early.report(true);
+        drop(early);
+        std::thread::sleep(Duration::from_millis(1100));
+        assert_eq!(
+            gates.free_slots(),
+            [("s".to_owned(), 1)],
+            "the pause was not extended"
+        );
     }
 
     #[test]

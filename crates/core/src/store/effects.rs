@@ -191,7 +191,11 @@ pub async fn claim_batch(
                  attempts = e.attempts + due.begins::int,
                  first_attempt_at = CASE WHEN due.begins THEN COALESCE(e.first_attempt_at, now())
                                          ELSE e.first_attempt_at END,
-                 visible_at = now() + CASE WHEN due.begins THEN due.lease_ms ELSE $2 END
+                 -- A step that sends nothing (a reconciliation, a verdict) is leased at
+                 -- least as long as a request to its sink may take, so its answer is never
+                 -- fenced out by a second claim of the same effect.
+                 visible_at = now() + CASE WHEN due.begins THEN due.lease_ms
+                                           ELSE GREATEST($2, due.lease_ms) END
                                       * interval '1 millisecond'
              FROM due
              WHERE e.id = due.id
@@ -662,9 +666,9 @@ pub async fn resolve(
              VALUES ($1, $2, $3, $4, $5)
          )
          -- A new lease token fences out any holder (a reconciliation in progress) so
-         -- that its answer cannot overwrite this decision. A retry is a fresh start: the
+         -- that its answer cannot overwrite this decision. A retry starts afresh: the
          -- operator has decided that sending again is right, so neither an earlier
-         -- 'may have landed' nor spent budgets hold it back.
+         -- 'may have landed' nor the time budgets hold it back (attempts are kept).
          UPDATE effects
          SET status = $6, visible_at = now(), leased_by = NULL, lease_token = lease_token + 1,
              last_error = CASE WHEN $6 = 'abandoned' THEN 'abandoned: ' || $5 ELSE last_error END,
