@@ -313,7 +313,19 @@ async fn claim_loop<T, C, CF, P, PF>(
         }
         gather_until = None;
         let pause = match claim(free).await {
-            Ok(claimed) if claimed.is_empty() => Some(poll_interval),
+            // Nothing claimable now. Work in flight may be what holds it back (a sink
+            // at its slot limit): a completion ends the pause early.
+            Ok(claimed) if claimed.is_empty() => {
+                if !tasks.is_empty() {
+                    tokio::select! {
+                        _ = tasks.join_next() => {}
+                        () = tokio::time::sleep(poll_interval) => {}
+                        _ = stop.changed() => {}
+                    }
+                    continue;
+                }
+                Some(poll_interval)
+            }
             Ok(claimed) => {
                 failure_delay = poll_interval;
                 for item in claimed {
