@@ -9,6 +9,8 @@ bench_work=$(mktemp -d)
 bench_pids=()
 bench_secret="whsec_bench_$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 export BENCH_STRIPE_SECRET="$bench_secret"
+# psql and pgbench sessions see inbound's tables and the example domain's unqualified.
+export PGOPTIONS="-c search_path=inbound,inbound_example"
 
 bench_cleanup() {
   for pid in "${bench_pids[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
@@ -20,7 +22,7 @@ bench_cleanup() {
 bench_db() {
   psql -q "$bench_admin_url" -c "SET client_min_messages = warning" \
     -c "DROP DATABASE IF EXISTS $1 WITH (FORCE)" -c "CREATE DATABASE $1" >/dev/null
-  "$bench_bin/inboundctl" migrate --database-url "${bench_admin_url%/*}/$1" >/dev/null
+  "$bench_bin/inboundctl" migrate --example --database-url "${bench_admin_url%/*}/$1" >/dev/null
   echo "${bench_admin_url%/*}/$1"
 }
 

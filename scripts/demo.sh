@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 listen=127.0.0.1:18080
 . scripts/scratch-stack.sh
 scratch_stack inbound_demo "$listen" 127.0.0.1:19090 127.0.0.1:19091
-psql -q "$DATABASE_URL" -c "INSERT INTO orders (tenant_id, id, provider_payment_id, total_minor, currency)
+psql -q "$DATABASE_URL" -c "INSERT INTO inbound_example.orders (tenant_id, id, provider_payment_id, total_minor, currency)
   VALUES ('example', 'order_demo', 'pi_demo', 2000, 'usd')"
 
 intent() { # event_id type status
@@ -30,7 +30,7 @@ send "payment_intent.succeeded (evt_demo_2, new id)" "$(intent evt_demo_2 paymen
 send "payment_intent.payment_failed (evt_demo_3, late)" "$(intent evt_demo_3 payment_intent.payment_failed requires_payment_method)"
 
 for _ in $(seq 1 100); do
-  [ "$(psql -Atq "$DATABASE_URL" -c "SELECT (SELECT count(*) FROM receipt_queue) + (SELECT count(*) FROM effects WHERE status <> 'completed')")" = 0 ] && break
+  [ "$(psql -Atq "$DATABASE_URL" -c "SELECT (SELECT count(*) FROM inbound.receipt_queue) + (SELECT count(*) FROM inbound.effects WHERE status <> 'completed')")" = 0 ] && break
   sleep 0.1
 done
 echo
@@ -39,5 +39,5 @@ sed 's/^/  /' "$work/sink.log"
 echo
 "$bin/inboundctl" status
 echo
-psql "$DATABASE_URL" -c "SELECT r.id AS receipt, r.event_id, r.status, r.outcome, r.outcome_reason FROM receipts r ORDER BY r.id"
-psql "$DATABASE_URL" -c "SELECT id, status, provider_payment_id, paid_receipt_id, paid_at IS NOT NULL AS paid FROM orders"
+psql "$DATABASE_URL" -c "SELECT r.id AS receipt, r.event_id, r.status, r.outcome, r.outcome_reason FROM inbound.receipts r ORDER BY r.id"
+psql "$DATABASE_URL" -c "SELECT id, status, provider_payment_id, paid_receipt_id, paid_at IS NOT NULL AS paid FROM inbound_example.orders"

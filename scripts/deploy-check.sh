@@ -7,7 +7,7 @@
 #   - every probe uses the ops port, and every memory limit covers the memory formula of
 #     docs/operations.md for the flags the container runs with (check-deployments.py);
 #   - promtool checks the rules and runs their unit tests (every alert, firing and not);
-#   - hadolint lints the Dockerfile.
+#   - hadolint lints the Dockerfiles (inbound's and the custom worker example's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -50,6 +50,6 @@ echo "== alert rules"
 promtool check rules deploy/prometheus/alerts.yaml
 promtool test rules deploy/prometheus/alerts.test.yaml
 
-echo "== Dockerfile"
-hadolint Dockerfile
+echo "== Dockerfiles"
+hadolint Dockerfile examples/custom-worker/Dockerfile
 echo "deploy-check: ok"

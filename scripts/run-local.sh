@@ -19,10 +19,10 @@ scripts/ensure-postgres.sh
 cargo build --quiet -p inbound-ingress -p inbound-worker -p inboundctl
 bin="${CARGO_TARGET_DIR:-target}/debug"
 
-"$bin/inboundctl" migrate --create-database
+"$bin/inboundctl" migrate --create-database --example
 "$bin/inboundctl" check-config
 # The example event pays this order (a business creates its orders with the PaymentIntent id).
-psql -q "$DATABASE_URL" -c "INSERT INTO orders (tenant_id, id, provider_payment_id, total_minor, currency)
+psql -q "$DATABASE_URL" -c "INSERT INTO inbound_example.orders (tenant_id, id, provider_payment_id, total_minor, currency)
   VALUES ('example', 'order_1', 'pi_local', 2000, 'usd') ON CONFLICT DO NOTHING"
 
 event_id="evt_local_$(date +%s)"
@@ -38,7 +38,7 @@ Send a signed test event from another terminal (valid for 5 minutes):
 
 Send it twice: the first answer is "accepted", the second "duplicate". Then:
   $bin/inboundctl status
-  psql $DATABASE_URL -c "SELECT id, status FROM orders"
+  psql $DATABASE_URL -c "SELECT id, status FROM inbound_example.orders"
 
 MSG
 "$bin/inbound-ingress" --listen "$listen" --metrics-listen "$ingress_metrics" --log-format text &

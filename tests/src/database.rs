@@ -28,6 +28,35 @@ pub fn with_database(url: &str, name: &str) -> String {
     rebuilt
 }
 
+/// What test sessions see: inbound's schema, then the example domain's, so assertions
+/// name tables unqualified as the binaries' own sessions (and the example handlers) see them.
+pub const TEST_SEARCH_PATH: &str = "inbound, inbound_example";
+
+/// `options` with the tests' search path.
+pub fn test_session(options: PgConnectOptions) -> PgConnectOptions {
+    options.options([("search_path", TEST_SEARCH_PATH)])
+}
+
+/// A pool on `url` for assertions, seeing what [`TEST_SEARCH_PATH`] names.
+pub async fn connect(url: &str) -> PgPool {
+    let options: PgConnectOptions = url.parse().expect("database URL parses");
+    PgPoolOptions::new()
+        .max_connections(4)
+        .connect_with(test_session(options))
+        .await
+        .expect("connect to test database")
+}
+
+/// Applies inbound's migrations (schema `inbound`) and the example domain's.
+pub async fn migrate_all(pool: &PgPool) {
+    inbound_core::store::migrate(pool, &inbound_core::store::Schema::default())
+        .await
+        .expect("migrate test database");
+    inbound_example::migrate(&pool.connect_options())
+        .await
+        .expect("migrate the example domain");
+}
+
 /// A database of its own for one test.
 pub struct TestDatabase {
     admin_url: String,
@@ -48,9 +77,7 @@ impl TestDatabase {
     /// Creates and migrates a new database on the server `admin_url` connects to.
     pub async fn create_on(admin_url: &str) -> Self {
         let database = Self::create_unmigrated_on(admin_url).await;
-        inbound_core::store::migrate(&database.pool)
-            .await
-            .expect("migrate test database");
+        migrate_all(&database.pool).await;
         database
     }
 
@@ -79,7 +106,7 @@ impl TestDatabase {
         let url = with_database(admin_url, &name);
         let pool = PgPoolOptions::new()
             .max_connections(4)
-            .connect_with(options)
+            .connect_with(test_session(options))
             .await
             .expect("connect to test database");
         Self {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use inbound_core::config::Config;
 use inbound_core::handlers::EffectIntent;
 use inbound_core::store::effects::{self, SourceEvent};
-use inbound_worker::{Worker, WorkerSettings, dispatch, dispatch_once};
+use inbound_worker::{Worker, WorkerSettings, dispatch_once, dispatcher};
 use sqlx::PgPool;
 
 use crate::TestDatabase;
@@ -38,7 +38,7 @@ impl Harness {
             database,
             sink,
             worker,
-            client: dispatch::http_client().expect("client"),
+            client: dispatcher::http_client().expect("client"),
         }
     }
 
@@ -77,7 +77,7 @@ impl Harness {
     }
 
     /// Claims what is due and moves each effect one step.
-    pub async fn step(&self) -> Vec<dispatch::Step> {
+    pub async fn step(&self) -> Vec<dispatcher::Step> {
         dispatch_once(&self.worker, &self.client)
             .await
             .expect("dispatch")

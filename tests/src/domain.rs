@@ -93,14 +93,21 @@ pub fn invoice(invoice_id: &str, customer: &str, prices: &[&str]) -> Value {
 
 /// The test configuration, loaded in process (secrets from the fixture values).
 pub fn config() -> Config {
+    config_edited(|text| text)
+}
+
+/// [`config`] with its TOML text changed by `edit` first.
+pub fn config_edited(edit: impl FnOnce(String) -> String) -> Config {
     let scratch = ScratchDir::new();
     let options = fixtures::ingress_options("unused");
     for (name, contents) in &options.files {
         std::fs::write(scratch.path().join(name), contents).expect("write file");
     }
-    let text = options
-        .config_toml
-        .replace("{scratch}", &scratch.path().display().to_string());
+    let text = edit(
+        options
+            .config_toml
+            .replace("{scratch}", &scratch.path().display().to_string()),
+    );
     let env: std::collections::HashMap<String, String> = options.env.into_iter().collect();
     Config::from_toml(&text, &|name| env.get(name).cloned()).expect("fixture config is valid")
 }
@@ -177,7 +184,15 @@ pub fn settings() -> WorkerSettings {
         integrations: None,
         shutdown_grace: Duration::from_secs(5),
         payload_budget_bytes: 8 * 1024 * 1024,
+        role: inbound_worker::Role::All,
     }
+}
+
+/// The stock worker's handlers: inbound's built-ins and the example domain's.
+pub fn stock_registry() -> Registry {
+    let mut registry = Registry::builtin();
+    inbound_example::register(&mut registry);
+    registry
 }
 
 /// A worker over `pool` in this process.
@@ -190,7 +205,7 @@ pub fn worker_with_config(pool: &PgPool, config: Config, settings: WorkerSetting
     Arc::new(Worker::new(
         pool.clone(),
         Arc::new(config),
-        Registry::builtin(),
+        stock_registry(),
         settings,
     ))
 }

@@ -57,16 +57,11 @@ fn check_config_accepts_a_valid_file() {
 #[test]
 fn check_config_names_the_bad_field_in_one_line() {
     let scratch = ScratchDir::new();
-    let cases: [(&str, &str, &str); 4] = [
+    let cases: [(&str, &str, &str); 3] = [
         (
             "provider = \"slack\"",
             "provider = \"slak\"",
             "integration[2] (slack-acme).provider: unknown provider \"slak\"",
-        ),
-        (
-            "handler = \"orders.mark_paid\"",
-            "handler = \"orders.pay\"",
-            "integration[0] (stripe-acme).routes.\"payment_intent.succeeded\".handler: unknown handler \"orders.pay\"",
         ),
         (
             "id = \"gh-acme\"",
@@ -105,6 +100,55 @@ fn check_config_names_the_bad_field_in_one_line() {
 }
 
 #[test]
+fn check_config_accepts_any_handler_unless_told_which_the_worker_has() {
+    let scratch = ScratchDir::new();
+    let path = write_config(&scratch, |config| {
+        config.replacen(
+            "handler = \"orders.mark_paid\"",
+            "handler = \"orders.pay\"",
+            1,
+        )
+    });
+    // Only the worker that runs a handler knows it: the ingress's check passes.
+    let output = inboundctl(
+        &["check-config", "--config", &path],
+        &fixtures::secret_env(),
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    // Told the worker's registry (e.g. `inbound-worker --list-handlers`), it names the route.
+    let handlers = text(
+        &std::process::Command::new(inbound_tests::process::binary("inbound-worker"))
+            .arg("--list-handlers")
+            .env("INBOUND_CONFIG", "unused")
+            .env("DATABASE_URL", "postgres://unused/unused")
+            .output()
+            .expect("inbound-worker --list-handlers")
+            .stdout,
+    );
+    assert_eq!(
+        handlers.lines().collect::<Vec<_>>(),
+        [
+            "entitlements.grant",
+            "forward",
+            "orders.mark_paid",
+            "orders.refund"
+        ]
+    );
+    let handlers = handlers.lines().collect::<Vec<_>>().join(",");
+    let output = inboundctl(
+        &["check-config", "--config", &path, "--handlers", &handlers],
+        &fixtures::secret_env(),
+    );
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = text(&output.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("integration[0] (stripe-acme).routes.\"payment_intent.succeeded\".handler: handler \"orders.pay\" is not registered"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn check_config_refuses_a_bad_standard_secret_without_printing_it() {
     let scratch = ScratchDir::new();
     let path = write_config(&scratch, |config| config);
@@ -121,37 +165,204 @@ fn check_config_refuses_a_bad_standard_secret_without_printing_it() {
     assert!(!stderr.contains("definitely-not-base64"), "{stderr}");
 }
 
-#[tokio::test]
-async fn migrate_creates_the_database_and_is_idempotent() {
-    let name = format!("inbound_ctl_migrate_{}", rand::random::<u32>());
-    let url = with_database(&admin_url(), &name);
-    for _ in 0..2 {
-        let output = inboundctl(
-            &["migrate", "--create-database"],
-            &[("DATABASE_URL".to_owned(), url.clone())],
-        );
-        assert!(output.status.success(), "{}", text(&output.stderr));
-        assert!(text(&output.stdout).contains("migrations applied"));
-    }
-    let pool = sqlx::PgPool::connect(&url).await.expect("connect");
-    let tables: Vec<String> = sqlx::query_scalar(
-        "SELECT table_name::text FROM information_schema.tables WHERE table_schema = 'public' ORDER BY 1",
+/// `public` tables of a team that already uses the database, with names inbound and its
+/// example domain also use.
+const TEAM_TABLES: &str = "CREATE TABLE public.orders (order_no integer PRIMARY KEY, note text);
+     CREATE TABLE public.receipts (receipt_no integer PRIMARY KEY);
+     INSERT INTO public.orders VALUES (1, 'the team''s own');";
+
+async fn relations_in(pool: &sqlx::PgPool, schema: &str) -> Vec<String> {
+    sqlx::query_scalar(
+        "SELECT c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+         WHERE n.nspname = $1 AND c.relkind IN ('r', 'S') ORDER BY 1",
     )
-    .fetch_all(&pool)
+    .bind(schema)
+    .fetch_all(pool)
     .await
-    .expect("tables");
-    assert!(
-        tables.contains(&"receipts".to_owned()) && tables.contains(&"receipt_queue".to_owned()),
-        "{tables:?}"
-    );
-    pool.close().await;
+    .expect("catalog")
+}
+
+async fn drop_database(name: &str) {
     let admin = sqlx::PgPool::connect(&admin_url()).await.expect("admin");
     sqlx::query(sqlx::AssertSqlSafe(format!(
-        "DROP DATABASE {name} WITH (FORCE)"
+        "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
     )))
     .execute(&admin)
     .await
     .expect("drop");
+}
+
+#[tokio::test]
+async fn migrate_lives_beside_a_teams_own_tables_and_creates_nothing_in_public() {
+    let name = format!("inbound_ctl_migrate_{}", rand::random::<u32>());
+    let url = with_database(&admin_url(), &name);
+    let created = inboundctl(
+        &["migrate", "--create-database"],
+        &[("DATABASE_URL".to_owned(), url.clone())],
+    );
+    assert!(created.status.success(), "{}", text(&created.stderr));
+    let pool = sqlx::PgPool::connect(&url).await.expect("connect");
+    // A database whose public schema already holds tables named like ours: only a schema
+    // of our own makes migrating it possible at all.
+    sqlx::raw_sql(TEAM_TABLES)
+        .execute(&pool)
+        .await
+        .expect("team tables");
+    for _ in 0..2 {
+        let output = inboundctl(
+            &["migrate", "--example"],
+            &[("DATABASE_URL".to_owned(), url.clone())],
+        );
+        assert!(output.status.success(), "{}", text(&output.stderr));
+        let stdout = text(&output.stdout);
+        assert!(
+            stdout.contains("migrations applied (schema inbound)"),
+            "{stdout}"
+        );
+        assert!(stdout.contains("example domain applied"), "{stdout}");
+    }
+    assert_eq!(relations_in(&pool, "public").await, ["orders", "receipts"]);
+    let note: String = sqlx::query_scalar("SELECT note FROM public.orders")
+        .fetch_one(&pool)
+        .await
+        .expect("the team's row");
+    assert_eq!(note, "the team's own");
+    let inbound = relations_in(&pool, "inbound").await;
+    for table in [
+        "_sqlx_migrations",
+        "receipts",
+        "receipt_queue",
+        "effects",
+        "receipt_lease_tokens",
+    ] {
+        assert!(
+            inbound.contains(&table.to_owned()),
+            "{table} in {inbound:?}"
+        );
+    }
+    assert!(!inbound.contains(&"orders".to_owned()), "{inbound:?}");
+    assert_eq!(
+        relations_in(&pool, "inbound_example").await,
+        ["_sqlx_migrations", "entitlement_grants", "orders"]
+    );
+    // Another schema name serves a second installation in the same database.
+    let output = inboundctl(
+        &["migrate", "--schema", "billing_inbound"],
+        &[("DATABASE_URL".to_owned(), url.clone())],
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(
+        relations_in(&pool, "billing_inbound")
+            .await
+            .contains(&"receipts".to_owned())
+    );
+    let refused = inboundctl(
+        &["migrate", "--schema", "Billing; DROP"],
+        &[("DATABASE_URL".to_owned(), url.clone())],
+    );
+    assert_eq!(refused.status.code(), Some(2), "clap refuses the value");
+    assert!(text(&refused.stderr).contains("invalid schema name"));
+    pool.close().await;
+    drop_database(&name).await;
+}
+
+/// The pre-schema migrations (everything in `public`), read from the repository.
+async fn legacy_migrator() -> sqlx::migrate::Migrator {
+    sqlx::migrate::Migrator::new(std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../migrations/legacy"
+    )))
+    .await
+    .expect("legacy migrations")
+}
+
+#[tokio::test]
+async fn migrate_moves_a_pre_schema_installation_with_its_data() {
+    let name = format!("inbound_ctl_legacy_{}", rand::random::<u32>());
+    let url = with_database(&admin_url(), &name);
+    let created = inboundctl(
+        &["migrate", "--create-database", "--schema", "scratch"],
+        &[("DATABASE_URL".to_owned(), url.clone())],
+    );
+    assert!(created.status.success(), "{}", text(&created.stderr));
+    let pool = sqlx::PgPool::connect(&url).await.expect("connect");
+    sqlx::query("DROP SCHEMA scratch CASCADE")
+        .execute(&pool)
+        .await
+        .expect("drop scratch");
+    let legacy = legacy_migrator().await;
+    // An installation left half-way through the old migrations is not moved.
+    legacy.run_to(7, &pool).await.expect("legacy up to 7");
+    let output = inboundctl(&["migrate"], &[("DATABASE_URL".to_owned(), url.clone())]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains(
+            "the installation in schema public is at migration 7 of the pre-schema layout"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        relations_in(&pool, "public")
+            .await
+            .contains(&"receipts".to_owned())
+    );
+
+    legacy.run(&pool).await.expect("legacy up to date");
+    sqlx::raw_sql(
+        "INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key, payload)
+         VALUES ('stripe-acme', 'stripe-acme/acct/live', 'evt_old', 'payment_intent.succeeded',
+                 'payment_intent.succeeded', '{}');
+         INSERT INTO receipt_queue (receipt_id, integration, enqueued_at)
+         SELECT id, integration, received_at FROM receipts;
+         INSERT INTO orders (tenant_id, id, provider_payment_id, total_minor, currency)
+         VALUES ('acme', 'o_old', 'pi_old', 1000, 'usd');",
+    )
+    .execute(&pool)
+    .await
+    .expect("legacy data");
+    for run in 0..2 {
+        let output = inboundctl(
+            &["migrate", "--example"],
+            &[("DATABASE_URL".to_owned(), url.clone())],
+        );
+        assert!(output.status.success(), "{}", text(&output.stderr));
+        let moved =
+            text(&output.stdout).contains("moved inbound's tables from schema public into inbound");
+        assert_eq!(moved, run == 0, "moved once: {}", text(&output.stdout));
+    }
+    assert_eq!(
+        relations_in(&pool, "public").await,
+        ["inbound_legacy_migrations"]
+    );
+    let event: String = sqlx::query_scalar(
+        "SELECT r.event_id FROM inbound.receipts r JOIN inbound.receipt_queue q ON q.receipt_id = r.id",
+    )
+    .fetch_one(&pool)
+    .await
+    .expect("the pending receipt moved with its queue row");
+    assert_eq!(event, "evt_old");
+    let order: String =
+        sqlx::query_scalar("SELECT status FROM inbound_example.orders WHERE id = 'o_old'")
+            .fetch_one(&pool)
+            .await
+            .expect("the order was adopted");
+    assert_eq!(order, "awaiting_payment");
+    // Identity and fencing sequences moved along and keep counting.
+    sqlx::query(
+        "INSERT INTO inbound.receipts (integration, source_scope, event_id, event_type, route_key)
+         VALUES ('stripe-acme', 'stripe-acme/acct/live', 'evt_new', 't', 't')",
+    )
+    .execute(&pool)
+    .await
+    .expect("a new receipt gets an id");
+    let token: i64 = sqlx::query_scalar("SELECT nextval('inbound.receipt_lease_tokens')")
+        .fetch_one(&pool)
+        .await
+        .expect("tokens");
+    assert!(token >= 2_147_483_648);
+    pool.close().await;
+    drop_database(&name).await;
 }
 
 #[tokio::test]

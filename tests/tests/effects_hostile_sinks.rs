@@ -196,7 +196,7 @@ async fn one_absurd_retry_after_loses_no_other_outcome() {
 async fn outcomes_are_recorded_while_the_pool_is_exhausted() {
     let harness = start().await;
     harness.intent("fulfillment", "busy").await;
-    let recorder = inbound_worker::recorder::Recorder::start(harness.pool());
+    let recorder = inbound_worker::dispatcher::recorder::Recorder::start(harness.pool());
     let claimed = {
         let mut connection = harness.pool().acquire().await.expect("conn");
         store::claim_batch(
@@ -204,7 +204,7 @@ async fn outcomes_are_recorded_while_the_pool_is_exhausted() {
             1,
             Duration::from_secs(30),
             "test",
-            &inbound_worker::dispatch::sink_claims(&harness.worker, 1),
+            &inbound_worker::dispatcher::sink_claims(&harness.worker, 1),
         )
         .await
         .expect("claim")
@@ -665,7 +665,7 @@ async fn an_operator_decision_fences_out_a_reconciliation_in_progress() {
         1,
         Duration::from_secs(30),
         "reconciler",
-        &inbound_worker::dispatch::sink_claims(&harness.worker, 1),
+        &inbound_worker::dispatcher::sink_claims(&harness.worker, 1),
     )
     .await
     .expect("claim");

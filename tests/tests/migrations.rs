@@ -1,15 +1,66 @@
 //! Every migration may be interrupted and run again, and none stalls the live system
-//! behind a lock it waits for (`inbound_core::store::migrations`).
+//! behind a lock it waits for (`inbound_core::store::migrations`). The migrator's
+//! mechanics are exercised with the pre-schema migrations (`migrations/legacy`): several
+//! steps, concurrent index builds among them, applied into schema `inbound` here.
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use inbound_core::store::{self, MIGRATOR};
+use inbound_core::store::{self, Schema};
 use inbound_tests::TestDatabase;
+use sqlx::migrate::Migrator;
 use sqlx::{Connection, PgPool};
 
-/// The newest migration's version.
-fn latest_version() -> i64 {
-    MIGRATOR
+/// A session of its own that sees what the tests' pool sees.
+async fn connect(url: &str) -> Result<sqlx::PgConnection, sqlx::Error> {
+    let options: sqlx::postgres::PgConnectOptions = url.parse()?;
+    sqlx::PgConnection::connect_with(&inbound_tests::database::test_session(options)).await
+}
+
+/// The pre-schema migrations, read from the repository.
+async fn legacy() -> Migrator {
+    Migrator::new(Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../migrations/legacy"
+    )))
+    .await
+    .expect("legacy migrations")
+}
+
+/// A fresh database with schema `inbound` (first in the tests' search path) and the
+/// legacy migrations applied up to `version`.
+async fn legacy_up_to(version: i64) -> (TestDatabase, Migrator) {
+    let database = TestDatabase::create_unmigrated().await;
+    sqlx::query("CREATE SCHEMA inbound")
+        .execute(database.pool())
+        .await
+        .expect("schema");
+    let migrator = legacy().await;
+    migrator
+        .run_to(version, database.pool())
+        .await
+        .expect("the first legacy migrations");
+    (database, migrator)
+}
+
+/// The migrator under test, on `migrator`'s migrations into schema `inbound`.
+async fn migrate(
+    pool: &PgPool,
+    migrator: &Migrator,
+    max_runs: u32,
+) -> Result<store::Migrated, store::MigrationError> {
+    store::migrations::migrate_schema_with(
+        &pool.connect_options(),
+        migrator,
+        &Schema::default(),
+        max_runs,
+    )
+    .await
+}
+
+/// The newest legacy migration's version.
+fn latest_version(migrator: &Migrator) -> i64 {
+    migrator
         .iter()
         .map(|migration| migration.version)
         .max()
@@ -57,18 +108,12 @@ async fn backend_running(pool: &PgPool, prefix: &str) -> i32 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_interrupted_concurrent_index_build_is_rebuilt_when_migrations_run_again() {
-    let database = TestDatabase::create_unmigrated().await;
+    let (database, migrator) = legacy_up_to(3).await;
     let pool = database.pool();
-    MIGRATOR
-        .run_to(3, pool)
-        .await
-        .expect("the migrations before the index");
     // An open snapshot makes CREATE INDEX CONCURRENTLY wait at its end, with the index
     // already in the catalog and not yet valid — where a cancel, a statement timeout or
     // a killed pod leaves it.
-    let mut snapshot = sqlx::PgConnection::connect(database.url())
-        .await
-        .expect("connect");
+    let mut snapshot = connect(database.url()).await.expect("connect");
     sqlx::query("BEGIN ISOLATION LEVEL REPEATABLE READ")
         .execute(&mut snapshot)
         .await
@@ -77,9 +122,10 @@ async fn an_interrupted_concurrent_index_build_is_rebuilt_when_migrations_run_ag
         .execute(&mut snapshot)
         .await
         .expect("snapshot");
+    let migrator = std::sync::Arc::new(migrator);
     let migrating = tokio::spawn({
-        let pool = pool.clone();
-        async move { store::migrate(&pool).await }
+        let (pool, migrator) = (pool.clone(), std::sync::Arc::clone(&migrator));
+        async move { migrate(&pool, &migrator, store::migrations::MAX_RUNS).await }
     });
     let builder = backend_running(pool, "-- no-transaction").await;
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -101,29 +147,28 @@ async fn an_interrupted_concurrent_index_build_is_rebuilt_when_migrations_run_ag
         .await
         .expect("commit");
 
-    store::migrate(pool).await.expect("the rerun succeeds");
+    migrate(pool, &migrator, 1)
+        .await
+        .expect("the rerun succeeds");
     assert_eq!(
         index_validity(pool, "receipts_payload_held").await,
         Some(true),
         "rebuilt"
     );
-    assert_eq!(applied_versions(pool).await.last(), Some(&latest_version()));
+    assert_eq!(
+        applied_versions(pool).await.last(),
+        Some(&latest_version(&migrator))
+    );
     // And a third run has nothing to do.
-    store::migrate(pool).await.expect("idempotent");
+    migrate(pool, &migrator, 1).await.expect("idempotent");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_migration_waiting_for_a_lock_gives_way_to_the_live_system_and_retries() {
-    let database = TestDatabase::create_unmigrated().await;
+    let (database, migrator) = legacy_up_to(4).await;
     let pool = database.pool();
-    MIGRATOR
-        .run_to(4, pool)
-        .await
-        .expect("the migrations before 0005");
     // A long transaction holds a lock 0005's ALTER TABLE conflicts with.
-    let mut long = sqlx::PgConnection::connect(database.url())
-        .await
-        .expect("connect");
+    let mut long = connect(database.url()).await.expect("connect");
     sqlx::query("BEGIN")
         .execute(&mut long)
         .await
@@ -132,16 +177,15 @@ async fn a_migration_waiting_for_a_lock_gives_way_to_the_live_system_and_retries
         .execute(&mut long)
         .await
         .expect("lock");
+    let migrator = std::sync::Arc::new(migrator);
     let migrating = tokio::spawn({
-        let pool = pool.clone();
-        async move { store::migrate(&pool).await }
+        let (pool, migrator) = (pool.clone(), std::sync::Arc::clone(&migrator));
+        async move { migrate(&pool, &migrator, store::migrations::MAX_RUNS).await }
     });
     backend_running(pool, "-- What the receipt path needs").await;
     // A claim arriving now would queue behind the migration's lock request for as long as
     // the long transaction lasts; the lock timeout lets it through within seconds.
-    let mut live = sqlx::PgConnection::connect(database.url())
-        .await
-        .expect("connect");
+    let mut live = connect(database.url()).await.expect("connect");
     sqlx::query("SET statement_timeout = '4s'")
         .execute(&mut live)
         .await
@@ -169,7 +213,10 @@ async fn a_migration_waiting_for_a_lock_gives_way_to_the_live_system_and_retries
         .await
         .expect("task")
         .expect("the migration retried and finished");
-    assert_eq!(applied_versions(pool).await.last(), Some(&latest_version()));
+    assert_eq!(
+        applied_versions(pool).await.last(),
+        Some(&latest_version(&migrator))
+    );
 }
 
 /// A concurrent index build waits for older transactions to end; that blocks no one, so
@@ -177,15 +224,9 @@ async fn a_migration_waiting_for_a_lock_gives_way_to_the_live_system_and_retries
 /// meanwhile waits for the first instead of taking its build for an interrupted one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_concurrent_build_outwaits_a_long_transaction_and_a_second_migrator_waits_its_turn() {
-    let database = TestDatabase::create_unmigrated().await;
+    let (database, migrator) = legacy_up_to(5).await;
     let pool = database.pool();
-    MIGRATOR
-        .run_to(5, pool)
-        .await
-        .expect("the migrations before 0006");
-    let mut report = sqlx::PgConnection::connect(database.url())
-        .await
-        .expect("connect");
+    let mut report = connect(database.url()).await.expect("connect");
     sqlx::query("BEGIN ISOLATION LEVEL REPEATABLE READ")
         .execute(&mut report)
         .await
@@ -195,10 +236,11 @@ async fn a_concurrent_build_outwaits_a_long_transaction_and_a_second_migrator_wa
         .await
         .expect("snapshot");
     // One run each, no retry: waiting must not be a lock timeout retried in a loop.
+    let migrator = std::sync::Arc::new(migrator);
     let migrators: Vec<_> = (0..2)
         .map(|_| {
-            let options = pool.connect_options();
-            tokio::spawn(async move { store::migrations::migrate_with(&options, 1).await })
+            let (pool, migrator) = (pool.clone(), std::sync::Arc::clone(&migrator));
+            tokio::spawn(async move { migrate(&pool, &migrator, 1).await })
         })
         .collect();
     backend_running(pool, "-- no-transaction").await;
@@ -222,5 +264,8 @@ async fn a_concurrent_build_outwaits_a_long_transaction_and_a_second_migrator_wa
         index_validity(pool, "receipts_content_key").await,
         Some(true)
     );
-    assert_eq!(applied_versions(pool).await.last(), Some(&latest_version()));
+    assert_eq!(
+        applied_versions(pool).await.last(),
+        Some(&latest_version(&migrator))
+    );
 }

@@ -158,7 +158,7 @@ async fn lock_order(
     database: &TestDatabase,
     order: &str,
 ) -> sqlx::Transaction<'static, sqlx::Postgres> {
-    let pool = PgPool::connect(database.url()).await.expect("connect");
+    let pool = inbound_tests::database::connect(database.url()).await;
     let mut lock = pool.begin().await.expect("begin");
     sqlx::query("SELECT 1 FROM orders WHERE id = $1 FOR UPDATE")
         .bind(order)

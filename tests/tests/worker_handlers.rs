@@ -4,10 +4,9 @@
 
 use std::time::Duration;
 
-use inbound_core::handlers::{
-    Handler, HandlerError, HandlerFuture, HandlerInput, ORDERS_MARK_PAID, Registry, Transition,
-};
+use inbound_core::handlers::{Handler, HandlerError, HandlerFuture, HandlerInput, Transition};
 use inbound_core::store::{admin, queue};
+use inbound_example::ORDERS_MARK_PAID;
 use inbound_tests::TestDatabase;
 use inbound_tests::domain::{self, charge, invoice, payment_intent, stripe_event};
 use inbound_worker::process::{Attempt, process, process_batch};
@@ -327,6 +326,58 @@ async fn a_refund_racing_its_payment_applies_in_the_same_attempt() {
         ("done".into(), Some("applied".into()), None)
     );
     assert_eq!(domain::order_status(pool, "o1").await, "refunded");
+}
+
+#[tokio::test]
+async fn a_routes_price_options_take_the_place_of_the_integrations_map() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let config = domain::config_edited(|text| {
+        text.replacen(
+            "{ handler = \"entitlements.grant\", sink = \"audit\" }",
+            "{ handler = \"entitlements.grant\", sink = \"audit\", options = { prices = { price_gold = \"gold\" } } }",
+            1,
+        )
+    });
+    inbound_worker::app::check_routes(&config, &domain::stock_registry())
+        .expect("the grant handler accepts its options");
+    let worker = domain::worker_with_config(pool, config.clone(), domain::settings());
+    let receipt = domain::accept_event(
+        pool,
+        &config,
+        "evt_g1",
+        "invoice.paid",
+        invoice("in_9", "cus_g", &["price_gold", "price_pro"]),
+    )
+    .await;
+    step(&worker).await;
+    assert_eq!(
+        domain::receipt_state(pool, receipt).await.1.as_deref(),
+        Some("applied")
+    );
+    let grants: Vec<String> =
+        sqlx::query_scalar("SELECT entitlement FROM entitlement_grants ORDER BY 1")
+            .fetch_all(pool)
+            .await
+            .expect("grants");
+    assert_eq!(grants, ["gold"], "the route's map, not the integration's");
+
+    let refused = domain::config_edited(|text| {
+        text.replacen(
+            "{ handler = \"entitlements.grant\", sink = \"audit\" }",
+            "{ handler = \"entitlements.grant\", options = { prices = { price_gold = 3 } } }",
+            1,
+        )
+    });
+    let error = inbound_worker::app::check_routes(&refused, &domain::stock_registry())
+        .expect_err("refused at start-up")
+        .to_string();
+    assert!(
+        error.contains(
+            ".routes.\"invoice.paid\".options: prices.price_gold must name an entitlement"
+        ),
+        "{error}"
+    );
 }
 
 #[tokio::test]
@@ -711,8 +762,8 @@ async fn a_handler_failing_after_its_write_leaves_no_trace_and_the_rest_of_its_b
         let (order, payment, event) = (format!("o{n}"), format!("pi_{n}"), format!("evt_{n}"));
         receipts.push(accept_succeeded(pool, &config, &event, &payment, &order, 1000, "usd").await);
     }
-    let mut registry = Registry::builtin();
-    let mark_paid = registry.get(ORDERS_MARK_PAID).expect("built in").clone();
+    let mut registry = domain::stock_registry();
+    let mark_paid = registry.get(ORDERS_MARK_PAID).expect("registered").clone();
     registry.register(ORDERS_MARK_PAID, FailsAfterWriting(mark_paid));
     let worker = inbound_worker::Worker::new(
         pool.clone(),

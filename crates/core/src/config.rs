@@ -130,14 +130,42 @@ pub struct Expect {
     pub api_app_id: Option<String>,
 }
 
-/// Where a routed event goes.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// Where a routed event goes. The key it is configured under is an event type, a
+/// pattern `prefix.*` (every type that starts with `prefix.`), or `*` (every type); an
+/// exact key wins over any pattern, a longer pattern over a shorter one, `*` comes last.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Route {
-    /// A handler name (see [`handlers::BUILTIN_HANDLERS`]).
+    /// A handler name. Only the worker that runs it knows whether it exists: the ingress
+    /// and `inboundctl check-config` accept any name, and a worker refuses to start when a
+    /// routed handler is not registered.
     pub handler: String,
-    /// The sink that receives the transition's effect, if any.
-    pub sink: Option<String>,
+    /// The sinks that receive the transition's effects: at most one, except for
+    /// `forward`, which sends one intent to each.
+    pub sinks: Vec<String>,
+    /// The route's `options` table, for the handler (validated by it when a worker
+    /// starts); an empty object when absent.
+    pub options: serde_json::Value,
+}
+
+impl Route {
+    /// The route's (first) sink.
+    pub fn sink(&self) -> Option<&str> {
+        self.sinks.first().map(String::as_str)
+    }
+}
+
+/// The suffix that makes a route key a pattern.
+pub const PATTERN_SUFFIX: &str = ".*";
+/// The route key that matches every event type.
+pub const CATCH_ALL: &str = "*";
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRoute {
+    handler: String,
+    sink: Option<String>,
+    sinks: Option<Vec<String>>,
+    options: Option<toml::Table>,
 }
 
 /// A downstream service that receives effects.
@@ -175,17 +203,11 @@ impl Config {
     /// Reads, parses and validates the file at `path`, resolving `env:` references from
     /// the process environment.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        Self::load_with_handlers(path, handlers::BUILTIN_HANDLERS)
-    }
-
-    /// Like [`Config::load`], for a worker that registered handlers of its own: routes may
-    /// name any of `known_handlers`.
-    pub fn load_with_handlers(path: &Path, known_handlers: &[&str]) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Unreadable {
             path: path.display().to_string(),
             reason: error.kind().to_string(),
         })?;
-        Self::from_toml_with_handlers(&text, &|name| std::env::var(name).ok(), known_handlers)
+        Self::from_toml(&text, &|name| std::env::var(name).ok())
     }
 
     /// Parses and validates `text`; `env_lookup` resolves `env:` references.
@@ -193,17 +215,31 @@ impl Config {
         text: &str,
         env_lookup: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Self, ConfigError> {
-        Self::from_toml_with_handlers(text, env_lookup, handlers::BUILTIN_HANDLERS)
+        let raw: RawConfig = toml::from_str(text).map_err(|error| syntax_error(text, &error))?;
+        validate(raw, env_lookup)
     }
 
-    /// [`Config::from_toml`] with the handler names routes may use.
-    pub fn from_toml_with_handlers(
-        text: &str,
-        env_lookup: &dyn Fn(&str) -> Option<String>,
-        known_handlers: &[&str],
-    ) -> Result<Self, ConfigError> {
-        let raw: RawConfig = toml::from_str(text).map_err(|error| syntax_error(text, &error))?;
-        validate(raw, env_lookup, known_handlers)
+    /// The first route whose handler is not among `known_handlers`, as a one-line error
+    /// naming it (a worker refuses to start on it; `check-config --handlers` reports it).
+    pub fn check_handlers(&self, known_handlers: &[&str]) -> Result<(), ConfigError> {
+        for (index, integration) in self.integrations.iter().enumerate() {
+            for (key, route) in &integration.routes {
+                if !known_handlers.contains(&route.handler.as_str()) {
+                    return Err(invalid(
+                        format!(
+                            "integration[{index}] ({}).routes.{key:?}.handler",
+                            integration.id
+                        ),
+                        format!(
+                            "handler {:?} is not registered in this worker (it has: {})",
+                            route.handler,
+                            known_handlers.join(", ")
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Every integration, in file order.
@@ -250,7 +286,7 @@ struct RawIntegration {
     #[serde(default)]
     expect: Expect,
     #[serde(default)]
-    routes: BTreeMap<String, Route>,
+    routes: BTreeMap<String, RawRoute>,
     #[serde(default)]
     entitlements: BTreeMap<String, String>,
     #[serde(default)]
@@ -315,7 +351,6 @@ const ID_RULE: &str = "must be 1-64 characters of letters, digits, '-', '_' or '
 fn validate(
     raw: RawConfig,
     env_lookup: &dyn Fn(&str) -> Option<String>,
-    known_handlers: &[&str],
 ) -> Result<Config, ConfigError> {
     let mut sinks = Vec::with_capacity(raw.sink.len());
     for (index, raw_sink) in raw.sink.into_iter().enumerate() {
@@ -333,8 +368,7 @@ fn validate(
         if integration_index.contains_key(&raw_integration.id) {
             return Err(invalid(format!("{path}.id"), "duplicate integration id"));
         }
-        let integration =
-            validate_integration(&path, raw_integration, &sinks, env_lookup, known_handlers)?;
+        let integration = validate_integration(&path, raw_integration, &sinks, env_lookup)?;
         integration_index.insert(integration.id.clone(), integrations.len());
         integrations.push(integration);
     }
@@ -350,7 +384,6 @@ fn validate_integration(
     raw: RawIntegration,
     sinks: &[Sink],
     env_lookup: &dyn Fn(&str) -> Option<String>,
-    known_handlers: &[&str],
 ) -> Result<Integration, ConfigError> {
     if !is_valid_id(&raw.id) {
         return Err(invalid(format!("{path}.id"), ID_RULE));
@@ -408,36 +441,11 @@ fn validate_integration(
             ),
         ));
     }
-    for (event_type, route) in &raw.routes {
-        let route_path = format!("{path}.routes.{event_type:?}");
-        if event_type.is_empty() {
-            return Err(invalid(route_path, "event type must not be empty"));
-        }
-        if !known_handlers.contains(&route.handler.as_str()) {
-            return Err(invalid(
-                format!("{route_path}.handler"),
-                format!(
-                    "unknown handler {:?} (expected one of {})",
-                    route.handler,
-                    known_handlers.join(", ")
-                ),
-            ));
-        }
-        match &route.sink {
-            Some(sink) if !sinks.iter().any(|known| &known.id == sink) => {
-                return Err(invalid(
-                    format!("{route_path}.sink"),
-                    format!("unknown sink {sink:?} (no [[sink]] has that id)"),
-                ));
-            }
-            None if route.handler == handlers::FORWARD => {
-                return Err(invalid(
-                    format!("{route_path}.sink"),
-                    "the forward handler needs a sink to forward to",
-                ));
-            }
-            _ => {}
-        }
+    let mut routes = BTreeMap::new();
+    for (key, raw_route) in raw.routes {
+        let route_path = format!("{path}.routes.{key:?}");
+        let route = validate_route(&route_path, &key, raw_route, sinks)?;
+        routes.insert(key, route);
     }
     Ok(Integration {
         id: raw.id,
@@ -447,10 +455,111 @@ fn validate_integration(
         tolerance_secs,
         max_body_bytes,
         expect: raw.expect,
-        routes: raw.routes,
+        routes,
         entitlements: raw.entitlements,
         content_dedupe: raw.content_dedupe,
     })
+}
+
+/// A route key, its sinks and its options.
+fn validate_route(
+    route_path: &str,
+    key: &str,
+    raw: RawRoute,
+    sinks: &[Sink],
+) -> Result<Route, ConfigError> {
+    if key.is_empty() {
+        return Err(invalid(route_path, "event type must not be empty"));
+    }
+    let prefix = key.strip_suffix(PATTERN_SUFFIX).unwrap_or(key);
+    if key != CATCH_ALL && (prefix.contains('*') || prefix.is_empty()) {
+        return Err(invalid(
+            route_path,
+            "`*` may only end a pattern as `prefix.*` (every type starting with `prefix.`) or be the whole key `*`",
+        ));
+    }
+    if raw.handler.trim().is_empty() {
+        return Err(invalid(
+            format!("{route_path}.handler"),
+            "must not be empty",
+        ));
+    }
+    let sinks_named = match (raw.sink, raw.sinks) {
+        (Some(_), Some(_)) => {
+            return Err(invalid(
+                route_path,
+                "give either `sink` or `sinks`, not both",
+            ));
+        }
+        (Some(sink), None) => vec![sink],
+        (None, Some(list)) => list,
+        (None, None) => Vec::new(),
+    };
+    for (index, sink) in sinks_named.iter().enumerate() {
+        if !sinks.iter().any(|known| &known.id == sink) {
+            return Err(invalid(
+                format!("{route_path}.sink"),
+                format!("unknown sink {sink:?} (no [[sink]] has that id)"),
+            ));
+        }
+        if sinks_named[..index].contains(sink) {
+            return Err(invalid(
+                format!("{route_path}.sinks"),
+                format!("sink {sink:?} is named twice"),
+            ));
+        }
+    }
+    if raw.handler == handlers::FORWARD && sinks_named.is_empty() {
+        return Err(invalid(
+            format!("{route_path}.sink"),
+            "the forward handler needs a sink to forward to",
+        ));
+    }
+    if raw.handler != handlers::FORWARD && sinks_named.len() > 1 {
+        return Err(invalid(
+            format!("{route_path}.sinks"),
+            "only forward sends to several sinks; a business handler names one",
+        ));
+    }
+    let options = options_as_json(raw.options.unwrap_or_default()).ok_or_else(|| {
+        invalid(
+            format!("{route_path}.options"),
+            "cannot be passed to a handler (dates and non-finite numbers are not supported; write them as strings)",
+        )
+    })?;
+    Ok(Route {
+        handler: raw.handler,
+        sinks: sinks_named,
+        options,
+    })
+}
+
+/// A route's options as the JSON its handler reads; `None` for a TOML date or a
+/// non-finite float, which JSON cannot carry faithfully.
+fn options_as_json(table: toml::Table) -> Option<serde_json::Value> {
+    fn convert(value: toml::Value) -> Option<serde_json::Value> {
+        Some(match value {
+            toml::Value::String(text) => serde_json::Value::String(text),
+            toml::Value::Integer(number) => serde_json::Value::from(number),
+            toml::Value::Float(number) => {
+                serde_json::Value::Number(serde_json::Number::from_f64(number)?)
+            }
+            toml::Value::Boolean(flag) => serde_json::Value::Bool(flag),
+            toml::Value::Datetime(_) => return None,
+            toml::Value::Array(items) => {
+                serde_json::Value::Array(items.into_iter().map(convert).collect::<Option<_>>()?)
+            }
+            toml::Value::Table(table) => table_as_json(table)?,
+        })
+    }
+    fn table_as_json(table: toml::Table) -> Option<serde_json::Value> {
+        let mut object = serde_json::Map::new();
+        for (key, value) in table {
+            object.insert(key, convert(value)?);
+        }
+        Some(serde_json::Value::Object(object))
+    }
+    table_as_json(table)
 }
 
 fn validate_expect(path: &str, provider: Provider, expect: &Expect) -> Result<(), ConfigError> {

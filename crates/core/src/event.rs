@@ -10,7 +10,7 @@ use std::borrow::Cow;
 
 use serde::Deserialize;
 
-use crate::config::{Integration, Route};
+use crate::config::{CATCH_ALL, Integration, PATTERN_SUFFIX, Route};
 use crate::headers::Headers;
 use crate::keys::{EventId, SourceScope};
 use crate::payload;
@@ -78,17 +78,38 @@ pub fn extract<'body>(
     }
 }
 
-/// The route for `event`, trying its keys in order. `None`: not routed, so ignored.
+/// The route for `event` and the key it is configured under: an exact match of one of
+/// the event's keys (in order), else the longest `prefix.*` pattern one of them starts
+/// with, else `*`. `None`: not routed, so ignored.
 pub fn find_route<'i>(
     integration: &'i Integration,
     event: &Event<'_>,
 ) -> Option<(&'i str, &'i Route)> {
-    event.route_keys.iter().find_map(|key| {
-        integration
-            .routes
-            .get_key_value(key)
-            .map(|(key, route)| (key.as_str(), route))
-    })
+    let routes = &integration.routes;
+    let exact = event
+        .route_keys
+        .iter()
+        .find_map(|key| routes.get_key_value(key));
+    // Otherwise the longest `prefix.*` that some key of the event starts with, then `*`.
+    let pattern = || {
+        routes
+            .iter()
+            .filter_map(|(key, route)| {
+                let prefix = key
+                    .strip_suffix('*')
+                    .filter(|_| key.ends_with(PATTERN_SUFFIX))?;
+                event
+                    .route_keys
+                    .iter()
+                    .any(|event_key| event_key.starts_with(prefix))
+                    .then_some((key, route))
+            })
+            .max_by_key(|(key, _)| key.len())
+    };
+    exact
+        .or_else(pattern)
+        .or_else(|| routes.get_key_value(CATCH_ALL))
+        .map(|(key, route)| (key.as_str(), route))
 }
 
 /// Parses the fields we need; duplicate keys among them are refused by serde.

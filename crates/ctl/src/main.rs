@@ -1,7 +1,9 @@
 //! `inboundctl`: the operators' tool. Each subcommand is a small function over core.
 //!
-//! - `migrate [--create-database]`: apply the embedded migrations.
-//! - `check-config --config F`: validate a configuration; exits 1 with a one-line error.
+//! - `migrate [--create-database] [--example]`: apply the embedded migrations into the
+//!   schema (`--schema`, default `inbound`), and with `--example` the reference domain's.
+//! - `check-config --config F [--handlers a,b]`: validate a configuration; exits 1 with a
+//!   one-line error (with `--handlers`, also when a route names another handler).
 //! - `sign-event --config F --integration ID --body JSON`: print a ready-to-paste `curl`
 //!   command that sends a correctly signed test event (for local runs and demos).
 //! - `status`, `receipts list|show|quarantine|fail|replay`, `purge`: stuck work and retention (see
@@ -22,6 +24,7 @@ use clap::{Parser, Subcommand};
 use inbound_core::config::Config;
 use inbound_core::store;
 use sqlx::migrate::MigrateDatabase;
+use sqlx::{ConnectOptions, Connection};
 
 /// Operate an inbound installation.
 #[derive(Debug, Parser)]
@@ -38,9 +41,16 @@ enum Command {
         /// PostgreSQL URL.
         #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
         database_url: String,
+        /// The schema of inbound's tables.
+        #[arg(long, env = "INBOUND_SCHEMA", default_value = store::DEFAULT_SCHEMA)]
+        schema: store::Schema,
         /// Create the database first when it does not exist.
         #[arg(long)]
         create_database: bool,
+        /// Also install the reference domain of the stock worker (`orders.*`,
+        /// `entitlements.grant`) in schema `inbound_example`.
+        #[arg(long)]
+        example: bool,
         /// Give up connecting after this many seconds.
         #[arg(long, default_value_t = 10)]
         connect_timeout_secs: u64,
@@ -50,6 +60,11 @@ enum Command {
         /// Configuration file (TOML).
         #[arg(long, env = "INBOUND_CONFIG")]
         config: PathBuf,
+        /// The handlers the worker registers (`forward` always is), e.g. the output of
+        /// `inbound-worker --list-handlers`; every route must name one of them. Without
+        /// it any handler name passes: only the worker that runs it knows.
+        #[arg(long, value_delimiter = ',')]
+        handlers: Option<Vec<String>>,
     },
     /// Receipts and effects by state, and the oldest pending age per integration.
     Status {
@@ -137,12 +152,16 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Migrate {
             database_url,
+            schema,
             create_database,
+            example,
             connect_timeout_secs,
         } => {
             migrate(
                 &database_url,
+                &schema,
                 create_database,
+                example,
                 Duration::from_secs(connect_timeout_secs),
             )
             .await
@@ -194,8 +213,17 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             };
             dev_sink::run(listen, dev_sink::DevSink::new(secrets, fail_first, hang)).await
         }
-        Command::CheckConfig { config } => {
+        Command::CheckConfig { config, handlers } => {
             let loaded = Config::load(&config)?;
+            if let Some(handlers) = handlers {
+                let mut known: Vec<&str> = handlers
+                    .iter()
+                    .map(|name| name.trim())
+                    .filter(|name| !name.is_empty())
+                    .collect();
+                known.extend(inbound_core::handlers::BUILTIN_HANDLERS);
+                loaded.check_handlers(&known)?;
+            }
             println!(
                 "{}: ok ({} integrations, {} sinks)",
                 config.display(),
@@ -222,7 +250,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 
 async fn migrate(
     database_url: &str,
+    schema: &store::Schema,
     create_database: bool,
+    example: bool,
     connect_timeout: Duration,
 ) -> anyhow::Result<()> {
     if create_database
@@ -235,13 +265,31 @@ async fn migrate(
             .context("cannot create the database")?;
         println!("created the database");
     }
-    let pool = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(1)
-        .acquire_timeout(connect_timeout)
-        .connect(database_url)
+    let options = store::connect_options(database_url, schema)?;
+    // Reachable at all, within the timeout (the migrator itself retries only on locks).
+    let mut probe = tokio::time::timeout(connect_timeout, options.connect())
+        .await
+        .context("cannot connect to PostgreSQL: timed out")?
+        .context("cannot connect to PostgreSQL")?;
+    store::ping(&mut probe)
         .await
         .context("cannot connect to PostgreSQL")?;
-    store::migrate(&pool).await.context("migration failed")?;
-    println!("migrations applied");
+    probe.close().await.ok();
+    let migrated = store::migrations::migrate_with(&options, schema, store::migrations::MAX_RUNS)
+        .await
+        .context("migration failed")?;
+    if let Some(from) = migrated.moved_from {
+        println!("moved inbound's tables from schema {from} into {schema}");
+    }
+    println!("migrations applied (schema {schema})");
+    if example {
+        inbound_example::migrate(&options)
+            .await
+            .context("migration of the example domain failed")?;
+        println!(
+            "example domain applied (schema {})",
+            inbound_example::SCHEMA
+        );
+    }
     Ok(())
 }

@@ -9,7 +9,7 @@ use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use inbound_core::config::Config;
 use inbound_core::payload;
-use inbound_core::store::{admin, effects};
+use inbound_core::store::{self, admin, effects};
 use serde_json::json;
 use sqlx::{Connection, PgConnection};
 
@@ -19,14 +19,18 @@ pub struct DatabaseArgs {
     /// PostgreSQL URL.
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     database_url: String,
+    /// The schema of inbound's tables.
+    #[arg(long, env = "INBOUND_SCHEMA", default_value = store::DEFAULT_SCHEMA)]
+    schema: store::Schema,
 }
 
 impl DatabaseArgs {
     /// Connects, giving up after 10 s.
     pub async fn connect(&self) -> anyhow::Result<PgConnection> {
+        let options = store::connect_options(&self.database_url, &self.schema)?;
         tokio::time::timeout(
             Duration::from_secs(10),
-            PgConnection::connect(&self.database_url),
+            PgConnection::connect_with(&options),
         )
         .await
         .context("cannot connect to PostgreSQL: timed out")?

@@ -1,6 +1,7 @@
 //! `inbound-ingress`: the thin HTTP receiver. It verifies, validates, commits a pending
 //! receipt and only then answers 2xx. No business logic, no outbound calls.
 //!
+//! - [`start`]: the whole process as a library ([`main`], [`run`]); [`args`]: its flags.
 //! - [`app`]: routing of paths and methods, health endpoints.
 //! - [`receive`]: the `POST /webhooks/{integration}` pipeline.
 //! - [`body`]: request bodies read into one buffer within the limit and the shared budget.
@@ -9,10 +10,14 @@
 //! - [`telemetry`]: metric names, HELP text and buckets.
 
 pub mod app;
+pub mod args;
 pub mod body;
 pub mod group_commit;
 pub mod receive;
 pub mod reply;
+pub mod start;
 pub mod telemetry;
 
 pub use app::{App, AppSettings};
+pub use args::IngressArgs;
+pub use start::{main, run};

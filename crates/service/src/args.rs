@@ -14,6 +14,9 @@ pub struct CommonArgs {
     /// PostgreSQL URL.
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     pub database_url: String,
+    /// The schema of inbound's tables (every session's whole search_path).
+    #[arg(long, env = "INBOUND_SCHEMA", default_value = inbound_core::store::DEFAULT_SCHEMA)]
+    pub schema: inbound_core::store::Schema,
     /// Log format; JSON when stderr is not a terminal.
     #[arg(long, env = "INBOUND_LOG_FORMAT", value_enum)]
     pub log_format: Option<LogFormat>,

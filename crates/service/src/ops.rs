@@ -17,13 +17,43 @@ use tokio::sync::watch;
 
 use crate::http::{Body, json_response};
 
-/// Installs the global Prometheus recorder with histogram buckets per metric name.
+/// The recorder this process installed, if any (a lock, not a once-cell: two services
+/// starting together must not both try to install one).
+static RECORDER: std::sync::Mutex<Option<PrometheusHandle>> = std::sync::Mutex::new(None);
+
+/// Installs the global Prometheus recorder with histogram buckets per metric name. A
+/// process that runs the ingress and a worker together (tests, an embedding) installs it
+/// once: later calls get the first recorder, with the first caller's buckets.
 pub fn install_recorder(buckets: &[(&str, &[f64])]) -> anyhow::Result<PrometheusHandle> {
+    let mut installed = RECORDER
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(handle) = installed.as_ref() {
+        return Ok(handle.clone());
+    }
     let mut builder = PrometheusBuilder::new();
     for (name, bounds) in buckets {
         builder = builder.set_buckets_for_metric(Matcher::Full((*name).to_owned()), bounds)?;
     }
-    Ok(builder.install_recorder()?)
+    let handle = builder.install_recorder()?;
+    *installed = Some(handle.clone());
+    Ok(handle)
+}
+
+/// Serves `/metrics`, `/healthz` and `/readyz` on `listener` for the life of the process,
+/// with the ops port's own small connection budget, so probes and scrapes get through
+/// whatever the public port is going through.
+pub fn spawn_ops_port(
+    listener: tokio::net::TcpListener,
+    handle: PrometheusHandle,
+    ready: Readiness,
+) -> tokio::task::JoinHandle<crate::Drain> {
+    tokio::spawn(crate::serve(
+        listener,
+        ops_limits(),
+        move |request| serve_ops(request, handle.clone(), ready.clone()),
+        std::future::pending(),
+    ))
 }
 
 /// How often the readiness task pings the database.

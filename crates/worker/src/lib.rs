@@ -1,25 +1,27 @@
 //! `inbound-worker`: claims accepted receipts with leases and applies each business
 //! transition exactly once.
 //!
+//! - [`app`]: the worker as a library — [`main`], [`Worker::builder`] — for the stock
+//!   binary and a team's own; [`args`]: its flags ([`WorkerArgs`]).
 //! - [`runner`]: the claim loops (receipts, effects), their concurrency and drain.
 //! - [`process`]: a batch of claimed receipts completed in one transaction (rerun with a
 //!   savepoint each after a failure): the fenced business transition and how each outcome
 //!   (applied, duplicate, ignored, quarantined, transient, lease lost) is recorded.
-//! - [`dispatch`]: one effect, one step: deliver, judge a lost attempt, or reconcile.
-//! - [`recorder`]: delivery outcomes group-committed on a connection of its own, one
-//!   statement for all waiting, a failing one isolated.
-//! - [`sinks`]: each sink's share of the effect slots and its circuit breaker.
+//! - [`dispatcher`]: the effects dispatcher — one effect, one step: deliver, judge a lost
+//!   attempt, or reconcile; [`dispatcher::recorder`]: delivery outcomes group-committed on
+//!   a connection of its own; [`dispatcher::sinks`]: each sink's share of the effect
+//!   slots and its circuit breaker. `--role effects` runs only this.
 //! - [`backoff`]: exponential backoff with jitter.
 //! - [`gauges`]: queue gauges refreshed from index-backed queries.
 //! - [`telemetry`]: metric names, HELP text and buckets.
 
+pub mod app;
+pub mod args;
 pub mod backoff;
-pub mod dispatch;
+pub mod dispatcher;
 pub mod gauges;
 pub mod process;
-pub mod recorder;
 pub mod runner;
-pub mod sinks;
 pub mod telemetry;
 
 use std::sync::Arc;
@@ -30,8 +32,10 @@ use inbound_core::handlers::Registry;
 use sqlx::PgPool;
 use tokio::sync::Semaphore;
 
-use crate::sinks::SinkGates;
+use crate::dispatcher::sinks::SinkGates;
 
+pub use app::{WorkerBuilder, main};
+pub use args::{Role, WorkerArgs};
 pub use runner::{Step, dispatch_once, run, run_once};
 
 /// The largest `batch_size`: a batch rerun with a savepoint per receipt stays within
@@ -78,6 +82,8 @@ pub struct WorkerSettings {
     pub integrations: Option<Vec<String>>,
     /// How long in-flight transitions may take to finish after shutdown begins.
     pub shutdown_grace: Duration,
+    /// Which claim loops run: receipts, effects, or both.
+    pub role: Role,
 }
 
 /// Everything a worker needs, shared by its tasks.

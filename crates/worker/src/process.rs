@@ -16,7 +16,7 @@
 use std::collections::HashSet;
 use std::time::Instant;
 
-use inbound_core::config::Integration;
+use inbound_core::config::{Integration, Route};
 use inbound_core::handlers::{Handler, HandlerError, HandlerInput, Transition};
 use inbound_core::store::effects::{self, SourceEvent};
 use inbound_core::store::queue::{self, ClaimedReceipt, Finish, Finished, StoredPayload};
@@ -362,10 +362,11 @@ struct Resolved<'w> {
     integration: &'w Integration,
     handler_name: &'w str,
     handler: &'w dyn Handler,
-    sink: Option<&'w str>,
+    /// Its sinks and options.
+    route: &'w Route,
 }
 
-/// The integration, handler and sink of `claimed`'s route; a missing one is transient
+/// The integration, handler, sinks and options of `claimed`'s route; a missing one is transient
 /// (the configuration may be rolled back).
 fn resolve<'w>(worker: &'w Worker, claimed: &ClaimedReceipt) -> Result<Resolved<'w>, Abort> {
     let integration = worker
@@ -387,7 +388,7 @@ fn resolve<'w>(worker: &'w Worker, claimed: &ClaimedReceipt) -> Result<Resolved<
         integration,
         handler_name: &route.handler,
         handler: handler.as_ref(),
-        sink: route.sink.as_deref(),
+        route,
     })
 }
 
@@ -436,7 +437,9 @@ fn handler_input<'a>(
         event_type: &claimed.event_type,
         source_scope: &claimed.source_scope,
         payload,
-        sink: route.sink,
+        sink: route.route.sink(),
+        sinks: &route.route.sinks,
+        options: &route.route.options,
     }
 }
 

@@ -6,7 +6,7 @@
 //! anything still running after that is dropped and its lease simply expires.
 //!
 //! Two loops run in a worker: receipts ([`process_batch`], a slot per batch) and effects
-//! ([`dispatch::advance`], a slot per effect).
+//! ([`dispatcher::advance`], a slot per effect).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -19,10 +19,10 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 
 use crate::Worker;
-use crate::dispatch;
+use crate::dispatcher;
+use crate::dispatcher::recorder::Recorder;
+use crate::dispatcher::sinks::SinkPermit;
 use crate::process::{Attempt, process_batch};
-use crate::recorder::Recorder;
-use crate::sinks::SinkPermit;
 use crate::telemetry::RECEIPT_ATTEMPTS_TOTAL;
 
 /// What one [`run_once`] did.
@@ -68,15 +68,15 @@ pub async fn run_once(worker: &Arc<Worker>) -> Result<Step, sqlx::Error> {
 pub async fn dispatch_once(
     worker: &Arc<Worker>,
     client: &reqwest::Client,
-) -> Result<Vec<dispatch::Step>, sqlx::Error> {
+) -> Result<Vec<dispatcher::Step>, sqlx::Error> {
     let claimed = claim_effects(worker, worker.settings.effect_concurrency).await?;
     let recorder = Recorder::start(&worker.pool);
     let mut tasks = JoinSet::new();
     for (effect, permit) in claimed {
         let (worker, client, recorder) = (Arc::clone(worker), client.clone(), recorder.clone());
-        tasks.spawn(
-            async move { dispatch::advance(&worker, &client, &recorder, effect, permit).await },
-        );
+        tasks.spawn(async move {
+            dispatcher::advance(&worker, &client, &recorder, effect, permit).await
+        });
     }
     let mut steps = tasks.join_all().await;
     steps.sort_by_key(|step| step.effect_id);
@@ -191,7 +191,7 @@ async fn claim_effects(
     worker: &Worker,
     limit: usize,
 ) -> Result<Vec<(effects::ClaimedEffect, SinkPermit)>, sqlx::Error> {
-    let sinks = dispatch::sink_claims(worker, limit);
+    let sinks = dispatcher::sink_claims(worker, limit);
     if sinks.is_empty() {
         return Ok(Vec::new());
     }
@@ -227,13 +227,19 @@ pub async fn run(
         shutdown.await;
         stop_sender.send_replace(true);
     });
-    let receipts = {
-        let worker = Arc::clone(&worker);
+    let role = worker.settings.role;
+    let receipts_stop = stop.clone();
+    let receipts_worker = Arc::clone(&worker);
+    let receipts = async move {
+        if !role.runs_receipts() {
+            return;
+        }
+        let worker = receipts_worker;
         claim_loop(
             "receipts",
             worker.settings.concurrency,
             Arc::clone(&worker),
-            stop.clone(),
+            receipts_stop,
             move |limit| {
                 let worker = Arc::clone(&worker);
                 async move { claim_receipts(&worker, limit).await }
@@ -242,8 +248,12 @@ pub async fn run(
                 batch.process(&worker).await;
             },
         )
+        .await;
     };
-    let effects = {
+    let effects = async move {
+        if !role.runs_effects() {
+            return;
+        }
         let worker = Arc::clone(&worker);
         let recorder = Recorder::start(&worker.pool);
         claim_loop(
@@ -258,10 +268,11 @@ pub async fn run(
             move |worker, (effect, permit)| {
                 let (client, recorder) = (client.clone(), recorder.clone());
                 async move {
-                    dispatch::advance(&worker, &client, &recorder, effect, permit).await;
+                    dispatcher::advance(&worker, &client, &recorder, effect, permit).await;
                 }
             },
         )
+        .await;
     };
     tokio::join!(receipts, effects);
 }

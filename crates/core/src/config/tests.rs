@@ -118,14 +118,27 @@ fn duplicate_integration_id_is_refused() {
 }
 
 #[test]
-fn route_to_unknown_handler_or_sink_is_refused() {
-    let error = error_of(&VALID.replacen("orders.refund", "orders.refnd", 1));
+fn any_handler_name_loads_and_the_worker_names_the_route_it_cannot_run() {
+    // The ingress and check-config cannot know a custom worker's handlers.
+    let config = Config::from_toml(&VALID.replacen("orders.refund", "orders.refnd", 1), &env)
+        .expect("any handler name is accepted");
+    let error = config
+        .check_handlers(&["orders.mark_paid", "orders.refund", "forward"])
+        .expect_err("a worker without orders.refnd refuses it")
+        .to_string();
     assert!(
         error.starts_with(
-            "integration[0] (stripe-acme).routes.\"charge.refunded\".handler: unknown handler"
+            "integration[0] (stripe-acme).routes.\"charge.refunded\".handler: handler \"orders.refnd\" is not registered"
         ),
         "{error}"
     );
+    config
+        .check_handlers(&["orders.mark_paid", "orders.refnd"])
+        .expect("every routed handler registered");
+}
+
+#[test]
+fn route_to_unknown_sink_or_forward_without_sink_is_refused() {
     let error = error_of(&VALID.replacen("sink = \"fulfillment\"", "sink = \"nowhere\"", 1));
     assert!(
         error.contains(".routes.\"payment_intent.succeeded\".sink: unknown sink \"nowhere\""),
@@ -204,4 +217,78 @@ fn debug_output_never_contains_secret_values() {
     let rendered = format!("{config:?}");
     assert!(!rendered.contains(SECRET_VALUE));
     assert!(!rendered.contains("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"));
+}
+
+fn with_routes(routes: &str) -> String {
+    VALID.replacen(
+        "\"charge.refunded\" = { handler = \"orders.refund\" }",
+        routes,
+        1,
+    )
+}
+
+#[test]
+fn patterns_are_a_prefix_dot_star_or_the_whole_key_star() {
+    let config = Config::from_toml(
+        &with_routes("\"invoice.*\" = { handler = \"h\" }\n\"*\" = { handler = \"h\" }"),
+        &env,
+    )
+    .expect("valid patterns");
+    assert!(config.integrations()[0].routes.contains_key("invoice.*"));
+    for key in ["invoice*", "*.paid", "in*voice.paid", ".*", "invoice.**"] {
+        let error = error_of(&with_routes(&format!("\"{key}\" = {{ handler = \"h\" }}")));
+        assert!(
+            error.contains("`*` may only end a pattern"),
+            "{key}: {error}"
+        );
+    }
+}
+
+#[test]
+fn options_reach_the_route_as_json_and_only_forward_fans_out() {
+    let config = Config::from_toml(
+        &(with_routes(
+            "\"charge.refunded\" = { handler = \"h\", options = { mode = \"strict\", limit = 3, prices = { p1 = \"pro\" } } }\n\"charge.updated\" = { handler = \"forward\", sinks = [\"fulfillment\", \"audit\"] }",
+        ) + "\n[[sink]]\nid = \"audit\"\nurl = \"http://audit.internal/\"\n"),
+        &env,
+    )
+    .expect("valid");
+    let routes = &config.integrations()[0].routes;
+    assert_eq!(
+        routes["charge.refunded"].options,
+        serde_json::json!({"mode": "strict", "limit": 3, "prices": {"p1": "pro"}})
+    );
+    assert_eq!(routes["charge.refunded"].sinks, Vec::<String>::new());
+    assert_eq!(routes["charge.updated"].sinks, ["fulfillment", "audit"]);
+    assert_eq!(routes["charge.updated"].sink(), Some("fulfillment"));
+    assert_eq!(
+        routes["payment_intent.succeeded"].options,
+        serde_json::json!({})
+    );
+
+    let error = error_of(&with_routes(
+        "\"charge.refunded\" = { handler = \"h\", sinks = [\"fulfillment\", \"fulfillment\"] }",
+    ));
+    assert!(error.contains("named twice"), "{error}");
+    let error = error_of(&with_routes(
+        "\"charge.refunded\" = { handler = \"orders.refund\", sinks = [\"fulfillment\", \"nowhere\"] }",
+    ));
+    assert!(error.contains("unknown sink \"nowhere\""), "{error}");
+    let error = error_of(
+        &(with_routes(
+            "\"charge.refunded\" = { handler = \"orders.refund\", sinks = [\"fulfillment\", \"audit\"] }",
+        ) + "\n[[sink]]\nid = \"audit\"\nurl = \"http://audit.internal/\"\n"),
+    );
+    assert!(
+        error.contains("only forward sends to several sinks"),
+        "{error}"
+    );
+    let error = error_of(&with_routes(
+        "\"charge.refunded\" = { handler = \"forward\", sink = \"fulfillment\", sinks = [\"fulfillment\"] }",
+    ));
+    assert!(error.contains("either `sink` or `sinks`"), "{error}");
+    let error = error_of(&with_routes(
+        "\"charge.refunded\" = { handler = \"h\", options = { at = 1979-05-27 } }",
+    ));
+    assert!(error.contains(".options: cannot be passed"), "{error}");
 }

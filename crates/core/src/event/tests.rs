@@ -332,3 +332,43 @@ fn standard_takes_id_from_header_and_type_from_payload() {
 fn event_from_svix() -> Event<'static> {
     event(run("std", &[("svix-id", "msg_2")], r#"{"type":"x"}"#))
 }
+
+#[test]
+fn an_exact_route_wins_over_the_longest_pattern_which_wins_over_the_catch_all() {
+    let text = CONFIG.replacen(
+        r#"routes = { "payment_intent.succeeded" = { handler = "orders.mark_paid" } }"#,
+        r#"routes = { "invoice.paid" = { handler = "exact" }, "invoice.*" = { handler = "invoices" }, "invoice.payment.*" = { handler = "payments" }, "*" = { handler = "rest" } }"#,
+        1,
+    );
+    let config = Config::from_toml(&text, &|_| {
+        Some("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".to_owned())
+    })
+    .expect("config");
+    let integration = &config.integrations()[0];
+    let headers = [
+        ("x-github-delivery", "d-1"),
+        ("x-github-event", "pull_request"),
+        ("x-github-hook-installation-target-id", "42"),
+    ];
+    let template = event(run("gh", &headers, "{}"));
+    let routed = |event_type: &str| {
+        let event = crate::event::Event {
+            route_keys: vec![event_type.into()],
+            ..template.clone()
+        };
+        find_route(integration, &event).map(|(key, route)| (key.to_owned(), route.handler.clone()))
+    };
+    let pair = |key: &str, handler: &str| Some((key.to_owned(), handler.to_owned()));
+    assert_eq!(routed("invoice.paid"), pair("invoice.paid", "exact"));
+    assert_eq!(routed("invoice.finalized"), pair("invoice.*", "invoices"));
+    assert_eq!(
+        routed("invoice.payment.failed"),
+        pair("invoice.payment.*", "payments")
+    );
+    assert_eq!(routed("invoicex.paid"), pair("*", "rest"));
+    assert_eq!(
+        routed("invoice"),
+        pair("*", "rest"),
+        "`invoice.*` needs the dot"
+    );
+}

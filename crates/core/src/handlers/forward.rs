@@ -1,11 +1,11 @@
-//! `forward`: no local change; one effect intent carrying the event to the route's sink,
-//! keyed by `(source_scope, event_id, sink)`.
+//! `forward`: no local change; one effect intent carrying the event to each of the route's
+//! sinks, keyed by `(source_scope, event_id, sink)`.
 
 use sqlx::PgConnection;
 
-use super::{Handler, HandlerFuture, HandlerInput, Transition};
+use super::{Handler, HandlerFuture, HandlerInput, Transition, effect_to};
 
-/// Forwards the event to the sink.
+/// Forwards the event to each sink.
 pub(super) struct Forward;
 
 impl Handler for Forward {
@@ -15,14 +15,17 @@ impl Handler for Forward {
         input: HandlerInput<'a>,
     ) -> HandlerFuture<'a> {
         Box::pin(async move {
-            let sink = input.sink.unwrap_or_default();
             let effects = input
-                .effect(
-                    "event.forwarded",
-                    &[input.source_scope, input.event_id, sink],
-                    input.payload.clone(),
-                )
-                .into_iter()
+                .sinks
+                .iter()
+                .map(|sink| {
+                    effect_to(
+                        sink,
+                        "event.forwarded",
+                        &[input.source_scope, input.event_id, sink],
+                        input.payload.clone(),
+                    )
+                })
                 .collect();
             Ok(Transition::Applied { effects })
         })

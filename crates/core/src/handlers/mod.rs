@@ -10,9 +10,7 @@
 //! *business* key (not the event id), so a new event id for the same operation changes
 //! nothing twice.
 
-mod entitlements;
 mod forward;
-mod orders;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -24,18 +22,11 @@ use sqlx::PgConnection;
 use crate::config::Integration;
 use crate::keys::ReceiptId;
 
-/// Marks an order paid from a Stripe PaymentIntent.
-pub const ORDERS_MARK_PAID: &str = "orders.mark_paid";
-/// Marks a paid order refunded from a fully refunded Stripe Charge.
-pub const ORDERS_REFUND: &str = "orders.refund";
-/// Grants entitlements for each mapped line price of a Stripe Invoice.
-pub const ENTITLEMENTS_GRANT: &str = "entitlements.grant";
 /// No local change; only an effect intent carrying the event to a sink.
 pub const FORWARD: &str = "forward";
 
-/// Every built-in handler name, in the order the documentation lists them.
-pub const BUILTIN_HANDLERS: &[&str] =
-    &[ORDERS_MARK_PAID, ORDERS_REFUND, ENTITLEMENTS_GRANT, FORWARD];
+/// Every handler built into inbound itself (business handlers come from other crates).
+pub const BUILTIN_HANDLERS: &[&str] = &[FORWARD];
 
 /// What a handler sees of the receipt it transitions.
 #[derive(Debug, Clone, Copy)]
@@ -54,6 +45,11 @@ pub struct HandlerInput<'a> {
     pub payload: &'a serde_json::Value,
     /// The sink the route names, if any: effects go there.
     pub sink: Option<&'a str>,
+    /// Every sink the route names (`forward` fans out to each).
+    pub sinks: &'a [String],
+    /// The route's `options` table (an empty object when absent), as
+    /// [`Handler::check_options`] accepted it when the worker started.
+    pub options: &'a serde_json::Value,
 }
 
 impl HandlerInput<'_> {
@@ -69,13 +65,24 @@ impl HandlerInput<'_> {
         business_key: &[&str],
         data: serde_json::Value,
     ) -> Option<EffectIntent> {
-        let sink = self.sink?;
-        Some(EffectIntent {
-            operation_key: operation_key(kind, business_key),
-            sink: sink.to_owned(),
-            kind: kind.to_owned(),
-            data,
-        })
+        Some(effect_to(self.sink?, kind, business_key, data))
+    }
+}
+
+/// An effect intent towards `sink` (see [`HandlerInput::effect`] for what `business_key`
+/// must identify; with several sinks, name the sink in it too, so each intent has its own
+/// key).
+pub fn effect_to(
+    sink: &str,
+    kind: &str,
+    business_key: &[&str],
+    data: serde_json::Value,
+) -> EffectIntent {
+    EffectIntent {
+        operation_key: operation_key(kind, business_key),
+        sink: sink.to_owned(),
+        kind: kind.to_owned(),
+        data,
     }
 }
 
@@ -148,6 +155,16 @@ pub type HandlerBatchFuture<'a> =
 
 /// A business transition. Implement it for your own domain and register it by name.
 pub trait Handler: Send + Sync {
+    /// Checks a route's `options` when the worker starts; an `Err` stops the worker with
+    /// the route named and this message. The default accepts only no options, so a typo
+    /// in a handler that takes none is caught rather than ignored.
+    fn check_options(&self, options: &serde_json::Value) -> Result<(), String> {
+        match options.as_object() {
+            Some(table) if table.is_empty() => Ok(()),
+            _ => Err("this handler takes no options".to_owned()),
+        }
+    }
+
     /// Applies the transition for `input` inside `transaction` (do not commit it).
     fn apply<'a>(
         &'a self,
@@ -182,12 +199,9 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// The built-in handlers.
+    /// The handlers built into inbound: `forward`.
     pub fn builtin() -> Self {
         let mut registry = Self::default();
-        registry.register(ORDERS_MARK_PAID, orders::MarkPaid);
-        registry.register(ORDERS_REFUND, orders::Refund);
-        registry.register(ENTITLEMENTS_GRANT, entitlements::Grant);
         registry.register(FORWARD, forward::Forward);
         registry
     }
@@ -208,15 +222,16 @@ impl Registry {
     }
 }
 
-/// Reads a string at a JSON pointer.
-fn text_at<'v>(value: &'v serde_json::Value, pointer: &str) -> Option<&'v str> {
+/// The non-empty string at a JSON pointer (`/data/object/id`), for handlers reading payloads.
+pub fn text_at<'v>(value: &'v serde_json::Value, pointer: &str) -> Option<&'v str> {
     value
         .pointer(pointer)
         .and_then(serde_json::Value::as_str)
         .filter(|text| !text.is_empty())
 }
 
-fn quarantine(reason: impl Into<String>) -> Transition {
+/// [`Transition::Quarantine`] with `reason`.
+pub fn quarantine(reason: impl Into<String>) -> Transition {
     Transition::Quarantine {
         reason: reason.into(),
     }

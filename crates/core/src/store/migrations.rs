@@ -4,8 +4,8 @@
 //! - Transactional migrations are atomic: an interrupted one left nothing behind.
 //! - A `-- no-transaction` migration that builds an index concurrently, when interrupted
 //!   (cancelled, timed out, its session killed), leaves an INVALID index that its
-//!   `IF NOT EXISTS` would skip for ever. Before migrating, every invalid index on our
-//!   tables is rebuilt (`REINDEX INDEX CONCURRENTLY`), and the transient copies an
+//!   `IF NOT EXISTS` would skip for ever. Before migrating, every invalid index in the
+//!   schema being migrated is rebuilt (`REINDEX INDEX CONCURRENTLY`), and the transient copies an
 //!   interrupted rebuild leaves (`…_ccnew`, `…_ccold`) are dropped.
 //! - One migrator at a time: each run takes an advisory lock of its own (waiting without
 //!   limit: a migrator waiting for a migrator holds up no one) before it repairs or
@@ -17,16 +17,20 @@
 //!   timeout: they wait for older transactions to end, which blocks no one, and a long
 //!   report or `pg_dump` must not fail them. `statement_timeout` is off for the session:
 //!   index builds on a large table take long.
+//! - Everything lands in the configured schema (the session's whole `search_path`), the
+//!   history too (`<schema>._sqlx_migrations`); an installation from before the schema
+//!   existed is moved there first ([`super::relocate`]).
 //! - Migrations never hold an exclusive lock for long: none rewrites or scans a table
 //!   under one (a constant default, no new constraint on existing rows).
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use sqlx::migrate::{MigrateError, Migrator};
 use sqlx::postgres::{PgConnectOptions, PgPool};
 use sqlx::{Connection, PgConnection};
 
-use super::MIGRATOR;
+use super::{MIGRATOR, Schema, in_schema, relocate};
 
 /// How long a migration statement may wait for a lock before the run is retried.
 pub const LOCK_TIMEOUT: Duration = Duration::from_secs(2);
@@ -34,34 +38,99 @@ pub const LOCK_TIMEOUT: Duration = Duration::from_secs(2);
 /// Runs before giving up when locks stay taken; with the backoff, about 90 s in all.
 pub const MAX_RUNS: u32 = 20;
 
-/// The tables our migrations create; only their indexes are repaired.
-const OWN_TABLES: &[&str] = &[
-    "receipts",
-    "receipt_queue",
-    "receipt_replays",
-    "receipt_resolutions",
-    "effects",
-    "effect_attempts",
-    "effect_resolutions",
-    "orders",
-    "entitlement_grants",
-];
+/// Why migrating stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum MigrationError {
+    /// A migration or the bookkeeping around it failed.
+    #[error(transparent)]
+    Migrate(#[from] MigrateError),
+    /// The database holds something inbound will not touch on its own; says what to do.
+    #[error("{0}")]
+    Refused(String),
+}
 
-/// Applies every pending migration (see the module doc for how interruptions and locks
-/// are handled).
-pub async fn migrate(pool: &PgPool) -> Result<(), MigrateError> {
-    migrate_with(pool.connect_options().as_ref(), MAX_RUNS).await
+impl From<sqlx::Error> for MigrationError {
+    fn from(error: sqlx::Error) -> Self {
+        Self::Migrate(MigrateError::Execute(error))
+    }
+}
+
+/// What a migration run did besides applying migrations.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Migrated {
+    /// The schema a pre-schema installation was moved from.
+    pub moved_from: Option<String>,
+}
+
+/// Applies every pending migration of inbound's own into `schema` (creating it), after
+/// moving a pre-schema installation there (see the module doc for how interruptions and
+/// locks are handled).
+pub async fn migrate(pool: &PgPool, schema: &Schema) -> Result<Migrated, MigrationError> {
+    migrate_with(pool.connect_options().as_ref(), schema, MAX_RUNS).await
 }
 
 /// [`migrate`] on a connection made from `options`, giving up after `max_runs` runs that
 /// each timed out on a lock.
-pub async fn migrate_with(options: &PgConnectOptions, max_runs: u32) -> Result<(), MigrateError> {
-    let options = options.clone().options([("statement_timeout", "0")]);
+pub async fn migrate_with(
+    options: &PgConnectOptions,
+    schema: &Schema,
+    max_runs: u32,
+) -> Result<Migrated, MigrationError> {
+    let plan = Plan {
+        migrator: &MIGRATOR,
+        schema,
+        own: true,
+    };
+    run_with_retries(options, &plan, max_runs).await
+}
+
+/// Applies another crate's migrations (the example domain's, a team's own) into their own
+/// `schema`, with their history in that schema: one migrator at a time under inbound's
+/// migration lock, each lock waited for briefly and the run retried, interrupted
+/// concurrent index builds repaired — like inbound's own. Their statements should name
+/// their tables qualified (the session's `search_path` is `schema` alone while they run).
+pub async fn migrate_schema(
+    options: &PgConnectOptions,
+    migrator: &Migrator,
+    schema: &Schema,
+) -> Result<Migrated, MigrationError> {
+    migrate_schema_with(options, migrator, schema, MAX_RUNS).await
+}
+
+/// [`migrate_schema`], giving up after `max_runs` runs that each timed out on a lock.
+pub async fn migrate_schema_with(
+    options: &PgConnectOptions,
+    migrator: &Migrator,
+    schema: &Schema,
+    max_runs: u32,
+) -> Result<Migrated, MigrationError> {
+    let plan = Plan {
+        migrator,
+        schema,
+        own: false,
+    };
+    run_with_retries(options, &plan, max_runs).await
+}
+
+/// One set of migrations and where it goes.
+struct Plan<'a> {
+    migrator: &'a Migrator,
+    schema: &'a Schema,
+    /// inbound's own: move a pre-schema installation first.
+    own: bool,
+}
+
+async fn run_with_retries(
+    options: &PgConnectOptions,
+    plan: &Plan<'_>,
+    max_runs: u32,
+) -> Result<Migrated, MigrationError> {
+    let options = in_schema(options.clone(), plan.schema).options([("statement_timeout", "0")]);
     let mut delay = Duration::from_millis(250);
     let mut run = 1;
     loop {
-        match run_once(&options).await {
-            Err(error) if run < max_runs && waited_for_a_lock(&error) => {
+        match run_once(&options, plan).await {
+            Err(MigrationError::Migrate(error)) if run < max_runs && waited_for_a_lock(&error) => {
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(Duration::from_secs(5));
                 run += 1;
@@ -74,9 +143,9 @@ pub async fn migrate_with(options: &PgConnectOptions, max_runs: u32) -> Result<(
 /// Identifies inbound's migrator among PostgreSQL's advisory locks ("inbound" in ASCII).
 const MIGRATION_LOCK_ID: i64 = 0x0069_6e62_6f75_6e64;
 
-async fn run_once(options: &PgConnectOptions) -> Result<(), MigrateError> {
+async fn run_once(options: &PgConnectOptions, plan: &Plan<'_>) -> Result<Migrated, MigrationError> {
     let mut connection = PgConnection::connect_with(options).await?;
-    let outcome = migrate_locked(&mut connection).await;
+    let outcome = migrate_locked(&mut connection, plan).await;
     // Closing ends the session, and with it the advisory lock whatever happened.
     connection.close().await.ok();
     outcome
@@ -85,9 +154,13 @@ async fn run_once(options: &PgConnectOptions) -> Result<(), MigrateError> {
 /// How often a migrator asks again for the migration lock a peer holds.
 const LOCK_POLL_INTERVAL: Duration = Duration::from_millis(250);
 
-/// One migrator at a time: the repair and every pending migration under one advisory
-/// lock, waited for without a timeout (a migrator waiting for a migrator holds up no one).
-async fn migrate_locked(connection: &mut PgConnection) -> Result<(), MigrateError> {
+/// One migrator at a time: the move, the repair and every pending migration under one
+/// advisory lock, waited for without a timeout (a migrator waiting for a migrator holds
+/// up no one).
+async fn migrate_locked(
+    connection: &mut PgConnection,
+    plan: &Plan<'_>,
+) -> Result<Migrated, MigrationError> {
     // Asked for again and again rather than waited for in one statement: a concurrent
     // index build of the peer waits for every older snapshot to end, and a statement
     // blocked on the lock would hold one — each waiting for the other.
@@ -98,13 +171,20 @@ async fn migrate_locked(connection: &mut PgConnection) -> Result<(), MigrateErro
     {
         tokio::time::sleep(LOCK_POLL_INTERVAL).await;
     }
-    // Concurrent builds wait for older transactions to end, which blocks no one: no lock
-    // timeout for them (a long report or pg_dump would otherwise fail them every time).
-    set_lock_timeout(connection, Duration::ZERO).await?;
-    repair_interrupted_index_builds(connection).await?;
-    let mut migrator = Migrator::with_migrations(MIGRATOR.iter().cloned().collect());
+    let mut migrator = Migrator::with_migrations(plan.migrator.iter().cloned().collect());
     migrator.set_locking(false);
-    for migration in MIGRATOR.iter() {
+    migrator.dangerous_set_table_name(Cow::Owned(plan.schema.qualify("_sqlx_migrations")));
+    migrator.create_schema(Cow::Owned(plan.schema.quoted()));
+    let mut migrated = Migrated::default();
+    if plan.own {
+        set_lock_timeout(connection, LOCK_TIMEOUT).await?;
+        migrated.moved_from = relocate::from_legacy(connection, plan.schema, &migrator).await?;
+    }
+    // Concurrent builds wait for older transactions to end, which blocks no one: no lock
+    // timeout for them (a long report or pg_dump would otherwise fail them).
+    set_lock_timeout(connection, Duration::ZERO).await?;
+    repair_interrupted_index_builds(connection, plan.schema).await?;
+    for migration in migrator.iter() {
         // A transactional migration takes table locks the live system needs: it waits
         // for them briefly. A concurrent build takes none of those.
         let wait = if migration.no_tx {
@@ -117,7 +197,7 @@ async fn migrate_locked(connection: &mut PgConnection) -> Result<(), MigrateErro
             .run_direct(Some(migration.version), connection, false)
             .await?;
     }
-    Ok(())
+    Ok(migrated)
 }
 
 /// `lock_timeout` for this session; zero waits without limit.
@@ -145,20 +225,23 @@ fn waited_for_a_lock(error: &MigrateError) -> bool {
         .is_some_and(|code| code == "55P03")
 }
 
-/// Rebuilds every invalid index on our tables and drops the leftovers of interrupted
-/// rebuilds. Each statement runs on its own (neither may run in a transaction). Only
-/// ever under the migration lock: then an invalid index is no peer's build in progress.
-async fn repair_interrupted_index_builds(connection: &mut PgConnection) -> Result<(), sqlx::Error> {
+/// Rebuilds every invalid index in `schema` (whose objects only migrators create) and
+/// drops the leftovers of interrupted rebuilds. Each statement runs on its own (neither
+/// may run in a transaction). Only ever under the migration lock: then an invalid index
+/// is no peer's build in progress.
+async fn repair_interrupted_index_builds(
+    connection: &mut PgConnection,
+    schema: &Schema,
+) -> Result<(), sqlx::Error> {
     let invalid: Vec<(String, String)> = sqlx::query_as(
         "SELECT format('%I.%I', n.nspname, c.relname), c.relname
          FROM pg_index i
          JOIN pg_class c ON c.oid = i.indexrelid
-         JOIN pg_class t ON t.oid = i.indrelid
          JOIN pg_namespace n ON n.oid = c.relnamespace
-         WHERE NOT i.indisvalid AND n.nspname = current_schema() AND t.relname = ANY ($1)
+         WHERE NOT i.indisvalid AND n.nspname = $1
          ORDER BY c.relname",
     )
-    .bind(OWN_TABLES)
+    .bind(schema.as_str())
     .fetch_all(&mut *connection)
     .await?;
     for (qualified_name, name) in invalid {

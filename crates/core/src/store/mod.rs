@@ -7,21 +7,22 @@
 //! - [`receipts`]: acceptance at the ingress.
 //! - [`queue`]: claiming with leases, the fenced start of a business transaction, and
 //!   finishing, retrying or failing a receipt.
-//! - [`orders`], [`grants`]: the reference business domain.
 //! - [`effects`]: effect intents (the outbox).
 //! - [`admin`]: what operators read and change (`inboundctl`), and the queue gauges.
-//! - [`migrations`]: the schema applied so that any migration may be interrupted and rerun.
+//! - [`migrations`]: the schema applied so that any migration may be interrupted and rerun;
+//!   [`relocate`]: a pre-schema installation moved into its schema.
 
 pub mod admin;
 pub mod effects;
-pub mod grants;
 pub mod migrations;
-pub mod orders;
 pub mod queue;
 pub mod receipts;
+pub mod relocate;
+mod schema;
 
-pub use migrations::migrate;
+pub use migrations::{Migrated, MigrationError, migrate, migrate_schema};
 pub use receipts::{InsertOutcome, NewReceipt, insert_receipt, insert_receipts};
+pub use schema::{DEFAULT_SCHEMA, InvalidSchema, Schema};
 
 use std::time::Duration;
 
@@ -58,6 +59,8 @@ pub struct PoolSettings {
     pub statement_timeout: Duration,
     /// `application_name`, shown in `pg_stat_activity`.
     pub application_name: String,
+    /// The schema of inbound's tables: the connections' whole `search_path`.
+    pub schema: Schema,
 }
 
 /// Builds a pool that connects lazily, so a process starts (and answers 503 / not ready)
@@ -66,9 +69,7 @@ pub fn connect_pool_lazy(
     database_url: &str,
     settings: &PoolSettings,
 ) -> Result<PgPool, StoreError> {
-    let options: PgConnectOptions = database_url
-        .parse()
-        .map_err(|error: sqlx::Error| StoreError::InvalidUrl(redact_url_error(&error)))?;
+    let options = connect_options(database_url, &settings.schema)?;
     let statement_timeout_ms = settings.statement_timeout.as_millis().to_string();
     let options = options
         .application_name(&settings.application_name)
@@ -78,6 +79,23 @@ pub fn connect_pool_lazy(
         .acquire_timeout(settings.acquire_timeout)
         .idle_timeout(Duration::from_secs(60))
         .connect_lazy_with(options))
+}
+
+/// `options` whose sessions see `schema` alone: inbound's unqualified names resolve there
+/// and objects its migrations create land there, never in `public`.
+pub fn in_schema(options: PgConnectOptions, schema: &Schema) -> PgConnectOptions {
+    options.options([("search_path", schema.quoted())])
+}
+
+/// Parses `database_url` for a session in `schema` (see [`in_schema`]).
+pub fn connect_options(
+    database_url: &str,
+    schema: &Schema,
+) -> Result<PgConnectOptions, StoreError> {
+    let options: PgConnectOptions = database_url
+        .parse()
+        .map_err(|error: sqlx::Error| StoreError::InvalidUrl(redact_url_error(&error)))?;
+    Ok(in_schema(options, schema))
 }
 
 /// A pool of one connection with `pool`'s connect options (URL, `application_name`,

@@ -23,7 +23,7 @@ pub async fn insert(
     receipt_id: i64,
 ) -> Result<bool, sqlx::Error> {
     let inserted = sqlx::query(
-        "INSERT INTO entitlement_grants (tenant_id, account_id, invoice_id, entitlement, receipt_id)
+        "INSERT INTO inbound_example.entitlement_grants (tenant_id, account_id, invoice_id, entitlement, receipt_id)
          VALUES ($1, $2, $3, $4, $5)
          ON CONFLICT (tenant_id, account_id, invoice_id, entitlement) DO NOTHING",
     )

@@ -1,18 +1,46 @@
 //! `entitlements.grant`: one grant per `(tenant, customer, invoice, entitlement)` for each
-//! line of a Stripe Invoice whose price the integration maps to an entitlement.
+//! line of a Stripe Invoice whose price the route maps to an entitlement:
+//! `options = { prices = { price_pro_monthly = "pro" } }`. (A configuration from before
+//! route options maps prices in `[integration.entitlements]`; it is read when the route
+//! names no `prices`.)
 
 use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 use sqlx::PgConnection;
 
-use super::{Handler, HandlerError, HandlerFuture, HandlerInput, Transition, quarantine, text_at};
 use crate::store::grants::{self, Grant as GrantKey};
+use inbound_core::handlers::{
+    Handler, HandlerError, HandlerFuture, HandlerInput, Transition, quarantine, text_at,
+};
 
 /// Grants mapped entitlements from a paid invoice.
-pub(super) struct Grant;
+pub(crate) struct Grant;
 
 impl Handler for Grant {
+    fn check_options(&self, options: &Value) -> Result<(), String> {
+        let table = options.as_object().ok_or("options must be a table")?;
+        for (key, value) in table {
+            match (key.as_str(), value) {
+                ("prices", Value::Object(prices)) => {
+                    if let Some((price, _)) = prices
+                        .iter()
+                        .find(|(_, name)| name.as_str().is_none_or(str::is_empty))
+                    {
+                        return Err(format!(
+                            "prices.{price} must name an entitlement (a non-empty string)"
+                        ));
+                    }
+                }
+                ("prices", _) => {
+                    return Err("prices must be a table of price id = entitlement".to_owned());
+                }
+                (other, _) => return Err(format!("unknown option {other:?} (known: prices)")),
+            }
+        }
+        Ok(())
+    }
+
     fn apply<'a>(
         &'a self,
         transaction: &'a mut PgConnection,
@@ -51,12 +79,13 @@ async fn grant(
     let entitlements: BTreeSet<&str> = lines
         .iter()
         .filter_map(line_price)
-        .filter_map(|price| {
-            input
+        .filter_map(|price| match input.options.get("prices") {
+            Some(prices) => prices.get(price).and_then(Value::as_str),
+            None => input
                 .integration
                 .entitlements
                 .get(price)
-                .map(String::as_str)
+                .map(String::as_str),
         })
         .collect();
     if entitlements.is_empty() {

@@ -1,12 +1,12 @@
 //! The effects dispatcher: claims due effects with leases (fenced like receipts), each
 //! sink within its own share of the slots and behind its own circuit breaker
-//! ([`crate::sinks`]), and moves each one step along its state machine
+//! ([`sinks`]), and moves each one step along its state machine
 //! ([`inbound_core::effects`]).
 //!
 //! - `pending`: the claim itself committed the attempt as `in_flight` (one statement for
 //!   the whole claim); POST to the sink with the operation key as idempotency key (and
 //!   Standard Webhooks signature headers when the sink has secrets), then record what the
-//!   rules decide, group-committed with other outcomes ([`crate::recorder`]). No
+//!   rules decide, group-committed with other outcomes ([`recorder`]). No
 //!   transaction is open during the request. A resend the claim found past its sink's
 //!   resend horizon is not sent: it is judged instead.
 //! - `in_flight` (claimable only after its holder's lease expired: the worker died with
@@ -15,6 +15,10 @@
 //!   what the rules decide.
 //!
 //! Redirects are never followed, for deliveries or reconciliation: a 3xx is an answer.
+//! The claim loop that feeds this module is `runner`'s (`--role effects|all`).
+
+pub mod recorder;
+pub mod sinks;
 
 use std::time::{Duration, Instant, SystemTime};
 
@@ -27,10 +31,10 @@ use inbound_core::store::effects::{
 };
 use inbound_service::failpoint;
 
+use self::recorder::{Recorded, Recorder};
+use self::sinks::SinkPermit;
 use crate::Worker;
 use crate::backoff::retry_delay;
-use crate::recorder::{Recorded, Recorder};
-use crate::sinks::SinkPermit;
 use crate::telemetry::EFFECT_ATTEMPTS_TOTAL;
 
 /// Extra lease beyond the sink timeout for an in-flight attempt to be recorded: the

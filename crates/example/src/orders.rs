@@ -16,17 +16,17 @@ use std::collections::HashSet;
 use serde_json::json;
 use sqlx::PgConnection;
 
-use super::{
+use crate::store::orders::{self, OrderState, Payment};
+use inbound_core::handlers::{
     Handler, HandlerBatchFuture, HandlerError, HandlerFuture, HandlerInput, Transition, quarantine,
     text_at,
 };
-use crate::store::orders::{self, OrderState, Payment};
 
 /// `awaiting_payment → paid` from a Stripe PaymentIntent (`metadata.order_id`).
-pub(super) struct MarkPaid;
+pub(crate) struct MarkPaid;
 
 /// `paid → refunded` from a fully refunded Stripe Charge (by `payment_intent`).
-pub(super) struct Refund;
+pub(crate) struct Refund;
 
 impl Handler for MarkPaid {
     fn apply<'a>(

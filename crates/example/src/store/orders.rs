@@ -41,7 +41,7 @@ pub async fn mark_paid(
     receipt_id: i64,
 ) -> Result<bool, sqlx::Error> {
     let updated = sqlx::query(
-        "UPDATE orders
+        "UPDATE inbound_example.orders
          SET status = 'paid', amount_received_minor = $4, paid_receipt_id = $6,
              paid_at = now(), updated_at = now()
          WHERE tenant_id = $1 AND id = $2 AND status = 'awaiting_payment'
@@ -80,7 +80,7 @@ pub async fn mark_paid_all(
         receipt_ids.push(*receipt_id);
     }
     sqlx::query_scalar(
-        "UPDATE orders o
+        "UPDATE inbound_example.orders o
          SET status = 'paid', amount_received_minor = p.amount_minor,
              paid_receipt_id = p.receipt_id, paid_at = now(), updated_at = now()
          FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::text[], $6::int8[])
@@ -110,7 +110,7 @@ pub async fn find_for_update(
 ) -> Result<Option<OrderState>, sqlx::Error> {
     sqlx::query_as(
         "SELECT id, provider_payment_id, total_minor, currency, status
-         FROM orders WHERE tenant_id = $1 AND id = $2 FOR UPDATE",
+         FROM inbound_example.orders WHERE tenant_id = $1 AND id = $2 FOR UPDATE",
     )
     .bind(tenant)
     .bind(order_id)
@@ -126,7 +126,7 @@ pub async fn find_by_payment_for_update(
 ) -> Result<Option<OrderState>, sqlx::Error> {
     sqlx::query_as(
         "SELECT id, provider_payment_id, total_minor, currency, status
-         FROM orders WHERE tenant_id = $1 AND provider_payment_id = $2 FOR UPDATE",
+         FROM inbound_example.orders WHERE tenant_id = $1 AND provider_payment_id = $2 FOR UPDATE",
     )
     .bind(tenant)
     .bind(payment_id)
@@ -143,7 +143,7 @@ pub async fn mark_refunded(
     receipt_id: i64,
 ) -> Result<Option<String>, sqlx::Error> {
     sqlx::query_scalar(
-        "UPDATE orders
+        "UPDATE inbound_example.orders
          SET status = 'refunded', refunded_receipt_id = $3, refunded_at = now(), updated_at = now()
          WHERE tenant_id = $1 AND provider_payment_id = $2 AND status = 'paid'
          RETURNING id",

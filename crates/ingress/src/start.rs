@@ -1,0 +1,140 @@
+//! The ingress as a library: [`main`] is the whole `inbound-ingress` process, [`run`] the
+//! same without the process around it (flags given, shutdown chosen by the caller).
+
+use std::future::Future;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::Parser;
+use inbound_core::clock::SystemClock;
+use inbound_core::config::Config;
+use inbound_core::store::{self, PoolSettings};
+use inbound_service::signals::shutdown_signal;
+use inbound_service::{Drain, ServerLimits, logging, ops, serve};
+use tokio::net::TcpListener;
+
+use crate::args::IngressArgs;
+use crate::body::BodyBudget;
+use crate::group_commit::{GroupCommit, GroupCommitSettings};
+use crate::telemetry;
+use crate::{App, AppSettings};
+
+/// The whole ingress process: flags from the command line and environment, logging,
+/// then [`run`] until SIGTERM/SIGINT; a start-up error is one log line and exit code 1.
+pub fn main() -> ExitCode {
+    let args = IngressArgs::parse();
+    logging::init_logging(args.common.log_format);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            tracing::error!("cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(args, shutdown_signal())) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            // One line, then a non-zero exit: start-up errors are read by people.
+            tracing::error!("{error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Serves until `shutdown` resolves, then drains. Refuses to start on an invalid
+/// configuration or flags that could never work.
+pub async fn run(
+    cli: IngressArgs,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let config = Config::load(&cli.common.config).context("invalid configuration")?;
+    if let Some(integration) = config
+        .integrations()
+        .iter()
+        .find(|integration| integration.max_body_bytes > cli.body_budget_bytes)
+    {
+        bail!(
+            "--body-budget-bytes {} is smaller than integration {}'s max_body_bytes {}: such a body could never be read",
+            cli.body_budget_bytes,
+            integration.id,
+            integration.max_body_bytes
+        );
+    }
+    let metrics = telemetry::install_metrics().context("cannot install the metrics recorder")?;
+    let statement_timeout = cli.common.statement_timeout();
+    let acquire_timeout = cli.common.acquire_timeout();
+    let pool = store::connect_pool_lazy(
+        &cli.common.database_url,
+        &PoolSettings {
+            max_connections: cli.db_max_connections,
+            acquire_timeout,
+            statement_timeout,
+            application_name: "inbound-ingress".to_owned(),
+            schema: cli.common.schema.clone(),
+        },
+    )?;
+    let settings = AppSettings {
+        request_timeout: Duration::from_secs(cli.request_timeout_secs),
+        database_timeout: acquire_timeout + statement_timeout,
+    };
+    let readiness = ops::Readiness::start(pool.clone(), Duration::from_secs(1));
+    let group_commit = GroupCommit::start(
+        pool.clone(),
+        GroupCommitSettings {
+            max_batch: cli.commit_batch_max,
+            // Leave a connection for /readyz.
+            committers: cli
+                .commit_concurrency
+                .min(cli.db_max_connections.saturating_sub(1).max(1) as usize),
+        },
+    );
+    let app = Arc::new(App::new(
+        Arc::new(config),
+        pool,
+        group_commit,
+        BodyBudget::new(cli.body_budget_bytes),
+        readiness.clone(),
+        Arc::new(SystemClock),
+        settings,
+    ));
+    let limits = ServerLimits {
+        header_read_timeout: Duration::from_secs(cli.header_read_timeout_secs),
+        max_connections: cli.max_connections,
+        shutdown_grace: cli.common.shutdown_grace(),
+        max_buf_size: inbound_service::server::MAX_REQUEST_HEAD_BYTES,
+    };
+
+    let listener = TcpListener::bind(cli.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", cli.listen))?;
+    let metrics_listener = TcpListener::bind(cli.metrics_listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", cli.metrics_listen))?;
+    tracing::info!(
+        addr = %listener.local_addr()?,
+        metrics_addr = %metrics_listener.local_addr()?,
+        "listening"
+    );
+
+    ops::spawn_ops_port(metrics_listener, metrics, readiness);
+
+    let handler_app = Arc::clone(&app);
+    let drain = serve(
+        listener,
+        limits,
+        move |request| Arc::clone(&handler_app).handle(request),
+        shutdown,
+    )
+    .await;
+    match drain {
+        Drain::Complete => tracing::info!("drained; exiting"),
+        Drain::TimedOut => tracing::warn!("grace period over with requests still open; exiting"),
+    }
+    app.pool().close().await;
+    Ok(())
+}

@@ -1,0 +1,183 @@
+//! The worker as a library: the stock `inbound-worker` and a team's own worker are the
+//! same few lines — parse the flags, register handlers, run.
+//!
+//! ```no_run
+//! use inbound_worker::{Worker, WorkerArgs};
+//! # use inbound_core::handlers::{Handler, HandlerFuture, HandlerInput, Transition};
+//! # struct SyncSubscription;
+//! # impl Handler for SyncSubscription {
+//! #     fn apply<'a>(&'a self, _: &'a mut sqlx::PgConnection, _: HandlerInput<'a>) -> HandlerFuture<'a> {
+//! #         Box::pin(async { Ok(Transition::Ignored { reason: String::new() }) })
+//! #     }
+//! # }
+//! fn main() -> std::process::ExitCode {
+//!     inbound_worker::main(|worker| worker.handler("subscriptions.sync", SyncSubscription))
+//! }
+//! ```
+//!
+//! [`main`] parses [`WorkerArgs`], sets up logging, runs until SIGTERM/SIGINT and turns
+//! a start-up error into one log line and exit code 1. [`WorkerBuilder::run`] is the same
+//! without the process around it (tests start workers in-process with it).
+
+use std::future::Future;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Parser;
+use inbound_core::config::Config;
+use inbound_core::handlers::{Handler, Registry};
+use inbound_core::store::{self, PoolSettings};
+use inbound_service::signals::shutdown_signal;
+use inbound_service::{logging, ops};
+use tokio::net::TcpListener;
+
+use crate::args::WorkerArgs;
+use crate::{Worker, gauges, telemetry};
+
+/// A worker being put together: flags plus the handlers it runs (`forward` is always
+/// registered).
+pub struct WorkerBuilder {
+    args: WorkerArgs,
+    registry: Registry,
+}
+
+impl Worker {
+    /// A worker from its flags, with inbound's built-in handlers registered.
+    pub fn builder(args: WorkerArgs) -> WorkerBuilder {
+        WorkerBuilder {
+            args,
+            registry: Registry::builtin(),
+        }
+    }
+}
+
+impl WorkerBuilder {
+    /// Registers `handler` under `name`, the name routes give as `handler = "…"`.
+    pub fn handler(mut self, name: &str, handler: impl Handler + 'static) -> Self {
+        self.registry.register(name, handler);
+        self
+    }
+
+    /// Registers several handlers at once (e.g. `inbound_example::register`).
+    pub fn register(mut self, add: impl FnOnce(&mut Registry)) -> Self {
+        add(&mut self.registry);
+        self
+    }
+
+    /// The handlers registered so far.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// Runs until `shutdown` resolves, then drains. Refuses to start — with one line
+    /// naming the route — when a routed handler is not registered or refuses its
+    /// options, and on flags out of range.
+    pub async fn run(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> anyhow::Result<()> {
+        let Self { args, registry } = self;
+        if args.list_handlers {
+            for name in registry.names() {
+                println!("{name}");
+            }
+            return Ok(());
+        }
+        args.check()?;
+        let config = Config::load(&args.common.config).context("invalid configuration")?;
+        check_routes(&config, &registry).context("invalid configuration")?;
+        for integration in &args.integrations {
+            anyhow::ensure!(
+                config.integration(integration).is_some(),
+                "--integration {integration}: no such integration in the configuration"
+            );
+        }
+        let metrics =
+            telemetry::install_metrics().context("cannot install the metrics recorder")?;
+        let pool = store::connect_pool_lazy(
+            &args.common.database_url,
+            &PoolSettings {
+                max_connections: args.max_connections(),
+                acquire_timeout: args.common.acquire_timeout(),
+                statement_timeout: args.common.statement_timeout(),
+                application_name: "inbound-worker".to_owned(),
+                schema: args.common.schema.clone(),
+            },
+        )?;
+        let settings = args.settings();
+        let worker_id = settings.worker_id.clone();
+        let role = settings.role;
+        let worker = Arc::new(Worker::new(
+            pool.clone(),
+            Arc::new(config),
+            registry,
+            settings,
+        ));
+
+        let metrics_listener = TcpListener::bind(args.metrics_listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", args.metrics_listen))?;
+        tracing::info!(metrics_addr = %metrics_listener.local_addr()?, worker_id, ?role, "listening");
+        let readiness = ops::Readiness::start(pool.clone(), ops::READINESS_INTERVAL);
+        ops::spawn_ops_port(metrics_listener, metrics, readiness);
+        let gauge_worker = Arc::clone(&worker);
+        let gauge_interval = Duration::from_secs(args.gauge_interval_secs.max(1));
+        let gauges = tokio::spawn(async move {
+            gauges::refresh_forever(&gauge_worker, gauge_interval).await;
+        });
+
+        let client = crate::dispatcher::http_client().context("cannot build the HTTP client")?;
+        crate::run(Arc::clone(&worker), client, shutdown).await;
+        gauges.abort();
+        pool.close().await;
+        tracing::info!("drained; exiting");
+        Ok(())
+    }
+}
+
+/// Every route's handler is registered and accepts the route's options.
+pub fn check_routes(config: &Config, registry: &Registry) -> anyhow::Result<()> {
+    config.check_handlers(&registry.names())?;
+    for (index, integration) in config.integrations().iter().enumerate() {
+        for (key, route) in &integration.routes {
+            let Some(handler) = registry.get(&route.handler) else {
+                continue;
+            };
+            if let Err(reason) = handler.check_options(&route.options) {
+                anyhow::bail!(
+                    "integration[{index}] ({}).routes.{key:?}.options: {reason}",
+                    integration.id
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A whole worker process: flags from the command line and environment, logging, then
+/// [`WorkerBuilder::run`] until SIGTERM/SIGINT. `configure` registers the handlers.
+pub fn main(configure: impl FnOnce(WorkerBuilder) -> WorkerBuilder) -> ExitCode {
+    let args = WorkerArgs::parse();
+    logging::init_logging(args.common.log_format);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            tracing::error!("cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let builder = configure(Worker::builder(args));
+    match runtime.block_on(builder.run(shutdown_signal())) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            // One line, then a non-zero exit: start-up errors are read by people.
+            tracing::error!("{error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

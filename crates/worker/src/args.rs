@@ -1,0 +1,176 @@
+//! The worker's flags (each with an `INBOUND_…` environment twin), shared by the stock
+//! binary and every worker built on this library, and their checks.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::ensure;
+use inbound_service::args::CommonArgs;
+
+use crate::{MAX_BATCH_SIZE, WorkerSettings};
+
+/// What a worker process runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Role {
+    /// Receipts (business transitions) and effects (the dispatcher).
+    #[default]
+    All,
+    /// Only receipts: claim and apply transitions, record intents.
+    Receipts,
+    /// Only effects: deliver, reconcile and record outcomes.
+    Effects,
+}
+
+impl Role {
+    /// Whether this role claims receipts.
+    pub fn runs_receipts(self) -> bool {
+        matches!(self, Self::All | Self::Receipts)
+    }
+
+    /// Whether this role dispatches effects.
+    pub fn runs_effects(self) -> bool {
+        matches!(self, Self::All | Self::Effects)
+    }
+}
+
+/// The inbound worker: claim accepted receipts and apply each transition exactly once;
+/// deliver their effects.
+#[derive(Debug, clap::Parser)]
+#[command(version, about)]
+pub struct WorkerArgs {
+    /// Configuration, database, logging and drain.
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Print the registered handler names, one per line, and exit (for
+    /// `inboundctl check-config --handlers`).
+    #[arg(long)]
+    pub list_handlers: bool,
+    /// receipts: apply transitions only; effects: deliver effects only; all: both.
+    #[arg(long, env = "INBOUND_ROLE", value_enum, default_value_t = Role::All)]
+    pub role: Role,
+    /// Address for /metrics, /healthz and /readyz.
+    #[arg(long, env = "INBOUND_METRICS_LISTEN", default_value = "0.0.0.0:9091")]
+    pub metrics_listen: SocketAddr,
+    /// Business transactions in flight at once.
+    #[arg(long, env = "INBOUND_CONCURRENCY", default_value_t = 8)]
+    pub concurrency: usize,
+    /// Most receipts completed in one business transaction; 1 commits every receipt on
+    /// its own. At most 64: a batch rerun with a savepoint per receipt must stay within
+    /// PostgreSQL's per-backend subtransaction cache (64), past which every snapshot in
+    /// the cluster slows down.
+    #[arg(long, env = "INBOUND_BATCH_SIZE", default_value_t = 50)]
+    pub batch_size: usize,
+    /// Effects delivered or reconciled at once.
+    #[arg(long, env = "INBOUND_EFFECT_CONCURRENCY", default_value_t = 8)]
+    pub effect_concurrency: usize,
+    /// Lease length; an expired lease is claimable by another worker.
+    #[arg(long, env = "INBOUND_LEASE_SECS", default_value_t = 30)]
+    pub lease_secs: u64,
+    /// Sleep between claims when idle.
+    #[arg(long, env = "INBOUND_POLL_INTERVAL_MS", default_value_t = 500)]
+    pub poll_interval_ms: u64,
+    /// Attempts before a receipt is failed (also enforced when a claim finds a receipt
+    /// whose attempts are spent without an outcome: its worker died each time).
+    #[arg(long, env = "INBOUND_MAX_ATTEMPTS", default_value_t = 10)]
+    pub max_attempts: i32,
+    /// Payload bytes of claimed receipts held at once (as accepted; decoded payloads take
+    /// a few times more). A larger receipt is claimed alone when nothing else is in flight.
+    #[arg(long, env = "INBOUND_PAYLOAD_BUDGET_BYTES", default_value_t = 4 * 1024 * 1024)]
+    pub payload_budget_bytes: usize,
+    /// First retry delay.
+    #[arg(long, env = "INBOUND_BACKOFF_BASE_MS", default_value_t = 1000)]
+    pub backoff_base_ms: u64,
+    /// Longest retry delay.
+    #[arg(long, env = "INBOUND_BACKOFF_CAP_SECS", default_value_t = 600)]
+    pub backoff_cap_secs: u64,
+    /// Claim only these integrations (repeat the flag); all when absent.
+    #[arg(
+        long = "integration",
+        env = "INBOUND_INTEGRATIONS",
+        value_delimiter = ','
+    )]
+    pub integrations: Vec<String>,
+    /// Identifies this worker in `receipt_queue.leased_by`.
+    #[arg(long, env = "INBOUND_WORKER_ID")]
+    pub worker_id: Option<String>,
+    /// How often the queue gauges are refreshed.
+    #[arg(long, env = "INBOUND_GAUGE_INTERVAL_SECS", default_value_t = 5)]
+    pub gauge_interval_secs: u64,
+}
+
+impl WorkerArgs {
+    /// Refuses values that would turn the worker into a busy loop or an unbounded one.
+    pub fn check(&self) -> anyhow::Result<()> {
+        ensure!(
+            (1..=86_400).contains(&self.lease_secs),
+            "--lease-secs must be between 1 and 86400"
+        );
+        // A zero backoff would turn every retry and reconciliation into a zero-delay loop.
+        ensure!(
+            self.backoff_base_ms >= 1,
+            "--backoff-base-ms must be at least 1"
+        );
+        ensure!(
+            (1..=3600).contains(&self.backoff_cap_secs)
+                && self.backoff_cap_secs.saturating_mul(1000) >= self.backoff_base_ms,
+            "--backoff-cap-secs must be between 1 and 3600 and at least --backoff-base-ms"
+        );
+        ensure!(
+            (1..=MAX_BATCH_SIZE).contains(&self.batch_size),
+            "--batch-size must be between 1 and {MAX_BATCH_SIZE}"
+        );
+        ensure!(self.concurrency >= 1, "--concurrency must be at least 1");
+        ensure!(
+            self.effect_concurrency >= 1,
+            "--effect-concurrency must be at least 1"
+        );
+        ensure!(self.max_attempts >= 1, "--max-attempts must be at least 1");
+        ensure!(
+            self.payload_budget_bytes >= 1,
+            "--payload-budget-bytes must be at least 1"
+        );
+        Ok(())
+    }
+
+    /// The claiming and retry policy these flags describe.
+    pub fn settings(&self) -> WorkerSettings {
+        let worker_id = self.worker_id.clone().unwrap_or_else(|| {
+            let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "worker".to_owned());
+            format!("{host}-{}", std::process::id())
+        });
+        WorkerSettings {
+            concurrency: self.concurrency,
+            batch_size: self.batch_size,
+            effect_concurrency: self.effect_concurrency,
+            lease: Duration::from_secs(self.lease_secs),
+            poll_interval: Duration::from_millis(self.poll_interval_ms),
+            max_attempts: self.max_attempts,
+            backoff_base: Duration::from_millis(self.backoff_base_ms),
+            backoff_cap: Duration::from_secs(self.backoff_cap_secs),
+            worker_id,
+            integrations: (!self.integrations.is_empty()).then(|| self.integrations.clone()),
+            shutdown_grace: self.common.shutdown_grace(),
+            payload_budget_bytes: self.payload_budget_bytes,
+            role: self.role,
+        }
+    }
+
+    /// Connections: one per receipt batch and per effect in flight (of the loops this
+    /// role runs), one for claims, one for gauges, one spare. The outcome recorder opens
+    /// one more of its own.
+    pub fn max_connections(&self) -> u32 {
+        let receipts = if self.role.runs_receipts() {
+            self.concurrency
+        } else {
+            0
+        };
+        let effects = if self.role.runs_effects() {
+            self.effect_concurrency
+        } else {
+            0
+        };
+        u32::try_from(receipts.saturating_add(effects))
+            .unwrap_or(u32::MAX)
+            .saturating_add(3)
+    }
+}

@@ -1,0 +1,196 @@
+//! A team's own transition on inbound, built without touching inbound's source: Stripe
+//! `customer.subscription.created|updated|deleted` kept in the team's table
+//! `subscriptions_example.subscriptions`.
+//!
+//! - The **business key** is `(tenant, subscription id)`: one row per subscription.
+//! - The **ordering guard** is `(event created, event id)`: the row only moves forward, so
+//!   a late `created` after an `updated`, or an `updated` after the `deleted`, changes
+//!   nothing (`Ignored`, with the reason), while every newer update applies — a
+//!   legitimate repeated update is never mistaken for a duplicate, because the key of an
+//!   *update* is the event, not the object.
+//! - The same event applied again (an operator's replay) is a `Duplicate`.
+//! - With `options = { notify = true }` and a sink on the route, each applied change
+//!   records an effect intent keyed by the event (one transition instance).
+//!
+//! `docs/handlers.md` walks through this crate.
+
+use inbound_core::handlers::{
+    Handler, HandlerError, HandlerFuture, HandlerInput, Transition, quarantine, text_at,
+};
+use inbound_core::store::{InvalidSchema, Migrated, MigrationError, Schema, migrate_schema};
+use serde_json::json;
+use sqlx::PgConnection;
+use sqlx::migrate::Migrator;
+use sqlx::postgres::PgConnectOptions;
+
+/// The name routes give this handler.
+pub const SUBSCRIPTIONS_SYNC: &str = "subscriptions.sync";
+
+/// The schema of this crate's tables.
+pub const SCHEMA: &str = "subscriptions_example";
+
+/// This crate's migrations.
+pub static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
+
+/// Installs (or brings up to date) this crate's tables; inbound's own come from
+/// `inboundctl migrate` (or `inbound_core::store::migrate`).
+pub async fn migrate(options: &PgConnectOptions) -> Result<Migrated, MigrationError> {
+    let schema: Schema = SCHEMA
+        .parse()
+        .map_err(|error: InvalidSchema| MigrationError::Refused(error.to_string()))?;
+    migrate_schema(options, &MIGRATOR, &schema).await
+}
+
+/// Keeps one row per subscription at its newest state.
+pub struct SyncSubscription;
+
+/// What the route's `options` may say.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Options {
+    /// Record an effect intent for each applied change (needs a sink on the route).
+    notify: bool,
+}
+
+impl Options {
+    fn parse(options: &serde_json::Value) -> Result<Self, String> {
+        let table = options.as_object().ok_or("options must be a table")?;
+        let mut parsed = Self::default();
+        for (key, value) in table {
+            match (key.as_str(), value) {
+                ("notify", serde_json::Value::Bool(notify)) => parsed.notify = *notify,
+                ("notify", _) => return Err("notify must be true or false".to_owned()),
+                (other, _) => return Err(format!("unknown option {other:?} (known: notify)")),
+            }
+        }
+        Ok(parsed)
+    }
+}
+
+impl Handler for SyncSubscription {
+    fn check_options(&self, options: &serde_json::Value) -> Result<(), String> {
+        Options::parse(options).map(|_| ())
+    }
+
+    fn apply<'a>(
+        &'a self,
+        transaction: &'a mut PgConnection,
+        input: HandlerInput<'a>,
+    ) -> HandlerFuture<'a> {
+        Box::pin(sync(transaction, input))
+    }
+}
+
+async fn sync(
+    transaction: &mut PgConnection,
+    input: HandlerInput<'_>,
+) -> Result<Transition, HandlerError> {
+    let payload = input.payload;
+    let deleted = match input.event_type {
+        "customer.subscription.created" | "customer.subscription.updated" => false,
+        "customer.subscription.deleted" => true,
+        other => {
+            return Ok(Transition::Ignored {
+                reason: format!("{other} is not a subscription event"),
+            });
+        }
+    };
+    // Shapes Stripe always sends; anything else is an inconsistency for a person.
+    let (Some(subscription), Some(customer), Some(status), Some(created)) = (
+        text_at(payload, "/data/object/id"),
+        text_at(payload, "/data/object/customer"),
+        text_at(payload, "/data/object/status"),
+        payload.get("created").and_then(serde_json::Value::as_i64),
+    ) else {
+        return Ok(quarantine(
+            "a subscription event without data.object.id, customer, status or created",
+        ));
+    };
+    let price = text_at(payload, "/data/object/items/data/0/price/id");
+    let tenant = input.integration.tenant.as_str();
+    // Insert, or move the row forward — only when this event is newer than the one the
+    // row reflects. The row lock taken here orders concurrent workers.
+    let changed = sqlx::query(
+        "INSERT INTO subscriptions_example.subscriptions AS s
+             (tenant_id, subscription_id, customer_id, status, price_id, deleted,
+              event_created, event_id, receipt_id)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+         ON CONFLICT (tenant_id, subscription_id) DO UPDATE
+         SET customer_id = EXCLUDED.customer_id, status = EXCLUDED.status,
+             price_id = EXCLUDED.price_id, deleted = s.deleted OR EXCLUDED.deleted,
+             event_created = EXCLUDED.event_created, event_id = EXCLUDED.event_id,
+             receipt_id = EXCLUDED.receipt_id, updated_at = now()
+         WHERE (s.event_created, s.event_id) < (EXCLUDED.event_created, EXCLUDED.event_id)",
+    )
+    .bind(tenant)
+    .bind(subscription)
+    .bind(customer)
+    .bind(status)
+    .bind(price)
+    .bind(deleted)
+    .bind(created)
+    .bind(input.event_id)
+    .bind(input.receipt_id.0)
+    .execute(&mut *transaction)
+    .await?
+    .rows_affected()
+        == 1;
+    if !changed {
+        let (current_created, current_event): (i64, String) = sqlx::query_as(
+            "SELECT event_created, event_id FROM subscriptions_example.subscriptions
+             WHERE tenant_id = $1 AND subscription_id = $2",
+        )
+        .bind(tenant)
+        .bind(subscription)
+        .fetch_one(&mut *transaction)
+        .await?;
+        return Ok(if current_event == input.event_id {
+            Transition::Duplicate {
+                reason: format!("subscription {subscription} already reflects this event"),
+            }
+        } else {
+            Transition::Ignored {
+                reason: format!(
+                    "stale: subscription {subscription} already reflects a newer event ({current_event}, created {current_created})"
+                ),
+            }
+        });
+    }
+    let options = Options::parse(input.options).map_err(HandlerError::Transient)?;
+    let effects = if options.notify {
+        let data = json!({"subscription_id": subscription, "customer_id": customer,
+                          "status": status, "deleted": deleted});
+        // One instance of this transition per event: the event id is in the key.
+        input
+            .effect(
+                "subscription.changed",
+                &[tenant, subscription, input.event_id],
+                data,
+            )
+            .into_iter()
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Ok(Transition::Applied { effects })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_are_checked_when_the_worker_starts() {
+        let handler = SyncSubscription;
+        assert!(handler.check_options(&json!({})).is_ok());
+        assert!(handler.check_options(&json!({"notify": true})).is_ok());
+        assert_eq!(
+            handler.check_options(&json!({"notify": "yes"})),
+            Err("notify must be true or false".to_owned())
+        );
+        assert!(
+            handler
+                .check_options(&json!({"notfy": true}))
+                .is_err_and(|error| error.contains("unknown option \"notfy\""))
+        );
+    }
+}
