@@ -610,3 +610,68 @@ fn the_worker_refuses_a_batch_size_outside_one_to_sixty_four() {
         );
     }
 }
+
+/// `--role receipts` applies transitions and records intents but sends nothing; a
+/// `--role effects` worker beside it delivers them and applies nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn roles_split_receipts_from_effects() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let sink = TestSink::start().await;
+    let config = domain::config();
+    domain::seed_order(pool, "o1", "pi_1", 1000, "usd").await;
+    let receipts_only = Service::worker(&with_sink(
+        worker_options(database.url(), &["--role", "receipts"]),
+        &sink,
+        false,
+    ));
+    domain::accept(pool, &config, &succeeded("evt_r1", "pi_1", "o1"))
+        .await
+        .expect("new receipt");
+    wait_for_count(
+        pool,
+        "SELECT count(*) FROM receipts WHERE status = 'done'",
+        1,
+        Duration::from_secs(20),
+    )
+    .await;
+    assert_eq!(domain::order_status(pool, "o1").await, "paid");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        count(
+            pool,
+            "SELECT count(*) FROM effects WHERE status = 'pending'"
+        )
+        .await,
+        1,
+        "the intent waits for a dispatcher"
+    );
+    assert!(sink.received().is_empty());
+
+    let effects_only = Service::worker(&with_sink(
+        worker_options(database.url(), &["--role", "effects"]),
+        &sink,
+        false,
+    ));
+    domain::seed_order(pool, "o2", "pi_2", 1000, "usd").await;
+    domain::accept(pool, &config, &succeeded("evt_r2", "pi_2", "o2"))
+        .await
+        .expect("new receipt");
+    wait_for_count(
+        pool,
+        "SELECT count(*) FROM effects WHERE status = 'completed'",
+        2,
+        Duration::from_secs(20),
+    )
+    .await;
+    assert_eq!(sink.received().len(), 2);
+    // Which process applied the second payment: the receipts worker, never the dispatcher.
+    let applied = |worker: &Service| {
+        worker
+            .logs()
+            .iter()
+            .any(|line| line.contains("\"event_id\":\"evt_r2\"") && line.contains("\"receipt\""))
+    };
+    assert!(applied(&receipts_only), "{:?}", receipts_only.logs());
+    assert!(!applied(&effects_only), "{:?}", effects_only.logs());
+}

@@ -31,7 +31,9 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{Executor, Postgres};
 
 /// The schema, embedded from `migrations/` at build time.
-pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations");
+// `migrations` links to the repository's top-level `migrations/`, so the published crate
+// carries them too.
+pub static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
 
 /// A connection that carried more payload than this in one statement has its buffers
 /// shrunk afterwards, so that pooled connections do not each keep the largest payloads
