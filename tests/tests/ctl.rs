@@ -1,6 +1,7 @@
 //! `inboundctl` through the real binary: `check-config`, `migrate`, and `sign-event`, whose
 //! printed curl command must be accepted by a running ingress.
 
+use sqlx::ConnectOptions;
 use std::process::{Command, Output};
 
 use inbound_tests::database::{admin_url, with_database};
@@ -262,6 +263,12 @@ async fn migrate_lives_beside_a_teams_own_tables_and_creates_nothing_in_public()
     );
     assert_eq!(refused.status.code(), Some(2), "clap refuses the value");
     assert!(text(&refused.stderr).contains("invalid schema name"));
+    let refused = inboundctl(
+        &["migrate", "--schema", "public"],
+        &[("DATABASE_URL".to_owned(), url.clone())],
+    );
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(text(&refused.stderr).contains("never creates anything in public"));
     pool.close().await;
     drop_database(&name).await;
 }
@@ -361,6 +368,22 @@ async fn migrate_moves_a_pre_schema_installation_with_its_data() {
         .await
         .expect("tokens");
     assert!(token >= 2_147_483_648);
+
+    // A rollback: the previous release migrates again and builds an empty installation
+    // in public beside the moved one. Migrating then must say so, not carry on.
+    legacy
+        .run(&pool)
+        .await
+        .expect("the previous release migrates again");
+    let output = inboundctl(&["migrate"], &[("DATABASE_URL".to_owned(), url.clone())]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains(
+            "schema public holds an installation of the pre-schema layout beside the one in inbound"
+        ),
+        "{stderr}"
+    );
     pool.close().await;
     drop_database(&name).await;
 }
@@ -880,4 +903,50 @@ async fn dev_sink_verifies_signatures_counts_repeats_and_answers_reconciliation(
             .any(|line| line.contains("repeat #2, already applied")),
         "{printed:#?}"
     );
+}
+
+#[tokio::test]
+async fn migrate_works_for_a_role_that_is_no_superuser_and_may_not_create_schemas() {
+    let name = format!("inbound_ctl_role_{}", rand::random::<u32>());
+    let role = format!("{name}_app");
+    let admin = sqlx::PgPool::connect(&admin_url()).await.expect("admin");
+    for statement in [
+        format!("CREATE ROLE {role} LOGIN"),
+        format!("CREATE DATABASE {name}"),
+        format!("REVOKE CREATE ON DATABASE {name} FROM PUBLIC"),
+    ] {
+        sqlx::query(sqlx::AssertSqlSafe(statement))
+            .execute(&admin)
+            .await
+            .expect("set up");
+    }
+    // As a managed PostgreSQL's main user: no superuser, no CREATE on the database; a DBA
+    // created the two schemas for it.
+    let url = with_database(&admin_url(), &name);
+    let database = sqlx::PgPool::connect(&url).await.expect("connect");
+    for statement in [
+        format!("CREATE SCHEMA inbound AUTHORIZATION {role}"),
+        format!("CREATE SCHEMA inbound_example AUTHORIZATION {role}"),
+    ] {
+        sqlx::query(sqlx::AssertSqlSafe(statement))
+            .execute(&database)
+            .await
+            .expect("schemas");
+    }
+    database.close().await;
+    let mut as_role: sqlx::postgres::PgConnectOptions = url.parse().expect("url");
+    as_role = as_role.username(&role);
+    let role_url = as_role.to_url_lossy().to_string();
+    let output = inboundctl(
+        &["migrate", "--example"],
+        &[("DATABASE_URL".to_owned(), role_url)],
+    );
+    let stderr = text(&output.stderr);
+    drop_database(&name).await;
+    sqlx::query(sqlx::AssertSqlSafe(format!("DROP ROLE {role}")))
+        .execute(&admin)
+        .await
+        .expect("drop role");
+    assert!(output.status.success(), "{stderr}");
+    assert!(text(&output.stdout).contains("example domain applied"));
 }

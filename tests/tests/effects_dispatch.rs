@@ -402,3 +402,45 @@ async fn two_events_for_one_business_operation_make_one_intent_and_one_delivery(
         "completed"
     );
 }
+
+/// What scales dispatchers counts only effects that are due and waiting for a slot: not
+/// one waiting out a retry delay, nor one being reconciled, however old.
+#[tokio::test]
+async fn the_due_wait_gauge_counts_only_effects_a_dispatcher_could_take_now() {
+    let database = inbound_tests::TestDatabase::create().await;
+    let pool = database.pool();
+    let config = domain::config();
+    let receipt = domain::accept_event(
+        pool,
+        &config,
+        "evt_w1",
+        "payment_intent.succeeded",
+        payment_intent("pi_w", "o_w", 1000, "usd", "succeeded"),
+    )
+    .await;
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO effects (receipt_id, operation_key, sink, kind, tenant, data, event, status,
+                              visible_at, created_at)
+         VALUES ({receipt}, 'k:due', 'audit', 'k', 'acme', '{{}}', '{{}}', 'pending',
+                 now() - interval '40 seconds', now() - interval '1 hour'),
+                ({receipt}, 'k:later', 'audit', 'k', 'acme', '{{}}', '{{}}', 'pending',
+                 now() + interval '10 minutes', now() - interval '2 days'),
+                ({receipt}, 'k:uncertain', 'audit', 'k', 'acme', '{{}}', '{{}}', 'uncertain',
+                 now() - interval '5 hours', now() - interval '3 days')"
+    )))
+    .execute(pool)
+    .await
+    .expect("effects");
+    let mut connection = pool.acquire().await.expect("connection");
+    let wait = inbound_core::store::effects::oldest_due_wait_seconds(&mut connection, "audit")
+        .await
+        .expect("gauge");
+    assert!((40.0..45.0).contains(&wait), "{wait}");
+    let age = inbound_core::store::effects::oldest_open_age_seconds(&mut connection, "audit")
+        .await
+        .expect("age");
+    assert!(
+        age >= 3.0 * 86_400.0,
+        "the age gauge still sees every open effect: {age}"
+    );
+}

@@ -339,7 +339,7 @@ async fn a_routes_price_options_take_the_place_of_the_integrations_map() {
             1,
         )
     });
-    inbound_worker::app::check_routes(&config, &domain::stock_registry())
+    inbound_worker::app::check_routes(&config, &domain::stock_registry(), None)
         .expect("the grant handler accepts its options");
     let worker = domain::worker_with_config(pool, config.clone(), domain::settings());
     let receipt = domain::accept_event(
@@ -369,7 +369,7 @@ async fn a_routes_price_options_take_the_place_of_the_integrations_map() {
             1,
         )
     });
-    let error = inbound_worker::app::check_routes(&refused, &domain::stock_registry())
+    let error = inbound_worker::app::check_routes(&refused, &domain::stock_registry(), None)
         .expect_err("refused at start-up")
         .to_string();
     assert!(

@@ -131,8 +131,8 @@ pub struct Expect {
 }
 
 /// Where a routed event goes. The key it is configured under is an event type, a
-/// pattern `prefix.*` (every type that starts with `prefix.`), or `*` (every type); an
-/// exact key wins over any pattern, a longer pattern over a shorter one, `*` comes last.
+/// pattern `prefix.*` (every type that starts with `prefix.`), or `*` (every type); see
+/// [`crate::event::find_route`] for which wins.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Route {
     /// A handler name. Only the worker that runs it knows whether it exists: the ingress
@@ -219,10 +219,21 @@ impl Config {
         validate(raw, env_lookup)
     }
 
-    /// The first route whose handler is not among `known_handlers`, as a one-line error
-    /// naming it (a worker refuses to start on it; `check-config --handlers` reports it).
-    pub fn check_handlers(&self, known_handlers: &[&str]) -> Result<(), ConfigError> {
+    /// The first route of an integration `checked` selects whose handler is not among
+    /// `known_handlers`, as a one-line error naming it (a worker refuses to start on it;
+    /// `check-config --handlers` reports it).
+    pub fn check_handlers(
+        &self,
+        known_handlers: &[&str],
+        checked: &dyn Fn(&str) -> bool,
+    ) -> Result<(), ConfigError> {
+        let mut listed: Vec<&str> = known_handlers.to_vec();
+        listed.sort_unstable();
+        listed.dedup();
         for (index, integration) in self.integrations.iter().enumerate() {
+            if !checked(&integration.id) {
+                continue;
+            }
             for (key, route) in &integration.routes {
                 if !known_handlers.contains(&route.handler.as_str()) {
                     return Err(invalid(
@@ -233,7 +244,7 @@ impl Config {
                         format!(
                             "handler {:?} is not registered in this worker (it has: {})",
                             route.handler,
-                            known_handlers.join(", ")
+                            listed.join(", ")
                         ),
                     ));
                 }

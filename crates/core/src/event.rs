@@ -78,36 +78,30 @@ pub fn extract<'body>(
     }
 }
 
-/// The route for `event` and the key it is configured under: an exact match of one of
-/// the event's keys (in order), else the longest `prefix.*` pattern one of them starts
-/// with, else `*`. `None`: not routed, so ignored.
+/// The route for `event` and the key it is configured under. The event's keys are tried
+/// most specific first (GitHub: `event.action`, then `event`), and for each key an exact
+/// route, else the longest `prefix.*` pattern it starts with; `*` comes last. So
+/// `pull_request.*` catches every action even beside a `pull_request` route, which then
+/// takes the deliveries without an action. `None`: not routed, so ignored.
 pub fn find_route<'i>(
     integration: &'i Integration,
     event: &Event<'_>,
 ) -> Option<(&'i str, &'i Route)> {
     let routes = &integration.routes;
-    let exact = event
-        .route_keys
-        .iter()
-        .find_map(|key| routes.get_key_value(key));
-    // Otherwise the longest `prefix.*` that some key of the event starts with, then `*`.
-    let pattern = || {
+    let longest_pattern = |event_key: &str| {
         routes
             .iter()
-            .filter_map(|(key, route)| {
-                let prefix = key
-                    .strip_suffix('*')
-                    .filter(|_| key.ends_with(PATTERN_SUFFIX))?;
-                event
-                    .route_keys
-                    .iter()
-                    .any(|event_key| event_key.starts_with(prefix))
-                    .then_some((key, route))
+            .filter(|(key, _)| {
+                key.strip_suffix('*')
+                    .filter(|_| key.ends_with(PATTERN_SUFFIX))
+                    .is_some_and(|prefix| event_key.starts_with(prefix))
             })
             .max_by_key(|(key, _)| key.len())
     };
-    exact
-        .or_else(pattern)
+    event
+        .route_keys
+        .iter()
+        .find_map(|key| routes.get_key_value(key).or_else(|| longest_pattern(key)))
         .or_else(|| routes.get_key_value(CATCH_ALL))
         .map(|(key, route)| (key.as_str(), route))
 }

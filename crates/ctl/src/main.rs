@@ -42,7 +42,8 @@ enum Command {
         #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
         database_url: String,
         /// The schema of inbound's tables.
-        #[arg(long, env = "INBOUND_SCHEMA", default_value = store::DEFAULT_SCHEMA)]
+        #[arg(long, env = "INBOUND_SCHEMA", default_value = store::DEFAULT_SCHEMA,
+          value_parser = store::Schema::parse_own)]
         schema: store::Schema,
         /// Create the database first when it does not exist.
         #[arg(long)]
@@ -222,7 +223,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     .filter(|name| !name.is_empty())
                     .collect();
                 known.extend(inbound_core::handlers::BUILTIN_HANDLERS);
-                loaded.check_handlers(&known)?;
+                loaded.check_handlers(&known, &|_| true)?;
             }
             println!(
                 "{}: ok ({} integrations, {} sinks)",

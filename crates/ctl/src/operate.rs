@@ -20,7 +20,8 @@ pub struct DatabaseArgs {
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     database_url: String,
     /// The schema of inbound's tables.
-    #[arg(long, env = "INBOUND_SCHEMA", default_value = store::DEFAULT_SCHEMA)]
+    #[arg(long, env = "INBOUND_SCHEMA", default_value = store::DEFAULT_SCHEMA,
+          value_parser = store::Schema::parse_own)]
     schema: store::Schema,
 }
 

@@ -9,10 +9,13 @@ DO $$
 DECLARE
     legacy text;
 BEGIN
-    SELECT n.nspname INTO legacy FROM pg_namespace n
-    WHERE to_regclass(format('%I.inbound_legacy_migrations', n.nspname)) IS NOT NULL
-      AND to_regclass(format('%I.orders', n.nspname)) IS NOT NULL
-      AND to_regclass(format('%I.entitlement_grants', n.nspname)) IS NOT NULL
+    -- Through the catalog, not to_regclass: naming a schema the role may not use (pg_toast,
+    -- another team's) is an error for a role that is not a superuser.
+    SELECT n.nspname INTO legacy
+    FROM pg_namespace n JOIN pg_class c ON c.relnamespace = n.oid AND c.relkind = 'r'
+    WHERE c.relname IN ('inbound_legacy_migrations', 'orders', 'entitlement_grants')
+    GROUP BY n.nspname
+    HAVING count(DISTINCT c.relname) = 3
     ORDER BY n.nspname
     LIMIT 1;
     IF legacy IS NOT NULL THEN

@@ -15,7 +15,8 @@ pub struct CommonArgs {
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     pub database_url: String,
     /// The schema of inbound's tables (every session's whole search_path).
-    #[arg(long, env = "INBOUND_SCHEMA", default_value = inbound_core::store::DEFAULT_SCHEMA)]
+    #[arg(long, env = "INBOUND_SCHEMA", default_value = inbound_core::store::DEFAULT_SCHEMA,
+          value_parser = inbound_core::store::Schema::parse_own)]
     pub schema: inbound_core::store::Schema,
     /// Log format; JSON when stderr is not a terminal.
     #[arg(long, env = "INBOUND_LOG_FORMAT", value_enum)]

@@ -87,12 +87,17 @@ impl WorkerBuilder {
         }
         args.check()?;
         let config = Config::load(&args.common.config).context("invalid configuration")?;
-        check_routes(&config, &registry).context("invalid configuration")?;
         for integration in &args.integrations {
             anyhow::ensure!(
                 config.integration(integration).is_some(),
                 "--integration {integration}: no such integration in the configuration"
             );
+        }
+        // Only what this worker will apply: a dispatcher applies nothing, and a worker
+        // pinned to some integrations never sees the others' routes.
+        if args.role.runs_receipts() {
+            let claimed = (!args.integrations.is_empty()).then_some(args.integrations.as_slice());
+            check_routes(&config, &registry, claimed).context("invalid configuration")?;
         }
         let metrics =
             telemetry::install_metrics().context("cannot install the metrics recorder")?;
@@ -137,10 +142,19 @@ impl WorkerBuilder {
     }
 }
 
-/// Every route's handler is registered and accepts the route's options.
-pub fn check_routes(config: &Config, registry: &Registry) -> anyhow::Result<()> {
-    config.check_handlers(&registry.names())?;
+/// Every route of the `integrations` a worker claims (all when `None`) names a registered
+/// handler that accepts the route's options.
+pub fn check_routes(
+    config: &Config,
+    registry: &Registry,
+    integrations: Option<&[String]>,
+) -> anyhow::Result<()> {
+    let claimed = |id: &str| integrations.is_none_or(|ids| ids.iter().any(|claimed| claimed == id));
+    config.check_handlers(&registry.names(), &claimed)?;
     for (index, integration) in config.integrations().iter().enumerate() {
+        if !claimed(&integration.id) {
+            continue;
+        }
         for (key, route) in &integration.routes {
             let Some(handler) = registry.get(&route.handler) else {
                 continue;

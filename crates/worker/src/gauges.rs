@@ -8,8 +8,8 @@ use inbound_core::store::{admin, effects};
 
 use crate::Worker;
 use crate::telemetry::{
-    EFFECTS, EFFECTS_FOR_UNKNOWN_SINKS, LEASE_RECLAIMS_TOTAL, OLDEST_EFFECT_AGE_SECONDS,
-    OLDEST_PENDING_AGE_SECONDS, RECEIPTS,
+    EFFECTS, EFFECTS_FOR_UNKNOWN_SINKS, LEASE_RECLAIMS_TOTAL, OLDEST_DUE_EFFECT_WAIT_SECONDS,
+    OLDEST_EFFECT_AGE_SECONDS, OLDEST_PENDING_AGE_SECONDS, RECEIPTS,
 };
 
 /// Every effect state, as the gauge labels them.
@@ -41,6 +41,8 @@ pub async fn refresh(worker: &Worker) -> Result<(), sqlx::Error> {
     for sink in worker.config.sinks() {
         let age = effects::oldest_open_age_seconds(&mut connection, &sink.id).await?;
         metrics::gauge!(OLDEST_EFFECT_AGE_SECONDS, "sink" => sink.id.clone()).set(age);
+        let wait = effects::oldest_due_wait_seconds(&mut connection, &sink.id).await?;
+        metrics::gauge!(OLDEST_DUE_EFFECT_WAIT_SECONDS, "sink" => sink.id.clone()).set(wait);
     }
     let known: Vec<&str> = worker
         .config
@@ -76,6 +78,7 @@ pub fn initialise(worker: &Worker) {
     }
     for sink in worker.config.sinks() {
         metrics::gauge!(OLDEST_EFFECT_AGE_SECONDS, "sink" => sink.id.clone()).set(0.0);
+        metrics::gauge!(OLDEST_DUE_EFFECT_WAIT_SECONDS, "sink" => sink.id.clone()).set(0.0);
     }
     metrics::gauge!(EFFECTS_FOR_UNKNOWN_SINKS).set(0.0);
     worker.sink_gates().initialise_metrics();

@@ -19,6 +19,9 @@ pub const LEASE_RECLAIMS_TOTAL: &str = "inbound_lease_reclaims_total";
 pub const EFFECTS: &str = "inbound_effects";
 /// Gauge: seconds since the oldest undelivered effect was recorded, per sink.
 pub const OLDEST_EFFECT_AGE_SECONDS: &str = "inbound_oldest_effect_age_seconds";
+/// Gauge: how long the longest-waiting due effect has waited for a slot, per sink (what
+/// scales dispatchers).
+pub const OLDEST_DUE_EFFECT_WAIT_SECONDS: &str = "inbound_oldest_due_effect_wait_seconds";
 /// Counter: delivery and reconciliation steps by sink and outcome.
 pub const EFFECT_ATTEMPTS_TOTAL: &str = "inbound_effect_attempts_total";
 /// Gauge: 1 while a sink's circuit breaker is open or half-open, per sink.
@@ -72,6 +75,11 @@ pub fn install_metrics() -> anyhow::Result<PrometheusHandle> {
         OLDEST_EFFECT_AGE_SECONDS,
         metrics::Unit::Seconds,
         "Age of the oldest undelivered (pending, in flight, uncertain) effect per sink (0 when none)."
+    );
+    metrics::describe_gauge!(
+        OLDEST_DUE_EFFECT_WAIT_SECONDS,
+        metrics::Unit::Seconds,
+        "How long the longest-waiting due effect (pending or in flight, its time come) has waited for a dispatcher, per sink (0 when none)."
     );
     metrics::describe_counter!(
         EFFECT_ATTEMPTS_TOTAL,

@@ -3,11 +3,20 @@
 //! `subscriptions_example.subscriptions`.
 //!
 //! - The **business key** is `(tenant, subscription id)`: one row per subscription.
-//! - The **ordering guard** is `(event created, event id)`: the row only moves forward, so
-//!   a late `created` after an `updated`, or an `updated` after the `deleted`, changes
-//!   nothing (`Ignored`, with the reason), while every newer update applies — a
-//!   legitimate repeated update is never mistaken for a duplicate, because the key of an
-//!   *update* is the event, not the object.
+//! - The **ordering guard**: Stripe neither orders its events nor versions a subscription,
+//!   and its event ids are random. So each kind of event moves the row only where it
+//!   cannot be a step back:
+//!   - `created` only inserts: arriving after any other event of the subscription, it
+//!     changes nothing (`Ignored`);
+//!   - `deleted` is terminal: it applies unless the row is already deleted, and nothing
+//!     changes a deleted row afterwards (`Ignored`);
+//!   - `updated` applies when its event time (`created`, seconds) is later than the row's,
+//!     so a late update never regresses newer state, while every newer update applies —
+//!     a legitimate repeated update is not a duplicate, because the key of an *update*
+//!     is the event, not the object. Two updates **within the same second** cannot be
+//!     ordered from what Stripe sends: the event id breaks the tie so that every worker
+//!     converges on the same row, which may be either of the two. A provider that sends
+//!     an object version (or a sequence) should be guarded by that instead.
 //! - The same event applied again (an operator's replay) is a `Duplicate`.
 //! - With `options = { notify = true }` and a sink on the route, each applied change
 //!   records an effect intent keyed by the event (one transition instance).
@@ -80,6 +89,40 @@ impl Handler for SyncSubscription {
     }
 }
 
+/// The columns every statement writes, `$1`–`$9`.
+macro_rules! upsert {
+    ($conflict:literal) => {
+        concat!(
+            "INSERT INTO subscriptions_example.subscriptions AS s
+                 (tenant_id, subscription_id, customer_id, status, price_id, deleted,
+                  event_created, event_id, receipt_id)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ",
+            $conflict
+        )
+    };
+}
+
+/// `created`: the first state, never written over anything.
+const INSERT_IF_NEW: &str = upsert!("ON CONFLICT (tenant_id, subscription_id) DO NOTHING");
+
+/// `updated`: only over an older, undeleted row (same second: the larger event id).
+const UPDATE_IF_NEWER: &str = upsert!(
+    "ON CONFLICT (tenant_id, subscription_id) DO UPDATE
+     SET customer_id = EXCLUDED.customer_id, status = EXCLUDED.status,
+         price_id = EXCLUDED.price_id, event_created = EXCLUDED.event_created,
+         event_id = EXCLUDED.event_id, receipt_id = EXCLUDED.receipt_id, updated_at = now()
+     WHERE NOT s.deleted
+       AND (s.event_created, s.event_id) < (EXCLUDED.event_created, EXCLUDED.event_id)"
+);
+
+/// `deleted`: terminal, whatever its time.
+const DELETE_UNLESS_DELETED: &str = upsert!(
+    "ON CONFLICT (tenant_id, subscription_id) DO UPDATE
+     SET status = EXCLUDED.status, deleted = true, event_created = EXCLUDED.event_created,
+         event_id = EXCLUDED.event_id, receipt_id = EXCLUDED.receipt_id, updated_at = now()
+     WHERE NOT s.deleted"
+);
+
 async fn sync(
     transaction: &mut PgConnection,
     input: HandlerInput<'_>,
@@ -107,53 +150,54 @@ async fn sync(
     };
     let price = text_at(payload, "/data/object/items/data/0/price/id");
     let tenant = input.integration.tenant.as_str();
-    // Insert, or move the row forward — only when this event is newer than the one the
-    // row reflects. The row lock taken here orders concurrent workers.
-    let changed = sqlx::query(
-        "INSERT INTO subscriptions_example.subscriptions AS s
-             (tenant_id, subscription_id, customer_id, status, price_id, deleted,
-              event_created, event_id, receipt_id)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-         ON CONFLICT (tenant_id, subscription_id) DO UPDATE
-         SET customer_id = EXCLUDED.customer_id, status = EXCLUDED.status,
-             price_id = EXCLUDED.price_id, deleted = s.deleted OR EXCLUDED.deleted,
-             event_created = EXCLUDED.event_created, event_id = EXCLUDED.event_id,
-             receipt_id = EXCLUDED.receipt_id, updated_at = now()
-         WHERE (s.event_created, s.event_id) < (EXCLUDED.event_created, EXCLUDED.event_id)",
-    )
-    .bind(tenant)
-    .bind(subscription)
-    .bind(customer)
-    .bind(status)
-    .bind(price)
-    .bind(deleted)
-    .bind(created)
-    .bind(input.event_id)
-    .bind(input.receipt_id.0)
-    .execute(&mut *transaction)
-    .await?
-    .rows_affected()
-        == 1;
-    if !changed {
-        let (current_created, current_event): (i64, String) = sqlx::query_as(
-            "SELECT event_created, event_id FROM subscriptions_example.subscriptions
-             WHERE tenant_id = $1 AND subscription_id = $2",
-        )
+    let statement = match (input.event_type, deleted) {
+        ("customer.subscription.created", _) => INSERT_IF_NEW,
+        (_, true) => DELETE_UNLESS_DELETED,
+        _ => UPDATE_IF_NEWER,
+    };
+    // The row lock the upsert takes orders concurrent workers on one subscription.
+    let changed = sqlx::query(statement)
         .bind(tenant)
         .bind(subscription)
-        .fetch_one(&mut *transaction)
-        .await?;
-        return Ok(if current_event == input.event_id {
-            Transition::Duplicate {
+        .bind(customer)
+        .bind(status)
+        .bind(price)
+        .bind(deleted)
+        .bind(created)
+        .bind(input.event_id)
+        .bind(input.receipt_id.0)
+        .execute(&mut *transaction)
+        .await?
+        .rows_affected()
+        == 1;
+    if !changed {
+        let (current_created, current_event, current_deleted): (i64, String, bool) =
+            sqlx::query_as(
+                "SELECT event_created, event_id, deleted FROM subscriptions_example.subscriptions
+                 WHERE tenant_id = $1 AND subscription_id = $2",
+            )
+            .bind(tenant)
+            .bind(subscription)
+            .fetch_one(&mut *transaction)
+            .await?;
+        let reason = if current_event == input.event_id {
+            return Ok(Transition::Duplicate {
                 reason: format!("subscription {subscription} already reflects this event"),
-            }
+            });
+        } else if current_deleted {
+            format!(
+                "subscription {subscription} was deleted ({current_event}); nothing changes it after that"
+            )
+        } else if input.event_type == "customer.subscription.created" {
+            format!(
+                "stale: subscription {subscription} already exists ({current_event}); a creation never overwrites it"
+            )
         } else {
-            Transition::Ignored {
-                reason: format!(
-                    "stale: subscription {subscription} already reflects a newer event ({current_event}, created {current_created})"
-                ),
-            }
-        });
+            format!(
+                "stale: subscription {subscription} already reflects a later event ({current_event}, created {current_created})"
+            )
+        };
+        return Ok(Transition::Ignored { reason });
     }
     let options = Options::parse(input.options).map_err(HandlerError::Transient)?;
     let effects = if options.notify {

@@ -270,49 +270,66 @@ async fn late_events_never_regress_and_repeated_updates_are_not_duplicates() {
     let config = scratch.config("");
     let running = Running::start(&scratch, &config).await;
     let pool = &scratch.pool;
+    // Stripe event ids are random: the ids below are chosen so that id order would get
+    // each case wrong.
     let steps = [
         (
-            "evt_b",
+            "evt_5",
             "customer.subscription.updated",
             200,
             "active",
             "applied",
         ),
-        // Stripe does not promise order: the creation arrives after the update.
+        // The creation arrives after an update of the same second, with a larger id.
         (
-            "evt_a",
+            "evt_9",
             "customer.subscription.created",
-            100,
+            200,
             "incomplete",
             "ignored",
         ),
         (
-            "evt_c",
+            "evt_3",
             "customer.subscription.updated",
             300,
             "past_due",
             "applied",
         ),
-        // A second, legitimate update in the same second: a new event, not a duplicate.
+        // A second, legitimate update: a new event, not a duplicate.
         (
-            "evt_d",
+            "evt_1",
             "customer.subscription.updated",
-            300,
+            301,
             "active",
             "applied",
         ),
+        // An older update delivered late never regresses the row.
         (
-            "evt_e",
+            "evt_8",
+            "customer.subscription.updated",
+            250,
+            "past_due",
+            "ignored",
+        ),
+        (
+            "evt_2",
             "customer.subscription.deleted",
             400,
             "canceled",
             "applied",
         ),
-        // An update delivered after the deletion never resurrects it.
+        // After the deletion nothing changes the row, not even an update of that second.
         (
-            "evt_f",
+            "evt_7",
             "customer.subscription.updated",
-            350,
+            400,
+            "active",
+            "ignored",
+        ),
+        (
+            "evt_6",
+            "customer.subscription.updated",
+            500,
             "active",
             "ignored",
         ),
@@ -325,21 +342,26 @@ async fn late_events_never_regress_and_repeated_updates_are_not_duplicates() {
     }
     assert_eq!(
         row(pool).await,
-        ("canceled".to_owned(), true, "evt_e".to_owned())
+        ("canceled".to_owned(), true, "evt_2".to_owned())
     );
-    let (_, reason) = outcome(pool, "evt_f").await;
+    let (_, reason) = outcome(pool, "evt_8").await;
     assert!(
         reason.is_some_and(|reason| reason.starts_with("stale:")),
         "the reason says why"
     );
+    let (_, reason) = outcome(pool, "evt_6").await;
+    assert!(
+        reason.is_some_and(|reason| reason.contains("was deleted")),
+        "the reason says why"
+    );
     // A redelivery is a duplicate receipt at the ingress: nothing new to apply.
-    let again = subscription_event("evt_c", "customer.subscription.updated", 300, "past_due");
+    let again = subscription_event("evt_3", "customer.subscription.updated", 300, "past_due");
     assert_eq!(send(running.listen, &again).await, 200);
     let receipts: i64 = sqlx::query_scalar("SELECT count(*) FROM inbound.receipts")
         .fetch_one(pool)
         .await
         .expect("count");
-    assert_eq!(receipts, 6);
+    assert_eq!(receipts, 8);
     running.stop().await;
     // Nothing of inbound's or the team's landed in public.
     let in_public: i64 = sqlx::query_scalar(
@@ -354,7 +376,7 @@ async fn late_events_never_regress_and_repeated_updates_are_not_duplicates() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_worker_refuses_to_start_on_options_its_handler_refuses_or_a_handler_it_lacks() {
+async fn a_worker_refuses_routes_it_cannot_apply_and_a_dispatcher_needs_no_handlers() {
     let scratch = Scratch::new().await;
     let config = scratch.config(", options = { notfy = true }");
     let error = Worker::builder(worker_args(&scratch, &config))
@@ -378,5 +400,12 @@ async fn the_worker_refuses_to_start_on_options_its_handler_refuses_or_a_handler
         error.contains(r#"routes."customer.subscription.*".handler: handler "subscriptions.sync" is not registered"#),
         "{error}"
     );
+    // A dispatcher applies no transition: it starts whatever the routes name.
+    let mut dispatcher = worker_args(&scratch, &config);
+    dispatcher.role = inbound_worker::Role::Effects;
+    Worker::builder(dispatcher)
+        .run(async {})
+        .await
+        .expect("an effects-only stock worker starts beside a custom one");
     scratch.drop().await;
 }

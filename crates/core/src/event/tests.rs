@@ -372,3 +372,40 @@ fn an_exact_route_wins_over_the_longest_pattern_which_wins_over_the_catch_all() 
         "`invoice.*` needs the dot"
     );
 }
+
+#[test]
+fn a_pattern_of_an_events_specific_key_wins_over_an_exact_match_of_its_general_one() {
+    // GitHub routes `pull_request.opened`, then `pull_request`: `pull_request.*` must
+    // not be hidden for ever behind `pull_request` (which every pull_request event has).
+    let text = CONFIG.replacen(
+        r#"routes = { "pull_request.opened" = { handler = "forward", sink = "s" }, "pull_request" = { handler = "forward", sink = "s" } }"#,
+        r#"routes = { "pull_request.*" = { handler = "actions", sink = "s" }, "pull_request" = { handler = "bare", sink = "s" } }"#,
+        1,
+    );
+    let config = Config::from_toml(&text, &|_| {
+        Some("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".to_owned())
+    })
+    .expect("config");
+    let integration = config.integration("gh").expect("gh");
+    let headers = [
+        ("x-github-delivery", "d-1"),
+        ("x-github-event", "pull_request"),
+        ("x-github-hook-installation-target-id", "42"),
+    ];
+    let with_action = event(run("gh", &headers, r#"{"action":"opened"}"#));
+    let routed = |event: &crate::event::Event<'_>| {
+        find_route(integration, event).map(|(key, route)| (key.to_owned(), route.handler.clone()))
+    };
+    assert_eq!(
+        routed(&with_action),
+        Some(("pull_request.*".to_owned(), "actions".to_owned()))
+    );
+    let without_action = crate::event::Event {
+        route_keys: vec!["pull_request".into()],
+        ..with_action.clone()
+    };
+    assert_eq!(
+        routed(&without_action),
+        Some(("pull_request".to_owned(), "bare".to_owned()))
+    );
+}

@@ -436,6 +436,24 @@ pub async fn oldest_open_age_seconds(
     .await
 }
 
+/// Seconds the longest-waiting *due* effect of `sink` (pending or in flight, its time come)
+/// has waited for a dispatcher slot (0 when none): what more dispatchers would shorten,
+/// unlike the age of effects waiting out a retry delay or being reconciled. Read through
+/// `effects_due_by_sink`.
+pub async fn oldest_due_wait_seconds(
+    conn: &mut PgConnection,
+    sink: &str,
+) -> Result<f64, sqlx::Error> {
+    sqlx::query_scalar(
+        "SELECT COALESCE(EXTRACT(EPOCH FROM now() - min(visible_at)), 0)::float8
+         FROM effects
+         WHERE sink = $1 AND status IN ('pending', 'in_flight') AND visible_at <= now()",
+    )
+    .bind(sink)
+    .fetch_one(conn)
+    .await
+}
+
 /// Undelivered effects per sink not among `known`, at most 20 sinks (a worker counts what
 /// it leaves for workers configured for those sinks).
 pub async fn open_for_unknown_sinks(

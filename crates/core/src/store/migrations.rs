@@ -174,11 +174,24 @@ async fn migrate_locked(
     let mut migrator = Migrator::with_migrations(plan.migrator.iter().cloned().collect());
     migrator.set_locking(false);
     migrator.dangerous_set_table_name(Cow::Owned(plan.schema.qualify("_sqlx_migrations")));
-    migrator.create_schema(Cow::Owned(plan.schema.quoted()));
     let mut migrated = Migrated::default();
     if plan.own {
         set_lock_timeout(connection, LOCK_TIMEOUT).await?;
         migrated.moved_from = relocate::from_legacy(connection, plan.schema, &migrator).await?;
+    }
+    create_schema_if_missing(connection, plan.schema).await?;
+    // Unqualified statements create where the session's search_path points: make sure it
+    // is the schema (a pooler that drops startup options would leave it at `public`).
+    let current: Option<String> = sqlx::query_scalar("SELECT current_schema()::text")
+        .fetch_one(&mut *connection)
+        .await?;
+    if current.as_deref() != Some(plan.schema.as_str()) {
+        return Err(MigrationError::Refused(format!(
+            "the session's search_path resolves to {}, not {}: the connection's startup options \
+             were dropped (a pooler?); migrate over a direct connection",
+            current.as_deref().unwrap_or("no schema"),
+            plan.schema
+        )));
     }
     // Concurrent builds wait for older transactions to end, which blocks no one: no lock
     // timeout for them (a long report or pg_dump would otherwise fail them).
@@ -198,6 +211,29 @@ async fn migrate_locked(
             .await?;
     }
     Ok(migrated)
+}
+
+/// Creates `schema` only when it does not exist: `CREATE SCHEMA IF NOT EXISTS` needs the
+/// CREATE privilege on the database even when the schema is there, and a role on managed
+/// PostgreSQL often has only a schema a DBA created for it.
+pub(super) async fn create_schema_if_missing(
+    connection: &mut PgConnection,
+    schema: &Schema,
+) -> Result<(), sqlx::Error> {
+    let exists: bool =
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)")
+            .bind(schema.as_str())
+            .fetch_one(&mut *connection)
+            .await?;
+    if !exists {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "CREATE SCHEMA IF NOT EXISTS {}",
+            schema.quoted()
+        )))
+        .execute(&mut *connection)
+        .await?;
+    }
+    Ok(())
 }
 
 /// `lock_timeout` for this session; zero waits without limit.

@@ -15,7 +15,7 @@ use sqlx::migrate::Migrator;
 use sqlx::{Connection, PgConnection};
 
 use super::Schema;
-use super::migrations::MigrationError;
+use super::migrations::{MigrationError, create_schema_if_missing};
 
 /// The last version of the pre-schema migrations: only an installation there is moved.
 pub const LEGACY_LAST_VERSION: i64 = 10;
@@ -39,7 +39,8 @@ const LEGACY_TABLES: &[&str] = &[
 const LEGACY_SEQUENCES: &[&str] = &["receipt_lease_tokens"];
 
 /// Moves a pre-schema installation into `schema` when there is one and `schema` has no
-/// history yet; returns the schema it came from. `migrator` is inbound's own (its first
+/// history yet; returns the schema it came from. A pre-schema installation beside a
+/// `schema` that has a history is refused (an older release rolled back to created it). `migrator` is inbound's own (its first
 /// migration is the baseline). Run under the migration lock.
 pub async fn from_legacy(
     connection: &mut PgConnection,
@@ -50,13 +51,11 @@ pub async fn from_legacy(
         .bind(schema.qualify("_sqlx_migrations"))
         .fetch_one(&mut *connection)
         .await?;
-    if migrated {
-        return Ok(None);
-    }
-    // A schema other than ours holding both our queue and a migration history.
+    // A schema other than ours (and one we may read) holding both our queue and a
+    // migration history.
     let candidates: Vec<String> = sqlx::query_scalar(
         "SELECT n.nspname::text FROM pg_namespace n
-         WHERE n.nspname <> $1
+         WHERE n.nspname <> $1 AND has_schema_privilege(n.oid, 'USAGE')
            AND EXISTS (SELECT 1 FROM pg_class c WHERE c.relnamespace = n.oid
                        AND c.relname = 'receipt_queue' AND c.relkind = 'r')
            AND EXISTS (SELECT 1 FROM pg_class c WHERE c.relnamespace = n.oid
@@ -83,6 +82,19 @@ pub async fn from_legacy(
         if first.as_deref() == Some(LEGACY_FIRST_DESCRIPTION) {
             legacy_candidates.push(candidate);
         }
+    }
+    if migrated {
+        // A pre-schema installation beside a moved one: the previous release migrated
+        // again after the move (a rollback), and whatever it accepted since is there.
+        return match legacy_candidates.first() {
+            None => Ok(None),
+            Some(legacy) => Err(MigrationError::Refused(format!(
+                "schema {legacy} holds an installation of the pre-schema layout beside the one in \
+                 {schema}: a previous release migrated after the move, and receipts it accepted \
+                 are there; move its pending receipts into {schema} by hand (or drop it when it \
+                 holds nothing), then migrate again"
+            ))),
+        };
     }
     let legacy = match legacy_candidates.as_slice() {
         [] => return Ok(None),
@@ -114,7 +126,8 @@ pub async fn from_legacy(
     }
 
     let mut transaction = connection.begin().await?;
-    let mut statements = vec![format!("CREATE SCHEMA IF NOT EXISTS {}", schema.quoted())];
+    create_schema_if_missing(&mut transaction, schema).await?;
+    let mut statements = Vec::new();
     for table in LEGACY_TABLES {
         statements.push(format!(
             "ALTER TABLE {} SET SCHEMA {}",

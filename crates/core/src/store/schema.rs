@@ -48,10 +48,28 @@ impl fmt::Display for Schema {
 
 /// Why a schema name was refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error(
-    "invalid schema name {0:?}: use 1 to 63 lower-case letters, digits or _, starting with a letter or _, not pg_… or information_schema"
-)]
-pub struct InvalidSchema(String);
+#[error("invalid schema name {name:?}: {rule}")]
+pub struct InvalidSchema {
+    name: String,
+    rule: &'static str,
+}
+
+const NAME_RULE: &str = "use 1 to 63 lower-case letters, digits or _, starting with a letter or _, not pg_… or information_schema";
+
+impl Schema {
+    /// The schema for inbound's own objects (`--schema`): any valid name but `public`,
+    /// which is the team's — inbound never creates anything there.
+    pub fn parse_own(name: &str) -> Result<Self, InvalidSchema> {
+        let schema: Self = name.parse()?;
+        if schema.0 == "public" {
+            return Err(InvalidSchema {
+                name: name.to_owned(),
+                rule: "inbound never creates anything in public; name a schema of its own",
+            });
+        }
+        Ok(schema)
+    }
+}
 
 impl FromStr for Schema {
     type Err = InvalidSchema;
@@ -67,7 +85,10 @@ impl FromStr for Schema {
         if first_ok && rest_ok && name.len() <= 63 && !reserved {
             Ok(Self(name.to_owned()))
         } else {
-            Err(InvalidSchema(name.to_owned()))
+            Err(InvalidSchema {
+                name: name.to_owned(),
+                rule: NAME_RULE,
+            })
         }
     }
 }
@@ -101,5 +122,20 @@ mod tests {
         ] {
             assert!(name.parse::<Schema>().is_err(), "{name:?}");
         }
+    }
+
+    #[test]
+    fn inbound_never_takes_public_for_its_own() {
+        assert!(
+            "public".parse::<Schema>().is_ok(),
+            "a legacy installation's schema"
+        );
+        let error = Schema::parse_own("public").expect_err("refused");
+        assert!(
+            error
+                .to_string()
+                .contains("never creates anything in public")
+        );
+        assert_eq!(Schema::parse_own("inbound"), Ok(Schema::default()));
     }
 }
