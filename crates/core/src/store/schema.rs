@@ -10,6 +10,9 @@ use std::str::FromStr;
 /// The default schema name.
 pub const DEFAULT_SCHEMA: &str = "inbound";
 
+/// The schema of the example domain (`inbound-example`), never inbound's own.
+const EXAMPLE_SCHEMA: &str = "inbound_example";
+
 /// A schema name inbound may use: lower-case ASCII letters, digits and `_`, starting with a
 /// letter or `_`, at most 63 bytes (PostgreSQL's identifier limit), never `pg_…` or
 /// `information_schema` — so it is one identifier that needs no escaping anywhere.
@@ -58,16 +61,19 @@ const NAME_RULE: &str = "use 1 to 63 lower-case letters, digits or _, starting w
 
 impl Schema {
     /// The schema for inbound's own objects (`--schema`): any valid name but `public`,
-    /// which is the team's — inbound never creates anything there.
+    /// which is the team's — inbound never creates anything there — and
+    /// `inbound_example`, the example domain's (its history would collide).
     pub fn parse_own(name: &str) -> Result<Self, InvalidSchema> {
         let schema: Self = name.parse()?;
-        if schema.0 == "public" {
-            return Err(InvalidSchema {
-                name: name.to_owned(),
-                rule: "inbound never creates anything in public; name a schema of its own",
-            });
-        }
-        Ok(schema)
+        let refused = match schema.0.as_str() {
+            "public" => "inbound never creates anything in public; name a schema of its own",
+            EXAMPLE_SCHEMA => "it is the example domain's schema; name another",
+            _ => return Ok(schema),
+        };
+        Err(InvalidSchema {
+            name: name.to_owned(),
+            rule: refused,
+        })
     }
 }
 
@@ -136,6 +142,7 @@ mod tests {
                 .to_string()
                 .contains("never creates anything in public")
         );
+        assert!(Schema::parse_own("inbound_example").is_err());
         assert_eq!(Schema::parse_own("inbound"), Ok(Schema::default()));
     }
 }
