@@ -213,6 +213,83 @@ async fn unpaid_order_with_a_full_refund(
     .await
 }
 
+/// Stripe sends every PaymentIntent and Charge of the account: subscription renewals and
+/// their refunds are no order's. They are ignored with their reason — never quarantined
+/// (a person paged for each renewal) nor retried until `failed` — while a refund whose
+/// payment is still waiting to be applied waits for it.
+#[tokio::test]
+async fn payments_and_refunds_of_no_order_are_ignored_and_a_refund_waits_only_for_a_pending_payment()
+ {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let config = domain::config();
+    let mut settings = domain::settings();
+    settings.backoff_base = Duration::from_secs(60);
+    let worker = domain::worker(pool, settings);
+    let renewal = domain::accept_event(
+        pool,
+        &config,
+        "evt_renewal",
+        "payment_intent.succeeded",
+        serde_json::json!({
+            "id": "pi_sub", "object": "payment_intent", "status": "succeeded",
+            "amount_received": 2000, "currency": "usd", "invoice": "in_sub", "metadata": {}
+        }),
+    )
+    .await;
+    let renewal_refund = domain::accept_event(
+        pool,
+        &config,
+        "evt_renewal_refund",
+        "charge.refunded",
+        charge("pi_sub", 2000, 2000),
+    )
+    .await;
+    // The order is not created yet: its payment waits, and so does the refund behind it.
+    let waiting_payment = accept_succeeded(
+        pool,
+        &config,
+        "evt_p_late",
+        "pi_late",
+        "o_late",
+        1000,
+        "usd",
+    )
+    .await;
+    let waiting_refund = domain::accept_event(
+        pool,
+        &config,
+        "evt_r_late",
+        "charge.refunded",
+        charge("pi_late", 1000, 1000),
+    )
+    .await;
+    step(&worker).await;
+
+    let (status, outcome, reason) = domain::receipt_state(pool, renewal).await;
+    assert_eq!(
+        (status.as_str(), outcome.as_deref()),
+        ("done", Some("ignored")),
+        "{reason:?}"
+    );
+    assert!(reason.is_some_and(|reason| reason.contains("no metadata.order_id")));
+    let (status, outcome, reason) = domain::receipt_state(pool, renewal_refund).await;
+    assert_eq!(
+        (status.as_str(), outcome.as_deref()),
+        ("done", Some("ignored")),
+        "{reason:?}"
+    );
+    assert!(reason.is_some_and(|reason| reason.contains("no order expects PaymentIntent pi_sub")));
+    assert_eq!(
+        domain::receipt_state(pool, waiting_payment).await.0,
+        "pending"
+    );
+    assert_eq!(
+        domain::receipt_state(pool, waiting_refund).await.0,
+        "pending"
+    );
+}
+
 #[tokio::test]
 async fn refunds_apply_once_never_regress_and_wait_for_the_payment() {
     let database = TestDatabase::create().await;

@@ -16,6 +16,8 @@ use std::collections::HashSet;
 use serde_json::json;
 use sqlx::PgConnection;
 
+use inbound_core::store;
+
 use crate::store::orders::{self, OrderState, Payment};
 use inbound_core::handlers::{
     Handler, HandlerBatchFuture, HandlerError, HandlerFuture, HandlerInput, Transition, quarantine,
@@ -117,10 +119,14 @@ fn payment_of(input: HandlerInput<'_>) -> Result<Payment<'_>, Transition> {
             reason: format!("PaymentIntent {payment_id} is {status}, not succeeded"),
         });
     }
+    // Stripe sends every PaymentIntent of the account: a subscription or invoice payment
+    // names no order and is not this domain's to judge.
     let Some(order_id) = text_at(payload, "/data/object/metadata/order_id") else {
-        return Err(quarantine(format!(
-            "PaymentIntent {payment_id} has no metadata.order_id"
-        )));
+        return Err(Transition::Ignored {
+            reason: format!(
+                "PaymentIntent {payment_id} has no metadata.order_id: not an order's payment"
+            ),
+        });
     };
     let Some(amount_minor) = payload
         .pointer("/data/object/amount_received")
@@ -290,31 +296,52 @@ async fn refund(
         match order {
             // Paid by a transaction that committed after our UPDATE looked: now it applies.
             Some(order) if order.status == "paid" => continue,
-            order => return classify_unrefunded(order, payment_id),
+            None => return classify_orderless_refund(transaction, input, payment_id).await,
+            Some(order) => return classify_unrefunded(order, payment_id),
         }
     }
     Err(changed_under_us(payment_id))
 }
 
-/// Why `paid → refunded` changed nothing, for an order that is not `paid`.
-fn classify_unrefunded(
-    order: Option<OrderState>,
+/// A full refund of a PaymentIntent no order expects: it waits while a payment event for
+/// that PaymentIntent is still to be applied (its order may not exist yet); otherwise it
+/// refunds no order's payment (a subscription's, an invoice's) and is ignored.
+async fn classify_orderless_refund(
+    transaction: &mut PgConnection,
+    input: HandlerInput<'_>,
     payment_id: &str,
 ) -> Result<Transition, HandlerError> {
-    match order {
-        None => Err(HandlerError::Transient(format!(
-            "no order for PaymentIntent {payment_id} (yet)"
-        ))),
-        Some(order) if order.status == "refunded" => Ok(Transition::Duplicate {
+    let payment_pending = store::queue::unfinished_receipt_names(
+        transaction,
+        &input.integration.id,
+        &["payment_intent.succeeded"],
+        &["data", "object", "id"],
+        payment_id,
+    )
+    .await?;
+    if payment_pending {
+        return Err(HandlerError::Transient(format!(
+            "no order for PaymentIntent {payment_id} yet; its payment is still to be applied"
+        )));
+    }
+    Ok(Transition::Ignored {
+        reason: format!("no order expects PaymentIntent {payment_id}: not an order's payment"),
+    })
+}
+
+/// Why `paid → refunded` changed nothing, for an order that is not `paid`.
+fn classify_unrefunded(order: OrderState, payment_id: &str) -> Result<Transition, HandlerError> {
+    match order.status.as_str() {
+        "refunded" => Ok(Transition::Duplicate {
             reason: format!("order {} is already refunded", order.id),
         }),
         // The refund overtook the payment event: wait for the payment to apply.
-        Some(order) if order.status == "awaiting_payment" => Err(HandlerError::Transient(format!(
+        "awaiting_payment" => Err(HandlerError::Transient(format!(
             "order {} is not paid yet",
             order.id
         ))),
-        Some(order) => Ok(quarantine(format!(
-            "order {} is {} and cannot be refunded",
+        _ => Ok(quarantine(format!(
+            "order {} is {} and cannot be refunded (PaymentIntent {payment_id})",
             order.id, order.status
         ))),
     }

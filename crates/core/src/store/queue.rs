@@ -490,3 +490,28 @@ pub async fn fail_exhausted(
     .await?;
     Ok(updated.rows_affected() == 1)
 }
+
+/// Whether an unfinished receipt of `integration` (pending, waiting or leased) with one of
+/// `event_types` carries `value` at `path` of its payload — e.g. a payment still waiting
+/// to be applied, for a handler deciding whether an event that depends on it should wait
+/// (transient) or is settled for what it is. Walks the integration's queue rows only.
+pub async fn unfinished_receipt_names(
+    conn: &mut PgConnection,
+    integration: &str,
+    event_types: &[&str],
+    path: &[&str],
+    value: &str,
+) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar(
+        "SELECT EXISTS (
+             SELECT 1 FROM receipt_queue q JOIN receipts r ON r.id = q.receipt_id
+             WHERE q.integration = $1 AND r.event_type = ANY ($2)
+               AND r.payload #>> $3::text[] = $4)",
+    )
+    .bind(integration)
+    .bind(event_types)
+    .bind(path)
+    .bind(value)
+    .fetch_one(conn)
+    .await
+}
