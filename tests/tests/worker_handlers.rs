@@ -1077,3 +1077,66 @@ async fn reasons_naming_payload_values_are_bounded() {
         .expect("receipt");
     assert!(stored.len() <= inbound_worker::process::MAX_REASON_BYTES);
 }
+
+/// Two batches paying the same orders in opposite orders must not deadlock: the set-based
+/// payment locks its orders in key order, whatever order its receipts arrived in. Seen
+/// from outside: while the batch waits for `o1` (held here), it holds no lock on `o2`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_of_payments_locks_its_orders_in_key_order() {
+    use inbound_example::store::orders::{Payment, mark_paid_all};
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    // Inserted (and so stored) o2 first: scan order and arrival order both put it first.
+    domain::seed_order(pool, "o2", "pi_2", 1000, "usd").await;
+    domain::seed_order(pool, "o1", "pi_1", 1000, "usd").await;
+    let mut holder = pool.begin().await.expect("begin");
+    sqlx::query("SELECT 1 FROM orders WHERE id = 'o1' FOR UPDATE")
+        .execute(&mut *holder)
+        .await
+        .expect("hold o1");
+    let batch = tokio::spawn({
+        let pool = pool.clone();
+        async move {
+            let mut transaction = pool.begin().await.expect("begin");
+            let payment = |order_id: &'static str, payment_id: &'static str| Payment {
+                tenant: domain::TENANT,
+                order_id,
+                payment_id,
+                amount_minor: 1000,
+                currency: "usd",
+            };
+            let changed = mark_paid_all(
+                &mut transaction,
+                &[(payment("o2", "pi_2"), 2), (payment("o1", "pi_1"), 1)],
+            )
+            .await
+            .expect("pays");
+            transaction.commit().await.expect("commit");
+            changed.len()
+        }
+    });
+    // Wait until the batch is blocked on a row lock.
+    let started = std::time::Instant::now();
+    while sqlx::query_scalar::<_, i64>(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
+    )
+    .fetch_one(pool)
+    .await
+    .expect("activity")
+        == 0
+    {
+        assert!(started.elapsed() < Duration::from_secs(10), "the batch never waited for o1");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut probe = pool.begin().await.expect("begin");
+    let o2_free = sqlx::query("SELECT 1 FROM orders WHERE id = 'o2' FOR UPDATE NOWAIT")
+        .execute(&mut *probe)
+        .await;
+    probe.rollback().await.expect("rollback");
+    holder.rollback().await.expect("release o1");
+    assert_eq!(batch.await.expect("batch"), 2);
+    assert!(
+        o2_free.is_ok(),
+        "the batch held o2 while waiting for o1 (arrival order): {o2_free:?}"
+    );
+}

@@ -79,6 +79,20 @@ pub async fn mark_paid_all(
         currencies.push(payment.currency);
         receipt_ids.push(*receipt_id);
     }
+    // Lock the orders in key order first: the UPDATE's join would lock them in whatever
+    // order it meets them (the receipts' arrival order, or the table's), and two batches
+    // paying the same orders in opposite orders would then deadlock.
+    sqlx::query(
+        "SELECT 1 FROM inbound_example.orders o
+         JOIN unnest($1::text[], $2::text[]) AS p(tenant_id, order_id)
+           ON o.tenant_id = p.tenant_id AND o.id = p.order_id
+         ORDER BY o.tenant_id, o.id
+         FOR UPDATE OF o",
+    )
+    .bind(&tenants)
+    .bind(&order_ids)
+    .execute(&mut *conn)
+    .await?;
     sqlx::query_scalar(
         "UPDATE inbound_example.orders o
          SET status = 'paid', amount_received_minor = p.amount_minor,
