@@ -237,15 +237,7 @@ async fn payments_and_refunds_of_no_order_are_ignored_and_a_refund_waits_only_fo
         }),
     )
     .await;
-    let renewal_refund = domain::accept_event(
-        pool,
-        &config,
-        "evt_renewal_refund",
-        "charge.refunded",
-        charge("pi_sub", 2000, 2000),
-    )
-    .await;
-    // The order is not created yet: its payment waits, and so does the refund behind it.
+    // The order is not created yet: its payment waits, and so will the refund behind it.
     let waiting_payment = accept_succeeded(
         pool,
         &config,
@@ -254,6 +246,17 @@ async fn payments_and_refunds_of_no_order_are_ignored_and_a_refund_waits_only_fo
         "o_late",
         1000,
         "usd",
+    )
+    .await;
+    step(&worker).await;
+    // The refunds come once their payments were handled: a refund racing its payment in
+    // another batch waits a backoff, then is judged again.
+    let renewal_refund = domain::accept_event(
+        pool,
+        &config,
+        "evt_renewal_refund",
+        "charge.refunded",
+        charge("pi_sub", 2000, 2000),
     )
     .await;
     let waiting_refund = domain::accept_event(
@@ -1139,4 +1142,29 @@ async fn a_batch_of_payments_locks_its_orders_in_key_order() {
         o2_free.is_ok(),
         "the batch held o2 while waiting for o1 (arrival order): {o2_free:?}"
     );
+}
+
+/// A Stripe-shaped handler trusts the shape of what Stripe signs; routed from another
+/// signer (a partner's Standard Webhooks secret), anyone holding that secret could forge
+/// a payment (PaymentIntent ids are not secret). The worker refuses such a route.
+#[test]
+fn stripe_shaped_handlers_refuse_routes_from_other_signers() {
+    let config = domain::config_edited(|text| {
+        text.replacen(
+            "\"invoice.paid\" = { handler = \"forward\", sink = \"audit\" }\n\n[[sink]]",
+            "\"invoice.paid\" = { handler = \"forward\", sink = \"audit\" }\n\"payment_intent.succeeded\" = { handler = \"orders.mark_paid\" }\n\n[[sink]]",
+            1,
+        )
+    });
+    let error = inbound_worker::app::check_routes(&config, &domain::stock_registry(), None)
+        .expect_err("refused")
+        .to_string();
+    assert!(
+        error.contains(
+            "(std-acme).routes.\"payment_intent.succeeded\".handler: orders.mark_paid accepts events from stripe integrations only, not standard"
+        ),
+        "{error}"
+    );
+    inbound_worker::app::check_routes(&domain::config(), &domain::stock_registry(), None)
+        .expect("the fixture routes them from stripe only");
 }

@@ -13,11 +13,16 @@ use crate::store::grants::{self, Grant as GrantKey};
 use inbound_core::handlers::{
     Handler, HandlerError, HandlerFuture, HandlerInput, Transition, quarantine, text_at,
 };
+use inbound_core::verify::Provider;
 
 /// Grants mapped entitlements from a paid invoice.
 pub(crate) struct Grant;
 
 impl Handler for Grant {
+    fn providers(&self) -> Option<&'static [Provider]> {
+        Some(&[Provider::Stripe])
+    }
+
     fn check_options(&self, options: &Value) -> Result<(), String> {
         let table = options.as_object().ok_or("options must be a table")?;
         for (key, value) in table {

@@ -23,6 +23,7 @@ use inbound_core::handlers::{
     Handler, HandlerBatchFuture, HandlerError, HandlerFuture, HandlerInput, Transition, quarantine,
     text_at,
 };
+use inbound_core::verify::Provider;
 
 /// `awaiting_payment → paid` from a Stripe PaymentIntent (`metadata.order_id`).
 pub(crate) struct MarkPaid;
@@ -31,6 +32,10 @@ pub(crate) struct MarkPaid;
 pub(crate) struct Refund;
 
 impl Handler for MarkPaid {
+    fn providers(&self) -> Option<&'static [Provider]> {
+        Some(&[Provider::Stripe])
+    }
+
     fn apply<'a>(
         &'a self,
         transaction: &'a mut PgConnection,
@@ -49,6 +54,10 @@ impl Handler for MarkPaid {
 }
 
 impl Handler for Refund {
+    fn providers(&self) -> Option<&'static [Provider]> {
+        Some(&[Provider::Stripe])
+    }
+
     fn apply<'a>(
         &'a self,
         transaction: &'a mut PgConnection,

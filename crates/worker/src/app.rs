@@ -143,7 +143,7 @@ impl WorkerBuilder {
 }
 
 /// Every route of the `integrations` a worker claims (all when `None`) names a registered
-/// handler that accepts the route's options.
+/// handler that accepts the integration's provider and the route's options.
 pub fn check_routes(
     config: &Config,
     registry: &Registry,
@@ -159,6 +159,18 @@ pub fn check_routes(
             let Some(handler) = registry.get(&route.handler) else {
                 continue;
             };
+            if let Some(accepted) = handler.providers()
+                && !accepted.contains(&integration.provider)
+            {
+                let names: Vec<&str> = accepted.iter().map(|provider| provider.name()).collect();
+                anyhow::bail!(
+                    "integration[{index}] ({}).routes.{key:?}.handler: {} accepts events from {} integrations only, not {}",
+                    integration.id,
+                    route.handler,
+                    names.join(", "),
+                    integration.provider.name()
+                );
+            }
             if let Err(reason) = handler.check_options(&route.options) {
                 anyhow::bail!(
                     "integration[{index}] ({}).routes.{key:?}.options: {reason}",

@@ -155,6 +155,14 @@ pub type HandlerBatchFuture<'a> =
 
 /// A business transition. Implement it for your own domain and register it by name.
 pub trait Handler: Send + Sync {
+    /// The providers whose integrations may route to it (`None`: any). A handler that
+    /// trusts one provider's payload shape names it, so that no other signer — a
+    /// partner's Standard Webhooks secret, say — can forge that shape; the worker
+    /// refuses to start on a route from another provider.
+    fn providers(&self) -> Option<&'static [crate::verify::Provider]> {
+        None
+    }
+
     /// Checks a route's `options` when the worker starts; an `Err` stops the worker with
     /// the route named and this message. The default accepts only no options, so a typo
     /// in a handler that takes none is caught rather than ignored.
