@@ -82,13 +82,29 @@ pub fn charge(payment_id: &str, amount: i64, refunded: i64) -> Value {
     })
 }
 
-/// An Invoice object with one line per price.
+/// A paid Invoice object with one line per price (each 1000, not a proration).
 pub fn invoice(invoice_id: &str, customer: &str, prices: &[&str]) -> Value {
     let lines: Vec<Value> = prices
         .iter()
-        .map(|price| json!({"price": {"id": price}}))
+        .map(|price| json!({"price": {"id": price}, "amount": 1000, "proration": false}))
         .collect();
-    json!({"id": invoice_id, "object": "invoice", "customer": customer, "lines": {"data": lines}})
+    invoice_with_lines(invoice_id, customer, "paid", lines, false)
+}
+
+/// An Invoice object as Stripe sends it: its status, its lines (`lines.data`) and
+/// whether more lines exist than the event carries (`lines.has_more`).
+pub fn invoice_with_lines(
+    invoice_id: &str,
+    customer: &str,
+    status: &str,
+    lines: Vec<Value>,
+    has_more: bool,
+) -> Value {
+    json!({
+        "id": invoice_id, "object": "invoice", "customer": customer, "status": status,
+        "paid": status == "paid",
+        "lines": {"object": "list", "data": lines, "has_more": has_more}
+    })
 }
 
 /// The test configuration, loaded in process (secrets from the fixture values).

@@ -1,5 +1,9 @@
-//! `entitlements.grant`: one grant per `(tenant, customer, invoice, entitlement)` for each
-//! line of a Stripe Invoice whose price the route maps to an entitlement:
+//! `entitlements.grant`: one grant per `(tenant, invoice, entitlement)` for each
+//! charged (non-negative) line of a *paid* Stripe Invoice whose price the route maps to an
+//! entitlement. A credit line grants nothing (a downgrade never re-grants the plan left);
+//! an invoice whose lines are truncated (`lines.has_more`) is quarantined (a handler may
+//! not fetch the rest); an unpaid one is ignored; an invoice granted to one customer and
+//! named under another is quarantined. Prices map to entitlements in the route's
 //! `options = { prices = { price_pro_monthly = "pro" } }`. (A configuration from before
 //! route options maps prices in `[integration.entitlements]`; it is read when the route
 //! names no `prices`.)
@@ -76,6 +80,32 @@ async fn grant(
     else {
         return Ok(quarantine(format!("invoice {invoice_id} has no customer")));
     };
+    // Only a paid invoice grants: `invoice.finalized` routed here must not grant before
+    // the payment.
+    let paid = text_at(payload, "/data/object/status") == Some("paid")
+        || payload
+            .pointer("/data/object/paid")
+            .and_then(Value::as_bool)
+            == Some(true);
+    if !paid {
+        return Ok(Transition::Ignored {
+            reason: format!(
+                "invoice {invoice_id} is {}, not paid: grants wait for its payment",
+                text_at(payload, "/data/object/status").unwrap_or("of no status")
+            ),
+        });
+    }
+    // A handler may not fetch the rest of a long invoice: deciding on part of it would
+    // silently leave a mapped price ungranted.
+    if payload
+        .pointer("/data/object/lines/has_more")
+        .and_then(Value::as_bool)
+        == Some(true)
+    {
+        return Ok(quarantine(format!(
+            "invoice {invoice_id} has more lines than the event carries (lines.has_more); grant them by hand"
+        )));
+    }
     let lines = payload
         .pointer("/data/object/lines/data")
         .and_then(Value::as_array)
@@ -83,6 +113,13 @@ async fn grant(
         .unwrap_or_default();
     let entitlements: BTreeSet<&str> = lines
         .iter()
+        // A credit (a negative line: the unused time of a plan left by a downgrade) grants
+        // nothing; a charged line grants, proration or not (an upgrade's new plan).
+        .filter(|line| {
+            line.get("amount")
+                .and_then(Value::as_i64)
+                .is_none_or(|amount| amount >= 0)
+        })
         .filter_map(line_price)
         .filter_map(|price| match input.options.get("prices") {
             Some(prices) => prices.get(price).and_then(Value::as_str),
@@ -99,6 +136,13 @@ async fn grant(
         });
     }
     let tenant = input.integration.tenant.as_str();
+    if let Some(other) =
+        grants::other_customer_of_invoice(transaction, tenant, invoice_id, customer).await?
+    {
+        return Ok(quarantine(format!(
+            "invoice {invoice_id} was granted to customer {other}, and this event names {customer}: an invoice has one customer"
+        )));
+    }
     let mut effects = Vec::new();
     let mut granted = 0;
     for entitlement in &entitlements {
@@ -108,7 +152,19 @@ async fn grant(
             invoice_id,
             entitlement,
         };
-        if grants::insert(transaction, key, input.receipt_id.0).await? {
+        let inserted = grants::insert(transaction, key, input.receipt_id.0).await?;
+        if !inserted
+            && grants::other_customer_of_invoice(transaction, tenant, invoice_id, customer)
+                .await?
+                .is_some()
+        {
+            // Another customer's event for this invoice committed while this one ran:
+            // roll back what this one granted, and let the retry quarantine it.
+            return Err(HandlerError::Transient(format!(
+                "invoice {invoice_id} was granted to another customer meanwhile"
+            )));
+        }
+        if inserted {
             granted += 1;
             let data = json!({"account_id": customer, "invoice_id": invoice_id, "entitlement": entitlement});
             effects.extend(input.effect(

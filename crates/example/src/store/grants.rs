@@ -1,5 +1,5 @@
 //! The reference `entitlement_grants` table: one row per business key
-//! `(tenant, account, invoice, entitlement)`.
+//! `(tenant, invoice, entitlement)`; the customer is a column (an invoice has one).
 
 use sqlx::PgConnection;
 
@@ -16,7 +16,8 @@ pub struct Grant<'a> {
     pub entitlement: &'a str,
 }
 
-/// Inserts the grant unless its business key exists; `true` when it was new.
+/// Inserts the grant unless the invoice already granted this entitlement; `true` when it
+/// was new.
 pub async fn insert(
     conn: &mut PgConnection,
     grant: Grant<'_>,
@@ -25,7 +26,7 @@ pub async fn insert(
     let inserted = sqlx::query(
         "INSERT INTO inbound_example.entitlement_grants (tenant_id, account_id, invoice_id, entitlement, receipt_id)
          VALUES ($1, $2, $3, $4, $5)
-         ON CONFLICT (tenant_id, account_id, invoice_id, entitlement) DO NOTHING",
+         ON CONFLICT (tenant_id, invoice_id, entitlement) DO NOTHING",
     )
     .bind(grant.tenant)
     .bind(grant.account_id)
@@ -35,4 +36,22 @@ pub async fn insert(
     .execute(conn)
     .await?;
     Ok(inserted.rows_affected() == 1)
+}
+
+/// Another customer an invoice's grants name, if any (an invoice has one customer).
+pub async fn other_customer_of_invoice(
+    conn: &mut PgConnection,
+    tenant: &str,
+    invoice_id: &str,
+    customer: &str,
+) -> Result<Option<String>, sqlx::Error> {
+    sqlx::query_scalar(
+        "SELECT account_id FROM inbound_example.entitlement_grants
+         WHERE tenant_id = $1 AND invoice_id = $2 AND account_id <> $3 LIMIT 1",
+    )
+    .bind(tenant)
+    .bind(invoice_id)
+    .bind(customer)
+    .fetch_optional(conn)
+    .await
 }
