@@ -372,10 +372,15 @@ async fn a_refund_racing_its_payment_applies_in_the_same_attempt() {
     let refund = unpaid_order_with_a_full_refund(pool, &config).await;
 
     let mut payment = pool.begin().await.expect("begin");
-    sqlx::query("UPDATE orders SET status = 'paid' WHERE id = 'o1'")
-        .execute(&mut *payment)
-        .await
-        .expect("pay, uncommitted");
+    // As orders.mark_paid writes a payment (the refund checks the amount received).
+    sqlx::query(
+        "UPDATE orders SET status = 'paid', amount_received_minor = 1000, paid_receipt_id = 0,
+                           paid_at = now()
+         WHERE id = 'o1'",
+    )
+    .execute(&mut *payment)
+    .await
+    .expect("pay, uncommitted");
     let racing = tokio::spawn({
         let worker = worker.clone();
         async move { step(&worker).await }
@@ -1271,4 +1276,138 @@ fn stripe_shaped_handlers_refuse_routes_from_other_signers() {
     );
     inbound_worker::app::check_routes(&domain::config(), &domain::stock_registry(), None)
         .expect("the fixture routes them from stripe only");
+}
+
+/// The classification decisions of issue 15, item 3, each with its case.
+#[tokio::test]
+async fn payment_and_refund_classification_decisions() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let config = domain::config();
+    let mut settings = domain::settings();
+    settings.backoff_base = Duration::from_secs(60);
+    let worker = domain::worker(pool, settings);
+    domain::seed_order(pool, "o_paid", "pi_paid", 1000, "usd").await;
+    domain::seed_order(pool, "o_upper", "pi_upper", 1000, "USD").await;
+    domain::seed_order(pool, "o_cancel_paid", "pi_cp", 1000, "usd").await;
+    domain::seed_order(pool, "o_cancel_unpaid", "pi_cu", 1000, "usd").await;
+    domain::seed_order(pool, "o_refund_amount", "pi_ra", 1000, "usd").await;
+    sqlx::query(
+        "INSERT INTO orders (tenant_id, id, provider_payment_id, total_minor, currency)
+         VALUES ('acme', 'o_unattached', NULL, 1000, 'usd')",
+    )
+    .execute(pool)
+    .await
+    .expect("order without a PaymentIntent");
+    for (event, payment, order) in [
+        ("evt_p1", "pi_paid", "o_paid"),
+        ("evt_p2", "pi_cp", "o_cancel_paid"),
+        ("evt_p3", "pi_ra", "o_refund_amount"),
+    ] {
+        accept_succeeded(pool, &config, event, payment, order, 1000, "usd").await;
+    }
+    let upper = accept_succeeded(pool, &config, "evt_up", "pi_upper", "o_upper", 1000, "usd").await;
+    step(&worker).await;
+    sqlx::query(
+        "UPDATE orders SET status = 'canceled' WHERE id IN ('o_cancel_paid', 'o_cancel_unpaid')",
+    )
+    .execute(pool)
+    .await
+    .expect("the business cancels two orders");
+
+    // (a) The same PaymentIntent id with another amount is no duplicate: quarantined.
+    let other_amount =
+        accept_succeeded(pool, &config, "evt_p1b", "pi_paid", "o_paid", 999, "usd").await;
+    let same_again =
+        accept_succeeded(pool, &config, "evt_p1c", "pi_paid", "o_paid", 1000, "usd").await;
+    // (b) An order with no PaymentIntent attached yet waits for it.
+    let unattached = accept_succeeded(
+        pool,
+        &config,
+        "evt_un",
+        "pi_un",
+        "o_unattached",
+        1000,
+        "usd",
+    )
+    .await;
+    // (c) A PaymentIntent without a status is not taken as succeeded.
+    let mut no_status = domain::payment_intent("pi_ns", "o_paid", 1000, "usd", "succeeded");
+    no_status.as_object_mut().expect("object").remove("status");
+    let no_status = domain::accept_event(
+        pool,
+        &config,
+        "evt_ns",
+        "payment_intent.succeeded",
+        no_status,
+    )
+    .await;
+    // (e) A full refund of another amount than the order received is inconsistent.
+    let refund_amount = domain::accept_event(
+        pool,
+        &config,
+        "evt_ra",
+        "charge.refunded",
+        charge("pi_ra", 1200, 1200),
+    )
+    .await;
+    // (f) Cancel, then refund: a paid order is refunded; an unpaid one has nothing to undo.
+    let cancel_paid = domain::accept_event(
+        pool,
+        &config,
+        "evt_rcp",
+        "charge.refunded",
+        charge("pi_cp", 1000, 1000),
+    )
+    .await;
+    let cancel_unpaid = domain::accept_event(
+        pool,
+        &config,
+        "evt_rcu",
+        "charge.refunded",
+        charge("pi_cu", 1000, 1000),
+    )
+    .await;
+    step(&worker).await;
+
+    let state = |receipt: i64| domain::receipt_state(pool, receipt);
+    // (d) Currencies compare without case (ISO codes): USD on the order, usd from Stripe.
+    assert_eq!(
+        state(upper).await.1.as_deref(),
+        Some("applied"),
+        "{:?}",
+        state(upper).await
+    );
+    let (status, _, reason) = state(other_amount).await;
+    assert_eq!(status, "quarantined", "(a) {reason:?}");
+    assert_eq!(
+        state(same_again).await.1.as_deref(),
+        Some("duplicate"),
+        "(a)"
+    );
+    assert_eq!(state(unattached).await.0, "pending", "(b) waits");
+    let (status, _, reason) = state(no_status).await;
+    assert_eq!(status, "quarantined", "(c) {reason:?}");
+    assert!(reason.is_some_and(|reason| reason.contains("no status")));
+    let (status, _, reason) = state(refund_amount).await;
+    assert_eq!(status, "quarantined", "(e) {reason:?}");
+    assert_eq!(
+        state(cancel_paid).await.1.as_deref(),
+        Some("applied"),
+        "(f)"
+    );
+    assert_eq!(
+        domain::order_status(pool, "o_cancel_paid").await,
+        "refunded"
+    );
+    let (status, outcome, reason) = state(cancel_unpaid).await;
+    assert_eq!(
+        (status.as_str(), outcome.as_deref()),
+        ("done", Some("ignored")),
+        "(f) {reason:?}"
+    );
+    assert_eq!(
+        domain::order_status(pool, "o_cancel_unpaid").await,
+        "canceled"
+    );
 }

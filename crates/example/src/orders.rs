@@ -121,9 +121,13 @@ fn payment_of(input: HandlerInput<'_>) -> Result<Payment<'_>, Transition> {
     };
     // A stale or failed PaymentIntent (payment_failed routed here, or a canceled one)
     // must never change an order.
-    if let Some(status) = text_at(payload, "/data/object/status")
-        && status != "succeeded"
-    {
+    // A PaymentIntent always has a status: one without is not taken as succeeded.
+    let Some(status) = text_at(payload, "/data/object/status") else {
+        return Err(quarantine(format!(
+            "PaymentIntent {payment_id} has no status"
+        )));
+    };
+    if status != "succeeded" {
         return Err(Transition::Ignored {
             reason: format!("PaymentIntent {payment_id} is {status}, not succeeded"),
         });
@@ -205,7 +209,7 @@ fn payable_by(order: &OrderState, payment: Payment<'_>) -> bool {
     order.status == "awaiting_payment"
         && order.provider_payment_id.as_deref() == Some(payment.payment_id)
         && order.total_minor == payment.amount_minor
-        && order.currency == payment.currency
+        && order.currency.eq_ignore_ascii_case(payment.currency)
 }
 
 /// A locked order that still does not take a transition it matches: retry later.
@@ -225,7 +229,14 @@ fn classify_unpaid(
             payment.order_id
         )));
     };
-    if order.provider_payment_id.as_deref() != Some(payment.payment_id) {
+    let Some(expected) = order.provider_payment_id.as_deref() else {
+        // The business attaches the PaymentIntent to the order; it may not have yet.
+        return Err(HandlerError::Transient(format!(
+            "order {} has no PaymentIntent attached (yet)",
+            order.id
+        )));
+    };
+    if expected != payment.payment_id {
         return Ok(quarantine(format!(
             "order {} expects PaymentIntent {}, not {}",
             order.id,
@@ -233,13 +244,20 @@ fn classify_unpaid(
             payment.payment_id
         )));
     }
+    let same_facts = order.amount_received_minor == Some(payment.amount_minor)
+        && order.currency.eq_ignore_ascii_case(payment.currency);
     Ok(match order.status.as_str() {
-        "paid" | "refunded" => Transition::Duplicate {
+        "paid" | "refunded" if same_facts => Transition::Duplicate {
             reason: format!(
                 "order {} is already {} by PaymentIntent {}",
                 order.id, order.status, payment.payment_id
             ),
         },
+        // The same PaymentIntent with other facts is no redelivery of the same payment.
+        "paid" | "refunded" => quarantine(format!(
+            "order {} was {} by PaymentIntent {} with another amount or currency than this event says",
+            order.id, order.status, payment.payment_id
+        )),
         "canceled" => quarantine(format!(
             "order {} is canceled but PaymentIntent {} succeeded",
             order.id, payment.payment_id
@@ -252,7 +270,7 @@ fn classify_unpaid(
             order.id,
             match (
                 order.total_minor == payment.amount_minor,
-                order.currency == payment.currency
+                order.currency.eq_ignore_ascii_case(payment.currency)
             ) {
                 (false, false) => "the amount and the currency",
                 (false, true) => "the amount",
@@ -287,10 +305,20 @@ async fn refund(
             ),
         });
     }
-    let tenant = input.integration.tenant.as_str();
+    let (Some(refunded), tenant) = (refunded, input.integration.tenant.as_str()) else {
+        return Ok(quarantine(format!(
+            "the refund of PaymentIntent {payment_id} has no amount"
+        )));
+    };
     for _ in 0..2 {
-        if let Some(order_id) =
-            orders::mark_refunded(transaction, tenant, payment_id, input.receipt_id.0).await?
+        if let Some(order_id) = orders::mark_refunded(
+            transaction,
+            tenant,
+            payment_id,
+            refunded,
+            input.receipt_id.0,
+        )
+        .await?
         {
             let data =
                 json!({"order_id": order_id, "payment_id": payment_id, "amount_minor": refunded});
@@ -304,7 +332,11 @@ async fn refund(
         let order = orders::find_by_payment_for_update(transaction, tenant, payment_id).await?;
         match order {
             // Paid by a transaction that committed after our UPDATE looked: now it applies.
-            Some(order) if order.status == "paid" => continue,
+            Some(order)
+                if order.status == "paid" && order.amount_received_minor == Some(refunded) =>
+            {
+                continue;
+            }
             None => return classify_orderless_refund(transaction, input, payment_id).await,
             Some(order) => return classify_unrefunded(order, payment_id),
         }
@@ -343,6 +375,19 @@ fn classify_unrefunded(order: OrderState, payment_id: &str) -> Result<Transition
     match order.status.as_str() {
         "refunded" => Ok(Transition::Duplicate {
             reason: format!("order {} is already refunded", order.id),
+        }),
+        // Which fact differs, never the values (reasons reach log lines).
+        "paid" | "canceled" if order.was_paid => Ok(quarantine(format!(
+            "the full refund of PaymentIntent {payment_id} is not the amount order {} received",
+            order.id
+        ))),
+        // Canceled before any payment: this refund undoes no payment of the order (the
+        // payment that succeeded after the cancellation was quarantined for a person).
+        "canceled" => Ok(Transition::Ignored {
+            reason: format!(
+                "order {} was canceled before it was paid: the refund of PaymentIntent {payment_id} changes nothing",
+                order.id
+            ),
         }),
         // The refund overtook the payment event: wait for the payment to apply.
         "awaiting_payment" => Err(HandlerError::Transient(format!(

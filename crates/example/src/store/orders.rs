@@ -31,6 +31,10 @@ pub struct OrderState {
     pub currency: String,
     /// `awaiting_payment | paid | refunded | canceled`.
     pub status: String,
+    /// What the paying PaymentIntent received (once paid).
+    pub amount_received_minor: Option<i64>,
+    /// Whether a payment was ever applied (a canceled order may have been paid first).
+    pub was_paid: bool,
 }
 
 /// `awaiting_payment → paid`, only when payment id, amount and currency all match.
@@ -45,7 +49,7 @@ pub async fn mark_paid(
          SET status = 'paid', amount_received_minor = $4, paid_receipt_id = $6,
              paid_at = now(), updated_at = now()
          WHERE tenant_id = $1 AND id = $2 AND status = 'awaiting_payment'
-           AND provider_payment_id = $3 AND total_minor = $4 AND currency = $5",
+           AND provider_payment_id = $3 AND total_minor = $4 AND lower(currency) = lower($5)",
     )
     .bind(payment.tenant)
     .bind(payment.order_id)
@@ -101,7 +105,7 @@ pub async fn mark_paid_all(
               AS p(tenant_id, order_id, payment_id, amount_minor, currency, receipt_id)
          WHERE o.tenant_id = p.tenant_id AND o.id = p.order_id AND o.status = 'awaiting_payment'
            AND o.provider_payment_id = p.payment_id AND o.total_minor = p.amount_minor
-           AND o.currency = p.currency
+           AND lower(o.currency) = lower(p.currency)
          RETURNING o.paid_receipt_id",
     )
     .bind(tenants)
@@ -123,7 +127,8 @@ pub async fn find_for_update(
     order_id: &str,
 ) -> Result<Option<OrderState>, sqlx::Error> {
     sqlx::query_as(
-        "SELECT id, provider_payment_id, total_minor, currency, status
+        "SELECT id, provider_payment_id, total_minor, currency, status, amount_received_minor,
+                paid_receipt_id IS NOT NULL AS was_paid
          FROM inbound_example.orders WHERE tenant_id = $1 AND id = $2 FOR UPDATE",
     )
     .bind(tenant)
@@ -139,7 +144,8 @@ pub async fn find_by_payment_for_update(
     payment_id: &str,
 ) -> Result<Option<OrderState>, sqlx::Error> {
     sqlx::query_as(
-        "SELECT id, provider_payment_id, total_minor, currency, status
+        "SELECT id, provider_payment_id, total_minor, currency, status, amount_received_minor,
+                paid_receipt_id IS NOT NULL AS was_paid
          FROM inbound_example.orders WHERE tenant_id = $1 AND provider_payment_id = $2 FOR UPDATE",
     )
     .bind(tenant)
@@ -148,22 +154,26 @@ pub async fn find_by_payment_for_update(
     .await
 }
 
-/// `paid → refunded` for the order of this PaymentIntent; returns the order id when the
-/// row changed.
+/// `paid → refunded` (or `canceled → refunded` for an order canceled after it was paid)
+/// for the order of this PaymentIntent, when the refund is of the amount it received;
+/// returns the order id when the row changed.
 pub async fn mark_refunded(
     conn: &mut PgConnection,
     tenant: &str,
     payment_id: &str,
+    refunded_minor: i64,
     receipt_id: i64,
 ) -> Result<Option<String>, sqlx::Error> {
     sqlx::query_scalar(
         "UPDATE inbound_example.orders
-         SET status = 'refunded', refunded_receipt_id = $3, refunded_at = now(), updated_at = now()
-         WHERE tenant_id = $1 AND provider_payment_id = $2 AND status = 'paid'
+         SET status = 'refunded', refunded_receipt_id = $4, refunded_at = now(), updated_at = now()
+         WHERE tenant_id = $1 AND provider_payment_id = $2 AND amount_received_minor = $3
+           AND (status = 'paid' OR (status = 'canceled' AND paid_receipt_id IS NOT NULL))
          RETURNING id",
     )
     .bind(tenant)
     .bind(payment_id)
+    .bind(refunded_minor)
     .bind(receipt_id)
     .fetch_optional(conn)
     .await
