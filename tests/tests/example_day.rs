@@ -1,0 +1,290 @@
+//! A realistic day of a subscription business, replayed through the shipped example
+//! configuration (`config/example.toml`) and the stock handlers: ordinary traffic must put
+//! nothing in the queues meant for people (no receipt quarantined or failed), and grant
+//! exactly what was paid for.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use inbound_core::config::Config;
+use inbound_core::event::{self, Delivery};
+use inbound_core::headers::Headers;
+use inbound_core::store;
+use inbound_tests::TestDatabase;
+use inbound_tests::domain;
+use inbound_worker::{Step, Worker, run_once};
+use serde_json::{Value, json};
+
+fn example_config() -> Config {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../config/example.toml"
+    ))
+    .expect("config/example.toml");
+    let standard = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".to_owned();
+    Config::from_toml(&text, &|name| {
+        Some(match name {
+            "EXAMPLE_STANDARD_SECRET" | "EXAMPLE_SINK_SECRET" => standard.clone(),
+            _ => "example-secret".to_owned(),
+        })
+    })
+    .expect("the shipped example configuration loads")
+}
+
+/// A test-mode Stripe event as the example integration receives it.
+fn event(id: &str, event_type: &str, created: i64, object: Value) -> String {
+    json!({"id": id, "object": "event", "type": event_type, "created": created,
+           "livemode": false, "data": {"object": object}})
+    .to_string()
+}
+
+fn invoice(id: &str, customer: &str, lines: Vec<Value>) -> Value {
+    json!({"id": id, "object": "invoice", "customer": customer, "status": "paid", "paid": true,
+           "subscription": format!("sub_{customer}"),
+           "lines": {"object": "list", "data": lines, "has_more": false}})
+}
+
+fn line(price: &str, amount: i64, proration: bool) -> Value {
+    json!({"object": "line_item", "price": {"id": price}, "amount": amount, "proration": proration})
+}
+
+fn invoice_payment(id: &str, invoice: &str, amount: i64) -> Value {
+    json!({"id": id, "object": "payment_intent", "status": "succeeded", "invoice": invoice,
+           "amount_received": amount, "currency": "usd", "metadata": {}})
+}
+
+fn charge_refund(payment: &str, amount: i64) -> Value {
+    json!({"id": format!("ch_{payment}"), "object": "charge", "payment_intent": payment,
+           "amount": amount, "amount_refunded": amount, "refunded": true})
+}
+
+#[tokio::test]
+async fn a_day_of_subscription_traffic_needs_no_person() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let config = example_config();
+    let integration = config
+        .integration("stripe-example")
+        .expect("stripe-example");
+    let day = [
+        // New subscribers: invoice paid (mapped price), its PaymentIntent, the renewal of others.
+        event(
+            "evt_01",
+            "invoice.paid",
+            1_000,
+            invoice(
+                "in_a1",
+                "cus_a",
+                vec![line("price_pro_monthly", 2000, false)],
+            ),
+        ),
+        event(
+            "evt_02",
+            "payment_intent.succeeded",
+            1_001,
+            invoice_payment("pi_a1", "in_a1", 2000),
+        ),
+        event(
+            "evt_03",
+            "invoice.paid",
+            1_100,
+            invoice(
+                "in_b1",
+                "cus_b",
+                vec![line("price_basic_monthly", 900, false)],
+            ),
+        ),
+        event(
+            "evt_04",
+            "payment_intent.succeeded",
+            1_101,
+            invoice_payment("pi_b1", "in_b1", 900),
+        ),
+        // Renewals, one delivered twice under one event id and once under a new one.
+        event(
+            "evt_05",
+            "invoice.paid",
+            2_000,
+            invoice(
+                "in_c7",
+                "cus_c",
+                vec![line("price_pro_monthly", 2000, false)],
+            ),
+        ),
+        event(
+            "evt_05",
+            "invoice.paid",
+            2_000,
+            invoice(
+                "in_c7",
+                "cus_c",
+                vec![line("price_pro_monthly", 2000, false)],
+            ),
+        ),
+        event(
+            "evt_06",
+            "invoice.paid",
+            2_000,
+            invoice(
+                "in_c7",
+                "cus_c",
+                vec![line("price_pro_monthly", 2000, false)],
+            ),
+        ),
+        event(
+            "evt_07",
+            "payment_intent.succeeded",
+            2_001,
+            invoice_payment("pi_c7", "in_c7", 2000),
+        ),
+        // A downgrade from pro to basic mid-cycle: the unused pro time is credited.
+        event(
+            "evt_08",
+            "invoice.paid",
+            3_000,
+            invoice(
+                "in_a2",
+                "cus_a",
+                vec![
+                    line("price_pro_monthly", -1200, true),
+                    line("price_basic_monthly", 500, true),
+                ],
+            ),
+        ),
+        event(
+            "evt_09",
+            "payment_intent.succeeded",
+            3_001,
+            invoice_payment("pi_a2", "in_a2", 0),
+        ),
+        // An upgrade from basic to pro: the new plan's proration line grants pro.
+        event(
+            "evt_10",
+            "invoice.paid",
+            3_500,
+            invoice(
+                "in_b2",
+                "cus_b",
+                vec![
+                    line("price_basic_monthly", -400, true),
+                    line("price_pro_monthly", 1100, true),
+                ],
+            ),
+        ),
+        event(
+            "evt_11",
+            "payment_intent.succeeded",
+            3_501,
+            invoice_payment("pi_b2", "in_b2", 700),
+        ),
+        // A refund of a subscription charge, and a late partial one.
+        event(
+            "evt_12",
+            "charge.refunded",
+            4_000,
+            charge_refund("pi_c7", 2000),
+        ),
+        event(
+            "evt_13",
+            "charge.refunded",
+            4_100,
+            json!({"id": "ch_pi_b1", "object": "charge",
+            "payment_intent": "pi_b1", "amount": 900, "amount_refunded": 300, "refunded": false}),
+        ),
+        // An invoice for something this integration maps to nothing.
+        event(
+            "evt_14",
+            "invoice.paid",
+            5_000,
+            invoice("in_d1", "cus_d", vec![line("price_addon", 300, false)]),
+        ),
+        // Events the configuration does not route: answered 200 ignored, never stored.
+        event(
+            "evt_15",
+            "customer.subscription.updated",
+            5_100,
+            json!({"id": "sub_cus_a", "object": "subscription"}),
+        ),
+        event(
+            "evt_16",
+            "invoice.finalized",
+            5_200,
+            invoice("in_e1", "cus_e", vec![]),
+        ),
+    ];
+    let mut stored = 0;
+    for body in &day {
+        let Ok(Delivery::Event(event)) =
+            event::extract(integration, &Headers::default(), body.as_bytes())
+        else {
+            panic!("a day's event does not extract: {body}");
+        };
+        let Some((route_key, _)) = event::find_route(integration, &event) else {
+            continue;
+        };
+        let receipt = store::NewReceipt {
+            integration: &integration.id,
+            source_scope: &event.source_scope,
+            event_id: &event.event_id,
+            event_type: &event.event_type,
+            route_key,
+            payload_json: event.payload_json,
+            content_digest: None,
+        };
+        let mut connection = pool.acquire().await.expect("connection");
+        if let store::InsertOutcome::Accepted(_) = store::insert_receipt(&mut connection, receipt)
+            .await
+            .expect("insert")
+        {
+            stored += 1;
+        }
+    }
+    assert_eq!(
+        stored, 14,
+        "two unrouted events and one redelivery are not stored"
+    );
+
+    let mut settings = domain::settings();
+    settings.backoff_base = Duration::from_millis(10);
+    let worker = Arc::new(Worker::new(
+        pool.clone(),
+        Arc::new(config.clone()),
+        domain::stock_registry(),
+        settings,
+    ));
+    for _ in 0..50 {
+        if matches!(run_once(&worker).await.expect("step"), Step::Idle) {
+            let left: i64 = sqlx::query_scalar("SELECT count(*) FROM receipt_queue")
+                .fetch_one(pool)
+                .await
+                .expect("queue");
+            if left == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    let needing_a_person: Vec<(String, String, Option<String>)> = sqlx::query_as(
+        "SELECT event_id, status, COALESCE(outcome_reason, last_error) FROM receipts
+         WHERE status <> 'done' ORDER BY event_id",
+    )
+    .fetch_all(pool)
+    .await
+    .expect("receipts");
+    assert!(needing_a_person.is_empty(), "{needing_a_person:?}");
+    let grants: Vec<(String, String, String)> = sqlx::query_as(
+        "SELECT account_id, invoice_id, entitlement FROM entitlement_grants ORDER BY 1, 2, 3",
+    )
+    .fetch_all(pool)
+    .await
+    .expect("grants");
+    assert_eq!(
+        grants,
+        [
+            ("cus_a".into(), "in_a1".into(), "pro".into()),
+            ("cus_b".into(), "in_b2".into(), "pro".into()),
+            ("cus_c".into(), "in_c7".into(), "pro".into()),
+        ],
+        "the downgrade re-grants nothing; the upgrade grants pro; a renewal once"
+    );
+}
