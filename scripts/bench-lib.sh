@@ -55,6 +55,7 @@ id = "stripe-bench"
 provider = "stripe"
 tenant = "bench"
 secrets = ["env:BENCH_STRIPE_SECRET"]
+expect = { livemode = false }
 [integration.routes]
 "payment_intent.succeeded" = { handler = "orders.mark_paid" }
 

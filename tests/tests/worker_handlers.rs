@@ -1411,3 +1411,51 @@ async fn payment_and_refund_classification_decisions() {
         "canceled"
     );
 }
+
+/// A live Connect endpoint also receives test-mode events, and events of every connected
+/// account: a Stripe business handler needs `expect.livemode` pinned (the worker refuses
+/// to start without it), and a Connect event from an account the integration does not pin
+/// is quarantined rather than applied to this tenant's orders.
+#[tokio::test]
+async fn stripe_business_handlers_need_the_mode_pinned_and_refuse_unpinned_connect_accounts() {
+    let unpinned_mode = domain::config_edited(|text| {
+        text.replacen(
+            "expect = { account = \"acct_123\", livemode = true }",
+            "",
+            1,
+        )
+    });
+    let error = inbound_worker::app::check_routes(&unpinned_mode, &domain::stock_registry(), None)
+        .expect_err("refused")
+        .to_string();
+    assert!(
+        error.contains("(stripe-acme).routes.") && error.contains("expect.livemode"),
+        "{error}"
+    );
+
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let config = domain::config_edited(|text| {
+        text.replacen(
+            "expect = { account = \"acct_123\", livemode = true }",
+            "expect = { livemode = true }",
+            1,
+        )
+    });
+    inbound_worker::app::check_routes(&config, &domain::stock_registry(), None)
+        .expect("the mode is pinned");
+    let worker = domain::worker_with_config(pool, config.clone(), domain::settings());
+    domain::seed_order(pool, "o1", "pi_1", 1000, "usd").await;
+    let body = serde_json::json!({
+        "id": "evt_connect", "object": "event", "type": "payment_intent.succeeded",
+        "account": "acct_999", "livemode": true,
+        "data": {"object": domain::payment_intent("pi_1", "o1", 1000, "usd", "succeeded")}
+    })
+    .to_string();
+    let receipt = domain::accept(pool, &config, &body).await.expect("new");
+    step(&worker).await;
+    let (status, _, reason) = domain::receipt_state(pool, receipt).await;
+    assert_eq!(status, "quarantined", "{reason:?}");
+    assert!(reason.is_some_and(|reason| reason.contains("acct_999")));
+    assert_eq!(domain::order_status(pool, "o1").await, "awaiting_payment");
+}

@@ -14,7 +14,8 @@ mod entitlements;
 mod orders;
 pub mod store;
 
-use inbound_core::handlers::Registry;
+use inbound_core::config::Integration;
+use inbound_core::handlers::{HandlerInput, Registry, Transition, quarantine, text_at};
 use inbound_core::store::{InvalidSchema, Migrated, MigrationError, Schema, migrate_schema};
 use sqlx::migrate::Migrator;
 use sqlx::postgres::PgConnectOptions;
@@ -34,6 +35,33 @@ pub const SCHEMA: &str = "inbound_example";
 
 /// The example's migrations (history in `inbound_example._sqlx_migrations`).
 pub static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
+
+/// What every Stripe business handler of this crate asks of the integrations routing to
+/// it: the mode pinned (a live Connect endpoint also receives test-mode events).
+fn check_stripe_integration(integration: &Integration) -> Result<(), String> {
+    if integration.expect.livemode.is_none() {
+        return Err(
+            "a Stripe business handler needs expect.livemode pinned: a live endpoint (of a \
+             Connect platform too) also receives test-mode events"
+                .to_owned(),
+        );
+    }
+    Ok(())
+}
+
+/// A Connect event (it names an `account`) from an integration that pins no account: one
+/// tenant's orders and grants must never move on any connected account's event.
+fn unpinned_connect_account(input: &HandlerInput<'_>) -> Option<Transition> {
+    let account = text_at(input.payload, "/account")?;
+    if input.integration.expect.account.is_some() {
+        // The ingress already refused any other account (403).
+        return None;
+    }
+    Some(quarantine(format!(
+        "a Connect event of account {account} reached an integration that pins no account: \
+         set expect.account, or route Connect traffic to a handler keyed by account"
+    )))
+}
 
 /// Adds this crate's handlers to `registry`.
 pub fn register(registry: &mut Registry) {

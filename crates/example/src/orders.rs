@@ -19,6 +19,7 @@ use sqlx::PgConnection;
 use inbound_core::store;
 
 use crate::store::orders::{self, OrderState, Payment};
+use inbound_core::config::Integration;
 use inbound_core::handlers::{
     Handler, HandlerBatchFuture, HandlerError, HandlerFuture, HandlerInput, Transition, quarantine,
     text_at,
@@ -32,6 +33,10 @@ pub(crate) struct MarkPaid;
 pub(crate) struct Refund;
 
 impl Handler for MarkPaid {
+    fn check_integration(&self, integration: &Integration) -> Result<(), String> {
+        crate::check_stripe_integration(integration)
+    }
+
     fn providers(&self) -> Option<&'static [Provider]> {
         Some(&[Provider::Stripe])
     }
@@ -54,6 +59,10 @@ impl Handler for MarkPaid {
 }
 
 impl Handler for Refund {
+    fn check_integration(&self, integration: &Integration) -> Result<(), String> {
+        crate::check_stripe_integration(integration)
+    }
+
     fn providers(&self) -> Option<&'static [Provider]> {
         Some(&[Provider::Stripe])
     }
@@ -115,6 +124,9 @@ async fn mark_paid_all(
 /// The payment a PaymentIntent event describes, or the transition for one that cannot
 /// pay an order (stale, failed, incomplete).
 fn payment_of(input: HandlerInput<'_>) -> Result<Payment<'_>, Transition> {
+    if let Some(refused) = crate::unpinned_connect_account(&input) {
+        return Err(refused);
+    }
     let payload = input.payload;
     let Some(payment_id) = text_at(payload, "/data/object/id") else {
         return Err(quarantine("the event carries no PaymentIntent id"));
@@ -284,6 +296,9 @@ async fn refund(
     transaction: &mut PgConnection,
     input: HandlerInput<'_>,
 ) -> Result<Transition, HandlerError> {
+    if let Some(refused) = crate::unpinned_connect_account(&input) {
+        return Ok(refused);
+    }
     let payload = input.payload;
     let Some(payment_id) = text_at(payload, "/data/object/payment_intent") else {
         return Ok(quarantine("the charge carries no payment_intent"));

@@ -171,6 +171,12 @@ pub fn check_routes(
                     integration.provider.name()
                 );
             }
+            if let Err(reason) = handler.check_integration(integration) {
+                anyhow::bail!(
+                    "integration[{index}] ({}).routes.{key:?}.handler: {reason}",
+                    integration.id
+                );
+            }
             if let Err(reason) = handler.check_options(&route.options) {
                 anyhow::bail!(
                     "integration[{index}] ({}).routes.{key:?}.options: {reason}",

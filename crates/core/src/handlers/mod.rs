@@ -163,6 +163,13 @@ pub trait Handler: Send + Sync {
         None
     }
 
+    /// Checks an integration that routes to it when the worker starts (after
+    /// [`Handler::providers`]); an `Err` stops the worker with the route named and this
+    /// message. The default accepts any.
+    fn check_integration(&self, _integration: &Integration) -> Result<(), String> {
+        Ok(())
+    }
+
     /// Checks a route's `options` when the worker starts; an `Err` stops the worker with
     /// the route named and this message. The default accepts only no options, so a typo
     /// in a handler that takes none is caught rather than ignored.
