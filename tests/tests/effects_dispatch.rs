@@ -21,6 +21,7 @@ id = "stripe-acme"
 provider = "stripe"
 tenant = "acme"
 secrets = ["env:S"]
+expect = {{ account = "acct_123", livemode = true }}
 [integration.routes]
 "payment_intent.succeeded" = {{ handler = "orders.mark_paid", sink = "idem" }}
 

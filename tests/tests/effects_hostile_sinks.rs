@@ -23,6 +23,7 @@ id = "stripe-acme"
 provider = "stripe"
 tenant = "acme"
 secrets = ["env:S"]
+expect = {{ account = "acct_123", livemode = true }}
 [integration.routes]
 "payment_intent.succeeded" = {{ handler = "orders.mark_paid", sink = "fulfillment" }}
 "charge.refunded" = {{ handler = "orders.refund", sink = "fulfillment" }}

@@ -53,9 +53,9 @@ fn invoice_payment(id: &str, invoice: &str, amount: i64) -> Value {
            "amount_received": amount, "currency": "usd", "metadata": {}})
 }
 
-fn charge_refund(payment: &str, amount: i64) -> Value {
+fn charge_refund(payment: &str, invoice: &str, amount: i64) -> Value {
     json!({"id": format!("ch_{payment}"), "object": "charge", "payment_intent": payment,
-           "amount": amount, "amount_refunded": amount, "refunded": true})
+           "invoice": invoice, "amount": amount, "amount_refunded": amount, "refunded": true})
 }
 
 #[tokio::test]
@@ -182,7 +182,7 @@ async fn a_day_of_subscription_traffic_needs_no_person() {
             "evt_12",
             "charge.refunded",
             4_000,
-            charge_refund("pi_c7", 2000),
+            charge_refund("pi_c7", "in_c7", 2000),
         ),
         event(
             "evt_13",

@@ -251,12 +251,25 @@ async fn payments_and_refunds_of_no_order_are_ignored_and_a_refund_waits_only_fo
     step(&worker).await;
     // The refunds come once their payments were handled: a refund racing its payment in
     // another batch waits a backoff, then is judged again.
+    // A subscription's charge names its invoice.
+    let mut renewal_charge = charge("pi_sub", 2000, 2000);
+    renewal_charge["invoice"] = serde_json::json!("in_sub");
     let renewal_refund = domain::accept_event(
         pool,
         &config,
         "evt_renewal_refund",
         "charge.refunded",
-        charge("pi_sub", 2000, 2000),
+        renewal_charge,
+    )
+    .await;
+    // A refund of a payment nobody has seen (no invoice, no payment event yet) waits: the
+    // payment may come late, and must not then mark an order paid that was refunded.
+    let unseen_refund = domain::accept_event(
+        pool,
+        &config,
+        "evt_r_unseen",
+        "charge.refunded",
+        charge("pi_unseen", 1000, 1000),
     )
     .await;
     let waiting_refund = domain::accept_event(
@@ -282,7 +295,11 @@ async fn payments_and_refunds_of_no_order_are_ignored_and_a_refund_waits_only_fo
         ("done", Some("ignored")),
         "{reason:?}"
     );
-    assert!(reason.is_some_and(|reason| reason.contains("no order expects PaymentIntent pi_sub")));
+    assert!(reason.is_some_and(|reason| reason.contains("refund of an invoice's payment")));
+    assert_eq!(
+        domain::receipt_state(pool, unseen_refund).await.0,
+        "pending"
+    );
     assert_eq!(
         domain::receipt_state(pool, waiting_payment).await.0,
         "pending"
@@ -291,6 +308,28 @@ async fn payments_and_refunds_of_no_order_are_ignored_and_a_refund_waits_only_fo
         domain::receipt_state(pool, waiting_refund).await.0,
         "pending"
     );
+
+    // A double payment is quarantined; its refund settles it and is ignored.
+    domain::seed_order(pool, "o_dbl", "pi_dbl_1", 1000, "usd").await;
+    let double = accept_succeeded(pool, &config, "evt_dbl", "pi_dbl_2", "o_dbl", 1000, "usd").await;
+    step(&worker).await;
+    assert_eq!(domain::receipt_state(pool, double).await.0, "quarantined");
+    let double_refund = domain::accept_event(
+        pool,
+        &config,
+        "evt_dbl_refund",
+        "charge.refunded",
+        charge("pi_dbl_2", 1000, 1000),
+    )
+    .await;
+    step(&worker).await;
+    let (status, outcome, reason) = domain::receipt_state(pool, double_refund).await;
+    assert_eq!(
+        (status.as_str(), outcome.as_deref()),
+        ("done", Some("ignored")),
+        "{reason:?}"
+    );
+    assert!(reason.is_some_and(|reason| reason.contains("quarantined or failed")));
 }
 
 #[tokio::test]
@@ -1292,6 +1331,7 @@ async fn payment_and_refund_classification_decisions() {
     domain::seed_order(pool, "o_cancel_paid", "pi_cp", 1000, "usd").await;
     domain::seed_order(pool, "o_cancel_unpaid", "pi_cu", 1000, "usd").await;
     domain::seed_order(pool, "o_refund_amount", "pi_ra", 1000, "usd").await;
+    domain::seed_order(pool, "o_capture", "pi_cap", 1000, "usd").await;
     sqlx::query(
         "INSERT INTO orders (tenant_id, id, provider_payment_id, total_minor, currency)
          VALUES ('acme', 'o_unattached', NULL, 1000, 'usd')",
@@ -1303,6 +1343,7 @@ async fn payment_and_refund_classification_decisions() {
         ("evt_p1", "pi_paid", "o_paid"),
         ("evt_p2", "pi_cp", "o_cancel_paid"),
         ("evt_p3", "pi_ra", "o_refund_amount"),
+        ("evt_p4", "pi_cap", "o_capture"),
     ] {
         accept_succeeded(pool, &config, event, payment, order, 1000, "usd").await;
     }
@@ -1351,6 +1392,16 @@ async fn payment_and_refund_classification_decisions() {
         charge("pi_ra", 1200, 1200),
     )
     .await;
+    // A partially captured charge, fully refunded: `amount` is what was authorised.
+    let captured = domain::accept_event(
+        pool,
+        &config,
+        "evt_rcap",
+        "charge.refunded",
+        serde_json::json!({"id": "ch_cap", "object": "charge", "payment_intent": "pi_cap",
+            "amount": 1500, "amount_captured": 1000, "amount_refunded": 1000, "refunded": true}),
+    )
+    .await;
     // (f) Cancel, then refund: a paid order is refunded; an unpaid one has nothing to undo.
     let cancel_paid = domain::accept_event(
         pool,
@@ -1391,6 +1442,11 @@ async fn payment_and_refund_classification_decisions() {
     assert!(reason.is_some_and(|reason| reason.contains("no status")));
     let (status, _, reason) = state(refund_amount).await;
     assert_eq!(status, "quarantined", "(e) {reason:?}");
+    assert_eq!(
+        state(captured).await.1.as_deref(),
+        Some("applied"),
+        "partial capture, full refund"
+    );
     assert_eq!(
         state(cancel_paid).await.1.as_deref(),
         Some("applied"),

@@ -144,6 +144,9 @@ async fn grant(
         });
     }
     let tenant = input.integration.tenant.as_str();
+    // One invoice's grants are decided one event at a time, so that two events naming
+    // different customers cannot both pass the check below with disjoint entitlements.
+    grants::lock_invoice(transaction, tenant, invoice_id).await?;
     if let Some(other) =
         grants::other_customer_of_invoice(transaction, tenant, invoice_id, customer).await?
     {

@@ -303,8 +303,11 @@ async fn refund(
     let Some(payment_id) = text_at(payload, "/data/object/payment_intent") else {
         return Ok(quarantine("the charge carries no payment_intent"));
     };
+    // What was charged: a partially captured charge is fully refunded at its captured
+    // amount (Stripe then says `refunded: true` with `amount_refunded == amount_captured`).
     let amount = payload
-        .pointer("/data/object/amount")
+        .pointer("/data/object/amount_captured")
+        .or_else(|| payload.pointer("/data/object/amount"))
         .and_then(serde_json::Value::as_i64);
     let refunded = payload
         .pointer("/data/object/amount_refunded")
@@ -348,7 +351,8 @@ async fn refund(
         match order {
             // Paid by a transaction that committed after our UPDATE looked: now it applies.
             Some(order)
-                if order.status == "paid" && order.amount_received_minor == Some(refunded) =>
+                if (order.status == "paid" || (order.status == "canceled" && order.was_paid))
+                    && order.amount_received_minor == Some(refunded) =>
             {
                 continue;
             }
@@ -359,30 +363,55 @@ async fn refund(
     Err(changed_under_us(payment_id))
 }
 
-/// A full refund of a PaymentIntent no order expects: it waits while a payment event for
-/// that PaymentIntent is still to be applied (its order may not exist yet); otherwise it
-/// refunds no order's payment (a subscription's, an invoice's) and is ignored.
+/// A full refund of a PaymentIntent no order expects, classified for what it is:
+/// - the refund of an invoice's charge (a subscription's) is no order's: ignored;
+/// - while a payment event for the PaymentIntent is unfinished, it waits (its order may
+///   not exist yet);
+/// - the refund of a payment that was quarantined or failed (a double payment, say)
+///   settles that payment: ignored;
+/// - otherwise it waits too (Stripe does not order its events, and its payment may still
+///   come), ending `failed` for a person after `--max-attempts` rather than ignored while
+///   a late payment could still mark the order paid.
 async fn classify_orderless_refund(
     transaction: &mut PgConnection,
     input: HandlerInput<'_>,
     payment_id: &str,
 ) -> Result<Transition, HandlerError> {
-    let payment_pending = store::queue::unfinished_receipt_names(
+    if text_at(input.payload, "/data/object/invoice").is_some() {
+        return Ok(Transition::Ignored {
+            reason: format!(
+                "refund of an invoice's payment (PaymentIntent {payment_id}): not an order's"
+            ),
+        });
+    }
+    let path = ["data", "object", "id"];
+    let payments = ["payment_intent.succeeded"];
+    let integration = input.integration.id.as_str();
+    if store::queue::unfinished_receipt_names(
         transaction,
-        &input.integration.id,
-        &["payment_intent.succeeded"],
-        &["data", "object", "id"],
+        integration,
+        &payments,
+        &path,
         payment_id,
     )
-    .await?;
-    if payment_pending {
+    .await?
+    {
         return Err(HandlerError::Transient(format!(
             "no order for PaymentIntent {payment_id} yet; its payment is still to be applied"
         )));
     }
-    Ok(Transition::Ignored {
-        reason: format!("no order expects PaymentIntent {payment_id}: not an order's payment"),
-    })
+    if store::queue::unapplied_receipt_names(transaction, integration, &payments, &path, payment_id)
+        .await?
+    {
+        return Ok(Transition::Ignored {
+            reason: format!(
+                "refunds PaymentIntent {payment_id}, whose payment was quarantined or failed: this settles it"
+            ),
+        });
+    }
+    Err(HandlerError::Transient(format!(
+        "no order expects PaymentIntent {payment_id} and no payment for it was seen: waiting in case it comes late"
+    )))
 }
 
 /// Why `paid → refunded` changed nothing, for an order that is not `paid`.

@@ -515,3 +515,27 @@ pub async fn unfinished_receipt_names(
     .fetch_one(conn)
     .await
 }
+
+/// Whether a receipt of `integration` that was quarantined or failed (never applied) with
+/// one of `event_types` carries `value` at `path` of its payload. Reads only receipts in
+/// those states (through `receipts_status_received`).
+pub async fn unapplied_receipt_names(
+    conn: &mut PgConnection,
+    integration: &str,
+    event_types: &[&str],
+    path: &[&str],
+    value: &str,
+) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar(
+        "SELECT EXISTS (
+             SELECT 1 FROM receipts r
+             WHERE r.status IN ('quarantined', 'failed') AND r.integration = $1
+               AND r.event_type = ANY ($2) AND r.payload #>> $3::text[] = $4)",
+    )
+    .bind(integration)
+    .bind(event_types)
+    .bind(path)
+    .bind(value)
+    .fetch_one(conn)
+    .await
+}

@@ -55,3 +55,18 @@ pub async fn other_customer_of_invoice(
     .fetch_optional(conn)
     .await
 }
+
+/// Serialises the grants of one invoice until the transaction ends (an advisory lock on
+/// the invoice key: the grants themselves may not exist yet to be locked).
+pub async fn lock_invoice(
+    conn: &mut PgConnection,
+    tenant: &str,
+    invoice_id: &str,
+) -> Result<(), sqlx::Error> {
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('inbound_example.grants:' || $1 || ':' || $2, 0))")
+        .bind(tenant)
+        .bind(invoice_id)
+        .execute(conn)
+        .await
+        .map(|_| ())
+}
