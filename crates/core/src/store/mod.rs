@@ -76,11 +76,29 @@ pub fn connect_pool_lazy(
     let options = options
         .application_name(&settings.application_name)
         .options([("statement_timeout", statement_timeout_ms.as_str())]);
-    Ok(PgPoolOptions::new()
+    Ok(durable_sessions(PgPoolOptions::new())
         .max_connections(settings.max_connections)
         .acquire_timeout(settings.acquire_timeout)
         .idle_timeout(Duration::from_secs(60))
         .connect_lazy_with(options))
+}
+
+/// `options` whose every new session commits durably: a 2xx and a `done` promise commits
+/// that survive a crash, so a server, database or role default of `synchronous_commit =
+/// off` — or `local`, which does not wait for a synchronous standby — is raised to `on`
+/// for inbound's sessions. Stronger settings (`remote_write`, `remote_apply`) stay.
+pub fn durable_sessions(options: PgPoolOptions) -> PgPoolOptions {
+    options.after_connect(|connection, _| {
+        Box::pin(async move {
+            sqlx::query(
+                "SELECT set_config('synchronous_commit', 'on', false)
+                 WHERE current_setting('synchronous_commit') IN ('off', 'local')",
+            )
+            .execute(connection)
+            .await
+            .map(|_| ())
+        })
+    })
 }
 
 /// `options` whose sessions see `schema` alone: inbound's unqualified names resolve there
@@ -104,7 +122,7 @@ pub fn connect_options(
 /// `statement_timeout`), for a task whose writes must never wait behind the pool's other
 /// users. It connects lazily and reconnects after a failure, like any pool.
 pub fn dedicated_connection(pool: &PgPool, acquire_timeout: Duration) -> PgPool {
-    PgPoolOptions::new()
+    durable_sessions(PgPoolOptions::new())
         .max_connections(1)
         .acquire_timeout(acquire_timeout)
         .connect_lazy_with((*pool.connect_options()).clone())
