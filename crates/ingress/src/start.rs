@@ -121,7 +121,7 @@ pub async fn run(
         "listening"
     );
 
-    ops::spawn_ops_port(metrics_listener, metrics, readiness);
+    let ops_port = ops::spawn_ops_port(metrics_listener, metrics, readiness);
 
     let handler_app = Arc::clone(&app);
     let drain = serve(
@@ -135,6 +135,9 @@ pub async fn run(
         Drain::Complete => tracing::info!("drained; exiting"),
         Drain::TimedOut => tracing::warn!("grace period over with requests still open; exiting"),
     }
+    // In a process that goes on (tests, an embedding), the ops port and with it the
+    // readiness task end with the ingress.
+    ops_port.abort();
     app.pool().close().await;
     Ok(())
 }

@@ -125,8 +125,8 @@ impl WorkerBuilder {
             .await
             .with_context(|| format!("cannot listen on {}", args.metrics_listen))?;
         tracing::info!(metrics_addr = %metrics_listener.local_addr()?, worker_id, ?role, "listening");
-        let readiness = ops::Readiness::start(pool.clone(), ops::READINESS_INTERVAL);
-        ops::spawn_ops_port(metrics_listener, metrics, readiness);
+        let readiness = ops::Readiness::start(pool.clone(), Duration::from_secs(1));
+        let ops_port = ops::spawn_ops_port(metrics_listener, metrics, readiness);
         let gauge_worker = Arc::clone(&worker);
         let gauge_interval = Duration::from_secs(args.gauge_interval_secs.max(1));
         let gauges = tokio::spawn(async move {
@@ -136,6 +136,9 @@ impl WorkerBuilder {
         let client = crate::dispatcher::http_client().context("cannot build the HTTP client")?;
         crate::run(Arc::clone(&worker), client, shutdown).await;
         gauges.abort();
+        // In a process that goes on (tests, an embedding), the ops port and with it the
+        // readiness task end with the worker.
+        ops_port.abort();
         pool.close().await;
         tracing::info!("drained; exiting");
         Ok(())
