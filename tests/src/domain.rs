@@ -131,13 +131,27 @@ pub fn config_edited(edit: impl FnOnce(String) -> String) -> Config {
 /// Accepts `body` for `stripe-acme` exactly as the ingress would (after verification);
 /// `Some(receipt id)` when new, `None` for a duplicate receipt key.
 pub async fn accept(pool: &PgPool, config: &Config, body: &str) -> Option<i64> {
-    let integration = config.integration("stripe-acme").expect("stripe-acme");
+    accept_routed(pool, config, "stripe-acme", body)
+        .await
+        .expect("fixture event is routed")
+}
+
+/// Accepts `body` for `integration` exactly as the ingress would (after verification):
+/// `None` when no route takes it (not stored), else `Some(receipt id)` when new and
+/// `Some(None)` for a duplicate receipt key.
+pub async fn accept_routed(
+    pool: &PgPool,
+    config: &Config,
+    integration: &str,
+    body: &str,
+) -> Option<Option<i64>> {
+    let integration = config.integration(integration).expect("integration");
     let Ok(Delivery::Event(event)) =
         event::extract(integration, &Headers::default(), body.as_bytes())
     else {
         panic!("fixture event does not extract: {body}");
     };
-    let (route_key, _) = event::find_route(integration, &event).expect("fixture event is routed");
+    let (route_key, _) = event::find_route(integration, &event)?;
     let receipt = store::NewReceipt {
         integration: &integration.id,
         source_scope: &event.source_scope,
@@ -148,13 +162,15 @@ pub async fn accept(pool: &PgPool, config: &Config, body: &str) -> Option<i64> {
         content_digest: None,
     };
     let mut connection = pool.acquire().await.expect("connection");
-    match store::insert_receipt(&mut connection, receipt)
-        .await
-        .expect("insert receipt")
-    {
-        store::InsertOutcome::Accepted(id) => Some(id.0),
-        store::InsertOutcome::Duplicate => None,
-    }
+    Some(
+        match store::insert_receipt(&mut connection, receipt)
+            .await
+            .expect("insert receipt")
+        {
+            store::InsertOutcome::Accepted(id) => Some(id.0),
+            store::InsertOutcome::Duplicate => None,
+        },
+    )
 }
 
 /// Accepts a new Stripe event built from `object` and returns its receipt id (panics on a

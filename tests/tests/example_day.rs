@@ -7,9 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use inbound_core::config::Config;
-use inbound_core::event::{self, Delivery};
-use inbound_core::headers::Headers;
-use inbound_core::store;
 use inbound_tests::TestDatabase;
 use inbound_tests::domain;
 use inbound_worker::{Step, Worker, run_once};
@@ -63,9 +60,6 @@ async fn a_day_of_subscription_traffic_needs_no_person() {
     let database = TestDatabase::create().await;
     let pool = database.pool();
     let config = example_config();
-    let integration = config
-        .integration("stripe-example")
-        .expect("stripe-example");
     let day = [
         // New subscribers: invoice paid (mapped price), its PaymentIntent, the renewal of others.
         event(
@@ -214,28 +208,7 @@ async fn a_day_of_subscription_traffic_needs_no_person() {
     ];
     let mut stored = 0;
     for body in &day {
-        let Ok(Delivery::Event(event)) =
-            event::extract(integration, &Headers::default(), body.as_bytes())
-        else {
-            panic!("a day's event does not extract: {body}");
-        };
-        let Some((route_key, _)) = event::find_route(integration, &event) else {
-            continue;
-        };
-        let receipt = store::NewReceipt {
-            integration: &integration.id,
-            source_scope: &event.source_scope,
-            event_id: &event.event_id,
-            event_type: &event.event_type,
-            route_key,
-            payload_json: event.payload_json,
-            content_digest: None,
-        };
-        let mut connection = pool.acquire().await.expect("connection");
-        if let store::InsertOutcome::Accepted(_) = store::insert_receipt(&mut connection, receipt)
-            .await
-            .expect("insert")
-        {
+        if let Some(Some(_)) = domain::accept_routed(pool, &config, "stripe-example", body).await {
             stored += 1;
         }
     }

@@ -17,6 +17,7 @@ use serde_json::json;
 use sqlx::PgConnection;
 
 use inbound_core::store;
+use inbound_core::store::queue::ReceiptState;
 
 use crate::store::orders::{self, OrderState, Payment};
 use inbound_core::config::Integration;
@@ -387,22 +388,23 @@ async fn classify_orderless_refund(
     let path = ["data", "object", "id"];
     let payments = ["payment_intent.succeeded"];
     let integration = input.integration.id.as_str();
-    if store::queue::unfinished_receipt_names(
-        transaction,
-        integration,
-        &payments,
-        &path,
-        payment_id,
-    )
-    .await?
-    {
+    let mut payment_in = async |state| {
+        store::queue::receipt_names(
+            transaction,
+            state,
+            integration,
+            &payments,
+            &path,
+            payment_id,
+        )
+        .await
+    };
+    if payment_in(ReceiptState::Unfinished).await? {
         return Err(HandlerError::Transient(format!(
             "no order for PaymentIntent {payment_id} yet; its payment is still to be applied"
         )));
     }
-    if store::queue::unapplied_receipt_names(transaction, integration, &payments, &path, payment_id)
-        .await?
-    {
+    if payment_in(ReceiptState::Unapplied).await? {
         return Ok(Transition::Ignored {
             reason: format!(
                 "refunds PaymentIntent {payment_id}, whose payment was quarantined or failed: this settles it"

@@ -26,24 +26,7 @@ use crate::{App, AppSettings};
 pub fn main() -> ExitCode {
     let args = IngressArgs::parse();
     logging::init_logging(args.common.log_format);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            tracing::error!("cannot start the async runtime: {error}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(run(args, shutdown_signal())) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            // One line, then a non-zero exit: start-up errors are read by people.
-            tracing::error!("{error:#}");
-            ExitCode::FAILURE
-        }
-    }
+    inbound_service::process::run_to_exit_code(run(args, shutdown_signal()))
 }
 
 /// Serves until `shutdown` resolves, then drains. Refuses to start on an invalid

@@ -4,6 +4,7 @@
 //! - [`server`]: the hyper 1.x accept loop with limits and a graceful drain.
 //! - [`http`]: the response body type and JSON responses.
 //! - [`ops`]: `/metrics`, `/healthz` and `/readyz`, and the Prometheus recorder.
+//! - [`process`]: a binary's runtime and exit code.
 //! - [`logging`]: `--log-format json|text` and `RUST_LOG`.
 //! - [`signals`]: SIGTERM/SIGINT as a future.
 //! - [`failpoint`]: crash points for the crash-table tests (feature `failpoints`).
@@ -13,6 +14,7 @@ pub mod failpoint;
 pub mod http;
 pub mod logging;
 pub mod ops;
+pub mod process;
 pub mod server;
 pub mod signals;
 

@@ -196,23 +196,6 @@ pub fn check_routes(
 pub fn main(configure: impl FnOnce(WorkerBuilder) -> WorkerBuilder) -> ExitCode {
     let args = WorkerArgs::parse();
     logging::init_logging(args.common.log_format);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            tracing::error!("cannot start the async runtime: {error}");
-            return ExitCode::FAILURE;
-        }
-    };
     let builder = configure(Worker::builder(args));
-    match runtime.block_on(builder.run(shutdown_signal())) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            // One line, then a non-zero exit: start-up errors are read by people.
-            tracing::error!("{error:#}");
-            ExitCode::FAILURE
-        }
-    }
+    inbound_service::process::run_to_exit_code(builder.run(shutdown_signal()))
 }

@@ -491,51 +491,47 @@ pub async fn fail_exhausted(
     Ok(updated.rows_affected() == 1)
 }
 
-/// Whether an unfinished receipt of `integration` (pending, waiting or leased) with one of
-/// `event_types` carries `value` at `path` of its payload — e.g. a payment still waiting
-/// to be applied, for a handler deciding whether an event that depends on it should wait
-/// (transient) or is settled for what it is. Walks the integration's queue rows only.
-pub async fn unfinished_receipt_names(
-    conn: &mut PgConnection,
-    integration: &str,
-    event_types: &[&str],
-    path: &[&str],
-    value: &str,
-) -> Result<bool, sqlx::Error> {
-    sqlx::query_scalar(
-        "SELECT EXISTS (
-             SELECT 1 FROM receipt_queue q JOIN receipts r ON r.id = q.receipt_id
-             WHERE q.integration = $1 AND r.event_type = ANY ($2)
-               AND r.payload #>> $3::text[] = $4)",
-    )
-    .bind(integration)
-    .bind(event_types)
-    .bind(path)
-    .bind(value)
-    .fetch_one(conn)
-    .await
+/// Receipts a handler may ask about, by state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReceiptState {
+    /// Pending, waiting or leased: still to be applied. Read through the integration's
+    /// queue rows only.
+    Unfinished,
+    /// Quarantined or failed: never applied. Read through `receipts_status_received`.
+    Unapplied,
 }
 
-/// Whether a receipt of `integration` that was quarantined or failed (never applied) with
-/// one of `event_types` carries `value` at `path` of its payload. Reads only receipts in
-/// those states (through `receipts_status_received`).
-pub async fn unapplied_receipt_names(
+/// Whether a receipt of `integration` in `state` with one of `event_types` carries
+/// `value` at `path` of its payload — e.g. a payment still waiting to be applied, for a
+/// handler deciding whether an event that depends on it should wait (transient) or is
+/// settled for what it is.
+pub async fn receipt_names(
     conn: &mut PgConnection,
+    state: ReceiptState,
     integration: &str,
     event_types: &[&str],
     path: &[&str],
     value: &str,
 ) -> Result<bool, sqlx::Error> {
-    sqlx::query_scalar(
-        "SELECT EXISTS (
-             SELECT 1 FROM receipts r
-             WHERE r.status IN ('quarantined', 'failed') AND r.integration = $1
-               AND r.event_type = ANY ($2) AND r.payload #>> $3::text[] = $4)",
-    )
-    .bind(integration)
-    .bind(event_types)
-    .bind(path)
-    .bind(value)
-    .fetch_one(conn)
-    .await
+    let statement = match state {
+        ReceiptState::Unfinished => {
+            "SELECT EXISTS (
+                 SELECT 1 FROM receipt_queue q JOIN receipts r ON r.id = q.receipt_id
+                 WHERE q.integration = $1 AND r.event_type = ANY ($2)
+                   AND r.payload #>> $3::text[] = $4)"
+        }
+        ReceiptState::Unapplied => {
+            "SELECT EXISTS (
+                 SELECT 1 FROM receipts r
+                 WHERE r.status IN ('quarantined', 'failed') AND r.integration = $1
+                   AND r.event_type = ANY ($2) AND r.payload #>> $3::text[] = $4)"
+        }
+    };
+    sqlx::query_scalar(statement)
+        .bind(integration)
+        .bind(event_types)
+        .bind(path)
+        .bind(value)
+        .fetch_one(conn)
+        .await
 }
