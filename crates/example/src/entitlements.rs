@@ -14,24 +14,14 @@ use serde_json::{Value, json};
 use sqlx::PgConnection;
 
 use crate::store::grants::{self, Grant as GrantKey};
-use inbound_core::config::Integration;
 use inbound_core::handlers::{
     Handler, HandlerError, HandlerFuture, HandlerInput, Transition, quarantine, text_at,
 };
-use inbound_core::verify::Provider;
 
 /// Grants mapped entitlements from a paid invoice.
 pub(crate) struct Grant;
 
 impl Handler for Grant {
-    fn check_integration(&self, integration: &Integration) -> Result<(), String> {
-        crate::check_stripe_integration(integration)
-    }
-
-    fn providers(&self) -> Option<&'static [Provider]> {
-        Some(&[Provider::Stripe])
-    }
-
     fn check_options(&self, options: &Value) -> Result<(), String> {
         let table = options.as_object().ok_or("options must be a table")?;
         for (key, value) in table {
@@ -75,9 +65,6 @@ async fn grant(
     transaction: &mut PgConnection,
     input: HandlerInput<'_>,
 ) -> Result<Transition, HandlerError> {
-    if let Some(refused) = crate::unpinned_connect_account(&input) {
-        return Ok(refused);
-    }
     let payload = input.payload;
     let Some(invoice_id) = text_at(payload, "/data/object/id") else {
         return Ok(quarantine("the event carries no invoice id"));

@@ -4,6 +4,8 @@
 //! - `orders.mark_paid`, `orders.refund` ([`orders`]): a Stripe PaymentIntent pays an
 //!   order, a fully refunded Charge refunds it; each a guarded `UPDATE` on the order.
 //! - `entitlements.grant` ([`entitlements`]): one grant per mapped price of a paid invoice.
+//! - `stripe`: the checks every one of them makes (Stripe signers, the mode pinned, no
+//!   unpinned Connect account), written once around each.
 //! - [`store`]: the SQL, on tables in schema [`SCHEMA`] (installed by [`migrate`], which
 //!   `inboundctl migrate --example` runs). Statements name their tables qualified: a
 //!   worker's sessions see only inbound's schema.
@@ -13,9 +15,11 @@
 mod entitlements;
 mod orders;
 pub mod store;
+mod stripe;
 
-use inbound_core::config::Integration;
-use inbound_core::handlers::{HandlerInput, Registry, Transition, quarantine, text_at};
+use stripe::Stripe;
+
+use inbound_core::handlers::Registry;
 use inbound_core::store::{InvalidSchema, Migrated, MigrationError, Schema, migrate_schema};
 use sqlx::migrate::Migrator;
 use sqlx::postgres::PgConnectOptions;
@@ -36,38 +40,11 @@ pub const SCHEMA: &str = "inbound_example";
 /// The example's migrations (history in `inbound_example._sqlx_migrations`).
 pub static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
 
-/// What every Stripe business handler of this crate asks of the integrations routing to
-/// it: the mode pinned (a live Connect endpoint also receives test-mode events).
-fn check_stripe_integration(integration: &Integration) -> Result<(), String> {
-    if integration.expect.livemode.is_none() {
-        return Err(
-            "a Stripe business handler needs expect.livemode pinned: a live endpoint (of a \
-             Connect platform too) also receives test-mode events"
-                .to_owned(),
-        );
-    }
-    Ok(())
-}
-
-/// A Connect event (it names an `account`) from an integration that pins no account: one
-/// tenant's orders and grants must never move on any connected account's event.
-fn unpinned_connect_account(input: &HandlerInput<'_>) -> Option<Transition> {
-    let account = text_at(input.payload, "/account")?;
-    if input.integration.expect.account.is_some() {
-        // The ingress already refused any other account (403).
-        return None;
-    }
-    Some(quarantine(format!(
-        "a Connect event of account {account} reached an integration that pins no account: \
-         set expect.account, or route Connect traffic to a handler keyed by account"
-    )))
-}
-
 /// Adds this crate's handlers to `registry`.
 pub fn register(registry: &mut Registry) {
-    registry.register(ORDERS_MARK_PAID, orders::MarkPaid);
-    registry.register(ORDERS_REFUND, orders::Refund);
-    registry.register(ENTITLEMENTS_GRANT, entitlements::Grant);
+    registry.register(ORDERS_MARK_PAID, Stripe(orders::MarkPaid));
+    registry.register(ORDERS_REFUND, Stripe(orders::Refund));
+    registry.register(ENTITLEMENTS_GRANT, Stripe(entitlements::Grant));
 }
 
 /// Installs (or brings up to date) the example's tables in [`SCHEMA`].

@@ -20,12 +20,10 @@ use inbound_core::store;
 use inbound_core::store::queue::ReceiptState;
 
 use crate::store::orders::{self, OrderState, Payment};
-use inbound_core::config::Integration;
 use inbound_core::handlers::{
     Handler, HandlerBatchFuture, HandlerError, HandlerFuture, HandlerInput, Transition, quarantine,
     text_at,
 };
-use inbound_core::verify::Provider;
 
 /// `awaiting_payment → paid` from a Stripe PaymentIntent (`metadata.order_id`).
 pub(crate) struct MarkPaid;
@@ -34,14 +32,6 @@ pub(crate) struct MarkPaid;
 pub(crate) struct Refund;
 
 impl Handler for MarkPaid {
-    fn check_integration(&self, integration: &Integration) -> Result<(), String> {
-        crate::check_stripe_integration(integration)
-    }
-
-    fn providers(&self) -> Option<&'static [Provider]> {
-        Some(&[Provider::Stripe])
-    }
-
     fn apply<'a>(
         &'a self,
         transaction: &'a mut PgConnection,
@@ -60,14 +50,6 @@ impl Handler for MarkPaid {
 }
 
 impl Handler for Refund {
-    fn check_integration(&self, integration: &Integration) -> Result<(), String> {
-        crate::check_stripe_integration(integration)
-    }
-
-    fn providers(&self) -> Option<&'static [Provider]> {
-        Some(&[Provider::Stripe])
-    }
-
     fn apply<'a>(
         &'a self,
         transaction: &'a mut PgConnection,
@@ -125,9 +107,6 @@ async fn mark_paid_all(
 /// The payment a PaymentIntent event describes, or the transition for one that cannot
 /// pay an order (stale, failed, incomplete).
 fn payment_of(input: HandlerInput<'_>) -> Result<Payment<'_>, Transition> {
-    if let Some(refused) = crate::unpinned_connect_account(&input) {
-        return Err(refused);
-    }
     let payload = input.payload;
     let Some(payment_id) = text_at(payload, "/data/object/id") else {
         return Err(quarantine("the event carries no PaymentIntent id"));
@@ -297,9 +276,6 @@ async fn refund(
     transaction: &mut PgConnection,
     input: HandlerInput<'_>,
 ) -> Result<Transition, HandlerError> {
-    if let Some(refused) = crate::unpinned_connect_account(&input) {
-        return Ok(refused);
-    }
     let payload = input.payload;
     let Some(payment_id) = text_at(payload, "/data/object/payment_intent") else {
         return Ok(quarantine("the charge carries no payment_intent"));
