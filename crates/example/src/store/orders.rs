@@ -118,6 +118,18 @@ pub async fn mark_paid_all(
     .await
 }
 
+/// An [`OrderState`] query: its columns, then `$filter`.
+macro_rules! select_order_state {
+    ($filter:literal) => {
+        concat!(
+            "SELECT id, provider_payment_id, total_minor, currency, status, amount_received_minor,
+                    paid_receipt_id IS NOT NULL AS was_paid
+             FROM inbound_example.orders ",
+            $filter
+        )
+    };
+}
+
 /// The order with this id, if any, locked for this transaction. The lock waits out a
 /// concurrent transition, so what it returns is the latest committed state (the
 /// guarded `UPDATE` before it may have judged an older one).
@@ -126,11 +138,9 @@ pub async fn find_for_update(
     tenant: &str,
     order_id: &str,
 ) -> Result<Option<OrderState>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT id, provider_payment_id, total_minor, currency, status, amount_received_minor,
-                paid_receipt_id IS NOT NULL AS was_paid
-         FROM inbound_example.orders WHERE tenant_id = $1 AND id = $2 FOR UPDATE",
-    )
+    sqlx::query_as(select_order_state!(
+        "WHERE tenant_id = $1 AND id = $2 FOR UPDATE"
+    ))
     .bind(tenant)
     .bind(order_id)
     .fetch_optional(conn)
@@ -143,11 +153,9 @@ pub async fn find_by_payment_for_update(
     tenant: &str,
     payment_id: &str,
 ) -> Result<Option<OrderState>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT id, provider_payment_id, total_minor, currency, status, amount_received_minor,
-                paid_receipt_id IS NOT NULL AS was_paid
-         FROM inbound_example.orders WHERE tenant_id = $1 AND provider_payment_id = $2 FOR UPDATE",
-    )
+    sqlx::query_as(select_order_state!(
+        "WHERE tenant_id = $1 AND provider_payment_id = $2 FOR UPDATE"
+    ))
     .bind(tenant)
     .bind(payment_id)
     .fetch_optional(conn)
