@@ -17,14 +17,15 @@ mod sign;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::str::FromStr;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use inbound_core::config::Config;
 use inbound_core::store;
+use sqlx::Connection;
 use sqlx::migrate::MigrateDatabase;
-use sqlx::{ConnectOptions, Connection};
 
 /// Operate an inbound installation.
 #[derive(Debug, Parser)]
@@ -55,6 +56,19 @@ enum Command {
         /// Give up connecting after this many seconds.
         #[arg(long, default_value_t = 10)]
         connect_timeout_secs: u64,
+        /// Also create (when missing) and grant one login role per process — ingress,
+        /// worker, dispatcher, operator — with only what it needs, and the settings a
+        /// transaction pooler cannot carry. Idempotent: run it with every migration.
+        #[arg(long)]
+        create_roles: bool,
+        /// The roles' name prefix (`inbound_` gives `inbound_ingress`, …).
+        #[arg(long, default_value = store::roles::RolePrefix::DEFAULT,
+              value_parser = store::roles::RolePrefix::parse)]
+        role_prefix: store::roles::RolePrefix,
+        /// Migrations need a session of their own (a lock held across transactions, DDL in
+        /// the schema): `transaction` is refused with a message saying so.
+        #[arg(long, env = "INBOUND_DB_POOLER", default_value = "none")]
+        db_pooler: store::Pooler,
     },
     /// Validate a configuration file (secrets are resolved, never printed).
     CheckConfig {
@@ -157,13 +171,23 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             create_database,
             example,
             connect_timeout_secs,
+            create_roles,
+            role_prefix,
+            db_pooler,
         } => {
+            anyhow::ensure!(
+                db_pooler == store::Pooler::None,
+                "migrations hold a session-level lock across transactions, which a transaction pooler cannot keep: run inboundctl migrate with a direct DATABASE_URL (or through a session-mode pool)"
+            );
             migrate(
                 &database_url,
                 &schema,
-                create_database,
-                example,
-                Duration::from_secs(connect_timeout_secs),
+                MigrateOptions {
+                    create_database,
+                    example,
+                    connect_timeout: Duration::from_secs(connect_timeout_secs),
+                    roles: create_roles.then_some(role_prefix),
+                },
             )
             .await
         }
@@ -249,14 +273,21 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
-async fn migrate(
-    database_url: &str,
-    schema: &store::Schema,
+/// What `inboundctl migrate` does besides applying inbound's migrations.
+struct MigrateOptions {
     create_database: bool,
     example: bool,
     connect_timeout: Duration,
+    /// Create and grant the per-process roles with this prefix.
+    roles: Option<store::roles::RolePrefix>,
+}
+
+async fn migrate(
+    database_url: &str,
+    schema: &store::Schema,
+    options: MigrateOptions,
 ) -> anyhow::Result<()> {
-    if create_database
+    if options.create_database
         && !sqlx::Postgres::database_exists(database_url)
             .await
             .context("cannot reach PostgreSQL")?
@@ -266,31 +297,41 @@ async fn migrate(
             .context("cannot create the database")?;
         println!("created the database");
     }
-    let options = store::connect_options(database_url, schema)?;
+    let target = store::SessionTarget {
+        schema: schema.clone(),
+        pooler: store::Pooler::None,
+    };
+    let connect_options = store::connect_options(database_url, &target)?;
     // Reachable at all, within the timeout (the migrator itself retries only on locks).
-    let mut probe = tokio::time::timeout(connect_timeout, options.connect())
-        .await
-        .context("cannot connect to PostgreSQL: timed out")?
-        .context("cannot connect to PostgreSQL")?;
+    let mut probe = operate::connect(&connect_options, &target, options.connect_timeout).await?;
     store::ping(&mut probe)
         .await
         .context("cannot connect to PostgreSQL")?;
-    probe.close().await.ok();
-    let migrated = store::migrations::migrate_with(&options, schema, store::migrations::MAX_RUNS)
-        .await
-        .context("migration failed")?;
+    let migrated =
+        store::migrations::migrate_with(&connect_options, schema, store::migrations::MAX_RUNS)
+            .await
+            .context("migration failed")?;
     if let Some(from) = migrated.moved_from {
         println!("moved inbound's tables from schema {from} into {schema}");
     }
     println!("migrations applied (schema {schema})");
-    if example {
-        inbound_example::migrate(&options)
+    let mut business_schemas = Vec::new();
+    if options.example {
+        inbound_example::migrate(&connect_options)
             .await
             .context("migration of the example domain failed")?;
         println!(
             "example domain applied (schema {})",
             inbound_example::SCHEMA
         );
+        business_schemas.push(store::Schema::from_str(inbound_example::SCHEMA)?);
     }
+    if let Some(prefix) = options.roles {
+        let roles = store::roles::create_roles(&mut probe, schema, &prefix, &business_schemas)
+            .await
+            .context("cannot create or grant the roles (needs CREATEROLE and the tables' owner)")?;
+        println!("roles granted: {}", roles.join(", "));
+    }
+    probe.close().await.ok();
     Ok(())
 }

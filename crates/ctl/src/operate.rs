@@ -23,20 +23,52 @@ pub struct DatabaseArgs {
     #[arg(long, env = "INBOUND_SCHEMA", default_value = store::DEFAULT_SCHEMA,
           value_parser = store::Schema::parse_own)]
     schema: store::Schema,
+    /// How the URL reaches PostgreSQL: none (directly, or a session pooler) or
+    /// transaction (a transaction-pooling proxy; docs/operations.md).
+    #[arg(long, env = "INBOUND_DB_POOLER", default_value = "none")]
+    db_pooler: store::Pooler,
 }
 
 impl DatabaseArgs {
     /// Connects, giving up after 10 s.
     pub async fn connect(&self) -> anyhow::Result<PgConnection> {
-        let options = store::connect_options(&self.database_url, &self.schema)?;
-        tokio::time::timeout(
+        let target = store::SessionTarget {
+            schema: self.schema.clone(),
+            pooler: self.db_pooler,
+        };
+        connect(
+            &store::connect_options(&self.database_url, &target)?,
+            &target,
             Duration::from_secs(10),
-            PgConnection::connect_with(&options),
         )
         .await
-        .context("cannot connect to PostgreSQL: timed out")?
-        .context("cannot connect to PostgreSQL")
     }
+}
+
+/// One session for `target` within `timeout`; behind a transaction pooler it is checked
+/// as every pooled session is (the role's schema and durability), and a pooler refusing
+/// a direct session's startup options is named with the flag that fixes it.
+pub async fn connect(
+    options: &sqlx::postgres::PgConnectOptions,
+    target: &store::SessionTarget,
+    timeout: Duration,
+) -> anyhow::Result<PgConnection> {
+    let connected = tokio::time::timeout(timeout, PgConnection::connect_with(options))
+        .await
+        .context("cannot connect to PostgreSQL: timed out")?;
+    let mut connection = match connected {
+        Ok(connection) => connection,
+        Err(error) => match store::session::explain_connect_error(&error, target.pooler) {
+            Some(explained) => bail!("cannot connect to PostgreSQL: {explained}"),
+            None => return Err(error).context("cannot connect to PostgreSQL"),
+        },
+    };
+    if target.pooler == store::Pooler::Transaction {
+        store::session::role_settings_hold(&mut connection, &target.schema)
+            .await
+            .context("cannot use this database session")?;
+    }
+    Ok(connection)
 }
 
 /// `inboundctl receipts …`.

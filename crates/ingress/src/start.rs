@@ -11,6 +11,7 @@ use clap::Parser;
 use inbound_core::clock::SystemClock;
 use inbound_core::config::Config;
 use inbound_core::store::{self, PoolSettings};
+use inbound_service::sessions::SessionGuard;
 use inbound_service::signals::shutdown_signal;
 use inbound_service::{Drain, ServerLimits, logging, ops, serve};
 use tokio::net::TcpListener;
@@ -58,9 +59,11 @@ pub async fn run(
             acquire_timeout,
             statement_timeout,
             application_name: "inbound-ingress".to_owned(),
-            schema: cli.common.schema.clone(),
+            target: cli.common.session_target(),
         },
     )?;
+    let sessions = SessionGuard::start(&cli.common.database_url, &cli.common.session_target())?;
+    let shutdown = sessions.or_tripped(shutdown);
     let settings = AppSettings {
         request_timeout: Duration::from_secs(cli.request_timeout_secs),
         database_timeout: acquire_timeout + statement_timeout,
@@ -122,5 +125,5 @@ pub async fn run(
     // readiness task end with the ingress.
     ops_port.abort();
     app.pool().close().await;
-    Ok(())
+    sessions.finish()
 }

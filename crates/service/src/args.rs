@@ -18,6 +18,12 @@ pub struct CommonArgs {
     #[arg(long, env = "INBOUND_SCHEMA", default_value = inbound_core::store::DEFAULT_SCHEMA,
           value_parser = inbound_core::store::Schema::parse_own)]
     pub schema: inbound_core::store::Schema,
+    /// How the URL reaches PostgreSQL: `none` (directly, or a pooler in session mode) or
+    /// `transaction` (PgBouncer `pool_mode = transaction`, RDS Proxy, Supavisor): then no
+    /// named prepared statements and no session settings; the role supplies the schema,
+    /// `synchronous_commit` and `statement_timeout` (docs/operations.md).
+    #[arg(long, env = "INBOUND_DB_POOLER", default_value = "none")]
+    pub db_pooler: inbound_core::store::Pooler,
     /// Log format; JSON when stderr is not a terminal.
     #[arg(long, env = "INBOUND_LOG_FORMAT", value_enum)]
     pub log_format: Option<LogFormat>,
@@ -33,6 +39,14 @@ pub struct CommonArgs {
 }
 
 impl CommonArgs {
+    /// `--schema` and `--db-pooler`.
+    pub fn session_target(&self) -> inbound_core::store::SessionTarget {
+        inbound_core::store::SessionTarget {
+            schema: self.schema.clone(),
+            pooler: self.db_pooler,
+        }
+    }
+
     /// `--db-acquire-timeout-ms`.
     pub fn acquire_timeout(&self) -> Duration {
         Duration::from_millis(self.db_acquire_timeout_ms)

@@ -7,6 +7,7 @@
 //! - [`process`]: a binary's runtime and exit code.
 //! - [`logging`]: `--log-format json|text` and `RUST_LOG`.
 //! - [`signals`]: SIGTERM/SIGINT as a future.
+//! - [`sessions`]: the start-up check that `--db-pooler` matches the database URL.
 //! - [`failpoint`]: crash points for the crash-table tests (feature `failpoints`).
 
 pub mod args;
@@ -16,6 +17,7 @@ pub mod logging;
 pub mod ops;
 pub mod process;
 pub mod server;
+pub mod sessions;
 pub mod signals;
 
 pub use server::{Drain, ServerLimits, serve};

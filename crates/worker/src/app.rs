@@ -29,6 +29,7 @@ use clap::Parser;
 use inbound_core::config::Config;
 use inbound_core::handlers::{Handler, Registry};
 use inbound_core::store::{self, PoolSettings};
+use inbound_service::sessions::SessionGuard;
 use inbound_service::signals::shutdown_signal;
 use inbound_service::{logging, ops};
 use tokio::net::TcpListener;
@@ -108,9 +109,12 @@ impl WorkerBuilder {
                 acquire_timeout: args.common.acquire_timeout(),
                 statement_timeout: args.common.statement_timeout(),
                 application_name: "inbound-worker".to_owned(),
-                schema: args.common.schema.clone(),
+                target: args.common.session_target(),
             },
         )?;
+        let sessions =
+            SessionGuard::start(&args.common.database_url, &args.common.session_target())?;
+        let shutdown = sessions.or_tripped(shutdown);
         let settings = args.settings();
         let worker_id = settings.worker_id.clone();
         let role = settings.role;
@@ -140,6 +144,7 @@ impl WorkerBuilder {
         // readiness task end with the worker.
         ops_port.abort();
         pool.close().await;
+        sessions.finish()?;
         tracing::info!("drained; exiting");
         Ok(())
     }

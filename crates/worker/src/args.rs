@@ -152,6 +152,7 @@ impl WorkerArgs {
             shutdown_grace: self.common.shutdown_grace(),
             payload_budget_bytes: self.payload_budget_bytes,
             role: self.role,
+            session: self.common.session_target(),
         }
     }
 

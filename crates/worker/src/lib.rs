@@ -84,6 +84,9 @@ pub struct WorkerSettings {
     pub shutdown_grace: Duration,
     /// Which claim loops run: receipts, effects, or both.
     pub role: Role,
+    /// inbound's schema and how sessions reach the database (for connections the worker
+    /// opens beside its pool).
+    pub session: inbound_core::store::SessionTarget,
 }
 
 /// Everything a worker needs, shared by its tasks.

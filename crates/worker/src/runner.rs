@@ -70,7 +70,7 @@ pub async fn dispatch_once(
     client: &reqwest::Client,
 ) -> Result<Vec<dispatcher::Step>, sqlx::Error> {
     let claimed = claim_effects(worker, worker.settings.effect_concurrency).await?;
-    let recorder = Recorder::start(&worker.pool);
+    let recorder = Recorder::start(&worker.pool, &worker.settings.session);
     let mut tasks = JoinSet::new();
     for (effect, permit) in claimed {
         let (worker, client, recorder) = (Arc::clone(worker), client.clone(), recorder.clone());
@@ -255,7 +255,7 @@ pub async fn run(
             return;
         }
         let worker = Arc::clone(&worker);
-        let recorder = Recorder::start(&worker.pool);
+        let recorder = Recorder::start(&worker.pool, &worker.settings.session);
         claim_loop(
             "effects",
             worker.settings.effect_concurrency,

@@ -18,11 +18,14 @@ pub mod migrations;
 pub mod queue;
 pub mod receipts;
 pub mod relocate;
+pub mod roles;
 mod schema;
+pub mod session;
 
 pub use migrations::{Migrated, MigrationError, migrate, migrate_schema};
 pub use receipts::{InsertOutcome, NewReceipt, insert_receipt, insert_receipts};
 pub use schema::{DEFAULT_SCHEMA, InvalidSchema, Schema};
+pub use session::{Pooler, SessionTarget, durable_sessions};
 
 use std::time::Duration;
 
@@ -61,8 +64,8 @@ pub struct PoolSettings {
     pub statement_timeout: Duration,
     /// `application_name`, shown in `pg_stat_activity`.
     pub application_name: String,
-    /// The schema of inbound's tables: the connections' whole `search_path`.
-    pub schema: Schema,
+    /// The schema of inbound's tables and how sessions reach them.
+    pub target: SessionTarget,
 }
 
 /// Builds a pool that connects lazily, so a process starts (and answers 503 / not ready)
@@ -71,34 +74,18 @@ pub fn connect_pool_lazy(
     database_url: &str,
     settings: &PoolSettings,
 ) -> Result<PgPool, StoreError> {
-    let options = connect_options(database_url, &settings.schema)?;
-    let statement_timeout_ms = settings.statement_timeout.as_millis().to_string();
-    let options = options
-        .application_name(&settings.application_name)
-        .options([("statement_timeout", statement_timeout_ms.as_str())]);
-    Ok(durable_sessions(PgPoolOptions::new())
+    let mut options = connect_options(database_url, &settings.target)?
+        .application_name(&settings.application_name);
+    // Behind a transaction pooler the role's statement_timeout applies (session.rs).
+    if settings.target.pooler == Pooler::None {
+        let statement_timeout_ms = settings.statement_timeout.as_millis().to_string();
+        options = options.options([("statement_timeout", statement_timeout_ms.as_str())]);
+    }
+    Ok(durable_sessions(PgPoolOptions::new(), &settings.target)
         .max_connections(settings.max_connections)
         .acquire_timeout(settings.acquire_timeout)
         .idle_timeout(Duration::from_secs(60))
         .connect_lazy_with(options))
-}
-
-/// `options` whose every new session commits durably: a 2xx and a `done` promise commits
-/// that survive a crash, so a server, database or role default of `synchronous_commit =
-/// off` — or `local`, which does not wait for a synchronous standby — is raised to `on`
-/// for inbound's sessions. Stronger settings (`remote_write`, `remote_apply`) stay.
-pub fn durable_sessions(options: PgPoolOptions) -> PgPoolOptions {
-    options.after_connect(|connection, _| {
-        Box::pin(async move {
-            sqlx::query(
-                "SELECT set_config('synchronous_commit', 'on', false)
-                 WHERE current_setting('synchronous_commit') IN ('off', 'local')",
-            )
-            .execute(connection)
-            .await
-            .map(|_| ())
-        })
-    })
 }
 
 /// `options` whose sessions see `schema` alone: inbound's unqualified names resolve there
@@ -107,22 +94,30 @@ pub fn in_schema(options: PgConnectOptions, schema: &Schema) -> PgConnectOptions
     options.options([("search_path", schema.quoted())])
 }
 
-/// Parses `database_url` for a session in `schema` (see [`in_schema`]).
+/// Parses `database_url` for sessions of `target` (see [`session::session_options`]).
 pub fn connect_options(
     database_url: &str,
-    schema: &Schema,
+    target: &SessionTarget,
 ) -> Result<PgConnectOptions, StoreError> {
-    let options: PgConnectOptions = database_url
+    Ok(session::session_options(parse_url(database_url)?, target))
+}
+
+/// Parses `database_url`, never repeating it in the error.
+pub fn parse_url(database_url: &str) -> Result<PgConnectOptions, StoreError> {
+    database_url
         .parse()
-        .map_err(|error: sqlx::Error| StoreError::InvalidUrl(redact_url_error(&error)))?;
-    Ok(in_schema(options, schema))
+        .map_err(|error: sqlx::Error| StoreError::InvalidUrl(redact_url_error(&error)))
 }
 
 /// A pool of one connection with `pool`'s connect options (URL, `application_name`,
 /// `statement_timeout`), for a task whose writes must never wait behind the pool's other
 /// users. It connects lazily and reconnects after a failure, like any pool.
-pub fn dedicated_connection(pool: &PgPool, acquire_timeout: Duration) -> PgPool {
-    durable_sessions(PgPoolOptions::new())
+pub fn dedicated_connection(
+    pool: &PgPool,
+    target: &SessionTarget,
+    acquire_timeout: Duration,
+) -> PgPool {
+    durable_sessions(PgPoolOptions::new(), target)
         .max_connections(1)
         .acquire_timeout(acquire_timeout)
         .connect_lazy_with((*pool.connect_options()).clone())

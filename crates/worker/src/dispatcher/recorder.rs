@@ -51,9 +51,9 @@ pub struct Recorder {
 impl Recorder {
     /// Starts the recorder task on the current runtime, with a connection of its own to
     /// `pool`'s database (so a worker's pool needs one connection more than its slots).
-    pub fn start(pool: &PgPool) -> Self {
+    pub fn start(pool: &PgPool, session: &store::SessionTarget) -> Self {
         let (sender, receiver) = mpsc::channel(MAX_BATCH);
-        let own = store::dedicated_connection(pool, CONNECT_TIMEOUT);
+        let own = store::dedicated_connection(pool, session, CONNECT_TIMEOUT);
         tokio::spawn(record_loop(own, receiver));
         Self { sender }
     }

@@ -1,0 +1,223 @@
+//! Least privilege per process: one login role each for the ingress, the worker, a
+//! separately run dispatcher and operators, holding only what that process does, and the
+//! session settings a transaction pooler cannot carry (`search_path`,
+//! `synchronous_commit`, `statement_timeout`) attached to the role in this database.
+//!
+//! None of them owns a table, so none can drop or alter one; the migrating role keeps
+//! ownership. The ingress cannot read a payload, update a receipt or touch a business
+//! table; the dispatcher cannot read payloads either. The statements are idempotent and
+//! are re-run after every migration (`inboundctl migrate --create-roles`), so a new table
+//! is granted as it arrives. Passwords are not ours to choose: the roles are created
+//! without one (`ALTER ROLE … PASSWORD`, certificates or a cloud IAM log them in).
+
+use sqlx::PgConnection;
+
+use super::Schema;
+
+/// What each process may do, with `{schema}` standing for inbound's quoted schema.
+const GRANTS: &[(Process, &[&str])] = &[
+    (
+        Process::Ingress,
+        &[
+            // The group commit inserts a receipt and its queue row and reads back, by
+            // RETURNING, only what identifies the rows it inserted.
+            "GRANT INSERT ON {schema}.receipts, {schema}.receipt_queue TO {role}",
+            "GRANT SELECT (id, integration, source_scope, event_id, received_at) ON {schema}.receipts TO {role}",
+        ],
+    ),
+    (
+        Process::Worker,
+        &[
+            "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} TO {role}",
+            "GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {schema} TO {role}",
+        ],
+    ),
+    (
+        Process::Dispatcher,
+        &[
+            "GRANT SELECT, INSERT, UPDATE ON {schema}.effects, {schema}.effect_attempts, {schema}.effect_resolutions TO {role}",
+            "GRANT SELECT ON {schema}.receipt_queue TO {role}",
+            "GRANT SELECT (id, integration, source_scope, event_id, event_type, status, received_at) ON {schema}.receipts TO {role}",
+        ],
+    ),
+    (
+        Process::Operator,
+        &[
+            "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} TO {role}",
+            "GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {schema} TO {role}",
+        ],
+    ),
+];
+
+/// The processes that get a role of their own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Process {
+    /// `inbound-ingress`.
+    Ingress,
+    /// `inbound-worker --role receipts|all`.
+    Worker,
+    /// `inbound-worker --role effects`.
+    Dispatcher,
+    /// `inboundctl`'s operating commands.
+    Operator,
+}
+
+impl Process {
+    /// Every process, in the order roles are created.
+    pub const ALL: [Self; 4] = [
+        Self::Ingress,
+        Self::Worker,
+        Self::Dispatcher,
+        Self::Operator,
+    ];
+
+    fn suffix(self) -> &'static str {
+        match self {
+            Self::Ingress => "ingress",
+            Self::Worker => "worker",
+            Self::Dispatcher => "dispatcher",
+            Self::Operator => "operator",
+        }
+    }
+
+    /// The bound a statement may run for, as the binaries' default
+    /// `--db-statement-timeout-ms`: behind a transaction pooler only the role carries it.
+    /// Operators' purges and listings may take longer.
+    fn statement_timeout(self) -> &'static str {
+        match self {
+            Self::Ingress | Self::Worker | Self::Dispatcher => "5s",
+            Self::Operator => "0",
+        }
+    }
+}
+
+/// The prefix of the role names (`inbound_` gives `inbound_ingress`, …): lower-case
+/// letters, digits and `_`, so that names need no escaping.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RolePrefix(String);
+
+impl RolePrefix {
+    /// The default prefix.
+    pub const DEFAULT: &'static str = "inbound_";
+
+    /// Checks `prefix`.
+    pub fn parse(prefix: &str) -> Result<Self, String> {
+        let valid = !prefix.is_empty()
+            && prefix.len() <= 40
+            && prefix.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
+            && !prefix.starts_with("pg_")
+            && prefix
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+        valid.then(|| Self(prefix.to_owned())).ok_or_else(|| {
+            format!(
+                "invalid role prefix {prefix:?}: use 1 to 40 lower-case letters, digits or _, starting with a letter or _, not pg_"
+            )
+        })
+    }
+
+    /// The role of `process`.
+    pub fn role(&self, process: Process) -> String {
+        format!("{}{}", self.0, process.suffix())
+    }
+}
+
+impl Default for RolePrefix {
+    fn default() -> Self {
+        Self(Self::DEFAULT.to_owned())
+    }
+}
+
+/// The statements that create (when missing) and grant every role, for inbound's tables
+/// in `schema` and the business tables of `business_schemas` (granted to the worker:
+/// what the team's handlers write), in database `database`.
+pub fn statements(
+    schema: &Schema,
+    prefix: &RolePrefix,
+    database: &str,
+    business_schemas: &[Schema],
+) -> Vec<String> {
+    let database = quote_identifier(database);
+    let mut statements = Vec::new();
+    for process in Process::ALL {
+        let role = prefix.role(process);
+        statements.push(format!(
+            "DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{role}') THEN CREATE ROLE {role} LOGIN; END IF; END $$"
+        ));
+        statements.push(format!(
+            "GRANT USAGE ON SCHEMA {} TO {role}",
+            schema.quoted()
+        ));
+        for (_, grants) in GRANTS.iter().filter(|(owner, _)| *owner == process) {
+            statements.extend(grants.iter().map(|grant| {
+                grant
+                    .replace("{schema}", &schema.quoted())
+                    .replace("{role}", &role)
+            }));
+        }
+        // The migrations' own bookkeeping is for the migrating role alone.
+        statements.push(format!(
+            "REVOKE ALL ON {} FROM {role}",
+            schema.qualify("_sqlx_migrations")
+        ));
+        if process == Process::Worker {
+            for business in business_schemas {
+                let quoted = business.quoted();
+                statements.push(format!("GRANT USAGE ON SCHEMA {quoted} TO {role}"));
+                statements.push(format!(
+                    "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {quoted} TO {role}"
+                ));
+                statements.push(format!(
+                    "GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {quoted} TO {role}"
+                ));
+                statements.push(format!(
+                    "REVOKE ALL ON {} FROM {role}",
+                    business.qualify("_sqlx_migrations")
+                ));
+            }
+        }
+        for (setting, value) in [
+            ("search_path", schema.quoted()),
+            ("synchronous_commit", "on".to_owned()),
+            (
+                "statement_timeout",
+                format!("'{}'", process.statement_timeout()),
+            ),
+        ] {
+            statements.push(format!(
+                "ALTER ROLE {role} IN DATABASE {database} SET {setting} = {value}"
+            ));
+        }
+    }
+    statements
+}
+
+/// Runs [`statements`] for the connection's database, in one transaction. Needs a role
+/// that may create roles (`CREATEROLE`) and owns the tables (the migrating role).
+pub async fn create_roles(
+    connection: &mut PgConnection,
+    schema: &Schema,
+    prefix: &RolePrefix,
+    business_schemas: &[Schema],
+) -> Result<Vec<String>, sqlx::Error> {
+    use sqlx::Connection;
+    let database: String = sqlx::query_scalar("SELECT current_database()::text")
+        .fetch_one(&mut *connection)
+        .await?;
+    let mut transaction = connection.begin().await?;
+    for statement in statements(schema, prefix, &database, business_schemas) {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(statement))
+            .execute(&mut *transaction)
+            .await?;
+    }
+    transaction.commit().await?;
+    Ok(Process::ALL
+        .iter()
+        .map(|&process| prefix.role(process))
+        .collect())
+}
+
+/// `name` as a quoted identifier.
+fn quote_identifier(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
