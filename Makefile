@@ -4,7 +4,7 @@ CARGO ?= cargo
 # Crash-table fixtures need the failpoints feature; release builds never enable it.
 TEST_FEATURES := --features inbound-service/failpoints
 
-.PHONY: run demo test soak fuzz deny lint fmt build release bench bench-memory deploy-check check-metrics postgres
+.PHONY: run demo test soak fuzz deny lint fmt build release bench bench-memory deploy-check check-metrics postgres pgbouncer
 
 ## Everything up locally: PostgreSQL, database, example config and secrets, ingress and worker.
 run:
@@ -14,8 +14,9 @@ run:
 demo:
 	scripts/demo.sh
 
-## The whole suite against real PostgreSQL (started here when it is not running).
-test: postgres
+## The whole suite against real PostgreSQL (started here when it is not running), PgBouncer
+## installed for the pooler tests.
+test: postgres pgbouncer
 	$(CARGO) build --workspace --bins $(TEST_FEATURES)
 	@if command -v cargo-nextest >/dev/null 2>&1; then \
 		$(CARGO) nextest run --workspace $(TEST_FEATURES) --no-fail-fast; \
@@ -79,3 +80,6 @@ check-metrics: postgres
 
 postgres:
 	@scripts/ensure-postgres.sh
+
+pgbouncer:
+	@scripts/ensure-pgbouncer.sh

@@ -136,6 +136,25 @@ fn running_as_root() -> bool {
         .is_ok_and(|output| String::from_utf8_lossy(&output.stdout).trim() == "0")
 }
 
+/// The `postgres` user's uid and gid when we run as root (server programs refuse root),
+/// `None` otherwise.
+pub fn postgres_user_ids() -> Option<(u32, u32)> {
+    if !running_as_root() {
+        return None;
+    }
+    let id = |flag: &str| -> u32 {
+        let output = Command::new("id")
+            .args([flag, "postgres"])
+            .output()
+            .expect("id postgres");
+        String::from_utf8_lossy(&output.stdout)
+            .trim()
+            .parse()
+            .expect("a numeric id")
+    };
+    Some((id("-u"), id("-g")))
+}
+
 fn server_bindir() -> PathBuf {
     if let Some(directory) = std::env::var_os("INBOUND_PG_BINDIR") {
         return PathBuf::from(directory);
@@ -165,7 +184,8 @@ fn server_bindir() -> PathBuf {
     })
 }
 
-fn path_text(path: &Path) -> String {
+/// A path as text for a command line.
+pub fn path_text(path: &Path) -> String {
     path.display().to_string()
 }
 

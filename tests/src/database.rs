@@ -172,3 +172,104 @@ impl Drop for TestDatabase {
         dropper.join().ok();
     }
 }
+
+/// The per-process roles (`inboundctl migrate --create-roles`) on one test database, under
+/// a prefix of their own so that tests running side by side never share a role; revoked
+/// and dropped when the test ends.
+pub struct TestRoles {
+    database_url: String,
+    prefix: inbound_core::store::roles::RolePrefix,
+}
+
+/// The password every test role logs in with (the server may ask for one).
+const TEST_ROLE_PASSWORD: &str = "inbound-test-role";
+
+impl TestRoles {
+    /// Creates and grants the roles on `database` (the example domain granted to the
+    /// worker), each with [`TEST_ROLE_PASSWORD`].
+    pub async fn create(database: &TestDatabase) -> Self {
+        use inbound_core::store::roles::{Process, RolePrefix};
+        use inbound_core::store::{Schema, roles};
+        let prefix = RolePrefix::parse(&format!(
+            "t{}_{}_",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::SeqCst)
+        ))
+        .expect("test role prefix");
+        let mut connection = database.pool().acquire().await.expect("connection");
+        let example: Schema = inbound_example::SCHEMA.parse().expect("example schema");
+        roles::create_roles(&mut connection, &Schema::default(), &prefix, &[example])
+            .await
+            .expect("create roles");
+        for process in Process::ALL {
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "ALTER ROLE {} PASSWORD '{TEST_ROLE_PASSWORD}'",
+                prefix.role(process)
+            )))
+            .execute(&mut *connection)
+            .await
+            .expect("role password");
+        }
+        Self {
+            database_url: database.url().to_owned(),
+            prefix,
+        }
+    }
+
+    /// The role of `process`.
+    pub fn role(&self, process: inbound_core::store::roles::Process) -> String {
+        self.prefix.role(process)
+    }
+
+    /// `url` logging in as `process`'s role.
+    pub fn url(&self, url: &str, process: inbound_core::store::roles::Process) -> String {
+        let (scheme, rest) = url.split_once("://").expect("URL has a scheme");
+        let host = rest.rsplit_once('@').map_or(rest, |(_, host)| host);
+        format!(
+            "{scheme}://{}:{TEST_ROLE_PASSWORD}@{host}",
+            self.role(process)
+        )
+    }
+
+    /// Every role with its password, e.g. for a pooler's user list.
+    pub fn credentials(&self) -> Vec<(String, String)> {
+        inbound_core::store::roles::Process::ALL
+            .iter()
+            .map(|&process| (self.role(process), TEST_ROLE_PASSWORD.to_owned()))
+            .collect()
+    }
+}
+
+impl Drop for TestRoles {
+    fn drop(&mut self) {
+        let roles: Vec<String> = inbound_core::store::roles::Process::ALL
+            .iter()
+            .map(|&process| self.prefix.role(process))
+            .collect();
+        let database_url = self.database_url.clone();
+        let admin_url = admin_url();
+        let dropper = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .ok()?;
+            runtime.block_on(async {
+                let list = roles.join(", ");
+                // Their grants live in the test database; the roles in the cluster.
+                for (url, statement) in [
+                    (database_url, format!("DROP OWNED BY {list}")),
+                    (admin_url, format!("DROP ROLE IF EXISTS {list}")),
+                ] {
+                    let options: PgConnectOptions = url.parse().ok()?;
+                    let mut connection: PgConnection = options.connect().await.ok()?;
+                    sqlx::query(sqlx::AssertSqlSafe(statement))
+                        .execute(&mut connection)
+                        .await
+                        .ok();
+                }
+                Some(())
+            })
+        });
+        dropper.join().ok();
+    }
+}

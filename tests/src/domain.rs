@@ -217,6 +217,10 @@ pub fn settings() -> WorkerSettings {
         shutdown_grace: Duration::from_secs(5),
         payload_budget_bytes: 8 * 1024 * 1024,
         role: inbound_worker::Role::All,
+        session: inbound_core::store::SessionTarget {
+            schema: inbound_core::store::Schema::default(),
+            pooler: inbound_core::store::Pooler::None,
+        },
     }
 }
 

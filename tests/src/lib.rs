@@ -12,6 +12,7 @@ pub mod dispatcher;
 pub mod domain;
 pub mod fixtures;
 pub mod http;
+pub mod pgbouncer;
 pub mod process;
 pub mod proxy;
 pub mod signing;

@@ -13,12 +13,15 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use inbound_core::store::roles::Process;
 use rand::Rng;
 use sqlx::{PgConnection, PgPool};
 
+use crate::database::TestRoles;
 use crate::domain::{self, TENANT};
 use crate::fixtures;
 use crate::http::HttpClient;
+use crate::pgbouncer::{PgBouncer, PoolerOptions};
 use crate::process::Service;
 use crate::proxy::{DbProxy, database_addr};
 use crate::signing;
@@ -50,6 +53,9 @@ pub struct SoakOptions {
     pub ingress_pool: u32,
     /// `--concurrency` of each worker.
     pub worker_concurrency: usize,
+    /// Reach the database through PgBouncer in `pool_mode = transaction` (the binaries
+    /// with `--db-pooler transaction`), restarted once mid-load besides the outage.
+    pub pooler: bool,
 }
 
 impl SoakOptions {
@@ -66,6 +72,7 @@ impl SoakOptions {
             lease_secs: 5,
             ingress_pool: 8,
             worker_concurrency: 8,
+            pooler: false,
         }
     }
 
@@ -82,6 +89,7 @@ impl SoakOptions {
             lease_secs: 2,
             ingress_pool: 4,
             worker_concurrency: 4,
+            pooler: false,
         }
     }
 }
@@ -109,6 +117,8 @@ pub struct SoakReport {
     pub kills: u64,
     /// Seconds the database was cut away.
     pub outage_secs: f64,
+    /// Times the pooler was restarted under load.
+    pub pooler_restarts: u64,
     /// Log lines and metric lines holding a secret, a signature or a payload field
     /// (must be 0).
     pub leaks: u64,
@@ -123,7 +133,7 @@ impl SoakReport {
             "soak {}s: sent={} 2xx={} 503={} no_answer={} other_status={} \
              never_acknowledged={} receipts={} orders_paid={} duplicate_transitions={} intents_per_operation={} \
              transitions_without_one_intent={} acked_missing={} stuck_after_lease_plus_30s={} \
-             kills_survived={} outage_secs={:.1} leaks={}",
+             kills_survived={} outage_secs={:.1} pooler_restarts={} leaks={}",
             self.seconds,
             self.sent,
             self.ok,
@@ -140,6 +150,7 @@ impl SoakReport {
             self.audit.stuck,
             self.kills,
             self.outage_secs,
+            self.pooler_restarts,
             self.leaks,
         )
     }
@@ -309,8 +320,27 @@ pub async fn run(options: &SoakOptions) -> SoakReport {
     let database = TestDatabase::create().await;
     let pool = database.pool().clone();
     seed_orders(&pool, options).await;
-    let proxy = DbProxy::start(database_addr(database.url())).await;
-    let url = proxy.rewrite_url(database.url());
+    // Each process logs in as its own role (least privilege, and the role's settings
+    // are what a transaction pooler relies on).
+    let roles = TestRoles::create(&database).await;
+    let mut pooler = options.pooler.then(|| {
+        PgBouncer::start(
+            database.url(),
+            &PoolerOptions {
+                users: roles.credentials(),
+                ..PoolerOptions::default()
+            },
+        )
+    });
+    let server = pooler
+        .as_ref()
+        .map_or_else(|| database_addr(database.url()), PgBouncer::addr);
+    let proxy = DbProxy::start(server).await;
+    let urls = FleetUrls {
+        ingress: proxy.rewrite_url(&roles.url(database.url(), Process::Ingress)),
+        worker: proxy.rewrite_url(&roles.url(database.url(), Process::Worker)),
+        pooler: options.pooler,
+    };
     let sink = TestSink::start().await;
     // A sink as real receivers sometimes are: mostly fine, but some answers redirect, some
     // say "come back in 300,000 years", and some never come.
@@ -323,7 +353,7 @@ pub async fn run(options: &SoakOptions) -> SoakReport {
             ])
             .collect(),
     );
-    let fleet = Arc::new(Mutex::new(start_fleet(options, &url, &sink).await));
+    let fleet = Arc::new(Mutex::new(start_fleet(options, &urls, &sink).await));
     let ingress_urls: Vec<String> = fleet
         .lock()
         .expect("fleet")
@@ -364,6 +394,13 @@ pub async fn run(options: &SoakOptions) -> SoakReport {
     proxy.restore();
     let outage_secs = outage_started.elapsed().as_secs_f64();
     outage_active.store(false, Ordering::SeqCst);
+    let mut pooler_restarts = 0;
+    if let Some(pooler) = pooler.as_mut() {
+        // Every client and server connection of the pooler drops at once.
+        tokio::time::sleep((options.duration * 3 / 4).saturating_sub(started.elapsed())).await;
+        pooler.restart();
+        pooler_restarts += 1;
+    }
     tokio::time::sleep(options.duration.saturating_sub(started.elapsed())).await;
     let seconds = started.elapsed().as_secs();
     load_over.store(true, Ordering::SeqCst);
@@ -432,6 +469,7 @@ pub async fn run(options: &SoakOptions) -> SoakReport {
         audit,
         kills,
         outage_secs,
+        pooler_restarts,
         leaks: leaked_lines.len() as u64,
         leak_examples: leaked_lines.into_iter().take(3).collect(),
     }
@@ -451,34 +489,51 @@ async fn seed_orders(pool: &PgPool, options: &SoakOptions) {
     .expect("seed orders");
 }
 
-async fn start_fleet(options: &SoakOptions, url: &str, sink: &TestSink) -> Fleet {
-    let ingress_options = fixtures::ingress_options(url).with_args(&[
-        "--db-max-connections",
-        &options.ingress_pool.to_string(),
-        "--db-acquire-timeout-ms",
-        "1000",
-        "--db-statement-timeout-ms",
-        "2000",
-    ]);
-    let worker_options =
-        fixtures::with_audit_sink(fixtures::ingress_options(url), &sink.url(), true).with_args(&[
-            "--concurrency",
-            &options.worker_concurrency.to_string(),
-            "--effect-concurrency",
-            &options.worker_concurrency.to_string(),
-            "--lease-secs",
-            &options.lease_secs.to_string(),
-            "--poll-interval-ms",
-            "100",
-            "--backoff-base-ms",
-            "100",
-            "--backoff-cap-secs",
-            "2",
-            "--max-attempts",
-            "1000",
+/// Where the fleet's processes connect, each as its own role.
+struct FleetUrls {
+    ingress: String,
+    worker: String,
+    /// Through a transaction pooler: `--db-pooler transaction`.
+    pooler: bool,
+}
+
+async fn start_fleet(options: &SoakOptions, urls: &FleetUrls, sink: &TestSink) -> Fleet {
+    let pooler_args: &[&str] = if urls.pooler {
+        &["--db-pooler", "transaction"]
+    } else {
+        &[]
+    };
+    let ingress_options = fixtures::ingress_options(&urls.ingress)
+        .with_args(&[
+            "--db-max-connections",
+            &options.ingress_pool.to_string(),
             "--db-acquire-timeout-ms",
             "1000",
-        ]);
+            "--db-statement-timeout-ms",
+            "2000",
+        ])
+        .with_args(pooler_args);
+    let worker_options =
+        fixtures::with_audit_sink(fixtures::ingress_options(&urls.worker), &sink.url(), true)
+            .with_args(&[
+                "--concurrency",
+                &options.worker_concurrency.to_string(),
+                "--effect-concurrency",
+                &options.worker_concurrency.to_string(),
+                "--lease-secs",
+                &options.lease_secs.to_string(),
+                "--poll-interval-ms",
+                "100",
+                "--backoff-base-ms",
+                "100",
+                "--backoff-cap-secs",
+                "2",
+                "--max-attempts",
+                "1000",
+                "--db-acquire-timeout-ms",
+                "1000",
+            ])
+            .with_args(pooler_args);
     let ingresses = options.ingresses;
     let workers = options.workers;
     tokio::task::spawn_blocking(move || Fleet {
@@ -701,8 +756,11 @@ pub async fn audit(pool: &PgPool, acknowledged: &[String]) -> Audit {
         acked_missing,
         stuck: scalar(conn, "SELECT count(*) FROM receipts WHERE status <> 'done'").await,
         stuck_examples: sqlx::query_scalar(
-            "SELECT concat_ws(' ', event_id, event_type, status, outcome_reason) FROM receipts
-             WHERE status <> 'done' ORDER BY id LIMIT 5",
+            "SELECT concat_ws(' ', r.event_id, r.event_type, r.status, r.outcome_reason,
+                              'attempts', r.attempts, q.attempts, r.last_error, q.last_error,
+                              'visible', q.visible_at - now())
+             FROM receipts r LEFT JOIN receipt_queue q ON q.receipt_id = r.id
+             WHERE r.status <> 'done' ORDER BY r.id LIMIT 5",
         )
         .fetch_all(&mut *conn)
         .await

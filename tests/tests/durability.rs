@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use inbound_core::store::{self, PoolSettings, Schema};
+use inbound_core::store::{self, PoolSettings, Pooler, Schema, SessionTarget};
 use inbound_tests::TestDatabase;
 
 async fn session_setting(pool: &sqlx::PgPool) -> String {
@@ -21,7 +21,10 @@ async fn sessions_commit_durably_whatever_the_database_default_says() {
         acquire_timeout: Duration::from_secs(5),
         statement_timeout: Duration::from_secs(5),
         application_name: "durability-test".to_owned(),
-        schema: Schema::default(),
+        target: SessionTarget {
+            schema: Schema::default(),
+            pooler: Pooler::None,
+        },
     };
     for (default, in_force) in [
         ("off", "on"),
@@ -39,7 +42,7 @@ async fn sessions_commit_durably_whatever_the_database_default_says() {
         // As the ingress and the worker build theirs, and the recorder's own connection.
         let pool = store::connect_pool_lazy(database.url(), &settings).expect("pool");
         assert_eq!(session_setting(&pool).await, in_force, "default {default}");
-        let recorder = store::dedicated_connection(&pool, Duration::from_secs(5));
+        let recorder = store::dedicated_connection(&pool, &settings.target, Duration::from_secs(5));
         assert_eq!(
             session_setting(&recorder).await,
             in_force,

@@ -197,7 +197,10 @@ async fn one_absurd_retry_after_loses_no_other_outcome() {
 async fn outcomes_are_recorded_while_the_pool_is_exhausted() {
     let harness = start().await;
     harness.intent("fulfillment", "busy").await;
-    let recorder = inbound_worker::dispatcher::recorder::Recorder::start(harness.pool());
+    let recorder = inbound_worker::dispatcher::recorder::Recorder::start(
+        harness.pool(),
+        &domain::settings().session,
+    );
     let claimed = {
         let mut connection = harness.pool().acquire().await.expect("conn");
         store::claim_batch(

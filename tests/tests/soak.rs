@@ -17,6 +17,26 @@ async fn short_chaos_soak_keeps_every_promise() {
     );
 }
 
+/// The same soak through PgBouncer 1.18 in `pool_mode = transaction` (`--db-pooler
+/// transaction`), the pooler restarted once mid-load besides the outage: the ingress, the
+/// worker and its dispatcher keep every promise, each logged in as its own role.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn short_chaos_soak_through_a_transaction_pooler_keeps_every_promise() {
+    let report = soak::run(&SoakOptions {
+        pooler: true,
+        ..SoakOptions::short()
+    })
+    .await;
+    println!("{}", report.summary());
+    let violations = report.violations();
+    assert!(
+        violations.is_empty(),
+        "{}: {violations:#?}",
+        report.summary()
+    );
+    assert_eq!(report.pooler_restarts, 1, "{}", report.summary());
+}
+
 /// The audit's duplicate count cannot be cancelled by another error: an order paid twice
 /// and an order paid without its applied receipt add up, where a plain difference of
 /// totals (two applied payments, two paid orders) would show nothing.

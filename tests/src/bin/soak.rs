@@ -30,6 +30,9 @@ struct Args {
     /// Seconds the database is cut away, once, mid-run.
     #[arg(long, default_value_t = 3)]
     outage_secs: u64,
+    /// Through PgBouncer in transaction mode (`--db-pooler transaction`), restarted once.
+    #[arg(long)]
+    pooler: bool,
 }
 
 #[tokio::main]
@@ -42,6 +45,7 @@ async fn main() -> std::process::ExitCode {
         rate: args.rate.max(1),
         kill_every: Duration::from_secs(args.kill_every_secs.max(1)),
         outage: Duration::from_secs(args.outage_secs),
+        pooler: args.pooler,
         ..SoakOptions::full(Duration::from_secs(args.duration_secs.max(4)))
     };
     let report = soak::run(&options).await;

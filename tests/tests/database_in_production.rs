@@ -1,0 +1,360 @@
+//! The database as production runs it (issue 16): behind a transaction-pooling proxy
+//! (PgBouncer 1.18 from Debian's packages, `pool_mode = transaction`) and with one
+//! least-privilege role per process. The soak runs the whole fleet through the pooler
+//! (`soak.rs`); here each binary's start-up check, `inboundctl`, and what each role must
+//! not be able to do.
+
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use inbound_core::store::roles::Process;
+use inbound_tests::database::{TestRoles, admin_url};
+use inbound_tests::pgbouncer::{PgBouncer, PoolerOptions};
+use inbound_tests::process::binary;
+use inbound_tests::{Service, TestDatabase, fixtures};
+use sqlx::{Connection, PgConnection};
+
+fn inboundctl(args: &[&str], database_url: &str) -> Output {
+    Command::new(binary("inboundctl"))
+        .args(args)
+        .env("DATABASE_URL", database_url)
+        .env_remove("INBOUND_DB_POOLER")
+        .output()
+        .expect("run inboundctl")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Starts `process` (ingress or worker) on `url` with `args` and returns its exit status
+/// and logs once it has exited, or fails when it is still running after 20 s.
+fn exits(worker: bool, url: &str, args: &[&str]) -> (std::process::ExitStatus, String) {
+    let options = fixtures::ingress_options(url).with_args(args);
+    let mut service = if worker {
+        Service::worker(&options)
+    } else {
+        Service::ingress(&options)
+    };
+    let status = service
+        .wait_exit(Duration::from_secs(20))
+        .unwrap_or_else(|| panic!("still running: {:#?}", service.logs()));
+    (status, service.logs().join("\n"))
+}
+
+/// Through a transaction pooler that refuses a direct session's startup options (PgBouncer
+/// as installed), the ingress, the worker and `inboundctl` stop with one line naming the
+/// flag.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_direct_session_refused_by_a_pooler_names_the_flag() {
+    let database = TestDatabase::create().await;
+    let pooler = PgBouncer::start(database.url(), &PoolerOptions::default());
+    let url = pooler.rewrite_url(database.url());
+    for worker in [false, true] {
+        let (status, logs) = exits(worker, &url, &[]);
+        assert!(!status.success(), "{logs}");
+        assert!(logs.contains("--db-pooler transaction"), "{logs}");
+    }
+    let output = inboundctl(&["status"], &url);
+    assert!(!output.status.success());
+    assert!(
+        text(&output.stderr).contains("--db-pooler transaction"),
+        "{}",
+        text(&output.stderr)
+    );
+}
+
+/// A pooler that lets the startup options through (and ignores them) is caught by its
+/// sessions moving between servers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pooler_that_ignores_startup_options_is_detected_by_moving_sessions() {
+    let database = TestDatabase::create().await;
+    let pooler = PgBouncer::start(
+        database.url(),
+        &PoolerOptions {
+            ignore_startup_parameters: vec!["options".to_owned(), "extra_float_digits".to_owned()],
+            ..PoolerOptions::default()
+        },
+    );
+    let (status, logs) = exits(false, &pooler.rewrite_url(database.url()), &[]);
+    assert!(!status.success(), "{logs}");
+    assert!(
+        logs.contains("transaction-pooling proxy") && logs.contains("--db-pooler transaction"),
+        "{logs}"
+    );
+}
+
+/// In transaction mode the role must carry inbound's schema and durable commits: a role
+/// without them (here the superuser, whose search_path is `"$user", public`) is refused
+/// with the `ALTER ROLE` that fixes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transaction_mode_refuses_a_role_without_inbounds_settings() {
+    let database = TestDatabase::create().await;
+    let pooler = PgBouncer::start(database.url(), &PoolerOptions::default());
+    let (status, logs) = exits(
+        false,
+        &pooler.rewrite_url(database.url()),
+        &["--db-pooler", "transaction"],
+    );
+    assert!(!status.success(), "{logs}");
+    assert!(logs.contains("SET search_path"), "{logs}");
+
+    // A role whose default would not wait for the commit to be durable.
+    let roles = TestRoles::create(&database).await;
+    let ingress = roles.role(Process::Ingress);
+    let name = database.url().rsplit('/').next().expect("database name");
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "ALTER ROLE {ingress} IN DATABASE {name} SET synchronous_commit = off"
+    )))
+    .execute(database.pool())
+    .await
+    .expect("weaken the role");
+    let pooler = PgBouncer::start(
+        database.url(),
+        &PoolerOptions {
+            users: roles.credentials(),
+            ..PoolerOptions::default()
+        },
+    );
+    let (status, logs) = exits(
+        false,
+        &pooler.rewrite_url(&roles.url(database.url(), Process::Ingress)),
+        &["--db-pooler", "transaction"],
+    );
+    assert!(!status.success(), "{logs}");
+    assert!(logs.contains("synchronous_commit = on"), "{logs}");
+}
+
+/// `inboundctl` works through the pooler in transaction mode as the operators' role, and
+/// `migrate` refuses it (a migration holds a lock across transactions).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inboundctl_operates_through_the_pooler_and_migrate_refuses_it() {
+    let database = TestDatabase::create().await;
+    let roles = TestRoles::create(&database).await;
+    let pooler = PgBouncer::start(
+        database.url(),
+        &PoolerOptions {
+            users: roles.credentials(),
+            ..PoolerOptions::default()
+        },
+    );
+    let operator = pooler.rewrite_url(&roles.url(database.url(), Process::Operator));
+    for args in [
+        &["status", "--db-pooler", "transaction"][..],
+        &[
+            "receipts",
+            "list",
+            "--status",
+            "pending",
+            "--db-pooler",
+            "transaction",
+        ][..],
+        &[
+            "effects",
+            "list",
+            "--status",
+            "review",
+            "--db-pooler",
+            "transaction",
+        ][..],
+    ] {
+        let output = inboundctl(args, &operator);
+        assert!(
+            output.status.success(),
+            "{args:?}: {}",
+            text(&output.stderr)
+        );
+    }
+    let output = inboundctl(&["migrate", "--db-pooler", "transaction"], &operator);
+    assert!(!output.status.success());
+    assert!(
+        text(&output.stderr).contains("direct DATABASE_URL"),
+        "{}",
+        text(&output.stderr)
+    );
+}
+
+async fn connect_as(roles: &TestRoles, database: &TestDatabase, process: Process) -> PgConnection {
+    let options: sqlx::postgres::PgConnectOptions = roles
+        .url(database.url(), process)
+        .parse()
+        .expect("role URL");
+    PgConnection::connect_with(&options.options([("search_path", "inbound, inbound_example")]))
+        .await
+        .expect("connect as the role")
+}
+
+/// Each role may do only what its process does: what it must not do fails with a
+/// permission error.
+#[tokio::test]
+async fn each_role_is_refused_what_its_process_must_not_do() {
+    let database = TestDatabase::create().await;
+    let roles = TestRoles::create(&database).await;
+    let refused = |process: Process, statement: &'static str| {
+        let roles = &roles;
+        let database = &database;
+        async move {
+            let mut connection = connect_as(roles, database, process).await;
+            let error = sqlx::raw_sql(statement)
+                .execute(&mut connection)
+                .await
+                .expect_err(statement);
+            let code = error
+                .as_database_error()
+                .and_then(|error| error.code().map(|code| code.into_owned()));
+            // 42501 insufficient_privilege; 42809/42P01-style errors would mean the
+            // statement was wrong, not refused.
+            assert_eq!(
+                code.as_deref(),
+                Some("42501"),
+                "{process:?}: {statement}: {error}"
+            );
+        }
+    };
+    for statement in [
+        "SELECT payload FROM receipts",
+        "SELECT * FROM receipts",
+        "UPDATE receipts SET status = 'done'",
+        "DELETE FROM receipt_queue",
+        "SELECT * FROM effects",
+        "SELECT * FROM inbound_example.orders",
+        "UPDATE inbound_example.orders SET status = 'paid'",
+        "DROP TABLE receipts",
+    ] {
+        refused(Process::Ingress, statement).await;
+    }
+    for statement in [
+        "DROP TABLE receipts",
+        "ALTER TABLE receipts ADD COLUMN x int",
+        "TRUNCATE receipts",
+        "DELETE FROM _sqlx_migrations",
+        "CREATE TABLE inbound.sneaky (x int)",
+    ] {
+        refused(Process::Worker, statement).await;
+    }
+    for statement in [
+        "SELECT payload FROM receipts",
+        "UPDATE receipts SET status = 'done'",
+        "SELECT * FROM inbound_example.orders",
+        "DROP TABLE effects",
+    ] {
+        refused(Process::Dispatcher, statement).await;
+    }
+    for statement in [
+        "DROP TABLE receipts",
+        "ALTER TABLE effects DROP COLUMN sink",
+    ] {
+        refused(Process::Operator, statement).await;
+    }
+    // What the ingress does is allowed: a receipt in, its id back.
+    let mut ingress = connect_as(&roles, &database, Process::Ingress).await;
+    sqlx::raw_sql(
+        "WITH r AS (INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key, payload)
+                    VALUES ('stripe-acme', 's', 'evt_role', 't', 't', '{}') RETURNING id, integration, received_at)
+         INSERT INTO receipt_queue (receipt_id, integration, visible_at, enqueued_at, payload_bytes)
+         SELECT id, integration, received_at, received_at, 2 FROM r",
+    )
+    .execute(&mut ingress)
+    .await
+    .expect("the ingress role accepts a receipt");
+}
+
+/// `inboundctl migrate --create-roles` through the binary: the four roles exist, and a
+/// second run (as after a later migration) succeeds again.
+#[tokio::test]
+async fn migrate_creates_and_regrants_the_roles() {
+    let database = TestDatabase::create().await;
+    let prefix = format!("ctl{}_", rand::random::<u32>());
+    for _ in 0..2 {
+        let output = inboundctl(
+            &[
+                "migrate",
+                "--example",
+                "--create-roles",
+                "--role-prefix",
+                &prefix,
+            ],
+            database.url(),
+        );
+        assert!(output.status.success(), "{}", text(&output.stderr));
+        assert!(text(&output.stdout).contains(&format!("{prefix}ingress")));
+    }
+    let created: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM pg_roles WHERE rolname LIKE $1 || '%'")
+            .bind(&prefix)
+            .fetch_one(database.pool())
+            .await
+            .expect("roles");
+    assert_eq!(created, 4);
+    let roles: Vec<String> = ["ingress", "worker", "dispatcher", "operator"]
+        .iter()
+        .map(|suffix| format!("{prefix}{suffix}"))
+        .collect();
+    let list = roles.join(", ");
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP OWNED BY {list}")))
+        .execute(database.pool())
+        .await
+        .expect("revoke");
+    let admin = sqlx::PgPool::connect(&admin_url()).await.expect("admin");
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP ROLE {list}")))
+        .execute(&admin)
+        .await
+        .expect("drop roles");
+}
+
+async fn wait_until(pool: &sqlx::PgPool, sql: &'static str, limit: Duration) {
+    let started = std::time::Instant::now();
+    while !sqlx::query_scalar::<_, bool>(sql)
+        .fetch_one(pool)
+        .await
+        .expect("condition")
+    {
+        assert!(started.elapsed() < limit, "{sql}: not within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The ingress, a receipts worker and a separate dispatcher, each as its own role: a
+/// payment is accepted, applied and its effect delivered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ingress_worker_and_dispatcher_do_their_work_under_their_roles() {
+    use inbound_tests::{domain, signing, sink::TestSink};
+    let database = TestDatabase::create().await;
+    let roles = TestRoles::create(&database).await;
+    let pool = database.pool();
+    domain::seed_order(pool, "o1", "pi_1", 1000, "usd").await;
+    let sink = TestSink::start().await;
+    let url = |process| roles.url(database.url(), process);
+    let ingress = Service::ingress(&fixtures::ingress_options(&url(Process::Ingress)));
+    let worker_args = |role: &'static str| {
+        fixtures::with_audit_sink(fixtures::ingress_options("unused"), &sink.url(), true)
+            .with_args(&["--role", role, "--poll-interval-ms", "50"])
+    };
+    let mut receipts = worker_args("receipts");
+    receipts.database_url = url(Process::Worker);
+    let mut effects = worker_args("effects");
+    effects.database_url = url(Process::Dispatcher);
+    let _receipts = Service::worker(&receipts);
+    let _effects = Service::worker(&effects);
+    let body = domain::stripe_event(
+        "evt_roles_1",
+        "payment_intent.succeeded",
+        domain::payment_intent("pi_1", "o1", 1000, "usd", "succeeded"),
+    );
+    let answer = inbound_tests::http::HttpClient::new()
+        .post(
+            &ingress.webhook_url("stripe-acme"),
+            &signing::stripe_headers(fixtures::STRIPE_SECRET, &body, 0),
+            body.into_bytes(),
+        )
+        .await
+        .expect("answer");
+    assert_eq!(answer.status, 200);
+    wait_until(
+        pool,
+        "SELECT EXISTS (SELECT 1 FROM effects WHERE status = 'completed')",
+        Duration::from_secs(20),
+    )
+    .await;
+    assert_eq!(domain::order_status(pool, "o1").await, "paid");
+}
