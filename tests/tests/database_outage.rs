@@ -181,6 +181,20 @@ async fn public_readiness_requests_never_reach_the_database() {
         200,
         "ready once the probe answered"
     );
+    // The start-up session check (two sessions of its own) is over.
+    let started = std::time::Instant::now();
+    while !harness
+        .ingress
+        .logs()
+        .iter()
+        .any(|line| line.contains("database sessions checked"))
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "no session check"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let before = harness.proxy.bytes_sent_to_server();
     let requests: Vec<_> = (0..300)
         .map(|_| {

@@ -28,7 +28,10 @@ impl SessionGuard {
             loop {
                 let mismatch =
                     match session::check_sessions(&options, &target, CONNECT_TIMEOUT).await {
-                        Ok(Ok(())) => return,
+                        Ok(Ok(())) => {
+                            tracing::info!(pooler = %target.pooler, "database sessions checked");
+                            return;
+                        }
                         Ok(Err(mismatch)) => mismatch.to_string(),
                         Err(error) => match session::explain_connect_error(&error, target.pooler) {
                             Some(explained) => explained,
