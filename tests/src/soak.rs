@@ -758,7 +758,16 @@ pub async fn audit(pool: &PgPool, acknowledged: &[String]) -> Audit {
         stuck_examples: sqlx::query_scalar(
             "SELECT concat_ws(' ', r.event_id, r.event_type, r.status, r.outcome_reason,
                               'attempts', r.attempts, q.attempts, r.last_error, q.last_error,
-                              'visible', q.visible_at - now())
+                              'visible', q.visible_at - now(),
+                              'same payment:', (
+                                  SELECT string_agg(concat_ws(' ', p.event_id, p.event_type, p.status,
+                                                              p.outcome, p.outcome_reason), '; ')
+                                  FROM receipts p
+                                  WHERE p.id <> r.id
+                                    AND coalesce(p.payload #>> '{data,object,payment_intent}',
+                                                 p.payload #>> '{data,object,id}')
+                                      = coalesce(r.payload #>> '{data,object,payment_intent}',
+                                                 r.payload #>> '{data,object,id}')))
              FROM receipts r LEFT JOIN receipt_queue q ON q.receipt_id = r.id
              WHERE r.status <> 'done' ORDER BY r.id LIMIT 5",
         )

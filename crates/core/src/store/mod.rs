@@ -12,6 +12,21 @@
 //! - [`migrations`]: the schema applied so that any migration may be interrupted and rerun;
 //!   [`relocate`]: a pre-schema installation moved into its schema.
 
+/// A CTE named `durable` that raises `synchronous_commit` to `on` for the statement's own
+/// transaction when the session is at `off` or `local` (`remote_write`, `on` and
+/// `remote_apply` stay). Behind a transaction pooler the session is not ours — a server
+/// connection may predate the role's setting — so the statements whose commit a promise
+/// rests on (a 2xx, a `done`) carry it themselves. Join it (`LEFT JOIN durable ON true`):
+/// a CTE nothing references is not evaluated.
+macro_rules! durable_commit_cte {
+    () => {
+        "durable AS (
+             SELECT set_config('synchronous_commit', 'on', true)
+             WHERE current_setting('synchronous_commit') IN ('off', 'local')
+         )"
+    };
+}
+
 pub mod admin;
 pub mod effects;
 pub mod migrations;

@@ -384,11 +384,15 @@ pub async fn finish(
     finish: Finish<'_>,
 ) -> Result<(), sqlx::Error> {
     let (status, outcome, reason) = finish.columns();
-    sqlx::query(
-        "UPDATE receipts
+    sqlx::query(concat!(
+        "WITH ",
+        durable_commit_cte!(),
+        "
+         UPDATE receipts
          SET status = $2, outcome = $3, outcome_reason = $4, attempts = $5, finished_at = now()
-         WHERE id = $1",
-    )
+         FROM (SELECT) AS one LEFT JOIN durable ON true
+         WHERE id = $1"
+    ))
     .bind(receipt_id)
     .bind(status)
     .bind(outcome)
@@ -418,14 +422,18 @@ pub async fn finish_all(
         outcomes.push(outcome);
         reasons.push(reason);
     }
-    sqlx::query(
-        "UPDATE receipts r
+    sqlx::query(concat!(
+        "WITH ",
+        durable_commit_cte!(),
+        "
+         UPDATE receipts r
          SET status = f.status, outcome = f.outcome, outcome_reason = f.reason,
              attempts = f.attempts, finished_at = now()
          FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::int4[])
               AS f(receipt_id, status, outcome, reason, attempts)
-         WHERE r.id = f.receipt_id",
-    )
+              LEFT JOIN durable ON true
+         WHERE r.id = f.receipt_id"
+    ))
     .bind(receipt_ids)
     .bind(statuses)
     .bind(outcomes)

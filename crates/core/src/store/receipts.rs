@@ -78,7 +78,7 @@ pub async fn insert_receipts<'a>(
         .iter()
         .map(|&index| receipts[index].content_digest)
         .collect();
-    let inserted: Vec<(i64, i64)> = sqlx::query_as(
+    let inserted: Vec<(i64, i64)> = sqlx::query_as(concat!(
         "WITH input AS (
              SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
                                   $6::text[], $7::bytea[])
@@ -103,10 +103,14 @@ pub async fn insert_receipts<'a>(
              SELECT inserted.id, inserted.integration, inserted.received_at,
                     inserted.received_at, octet_length(input.payload)
              FROM inserted JOIN input USING (source_scope, event_id)
-         )
+         ), ",
+        durable_commit_cte!(),
+        "
          SELECT input.position, inserted.id
-         FROM inserted JOIN input USING (source_scope, event_id)",
-    )
+         FROM inserted JOIN input USING (source_scope, event_id)
+         -- The commit behind a 2xx is durable whatever the session says.
+         LEFT JOIN durable ON true"
+    ))
     .bind(column(|receipt| receipt.integration))
     .bind(column(|receipt| receipt.source_scope.as_str()))
     .bind(column(|receipt| receipt.event_id.as_str()))
