@@ -76,11 +76,22 @@ async fn a_pooler_that_ignores_startup_options_is_detected_by_moving_sessions() 
             ..PoolerOptions::default()
         },
     );
-    let (status, logs) = exits(false, &pooler.rewrite_url(database.url()), &[]);
-    assert!(!status.success(), "{logs}");
+    let url = pooler.rewrite_url(database.url());
+    for worker in [false, true] {
+        let (status, logs) = exits(worker, &url, &[]);
+        assert!(!status.success(), "{logs}");
+        assert!(
+            logs.contains("transaction-pooling proxy") && logs.contains("--db-pooler transaction"),
+            "{logs}"
+        );
+    }
+    // A migration, which holds a session lock across transactions, refuses it too.
+    let output = inboundctl(&["migrate"], &url);
+    assert!(!output.status.success());
     assert!(
-        logs.contains("transaction-pooling proxy") && logs.contains("--db-pooler transaction"),
-        "{logs}"
+        text(&output.stderr).contains("transaction-pooling proxy"),
+        "{}",
+        text(&output.stderr)
     );
 }
 
@@ -265,7 +276,21 @@ async fn each_role_is_refused_what_its_process_must_not_do() {
 async fn migrate_creates_and_regrants_the_roles() {
     let database = TestDatabase::create().await;
     let prefix = format!("ctl{}_", rand::random::<u32>());
-    for _ in 0..2 {
+    sqlx::raw_sql("CREATE SCHEMA team_billing; CREATE TABLE team_billing.invoices (id int)")
+        .execute(database.pool())
+        .await
+        .expect("a team's own schema");
+    let pool = database.pool().clone();
+    let privilege = |sql: String| {
+        let pool = pool.clone();
+        async move {
+            sqlx::query_scalar::<_, bool>(sqlx::AssertSqlSafe(sql))
+                .fetch_one(&pool)
+                .await
+                .expect("privilege")
+        }
+    };
+    for run in 0..2 {
         let output = inboundctl(
             &[
                 "migrate",
@@ -273,11 +298,31 @@ async fn migrate_creates_and_regrants_the_roles() {
                 "--create-roles",
                 "--role-prefix",
                 &prefix,
+                "--grant-schema",
+                "team_billing",
             ],
             database.url(),
         );
         assert!(output.status.success(), "{}", text(&output.stderr));
         assert!(text(&output.stdout).contains(&format!("{prefix}ingress")));
+        assert!(
+            privilege(format!(
+                "SELECT has_table_privilege('{prefix}worker', 'team_billing.invoices', 'UPDATE')"
+            ))
+            .await
+        );
+        let reads_payloads = privilege(format!(
+            "SELECT has_column_privilege('{prefix}ingress', 'inbound.receipts', 'payload', 'SELECT')"
+        ))
+        .await;
+        assert!(!reads_payloads, "run {run}: the ingress reads payloads");
+        // Someone widened the ingress's grant by hand: the next run takes it back.
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "GRANT SELECT ON inbound.receipts TO {prefix}ingress"
+        )))
+        .execute(database.pool())
+        .await
+        .expect("widen by hand");
     }
     let created: i64 =
         sqlx::query_scalar("SELECT count(*) FROM pg_roles WHERE rolname LIKE $1 || '%'")

@@ -297,3 +297,52 @@ async fn a_member_postgres_refuses_fails_alone_and_the_rest_of_its_batch_commits
         "every body released"
     );
 }
+
+/// Until the start-up session check has passed (`--db-pooler` matches what the URL
+/// reaches), the group commit commits nothing: a request gets `Unavailable` (503) and no
+/// receipt is written, so an undeclared pooler never carries a receipt of ours.
+#[tokio::test]
+async fn nothing_is_committed_before_the_session_check_passed() {
+    use std::sync::Arc;
+
+    use bytes::Bytes;
+    use http_body_util::Full;
+    use inbound_ingress::body::{BodyBudget, read_body};
+    use inbound_ingress::group_commit::{CommitError, GroupCommit, GroupCommitSettings};
+    use inbound_service::sessions::SessionGate;
+
+    let database = TestDatabase::create().await;
+    let group = GroupCommit::start(
+        database.pool().clone(),
+        GroupCommitSettings {
+            max_batch: 8,
+            committers: 1,
+        },
+    )
+    .gated_by(SessionGate::closed());
+    let budget = BodyBudget::new(1 << 20);
+    let body = read_body(Full::new(Bytes::from_static(b"{}")), None, 1 << 20, &budget)
+        .await
+        .expect("body");
+    let scope = SourceScope::from_parts(["stripe-acme", "acct_1", "live"]);
+    let event_id = EventId::new("evt_gated");
+    let answer = group
+        .commit(
+            &NewReceipt {
+                integration: "stripe-acme",
+                source_scope: &scope,
+                event_id: &event_id,
+                event_type: "t",
+                route_key: "t",
+                payload_json: "{}",
+                content_digest: None,
+            },
+            Arc::new(body),
+        )
+        .await;
+    assert!(
+        matches!(answer, Err(CommitError::Unavailable(_))),
+        "{answer:?}"
+    );
+    assert_eq!(database.receipt_count().await, 0);
+}

@@ -61,6 +61,10 @@ enum Command {
         /// transaction pooler cannot carry. Idempotent: run it with every migration.
         #[arg(long)]
         create_roles: bool,
+        /// With `--create-roles`: a schema of your handlers' tables, granted to the worker
+        /// role (repeatable; `--example` adds `inbound_example`).
+        #[arg(long = "grant-schema", value_parser = store::Schema::parse_own)]
+        grant_schemas: Vec<store::Schema>,
         /// The roles' name prefix (`inbound_` gives `inbound_ingress`, …).
         #[arg(long, default_value = store::roles::RolePrefix::DEFAULT,
               value_parser = store::roles::RolePrefix::parse)]
@@ -172,6 +176,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             example,
             connect_timeout_secs,
             create_roles,
+            grant_schemas,
             role_prefix,
             db_pooler,
         } => {
@@ -187,6 +192,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     example,
                     connect_timeout: Duration::from_secs(connect_timeout_secs),
                     roles: create_roles.then_some(role_prefix),
+                    grant_schemas,
                 },
             )
             .await
@@ -280,6 +286,8 @@ struct MigrateOptions {
     connect_timeout: Duration,
     /// Create and grant the per-process roles with this prefix.
     roles: Option<store::roles::RolePrefix>,
+    /// Business schemas granted to the worker role.
+    grant_schemas: Vec<store::Schema>,
 }
 
 async fn migrate(
@@ -304,6 +312,15 @@ async fn migrate(
     let connect_options = store::connect_options(database_url, &target)?;
     // Reachable at all, within the timeout (the migrator itself retries only on locks).
     let mut probe = operate::connect(&connect_options, &target, options.connect_timeout).await?;
+    // A migration holds a session lock across transactions: never through a pooler that
+    // passes the startup options on but moves sessions between servers.
+    if let Err(mismatch) =
+        store::session::check_sessions(&connect_options, &target, options.connect_timeout)
+            .await
+            .context("cannot connect to PostgreSQL")?
+    {
+        anyhow::bail!("{mismatch}; migrations need a direct connection (or a session-mode pool)");
+    }
     store::ping(&mut probe)
         .await
         .context("cannot connect to PostgreSQL")?;
@@ -315,7 +332,7 @@ async fn migrate(
         println!("moved inbound's tables from schema {from} into {schema}");
     }
     println!("migrations applied (schema {schema})");
-    let mut business_schemas = Vec::new();
+    let mut business_schemas = options.grant_schemas;
     if options.example {
         inbound_example::migrate(&connect_options)
             .await

@@ -23,6 +23,7 @@ use std::sync::Arc;
 use inbound_core::keys::{EventId, SourceScope};
 use inbound_core::store::{self, InsertOutcome, NewReceipt};
 use inbound_service::failpoint;
+use inbound_service::sessions::SessionGate;
 use sqlx::{Connection, PgConnection, PgPool};
 use tokio::sync::{Mutex, mpsc, oneshot};
 
@@ -93,6 +94,8 @@ struct Job {
 /// The queue requests submit to; committers drain it.
 pub struct GroupCommit {
     queue: mpsc::Sender<Job>,
+    /// Closed until the start-up session check passed: nothing is committed before.
+    gate: SessionGate,
 }
 
 impl GroupCommit {
@@ -104,7 +107,15 @@ impl GroupCommit {
         for _ in 0..settings.committers.max(1) {
             tokio::spawn(commit_loop(pool.clone(), Arc::clone(&receiver), max_batch));
         }
-        Self { queue }
+        Self {
+            queue,
+            gate: SessionGate::open(),
+        }
+    }
+
+    /// Commits nothing (answering `Unavailable`) until `gate` opens.
+    pub fn gated_by(self, gate: SessionGate) -> Self {
+        Self { gate, ..self }
     }
 
     /// Commits `receipt`, whose payload is `body`, with whatever else is waiting. The
@@ -124,6 +135,11 @@ impl GroupCommit {
             answer,
         };
         let unavailable = |reason: &str| CommitError::Unavailable(reason.to_owned());
+        if !self.gate.is_open() {
+            return Err(unavailable(
+                "the database sessions are not checked yet (--db-pooler)",
+            ));
+        }
         self.queue
             .send(job)
             .await

@@ -78,7 +78,8 @@ pub async fn run(
                 .commit_concurrency
                 .min(cli.db_max_connections.saturating_sub(1).max(1) as usize),
         },
-    );
+    )
+    .gated_by(sessions.gate());
     let app = Arc::new(App::new(
         Arc::new(config),
         pool,

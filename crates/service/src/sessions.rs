@@ -1,20 +1,72 @@
 //! The start-up check that `--db-pooler` matches what the database URL reaches, run in
 //! the background so that a process still starts while the database is down (answering
-//! 503 / not ready) and is checked the moment the database answers.
+//! 503 / not ready) and is checked the moment the database answers. Until it has passed,
+//! the [`SessionGate`] stays closed: the ingress commits nothing (503) and the worker
+//! claims nothing, so an undeclared pooler never carries a statement of ours.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use inbound_core::store::{self, SessionTarget, session};
 use tokio::sync::watch;
 
 /// How long one attempt waits for a connection; attempts repeat every [`RETRY`] while the
-/// database cannot be reached.
+/// database cannot be reached, with a warning at most every [`WARN_EVERY`].
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const RETRY: Duration = Duration::from_secs(1);
+const WARN_EVERY: Duration = Duration::from_secs(30);
 
-/// A running check; see [`SessionGuard::tripped`].
+/// Where the check stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Verdict {
+    /// Not yet answered (the database may be down).
+    Pending,
+    /// The sessions are what the flags say.
+    Passed,
+    /// They are not: the one-line reason.
+    Refused(String),
+}
+
+/// Open once the check has passed; closed before (and for ever after a refusal).
+#[derive(Debug, Clone)]
+pub struct SessionGate(watch::Receiver<Verdict>);
+
+impl SessionGate {
+    /// A gate that is open from the start (for in-process tests and embeddings that
+    /// check nothing).
+    pub fn open() -> Self {
+        let (_, receiver) = watch::channel(Verdict::Passed);
+        Self(receiver)
+    }
+
+    /// A gate that never opens: a check that never passes.
+    pub fn closed() -> Self {
+        let (_, receiver) = watch::channel(Verdict::Pending);
+        Self(receiver)
+    }
+
+    /// Whether the check has passed.
+    pub fn is_open(&self) -> bool {
+        *self.0.borrow() == Verdict::Passed
+    }
+
+    /// Resolves once the check has passed; never after a refusal.
+    pub async fn opened(mut self) {
+        if self
+            .0
+            .wait_for(|verdict| *verdict != Verdict::Pending)
+            .await
+            .is_err()
+            || !self.is_open()
+        {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// A running check: [`SessionGuard::gate`] for what may run, [`SessionGuard::or_tripped`]
+/// to stop when it refuses.
 pub struct SessionGuard {
-    verdict: watch::Receiver<Option<String>>,
+    verdict: watch::Receiver<Verdict>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -23,30 +75,39 @@ impl SessionGuard {
     pub fn start(database_url: &str, target: &SessionTarget) -> Result<Self, store::StoreError> {
         let options = store::parse_url(database_url)?.application_name("inbound-session-check");
         let target = target.clone();
-        let (sender, verdict) = watch::channel(None);
+        let (sender, verdict) = watch::channel(Verdict::Pending);
         let task = tokio::spawn(async move {
-            loop {
-                let mismatch =
-                    match session::check_sessions(&options, &target, CONNECT_TIMEOUT).await {
-                        Ok(Ok(())) => {
-                            tracing::info!(pooler = %target.pooler, "database sessions checked");
-                            return;
+            let mut warned: Option<Instant> = None;
+            let verdict = loop {
+                match session::check_sessions(&options, &target, CONNECT_TIMEOUT).await {
+                    Ok(Ok(())) => break Verdict::Passed,
+                    Ok(Err(mismatch)) => break Verdict::Refused(mismatch.to_string()),
+                    Err(error) => {
+                        if let Some(explained) =
+                            session::explain_connect_error(&error, target.pooler)
+                        {
+                            break Verdict::Refused(explained);
                         }
-                        Ok(Err(mismatch)) => mismatch.to_string(),
-                        Err(error) => match session::explain_connect_error(&error, target.pooler) {
-                            Some(explained) => explained,
-                            None => {
-                                tokio::time::sleep(RETRY).await;
-                                continue;
-                            }
-                        },
-                    };
-                tracing::error!(error = %mismatch, "refusing to run");
-                let _ = sender.send(Some(mismatch));
-                return;
+                        if warned.is_none_or(|at| at.elapsed() >= WARN_EVERY) {
+                            tracing::warn!(%error, "cannot check the database sessions yet; nothing is committed or claimed until it can");
+                            warned = Some(Instant::now());
+                        }
+                        tokio::time::sleep(RETRY).await;
+                    }
+                }
+            };
+            match &verdict {
+                Verdict::Refused(reason) => tracing::error!(error = %reason, "refusing to run"),
+                _ => tracing::info!(pooler = %target.pooler, "database sessions checked"),
             }
+            sender.send_replace(verdict);
         });
         Ok(Self { verdict, task })
+    }
+
+    /// Open once the check has passed.
+    pub fn gate(&self) -> SessionGate {
+        SessionGate(self.verdict.clone())
     }
 
     /// `shutdown`, or the moment the sessions were found unusable as configured: the
@@ -57,8 +118,12 @@ impl SessionGuard {
     ) -> impl Future<Output = ()> + Send + 'static {
         let mut verdict = self.verdict.clone();
         let tripped = async move {
-            if verdict.wait_for(Option::is_some).await.is_err() {
-                // The check passed (its sender is gone without a verdict).
+            if verdict
+                .wait_for(|verdict| matches!(verdict, Verdict::Refused(_)))
+                .await
+                .is_err()
+            {
+                // The check passed (its sender is gone without a refusal).
                 std::future::pending::<()>().await;
             }
         };
@@ -70,12 +135,12 @@ impl SessionGuard {
         }
     }
 
-    /// Stops the check; `Err` with the one-line reason if it tripped.
+    /// Stops the check; `Err` with the one-line reason if it refused.
     pub fn finish(self) -> anyhow::Result<()> {
         self.task.abort();
-        match self.verdict.borrow().clone() {
-            Some(mismatch) => Err(anyhow::anyhow!(mismatch)),
-            None => Ok(()),
+        match &*self.verdict.borrow() {
+            Verdict::Refused(reason) => Err(anyhow::anyhow!(reason.clone())),
+            Verdict::Pending | Verdict::Passed => Ok(()),
         }
     }
 }

@@ -138,7 +138,26 @@ impl WorkerBuilder {
         });
 
         let client = crate::dispatcher::http_client().context("cannot build the HTTP client")?;
-        crate::run(Arc::clone(&worker), client, shutdown).await;
+        // Nothing is claimed before the database sessions are checked; a refusal or a
+        // signal before that ends the process without a claim.
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            shutdown.await;
+            stop.send_replace(true);
+        });
+        let until_stopped = move || {
+            let mut stopped = stopped.clone();
+            async move {
+                stopped.wait_for(|stopped| *stopped).await.ok();
+            }
+        };
+        let checked = tokio::select! {
+            () = sessions.gate().opened() => true,
+            () = until_stopped() => false,
+        };
+        if checked {
+            crate::run(Arc::clone(&worker), client, until_stopped()).await;
+        }
         gauges.abort();
         // In a process that goes on (tests, an embedding), the ops port and with it the
         // readiness task end with the worker.

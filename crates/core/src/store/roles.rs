@@ -148,6 +148,14 @@ pub fn statements(
             "GRANT USAGE ON SCHEMA {} TO {role}",
             schema.quoted()
         ));
+        // What a previous run (or a person) granted beyond this list is taken back, so
+        // that narrowing a grant in a later version takes effect.
+        for kind in ["TABLES", "SEQUENCES"] {
+            statements.push(format!(
+                "REVOKE ALL ON ALL {kind} IN SCHEMA {} FROM {role}",
+                schema.quoted()
+            ));
+        }
         for (_, grants) in GRANTS.iter().filter(|(owner, _)| *owner == process) {
             statements.extend(grants.iter().map(|grant| {
                 grant
@@ -156,10 +164,7 @@ pub fn statements(
             }));
         }
         // The migrations' own bookkeeping is for the migrating role alone.
-        statements.push(format!(
-            "REVOKE ALL ON {} FROM {role}",
-            schema.qualify("_sqlx_migrations")
-        ));
+        statements.push(revoke_migration_history(schema, &role));
         if process == Process::Worker {
             for business in business_schemas {
                 let quoted = business.quoted();
@@ -170,10 +175,7 @@ pub fn statements(
                 statements.push(format!(
                     "GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {quoted} TO {role}"
                 ));
-                statements.push(format!(
-                    "REVOKE ALL ON {} FROM {role}",
-                    business.qualify("_sqlx_migrations")
-                ));
+                statements.push(revoke_migration_history(business, &role));
             }
         }
         for (setting, value) in [
@@ -215,6 +217,14 @@ pub async fn create_roles(
         .iter()
         .map(|&process| prefix.role(process))
         .collect())
+}
+
+/// Takes `schema`'s migration history (`_sqlx_migrations`, where there is one) from `role`.
+fn revoke_migration_history(schema: &Schema, role: &str) -> String {
+    let table = schema.qualify("_sqlx_migrations");
+    format!(
+        "DO $$ BEGIN IF to_regclass('{table}') IS NOT NULL THEN REVOKE ALL ON {table} FROM {role}; END IF; END $$"
+    )
 }
 
 /// `name` as a quoted identifier.
