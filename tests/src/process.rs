@@ -76,7 +76,8 @@ pub struct ServiceOptions {
 }
 
 impl ServiceOptions {
-    /// These options with `args` as the extra command-line flags.
+    /// These options with `args` as the extra command-line flags (replacing any given
+    /// before).
     pub fn with_args(mut self, args: &[&str]) -> Self {
         self.args = args.iter().map(|arg| (*arg).to_owned()).collect();
         self

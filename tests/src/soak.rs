@@ -503,37 +503,45 @@ async fn start_fleet(options: &SoakOptions, urls: &FleetUrls, sink: &TestSink) -
     } else {
         &[]
     };
-    let ingress_options = fixtures::ingress_options(&urls.ingress)
-        .with_args(&[
-            "--db-max-connections",
-            &options.ingress_pool.to_string(),
-            "--db-acquire-timeout-ms",
-            "1000",
-            "--db-statement-timeout-ms",
-            "2000",
-        ])
-        .with_args(pooler_args);
+    let ingress_pool = options.ingress_pool.to_string();
+    let ingress_args: Vec<&str> = [
+        "--db-max-connections",
+        &ingress_pool,
+        "--db-acquire-timeout-ms",
+        "1000",
+        "--db-statement-timeout-ms",
+        "2000",
+    ]
+    .into_iter()
+    .chain(pooler_args.iter().copied())
+    .collect();
+    let ingress_options = fixtures::ingress_options(&urls.ingress).with_args(&ingress_args);
+    let concurrency = options.worker_concurrency.to_string();
+    let lease_secs = options.lease_secs.to_string();
+    let worker_args: Vec<&str> = [
+        "--concurrency",
+        &concurrency,
+        "--effect-concurrency",
+        &concurrency,
+        "--lease-secs",
+        &lease_secs,
+        "--poll-interval-ms",
+        "100",
+        "--backoff-base-ms",
+        "100",
+        "--backoff-cap-secs",
+        "2",
+        "--max-attempts",
+        "1000",
+        "--db-acquire-timeout-ms",
+        "1000",
+    ]
+    .into_iter()
+    .chain(pooler_args.iter().copied())
+    .collect();
     let worker_options =
         fixtures::with_audit_sink(fixtures::ingress_options(&urls.worker), &sink.url(), true)
-            .with_args(&[
-                "--concurrency",
-                &options.worker_concurrency.to_string(),
-                "--effect-concurrency",
-                &options.worker_concurrency.to_string(),
-                "--lease-secs",
-                &options.lease_secs.to_string(),
-                "--poll-interval-ms",
-                "100",
-                "--backoff-base-ms",
-                "100",
-                "--backoff-cap-secs",
-                "2",
-                "--max-attempts",
-                "1000",
-                "--db-acquire-timeout-ms",
-                "1000",
-            ])
-            .with_args(pooler_args);
+            .with_args(&worker_args);
     let ingresses = options.ingresses;
     let workers = options.workers;
     tokio::task::spawn_blocking(move || Fleet {
