@@ -1,6 +1,7 @@
 //! A private PostgreSQL server of our own (initdb into a scratch directory, on a free
 //! loopback port) for tests that stop and restart the server itself: doing that to the
-//! shared server would break every other test running in parallel.
+//! shared server would break every other test running in parallel. A second one can
+//! stream from it as a standby (`pg_basebackup -R`) and be promoted: a failover.
 //!
 //! The server binaries come from `INBOUND_PG_BINDIR`, else `pg_config --bindir`, else the
 //! newest `/usr/lib/postgresql/*/bin`. PostgreSQL refuses to run as root, so under root
@@ -22,21 +23,7 @@ pub struct PrivateCluster {
 impl PrivateCluster {
     /// Creates a cluster with trust authentication and starts it.
     pub fn start() -> Self {
-        let scratch = ScratchDir::new();
-        let as_postgres_user = running_as_root();
-        if as_postgres_user {
-            run(Command::new("chown").args(["postgres:", &path_text(scratch.path())]));
-        }
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|listener| listener.local_addr())
-            .expect("a free port")
-            .port();
-        let cluster = Self {
-            scratch,
-            bindir: server_bindir(),
-            port,
-            as_postgres_user,
-        };
+        let cluster = Self::unstarted();
         cluster.server_command(
             "initdb",
             &[
@@ -53,6 +40,116 @@ impl PrivateCluster {
         );
         cluster.start_server();
         cluster
+    }
+
+    /// A scratch directory owned by the server's user and a free port; no server yet.
+    fn unstarted() -> Self {
+        let scratch = ScratchDir::new();
+        let as_postgres_user = running_as_root();
+        if as_postgres_user {
+            run(Command::new("chown").args(["postgres:", &path_text(scratch.path())]));
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .expect("a free port")
+            .port();
+        Self {
+            scratch,
+            bindir: server_bindir(),
+            port,
+            as_postgres_user,
+        }
+    }
+
+    /// A standby of a primary, streaming from it (`pg_basebackup -R`, which trust
+    /// authentication allows for replication from 127.0.0.1), started. It is asynchronous
+    /// until the primary names it in `synchronous_standby_names`
+    /// ([`PrivateCluster::require_synchronous_standby`]); taken after the base backup, so
+    /// that the standby does not inherit the setting and, once promoted, waits for no one.
+    /// `via` is where the standby reaches the primary (its address, or a proxy in front
+    /// of it that a test can stall: replication lag on demand).
+    pub fn standby_of(via: std::net::SocketAddr) -> Self {
+        let standby = Self::unstarted();
+        standby.server_command(
+            "pg_basebackup",
+            &[
+                "-d",
+                &format!("host={} port={} user=postgres", via.ip(), via.port()),
+                "-D",
+                &standby.data_dir(),
+                "-R",
+                "-X",
+                "stream",
+                "--no-sync",
+            ],
+        );
+        standby.start_server();
+        standby
+    }
+
+    /// Commits wait for a standby to confirm it flushed them (`synchronous_standby_names
+    /// = '*'`, reloaded); waits until one is streaming as synchronous.
+    pub fn require_synchronous_standby(&self) {
+        self.psql("ALTER SYSTEM SET synchronous_standby_names = '*'");
+        self.psql("SELECT pg_reload_conf()");
+        self.wait_for_standby("sync");
+    }
+
+    /// Waits until a standby streams from this server with `sync_state` (`async`, `sync`).
+    pub fn wait_for_standby(&self, sync_state: &str) {
+        let started = std::time::Instant::now();
+        loop {
+            let streaming = self.psql(&format!(
+                "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming' AND sync_state = '{sync_state}'"
+            ));
+            if streaming.trim() != "0" {
+                return;
+            }
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(60),
+                "no {sync_state} standby streaming"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+
+    /// Promotes this standby to a primary and waits until it accepts writes.
+    pub fn promote(&self) {
+        self.server_command("pg_ctl", &["-D", &self.data_dir(), "-w", "promote"]);
+    }
+
+    /// Where the server listens.
+    pub fn addr(&self) -> std::net::SocketAddr {
+        std::net::SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+
+    /// Runs one statement through `psql` and returns what it printed (unaligned).
+    fn psql(&self, statement: &str) -> String {
+        let output = self
+            .server_program("psql")
+            .args([
+                "-X",
+                "-At",
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                "postgres",
+                "-d",
+                "postgres",
+                "-c",
+                statement,
+            ])
+            .current_dir(self.scratch.path())
+            .output()
+            .expect("run psql");
+        assert!(
+            output.status.success(),
+            "psql {statement}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
     }
 
     /// `postgres://postgres@127.0.0.1:{port}/postgres`.

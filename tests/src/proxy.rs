@@ -1,4 +1,5 @@
-//! A TCP proxy between a binary and PostgreSQL that a test can cut, stall and restore.
+//! A TCP proxy between a binary and PostgreSQL that a test can cut, stall, restore and
+//! point at another server (a failover).
 //! Cut: every open connection is closed and new ones are closed on arrival. Stalled:
 //! connections stay open but no byte moves either way (a hung network or server). It
 //! counts the bytes clients send, so a test can tell whether something reached the
@@ -28,6 +29,7 @@ pub struct DbProxy {
     state: watch::Sender<State>,
     task: tokio::task::JoinHandle<()>,
     sent_to_server: Arc<AtomicU64>,
+    target: watch::Sender<SocketAddr>,
 }
 
 impl DbProxy {
@@ -36,6 +38,7 @@ impl DbProxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
         let addr = listener.local_addr().expect("proxy addr");
         let (state, watcher) = watch::channel(State::Open);
+        let (target, current_target) = watch::channel(target);
         let sent_to_server = Arc::new(AtomicU64::new(0));
         let counter = Arc::clone(&sent_to_server);
         let task = tokio::spawn(async move {
@@ -49,6 +52,7 @@ impl DbProxy {
                 }
                 let watcher = watcher.clone();
                 let counter = Arc::clone(&counter);
+                let target = *current_target.borrow();
                 tokio::spawn(async move {
                     let Ok(server) = TcpStream::connect(target).await else {
                         return;
@@ -68,6 +72,7 @@ impl DbProxy {
             state,
             task,
             sent_to_server,
+            target,
         }
     }
 
@@ -84,6 +89,11 @@ impl DbProxy {
     /// Holds every byte in both directions until [`DbProxy::restore`] or [`DbProxy::cut`].
     pub fn stall(&self) {
         self.state.send_replace(State::Stalled);
+    }
+
+    /// Sends new connections to `target` from now on (open ones stay where they are).
+    pub fn retarget(&self, target: SocketAddr) {
+        self.target.send_replace(target);
     }
 
     /// Lets traffic through again.

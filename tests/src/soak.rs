@@ -17,6 +17,7 @@ use inbound_core::store::roles::Process;
 use rand::Rng;
 use sqlx::{PgConnection, PgPool};
 
+use crate::cluster::PrivateCluster;
 use crate::database::TestRoles;
 use crate::domain::{self, TENANT};
 use crate::fixtures;
@@ -56,6 +57,21 @@ pub struct SoakOptions {
     /// Reach the database through PgBouncer in `pool_mode = transaction` (the binaries
     /// with `--db-pooler transaction`), restarted once mid-load besides the outage.
     pub pooler: bool,
+    /// Run the database on a private primary with a standby, and make the mid-run outage
+    /// a failover: the primary is killed, the standby promoted, the proxy moved to it.
+    pub failover: Option<Replication>,
+    /// Mid-run, replace every ingress (a new one first, then SIGTERM to the old) and every
+    /// worker (SIGTERM, then its successor) in turn: a rolling deploy under load.
+    pub rolling_restart: bool,
+}
+
+/// How the standby of a failover soak follows its primary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Replication {
+    /// A commit returns once the standby flushed it (`synchronous_standby_names`).
+    Synchronous,
+    /// A commit returns at once; the standby follows as fast as it can.
+    Asynchronous,
 }
 
 impl SoakOptions {
@@ -73,6 +89,8 @@ impl SoakOptions {
             ingress_pool: 8,
             worker_concurrency: 8,
             pooler: false,
+            failover: None,
+            rolling_restart: true,
         }
     }
 
@@ -90,6 +108,8 @@ impl SoakOptions {
             ingress_pool: 4,
             worker_concurrency: 4,
             pooler: false,
+            failover: None,
+            rolling_restart: true,
         }
     }
 }
@@ -119,6 +139,10 @@ pub struct SoakReport {
     pub outage_secs: f64,
     /// Times the pooler was restarted under load.
     pub pooler_restarts: u64,
+    /// Processes replaced by the rolling restart.
+    pub rolling_restarts: u64,
+    /// Processes of the rolling restart that did not exit 0 after SIGTERM (must be 0).
+    pub unclean_exits: u64,
     /// Log lines and metric lines holding a secret, a signature or a payload field
     /// (must be 0).
     pub leaks: u64,
@@ -133,7 +157,7 @@ impl SoakReport {
             "soak {}s: sent={} 2xx={} 503={} no_answer={} other_status={} \
              never_acknowledged={} receipts={} orders_paid={} duplicate_transitions={} intents_per_operation={} \
              transitions_without_one_intent={} acked_missing={} stuck_after_lease_plus_30s={} \
-             kills_survived={} outage_secs={:.1} pooler_restarts={} leaks={}",
+             kills_survived={} outage_secs={:.1} pooler_restarts={} rolling_restarts={} unclean_exits={} leaks={}",
             self.seconds,
             self.sent,
             self.ok,
@@ -151,6 +175,8 @@ impl SoakReport {
             self.kills,
             self.outage_secs,
             self.pooler_restarts,
+            self.rolling_restarts,
+            self.unclean_exits,
             self.leaks,
         )
     }
@@ -168,6 +194,7 @@ impl SoakReport {
             ("acked_missing", self.audit.acked_missing),
             ("stuck", self.audit.stuck),
             ("leaks", self.leaks as i64),
+            ("unclean_exits", self.unclean_exits as i64),
         ];
         let mut broken: Vec<String> = must_be_zero
             .iter()
@@ -311,13 +338,40 @@ struct Fleet {
     ingress: Vec<Service>,
     workers: Vec<Option<Service>>,
     dead: Vec<Service>,
+    ingress_options: ServiceOptions,
     worker_options: ServiceOptions,
 }
 
 /// Runs the soak against a fresh database on the server at `DATABASE_URL`. Needs a
 /// multi-threaded runtime.
 pub async fn run(options: &SoakOptions) -> SoakReport {
-    let database = TestDatabase::create().await;
+    // The standby streams through a proxy of its own, so that replication can be made to
+    // lag just before the failover.
+    let (servers, replication_link) = match options.failover {
+        Some(replication) => {
+            let primary = tokio::task::spawn_blocking(PrivateCluster::start)
+                .await
+                .expect("a primary");
+            let link = DbProxy::start(primary.addr()).await;
+            let via = link.addr;
+            let servers = tokio::task::spawn_blocking(move || {
+                let standby = PrivateCluster::standby_of(via);
+                match replication {
+                    Replication::Synchronous => primary.require_synchronous_standby(),
+                    Replication::Asynchronous => primary.wait_for_standby("async"),
+                }
+                (primary, standby)
+            })
+            .await
+            .expect("a standby");
+            (Some(Arc::new(servers)), Some(link))
+        }
+        None => (None, None),
+    };
+    let database = match &servers {
+        Some(servers) => TestDatabase::create_on(&servers.0.url()).await,
+        None => TestDatabase::create().await,
+    };
     let pool = database.pool().clone();
     seed_orders(&pool, options).await;
     // Each process logs in as its own role (least privilege, and the role's settings
@@ -336,6 +390,12 @@ pub async fn run(options: &SoakOptions) -> SoakReport {
         .as_ref()
         .map_or_else(|| database_addr(database.url()), PgBouncer::addr);
     let proxy = DbProxy::start(server).await;
+    // After a failover only the proxy knows where the database is.
+    let audit_pool = if servers.is_some() {
+        crate::database::connect(&proxy.rewrite_url(database.url())).await
+    } else {
+        pool.clone()
+    };
     let urls = FleetUrls {
         ingress: proxy.rewrite_url(&roles.url(database.url(), Process::Ingress)),
         worker: proxy.rewrite_url(&roles.url(database.url(), Process::Worker)),
@@ -354,13 +414,17 @@ pub async fn run(options: &SoakOptions) -> SoakReport {
             .collect(),
     );
     let fleet = Arc::new(Mutex::new(start_fleet(options, &urls, &sink).await));
-    let ingress_urls: Vec<String> = fleet
-        .lock()
-        .expect("fleet")
-        .ingress
-        .iter()
-        .map(|service| service.webhook_url("stripe-acme"))
-        .collect();
+    // Where senders deliver: one URL per ingress slot, replaced when a rolling restart
+    // replaces the ingress (as a load balancer's endpoints are).
+    let ingress_urls: Arc<Mutex<Vec<String>>> = Arc::new(Mutex::new(
+        fleet
+            .lock()
+            .expect("fleet")
+            .ingress
+            .iter()
+            .map(|service| service.webhook_url("stripe-acme"))
+            .collect(),
+    ));
 
     let provider = Arc::new(Mutex::new(Provider::default()));
     let counters = Arc::new(Counters::default());
@@ -369,7 +433,8 @@ pub async fn run(options: &SoakOptions) -> SoakReport {
     let senders: Vec<_> = (0..options.connections)
         .map(|index| {
             tokio::spawn(send_loop(
-                ingress_urls[index % ingress_urls.len()].clone(),
+                Arc::clone(&ingress_urls),
+                index,
                 options.connections as f64 / f64::from(options.rate.max(1)),
                 Arc::clone(&provider),
                 Arc::clone(&counters),
@@ -385,12 +450,32 @@ pub async fn run(options: &SoakOptions) -> SoakReport {
         Arc::clone(&outage_active),
     ));
 
-    // One outage in the middle of the run.
+    // One outage in the middle of the run: the database cut away, or lost to a failover.
     tokio::time::sleep(options.duration / 2).await;
     outage_active.store(true, Ordering::SeqCst);
     proxy.cut();
     let outage_started = Instant::now();
-    tokio::time::sleep(options.outage).await;
+    if let (Some(servers), Some(link)) = (&servers, &replication_link) {
+        // Replication lags (its link stalls) while the load goes on against the primary —
+        // the proxy in front of the processes reopened for it — then the primary dies
+        // the way a machine does, its standby is promoted, and the address every process
+        // uses moves to it. A synchronous primary cannot confirm a commit meanwhile; an
+        // asynchronous one does, and those receipts are lost with it.
+        proxy.restore();
+        link.stall();
+        tokio::time::sleep(REPLICATION_LAG).await;
+        proxy.cut();
+        link.cut();
+        let failing_over = Arc::clone(servers);
+        tokio::task::spawn_blocking(move || {
+            failing_over.0.crash();
+            failing_over.1.promote();
+        })
+        .await
+        .expect("failover");
+        proxy.retarget(servers.1.addr());
+    }
+    tokio::time::sleep(options.outage.saturating_sub(outage_started.elapsed())).await;
     proxy.restore();
     let outage_secs = outage_started.elapsed().as_secs_f64();
     outage_active.store(false, Ordering::SeqCst);
@@ -400,6 +485,15 @@ pub async fn run(options: &SoakOptions) -> SoakReport {
         tokio::time::sleep((options.duration * 3 / 4).saturating_sub(started.elapsed())).await;
         pooler.restart();
         pooler_restarts += 1;
+    }
+    let (mut rolling_restarts, mut unclean_exits) = (0, 0);
+    if options.rolling_restart {
+        tokio::time::sleep((options.duration * 3 / 5).saturating_sub(started.elapsed())).await;
+        let (fleet, urls) = (Arc::clone(&fleet), Arc::clone(&ingress_urls));
+        (rolling_restarts, unclean_exits) =
+            tokio::task::spawn_blocking(move || rolling_restart(&fleet, &urls))
+                .await
+                .expect("rolling restart");
     }
     tokio::time::sleep(options.duration.saturating_sub(started.elapsed())).await;
     let seconds = started.elapsed().as_secs();
@@ -412,7 +506,7 @@ pub async fn run(options: &SoakOptions) -> SoakReport {
     // Every worker process is alive again; give them lease + 30 s to finish everything.
     let limit = Duration::from_secs(options.lease_secs + 30);
     let settle_started = Instant::now();
-    while settle_started.elapsed() < limit && pending(&pool).await > 0 {
+    while settle_started.elapsed() < limit && pending(&audit_pool).await > 0 {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let (acknowledged, never_acknowledged) = {
@@ -457,7 +551,7 @@ pub async fn run(options: &SoakOptions) -> SoakReport {
     tokio::task::spawn_blocking(move || drop(fleet))
         .await
         .expect("stop the fleet");
-    let audit = audit(&pool, &acknowledged).await;
+    let audit = audit(&audit_pool, &acknowledged).await;
     SoakReport {
         seconds,
         sent: counters.sent.load(Ordering::SeqCst),
@@ -470,6 +564,8 @@ pub async fn run(options: &SoakOptions) -> SoakReport {
         kills,
         outage_secs,
         pooler_restarts,
+        rolling_restarts,
+        unclean_exits,
         leaks: leaked_lines.len() as u64,
         leak_examples: leaked_lines.into_iter().take(3).collect(),
     }
@@ -552,11 +648,15 @@ async fn start_fleet(options: &SoakOptions, urls: &FleetUrls, sink: &TestSink) -
             .map(|_| Some(Service::worker(&worker_options)))
             .collect(),
         dead: Vec::new(),
+        ingress_options,
         worker_options,
     })
     .await
     .expect("start the fleet")
 }
+
+/// How long replication is stalled before a failover.
+const REPLICATION_LAG: Duration = Duration::from_secs(1);
 
 /// How long, after the load, the senders keep redelivering what was not acknowledged.
 const DRAIN_LIMIT: Duration = Duration::from_secs(60);
@@ -564,7 +664,8 @@ const DRAIN_LIMIT: Duration = Duration::from_secs(60);
 /// Sends until the load is over, then redelivers until everything was acknowledged (or
 /// [`DRAIN_LIMIT`] passed: what is left is reported as never acknowledged).
 async fn send_loop(
-    url: String,
+    urls: Arc<Mutex<Vec<String>>>,
+    index: usize,
     seconds_between_sends: f64,
     provider: Arc<Mutex<Provider>>,
     counters: Arc<Counters>,
@@ -582,6 +683,10 @@ async fn send_loop(
         }
         let Some(delivery) = provider.lock().expect("provider").next(retry_only) else {
             return;
+        };
+        let url = {
+            let urls = urls.lock().expect("urls");
+            urls[index % urls.len()].clone()
         };
         let headers = signing::stripe_headers(fixtures::STRIPE_SECRET, &delivery.body, 0);
         counters.sent.fetch_add(1, Ordering::Relaxed);
@@ -652,6 +757,45 @@ async fn kill_loop(
         kills += 1;
     }
     kills
+}
+
+/// Replaces every ingress (its successor first, then SIGTERM to it, its URL swapped in
+/// between) and then every worker (SIGTERM, then its successor), one at a time, as a
+/// rolling deploy does. Returns the processes replaced and those that did not exit 0.
+fn rolling_restart(fleet: &Mutex<Fleet>, urls: &Mutex<Vec<String>>) -> (u64, u64) {
+    const EXIT_LIMIT: Duration = Duration::from_secs(30);
+    let (mut replaced, mut unclean) = (0, 0);
+    let mut retire = |fleet: &mut Fleet, mut old: Service| {
+        old.terminate();
+        if !old
+            .wait_exit(EXIT_LIMIT)
+            .is_some_and(|status| status.success())
+        {
+            unclean += 1;
+        }
+        fleet.dead.push(old);
+        replaced += 1;
+    };
+    let ingresses = fleet.lock().expect("fleet").ingress.len();
+    for slot in 0..ingresses {
+        let options = fleet.lock().expect("fleet").ingress_options.clone();
+        let successor = Service::ingress(&options);
+        urls.lock().expect("urls")[slot] = successor.webhook_url("stripe-acme");
+        let mut fleet = fleet.lock().expect("fleet");
+        let old = std::mem::replace(&mut fleet.ingress[slot], successor);
+        retire(&mut fleet, old);
+    }
+    let workers = fleet.lock().expect("fleet").workers.len();
+    for slot in 0..workers {
+        // Held throughout, so that the SIGKILL loop does not pick this slot meanwhile.
+        let mut fleet = fleet.lock().expect("fleet");
+        if let Some(old) = fleet.workers[slot].take() {
+            retire(&mut fleet, old);
+        }
+        let successor = Service::worker(&fleet.worker_options);
+        fleet.workers[slot] = Some(successor);
+    }
+    (replaced, unclean)
 }
 
 async fn pending(pool: &PgPool) -> i64 {
