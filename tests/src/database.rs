@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
-use sqlx::{ConnectOptions, Connection, PgConnection};
+use sqlx::{ConnectOptions, Connection};
 
 /// The server tests run against: `DATABASE_URL`, else the local trust-auth cluster.
 pub fn admin_url() -> String {
@@ -150,27 +150,38 @@ impl TestDatabase {
 
 impl Drop for TestDatabase {
     fn drop(&mut self) {
-        let name = self.name.clone();
-        let admin_url = self.admin_url.clone();
-        // Drop runs outside async context: use a thread with its own small runtime.
-        let dropper = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .ok()?;
-            runtime.block_on(async {
-                let admin: PgConnectOptions = admin_url.parse().ok()?;
-                let mut connection: PgConnection = admin.connect().await.ok()?;
-                sqlx::query(sqlx::AssertSqlSafe(format!(
-                    "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
-                )))
-                .execute(&mut connection)
-                .await
-                .ok()
-            })
-        });
-        dropper.join().ok();
+        run_while_dropping(vec![(
+            self.admin_url.clone(),
+            format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name),
+        )]);
     }
+}
+
+/// Runs each `(url, statement)` in turn, best effort, from a `Drop` (outside any async
+/// context: on a thread with its own small runtime).
+fn run_while_dropping(statements: Vec<(String, String)>) {
+    let runner = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .ok()?;
+        runtime.block_on(async {
+            for (url, statement) in statements {
+                let Ok(options) = url.parse::<PgConnectOptions>() else {
+                    continue;
+                };
+                let Ok(mut connection) = options.connect().await else {
+                    continue;
+                };
+                sqlx::query(sqlx::AssertSqlSafe(statement))
+                    .execute(&mut connection)
+                    .await
+                    .ok();
+            }
+            Some(())
+        })
+    });
+    runner.join().ok();
 }
 
 /// The per-process roles (`inboundctl migrate --create-roles`) on one test database, under
@@ -178,6 +189,7 @@ impl Drop for TestDatabase {
 /// and dropped when the test ends.
 pub struct TestRoles {
     database_url: String,
+    admin_url: String,
     prefix: inbound_core::store::roles::RolePrefix,
 }
 
@@ -212,6 +224,7 @@ impl TestRoles {
         }
         Self {
             database_url: database.url().to_owned(),
+            admin_url: database.admin_url.clone(),
             prefix,
         }
     }
@@ -242,34 +255,18 @@ impl TestRoles {
 
 impl Drop for TestRoles {
     fn drop(&mut self) {
-        let roles: Vec<String> = inbound_core::store::roles::Process::ALL
+        let list = inbound_core::store::roles::Process::ALL
             .iter()
             .map(|&process| self.prefix.role(process))
-            .collect();
-        let database_url = self.database_url.clone();
-        let admin_url = admin_url();
-        let dropper = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .ok()?;
-            runtime.block_on(async {
-                let list = roles.join(", ");
-                // Their grants live in the test database; the roles in the cluster.
-                for (url, statement) in [
-                    (database_url, format!("DROP OWNED BY {list}")),
-                    (admin_url, format!("DROP ROLE IF EXISTS {list}")),
-                ] {
-                    let options: PgConnectOptions = url.parse().ok()?;
-                    let mut connection: PgConnection = options.connect().await.ok()?;
-                    sqlx::query(sqlx::AssertSqlSafe(statement))
-                        .execute(&mut connection)
-                        .await
-                        .ok();
-                }
-                Some(())
-            })
-        });
-        dropper.join().ok();
+            .collect::<Vec<_>>()
+            .join(", ");
+        // Their grants live in the test database; the roles in the cluster.
+        run_while_dropping(vec![
+            (self.database_url.clone(), format!("DROP OWNED BY {list}")),
+            (
+                self.admin_url.clone(),
+                format!("DROP ROLE IF EXISTS {list}"),
+            ),
+        ]);
     }
 }

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use crate::cluster::{path_text, postgres_user_ids};
 use crate::process::ScratchDir;
-use crate::proxy::database_addr;
+use crate::proxy::{database_addr, url_at};
 
 /// What the pooler lets through besides a transaction pooler's defaults.
 #[derive(Debug, Clone, Default)]
@@ -92,13 +92,7 @@ impl PgBouncer {
 
     /// `database_url` with its host and port replaced by the pooler's.
     pub fn rewrite_url(&self, database_url: &str) -> String {
-        let (scheme, rest) = database_url.split_once("://").expect("URL has a scheme");
-        let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
-        let userinfo = authority
-            .rsplit_once('@')
-            .map(|(userinfo, _)| format!("{userinfo}@"))
-            .unwrap_or_default();
-        format!("{scheme}://{userinfo}127.0.0.1:{}/{path}", self.port)
+        url_at(database_url, self.addr())
     }
 
     /// Where clients connect.

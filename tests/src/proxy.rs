@@ -103,14 +103,20 @@ impl DbProxy {
 
     /// `database_url` with its host and port replaced by the proxy's.
     pub fn rewrite_url(&self, database_url: &str) -> String {
-        let (scheme, rest) = database_url.split_once("://").expect("URL has a scheme");
-        let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
-        let userinfo = authority
-            .rsplit_once('@')
-            .map(|(userinfo, _)| format!("{userinfo}@"))
-            .unwrap_or_default();
-        format!("{scheme}://{userinfo}{}/{path}", self.addr)
+        url_at(database_url, self.addr)
     }
+}
+
+/// `database_url` with its host and port replaced by `addr` (user, password, database and
+/// parameters kept).
+pub fn url_at(database_url: &str, addr: SocketAddr) -> String {
+    let (scheme, rest) = database_url.split_once("://").expect("URL has a scheme");
+    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let userinfo = authority
+        .rsplit_once('@')
+        .map(|(userinfo, _)| format!("{userinfo}@"))
+        .unwrap_or_default();
+    format!("{scheme}://{userinfo}{addr}/{path}")
 }
 
 impl Drop for DbProxy {

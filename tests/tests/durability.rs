@@ -6,6 +6,22 @@ use std::time::Duration;
 use inbound_core::store::{self, PoolSettings, Pooler, Schema, SessionTarget};
 use inbound_tests::TestDatabase;
 
+/// A receipt of `stripe-acme` with an empty payload.
+fn receipt<'a>(
+    scope: &'a inbound_core::keys::SourceScope,
+    event_id: &'a inbound_core::keys::EventId,
+) -> store::NewReceipt<'a> {
+    store::NewReceipt {
+        integration: "stripe-acme",
+        source_scope: scope,
+        event_id,
+        event_type: "payment_intent.succeeded",
+        route_key: "payment_intent.succeeded",
+        payload_json: "{}",
+        content_digest: None,
+    }
+}
+
 async fn session_setting(pool: &sqlx::PgPool) -> String {
     sqlx::query_scalar("SELECT current_setting('synchronous_commit')")
         .fetch_one(pool)
@@ -73,20 +89,9 @@ async fn the_receipt_insert_raises_a_weak_session_setting_for_its_own_commit() {
         .await
         .expect("weaken");
         let event_id = EventId::new(event);
-        store::insert_receipt(
-            &mut transaction,
-            store::NewReceipt {
-                integration: "stripe-acme",
-                source_scope: &scope,
-                event_id: &event_id,
-                event_type: "payment_intent.succeeded",
-                route_key: "payment_intent.succeeded",
-                payload_json: "{}",
-                content_digest: None,
-            },
-        )
-        .await
-        .expect("insert");
+        store::insert_receipt(&mut transaction, receipt(&scope, &event_id))
+            .await
+            .expect("insert");
         let in_force: String = sqlx::query_scalar("SELECT current_setting('synchronous_commit')")
             .fetch_one(&mut *transaction)
             .await
@@ -108,20 +113,11 @@ async fn finishing_receipts_raises_a_weak_session_setting_for_the_business_commi
     let mut connection = database.pool().acquire().await.expect("connection");
     let scope = SourceScope::from_parts(["stripe-acme", "acct_1", "test"]);
     let event_id = EventId::new("evt_to_finish");
-    let store::InsertOutcome::Accepted(receipt) = store::insert_receipt(
-        &mut connection,
-        store::NewReceipt {
-            integration: "stripe-acme",
-            source_scope: &scope,
-            event_id: &event_id,
-            event_type: "payment_intent.succeeded",
-            route_key: "payment_intent.succeeded",
-            payload_json: "{}",
-            content_digest: None,
-        },
-    )
-    .await
-    .expect("insert") else {
+    let store::InsertOutcome::Accepted(receipt) =
+        store::insert_receipt(&mut connection, receipt(&scope, &event_id))
+            .await
+            .expect("insert")
+    else {
         panic!("a new receipt");
     };
     let receipt_id = receipt.0;
