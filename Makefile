@@ -24,12 +24,14 @@ test: postgres pgbouncer
 		$(CARGO) test --workspace $(TEST_FEATURES) --no-fail-fast; \
 	fi
 
-## The chaos soak on release builds: `make soak DURATION=120` (seconds, default 60).
+## The chaos soak on release builds: `make soak DURATION=120` (seconds, default 60);
+## `SOAK_ARGS=--pooler` runs it through PgBouncer in transaction mode.
 DURATION ?= 60
-soak: postgres
+SOAK_ARGS ?=
+soak: postgres pgbouncer
 	$(CARGO) build --release -p inbound-ingress -p inbound-worker -p inbound-tests --bins
 	INBOUND_BIN_DIR=$${CARGO_TARGET_DIR:-target}/release \
-		$${CARGO_TARGET_DIR:-target}/release/inbound-soak --duration-secs $(DURATION)
+		$${CARGO_TARGET_DIR:-target}/release/inbound-soak --duration-secs $(DURATION) $(SOAK_ARGS)
 
 ## Each cargo-fuzz target for FUZZ_SECS seconds on stable (sanitizer off; fuzz/README.md).
 FUZZ_SECS ?= 60

@@ -125,6 +125,8 @@ pub struct SoakReport {
     pub ok: u64,
     /// Answered 503.
     pub unavailable: u64,
+    /// Answered 503 without `Retry-After` (must be 0).
+    pub unavailable_without_retry_after: u64,
     /// No answer (connection refused or reset).
     pub no_answer: u64,
     /// Any other status: a bug for valid signed events.
@@ -185,6 +187,10 @@ impl SoakReport {
     pub fn violations(&self) -> Vec<String> {
         let must_be_zero = [
             ("other_status", self.other_status as i64),
+            (
+                "unavailable_without_retry_after",
+                self.unavailable_without_retry_after as i64,
+            ),
             ("never_acknowledged", self.never_acknowledged as i64),
             ("duplicate_transitions", self.audit.duplicate_transitions),
             (
@@ -329,6 +335,7 @@ struct Counters {
     sent: AtomicU64,
     ok: AtomicU64,
     unavailable: AtomicU64,
+    unavailable_without_retry_after: AtomicU64,
     no_answer: AtomicU64,
     other_status: AtomicU64,
 }
@@ -557,6 +564,9 @@ pub async fn run(options: &SoakOptions) -> SoakReport {
         sent: counters.sent.load(Ordering::SeqCst),
         ok: counters.ok.load(Ordering::SeqCst),
         unavailable: counters.unavailable.load(Ordering::SeqCst),
+        unavailable_without_retry_after: counters
+            .unavailable_without_retry_after
+            .load(Ordering::SeqCst),
         no_answer: counters.no_answer.load(Ordering::SeqCst),
         other_status: counters.other_status.load(Ordering::SeqCst),
         never_acknowledged,
@@ -700,6 +710,11 @@ async fn send_loop(
             }
             Ok(answer) if answer.status == 503 => {
                 counters.unavailable.fetch_add(1, Ordering::Relaxed);
+                if !answer.headers.contains_key("retry-after") {
+                    counters
+                        .unavailable_without_retry_after
+                        .fetch_add(1, Ordering::Relaxed);
+                }
                 false
             }
             Ok(_) => {

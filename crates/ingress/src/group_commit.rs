@@ -113,7 +113,8 @@ impl GroupCommit {
         }
     }
 
-    /// Commits nothing (answering `Unavailable`) until `gate` opens.
+    /// Commits nothing until `gate` opens: [`GroupCommit::commit`] waits for it, within
+    /// the caller's deadline.
     pub fn gated_by(self, gate: SessionGate) -> Self {
         Self { gate, ..self }
     }
@@ -135,10 +136,10 @@ impl GroupCommit {
             answer,
         };
         let unavailable = |reason: &str| CommitError::Unavailable(reason.to_owned());
+        // Until the start-up session check passed, wait for it as for a connection (the
+        // caller's deadline answers 503 if it does not come).
         if !self.gate.is_open() {
-            return Err(unavailable(
-                "the database sessions are not checked yet (--db-pooler)",
-            ));
+            self.gate.clone().opened().await;
         }
         self.queue
             .send(job)
