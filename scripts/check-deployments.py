@@ -9,6 +9,12 @@
   `--flag=value` or the INBOUND_* environment twin; the binaries' defaults otherwise) and
   from the largest `max_body_bytes` of the configuration in the rendered ConfigMap. Keep
   the constants here equal to the ones there and in the code.
+- Every selector selects what it is meant for: a Service, PodMonitor, PodDisruptionBudget
+  or NetworkPolicy (its own pods, and peers in its namespace) matches the pod template of
+  at least one workload; a Deployment's selector matches its own template; an HPA or a
+  ScaledObject targets a workload that exists; every workload serving a port a PodMonitor
+  scrapes is selected by one. (A selector that matches nothing fails silently in a
+  cluster: nothing scraped, nothing protected, nothing scaled.)
 """
 import sys
 import tomllib
@@ -92,5 +98,90 @@ for document in documents:
             problems.append(f"{name}: memory limit {limit} is below the formula's {worst / MIB:.0f} MiB")
         else:
             print(f"  {name}: worst case {worst / MIB:.0f} MiB within its {limit} limit")
+
+
+def matches(selector, labels):
+    """Whether a label selector (matchLabels and matchExpressions, or a plain map as a
+    Service writes it) selects `labels`."""
+    if selector is None:
+        return False
+    match_labels = selector.get("matchLabels", {}) if (
+        "matchLabels" in selector or "matchExpressions" in selector) else selector
+    if any(labels.get(key) != value for key, value in match_labels.items()):
+        return False
+    for expression in selector.get("matchExpressions", []) if isinstance(selector, dict) else []:
+        key, operator, values = expression["key"], expression["operator"], expression.get("values", [])
+        present = key in labels
+        if operator == "In" and labels.get(key) not in values:
+            return False
+        if operator == "NotIn" and present and labels[key] in values:
+            return False
+        if operator == "Exists" and not present:
+            return False
+        if operator == "DoesNotExist" and present:
+            return False
+    return True
+
+
+workloads = {}  # (kind, name) -> pod template labels
+for document in documents:
+    if document.get("kind") in ("Deployment", "StatefulSet", "DaemonSet", "Job"):
+        labels = document["spec"]["template"].get("metadata", {}).get("labels", {})
+        workloads[(document["kind"], document["metadata"]["name"])] = labels
+        own = document["spec"].get("selector")
+        if document["kind"] != "Job" and not matches(own, labels):
+            problems.append(f'{document["kind"]} {document["metadata"]["name"]}: its selector {own} '
+                            f"does not match its own pod template's labels {labels}")
+
+
+def selects_a_pod(selector):
+    return any(matches(selector, labels) for labels in workloads.values())
+
+
+selectors_checked = 0
+for document in documents:
+    kind, name = document.get("kind"), document.get("metadata", {}).get("name")
+    spec = document.get("spec", {})
+    wanted = []
+    if kind == "Service" and spec.get("selector"):
+        wanted.append(("spec.selector", spec["selector"]))
+    elif kind in ("PodMonitor", "PodDisruptionBudget"):
+        wanted.append(("spec.selector", spec.get("selector")))
+    elif kind == "NetworkPolicy":
+        wanted.append(("spec.podSelector", spec.get("podSelector")))
+        for direction, peers_key in (("ingress", "from"), ("egress", "to")):
+            for rule in spec.get(direction, []):
+                for peer in rule.get(peers_key, []):
+                    if "podSelector" in peer and "namespaceSelector" not in peer:
+                        wanted.append((f"spec.{direction}[].{peers_key}[].podSelector", peer["podSelector"]))
+    elif kind in ("HorizontalPodAutoscaler", "ScaledObject"):
+        target = spec.get("scaleTargetRef", {})
+        target_kind = target.get("kind", "Deployment")
+        selectors_checked += 1
+        if (target_kind, target.get("name")) not in workloads:
+            problems.append(f"{kind} {name}: scaleTargetRef {target_kind}/{target.get('name')} does not exist")
+    for where, selector in wanted:
+        selectors_checked += 1
+        if not selects_a_pod(selector):
+            problems.append(f"{kind} {name}: {where} {selector} selects no pod template")
+# Every workload that serves metrics is scraped: some PodMonitor selects its pods and
+# names the port.
+monitors = [(document["spec"].get("selector"),
+             {endpoint.get("port") for endpoint in document["spec"].get("podMetricsEndpoints", [])})
+            for document in documents if document.get("kind") == "PodMonitor"]
+for document in documents:
+    if document.get("kind") not in ("Deployment", "StatefulSet", "DaemonSet"):
+        continue
+    template = document["spec"]["template"]
+    labels = template.get("metadata", {}).get("labels", {})
+    ports = {port.get("name") for container in template["spec"]["containers"]
+             for port in container.get("ports", [])}
+    for port in ports & {port for _, ports in monitors for port in ports}:
+        selectors_checked += 1
+        if not any(matches(selector, labels) and port in endpoints for selector, endpoints in monitors):
+            problems.append(f'{document["kind"]} {document["metadata"]["name"]}: serves {port!r} '
+                            f"but no PodMonitor selects its pods {labels}")
+print(f"  {selectors_checked} selectors and scale targets checked against the workloads")
+
 if problems:
     sys.exit("\n".join(problems))

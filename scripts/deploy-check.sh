@@ -4,8 +4,10 @@
 #     (`--write` regenerates it from the rules file);
 #   - every kustomization renders (kubectl kustomize) and its core kinds pass
 #     `kubernetes-validate --strict` (custom resources are reported, not validated);
-#   - every probe uses the ops port, and every memory limit covers the memory formula of
-#     docs/operations.md for the flags the container runs with (check-deployments.py);
+#   - every probe uses the ops port, every memory limit covers the memory formula of
+#     docs/operations.md for the flags the container runs with, and every selector
+#     (Service, PodMonitor, PDB, NetworkPolicy, HPA/ScaledObject targets) selects the
+#     workload it is meant for (check-deployments.py);
 #   - promtool checks the rules and runs their unit tests (every alert, firing and not);
 #   - hadolint lints the Dockerfiles (inbound's and the custom worker example's).
 set -euo pipefail
