@@ -12,20 +12,28 @@ use inbound_tests::domain;
 use inbound_worker::{Step, Worker, run_once};
 use serde_json::{Value, json};
 
-fn example_config() -> Config {
-    let text = std::fs::read_to_string(concat!(
+/// The shipped example configuration's text.
+fn example_toml() -> String {
+    std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../config/example.toml"
     ))
-    .expect("config/example.toml");
-    let standard = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".to_owned();
-    Config::from_toml(&text, &|name| {
-        Some(match name {
-            "EXAMPLE_STANDARD_SECRET" | "EXAMPLE_SINK_SECRET" => standard.clone(),
-            _ => "example-secret".to_owned(),
-        })
-    })
-    .expect("the shipped example configuration loads")
+    .expect("config/example.toml")
+}
+
+/// The secrets `make run` would put in `.env.local`, for `config/example.toml`.
+fn example_secret(name: &str) -> String {
+    match name {
+        "EXAMPLE_STANDARD_SECRET" | "EXAMPLE_SINK_SECRET" => {
+            "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".to_owned()
+        }
+        _ => "example-secret".to_owned(),
+    }
+}
+
+fn example_config() -> Config {
+    Config::from_toml(&example_toml(), &|name| Some(example_secret(name)))
+        .expect("the shipped example configuration loads")
 }
 
 /// A test-mode Stripe event as the example integration receives it.
@@ -259,5 +267,108 @@ async fn a_day_of_subscription_traffic_needs_no_person() {
             ("cus_c".into(), "in_c7".into(), "pro".into()),
         ],
         "the downgrade re-grants nothing; the upgrade grants pro; a renewal once"
+    );
+}
+
+/// `make run` and `make demo` as shipped: the example configuration, a worker, and
+/// `inboundctl dev-sink --secret env:EXAMPLE_SINK_SECRET` at the sinks' address. Both
+/// sinks' effects reach the dev-sink and complete — the provisioning sink used to be
+/// unsigned, so the verifying dev-sink refused every grant (401, `failed`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_example_stack_delivers_to_both_of_its_sinks() {
+    use inbound_tests::process::{Service, ServiceOptions, binary};
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port();
+    let secrets: Vec<(String, String)> = [
+        "EXAMPLE_STRIPE_SECRET",
+        "EXAMPLE_GITHUB_SECRET",
+        "EXAMPLE_SLACK_SECRET",
+        "EXAMPLE_STANDARD_SECRET",
+        "EXAMPLE_SINK_SECRET",
+    ]
+    .iter()
+    .map(|name| ((*name).to_owned(), example_secret(name)))
+    .collect();
+    let mut sink = std::process::Command::new(binary("inboundctl"))
+        .args(["dev-sink", "--listen", &format!("127.0.0.1:{port}")])
+        .args(["--secret", "env:EXAMPLE_SINK_SECRET"])
+        .envs(secrets.iter().map(|(name, value)| (name, value)))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("dev-sink");
+    let sink_log = inbound_tests::process::capture_lines(sink.stdout.take().expect("stdout"));
+    let _worker = Service::worker(&ServiceOptions {
+        config_toml: example_toml().replace("127.0.0.1:8181", &format!("127.0.0.1:{port}")),
+        database_url: database.url().to_owned(),
+        env: secrets.clone(),
+        args: vec!["--poll-interval-ms".to_owned(), "50".to_owned()],
+        ..ServiceOptions::default()
+    });
+    sqlx::query(
+        "INSERT INTO orders (tenant_id, id, provider_payment_id, total_minor, currency)
+         VALUES ('example', 'o_demo', 'pi_demo', 2000, 'usd')",
+    )
+    .execute(pool)
+    .await
+    .expect("an order of the example tenant");
+    let config = example_config();
+    for body in [
+        event(
+            "evt_demo_grant",
+            "invoice.paid",
+            1_000,
+            invoice(
+                "in_demo",
+                "cus_demo",
+                vec![line("price_pro_monthly", 2000, false)],
+            ),
+        ),
+        event(
+            "evt_demo_paid",
+            "payment_intent.succeeded",
+            1_001,
+            domain::payment_intent("pi_demo", "o_demo", 2000, "usd", "succeeded"),
+        ),
+    ] {
+        domain::accept_routed(pool, &config, "stripe-example", &body)
+            .await
+            .expect("routed")
+            .expect("new");
+    }
+    let started = std::time::Instant::now();
+    let states = loop {
+        let states: Vec<(String, String)> =
+            sqlx::query_as("SELECT sink, status FROM effects ORDER BY sink")
+                .fetch_all(pool)
+                .await
+                .expect("effects");
+        if states.len() == 2
+            && states
+                .iter()
+                .all(|(_, status)| status != "pending" && status != "in_flight")
+        {
+            break states;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "effects {states:?}; dev-sink: {:?}",
+            sink_log.lock().expect("log")
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    sink.kill().ok();
+    sink.wait().ok();
+    assert_eq!(
+        states,
+        [
+            ("fulfillment".to_owned(), "completed".to_owned()),
+            ("provisioning".to_owned(), "completed".to_owned())
+        ],
+        "dev-sink: {:?}",
+        sink_log.lock().expect("log")
     );
 }
