@@ -55,6 +55,28 @@ fn check_config_accepts_a_valid_file() {
     );
 }
 
+/// `inboundctl … | head` closes the pipe early: the command stops quietly with success
+/// instead of panicking on the failed write.
+#[test]
+fn a_closed_output_pipe_ends_the_command_quietly() {
+    let scratch = ScratchDir::new();
+    let path = write_config(&scratch, |config| config);
+    let mut child = Command::new(binary("inboundctl"))
+        .args(["check-config", "--config", &path])
+        .env_remove("DATABASE_URL")
+        .envs(fixtures::secret_env())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run inboundctl");
+    // The reader is gone before the first line is written.
+    drop(child.stdout.take());
+    let output = child.wait_with_output().expect("wait");
+    let stderr = text(&output.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(output.status.success(), "{:?}: {stderr}", output.status);
+}
+
 #[test]
 fn check_config_names_the_bad_field_in_one_line() {
     let scratch = ScratchDir::new();

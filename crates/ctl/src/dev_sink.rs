@@ -4,6 +4,7 @@
 //! twice), answers `GET /operations/{key}` for reconciliation, and can fail the first N
 //! requests or hang, to watch the dispatcher's rules at work.
 
+use crate::output::out;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -51,7 +52,7 @@ pub async fn run(listen: SocketAddr, sink: DevSink) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
-    println!(
+    out!(
         "dev-sink listening on http://{} (POST effects anywhere; GET /operations/{{key}})",
         listener.local_addr()?
     );
@@ -109,12 +110,12 @@ async fn answer(sink: Arc<DevSink>, request: Request<Incoming>) -> Response<Body
         );
     };
     if sink.hang {
-        println!("received a request; hanging (--hang)");
+        out!("received a request; hanging (--hang)");
         std::future::pending::<()>().await;
     }
     if sink.fail_first.load(Ordering::SeqCst) > 0 {
         let left = sink.fail_first.fetch_sub(1, Ordering::SeqCst) - 1;
-        println!("received a request; answering 503 (--fail-first, {left} left)");
+        out!("received a request; answering 503 (--fail-first, {left} left)");
         return json_response(
             StatusCode::SERVICE_UNAVAILABLE,
             &json!({"error": "failing on purpose"}),
@@ -136,7 +137,7 @@ async fn answer(sink: Arc<DevSink>, request: Request<Incoming>) -> Response<Body
         match verify::verify(Provider::Standard, &headers, &body, context) {
             Ok(()) => "valid",
             Err(error) => {
-                println!("rejected a request: signature {error}");
+                out!("rejected a request: signature {error}");
                 return json_response(StatusCode::UNAUTHORIZED, &json!({"error": "unauthorized"}));
             }
         }
@@ -167,7 +168,7 @@ async fn answer(sink: Arc<DevSink>, request: Request<Incoming>) -> Response<Body
     } else {
         format!("repeat #{times}, already applied")
     };
-    println!(
+    out!(
         "effect {key} kind={} tenant={} data={} idempotency-key={idempotency} signature={signature}: {repeat}",
         effect["kind"].as_str().unwrap_or("-"),
         effect["tenant"].as_str().unwrap_or("-"),

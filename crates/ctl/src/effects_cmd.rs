@@ -3,6 +3,7 @@
 //! resolution fences out any dispatcher holding the effect (a reconciliation in
 //! progress cannot overwrite it).
 
+use crate::output::out;
 use anyhow::bail;
 use clap::Subcommand;
 use inbound_core::store::effects::{self, Resolution};
@@ -97,20 +98,29 @@ pub async fn run(command: EffectsCommand) -> anyhow::Result<()> {
             let mut connection = database.connect().await?;
             let rows = effects::list(&mut connection, &status, sink.as_deref(), limit).await?;
             if json {
-                println!("{}", serde_json::to_string(&rows)?);
+                out!("{}", serde_json::to_string(&rows)?);
                 return Ok(());
             }
-            println!(
+            out!(
                 "{:>8}  {:>8}  {:<16} {:<10} {:>8}  operation key / last error",
-                "id", "receipt", "sink", "status", "attempts"
+                "id",
+                "receipt",
+                "sink",
+                "status",
+                "attempts"
             );
             for row in rows {
-                println!(
+                out!(
                     "{:>8}  {:>8}  {:<16} {:<10} {:>8}  {}",
-                    row.id, row.receipt_id, row.sink, row.status, row.attempts, row.operation_key
+                    row.id,
+                    row.receipt_id,
+                    row.sink,
+                    row.status,
+                    row.attempts,
+                    row.operation_key
                 );
                 if let Some(error) = row.last_error {
-                    println!("{:>56}{error}", "");
+                    out!("{:>56}{error}", "");
                 }
             }
             Ok(())
@@ -123,19 +133,21 @@ pub async fn run(command: EffectsCommand) -> anyhow::Result<()> {
             let attempts = effects::attempts(&mut connection, id).await?;
             let resolutions = effects::resolutions(&mut connection, id).await?;
             if json {
-                println!(
+                out!(
                     "{}",
                     json!({"effect": effect, "attempts": attempts, "resolutions": resolutions})
                 );
                 return Ok(());
             }
-            println!(
+            out!(
                 "effect {} ({} → {})",
-                effect.id, effect.operation_key, effect.sink
+                effect.id,
+                effect.operation_key,
+                effect.sink
             );
-            println!("  kind            {}", effect.kind);
-            println!("  receipt         {}", effect.receipt_id);
-            println!(
+            out!("  kind            {}", effect.kind);
+            out!("  receipt         {}", effect.receipt_id);
+            out!(
                 "  status          {} after {} attempt(s){}",
                 effect.status,
                 effect.attempts,
@@ -146,12 +158,12 @@ pub async fn run(command: EffectsCommand) -> anyhow::Result<()> {
                 }
             );
             if let Some(error) = &effect.last_error {
-                println!("  last error      {error}");
+                out!("  last error      {error}");
             }
-            println!("  recorded        {}", effect.created_at);
-            println!("  history");
+            out!("  recorded        {}", effect.created_at);
+            out!("  history");
             for attempt in &attempts {
-                println!(
+                out!(
                     "    #{} {:<9} {} → {}  {}{}{}",
                     attempt.attempt,
                     attempt.kind,
@@ -173,7 +185,7 @@ pub async fn run(command: EffectsCommand) -> anyhow::Result<()> {
                 );
             }
             for resolution in &resolutions {
-                println!(
+                out!(
                     "  resolved        {} by {} at {} (was {}): {}",
                     resolution.action,
                     resolution.resolved_by,
@@ -206,9 +218,9 @@ pub async fn run(command: EffectsCommand) -> anyhow::Result<()> {
             let mut connection = database.connect().await?;
             effects::resolve(&mut connection, id, resolution, &by, &note).await?;
             if json {
-                println!("{}", json!({"effect": id, "action": resolution.action()}));
+                out!("{}", json!({"effect": id, "action": resolution.action()}));
             } else {
-                println!("effect {id}: {} (recorded for {by})", resolution.action());
+                out!("effect {id}: {} (recorded for {by})", resolution.action());
             }
             Ok(())
         }

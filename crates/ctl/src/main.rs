@@ -13,7 +13,10 @@
 mod dev_sink;
 mod effects_cmd;
 mod operate;
+mod output;
 mod sign;
+
+use output::out;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -255,7 +258,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 known.extend(inbound_core::handlers::BUILTIN_HANDLERS);
                 loaded.check_handlers(&known, &|_| true)?;
             }
-            println!(
+            out!(
                 "{}: ok ({} integrations, {} sinks)",
                 config.display(),
                 loaded.integrations().len(),
@@ -270,7 +273,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             url,
         } => {
             let loaded = Config::load(&config)?;
-            println!(
+            out!(
                 "{}",
                 sign::curl_command(&loaded, &integration, &body, &url)?
             );
@@ -303,7 +306,7 @@ async fn migrate(
         sqlx::Postgres::create_database(database_url)
             .await
             .context("cannot create the database")?;
-        println!("created the database");
+        out!("created the database");
     }
     let target = store::SessionTarget {
         schema: schema.clone(),
@@ -329,15 +332,15 @@ async fn migrate(
             .await
             .context("migration failed")?;
     if let Some(from) = migrated.moved_from {
-        println!("moved inbound's tables from schema {from} into {schema}");
+        out!("moved inbound's tables from schema {from} into {schema}");
     }
-    println!("migrations applied (schema {schema})");
+    out!("migrations applied (schema {schema})");
     let mut business_schemas = options.grant_schemas;
     if options.example {
         inbound_example::migrate(&connect_options)
             .await
             .context("migration of the example domain failed")?;
-        println!(
+        out!(
             "example domain applied (schema {})",
             inbound_example::SCHEMA
         );
@@ -347,7 +350,7 @@ async fn migrate(
         let roles = store::roles::create_roles(&mut probe, schema, &prefix, &business_schemas)
             .await
             .context("cannot create or grant the roles (needs CREATEROLE and the tables' owner)")?;
-        println!("roles granted: {}", roles.join(", "));
+        out!("roles granted: {}", roles.join(", "));
     }
     probe.close().await.ok();
     Ok(())

@@ -2,6 +2,7 @@
 //! and `purge`. Each prints a readable table, or JSON with `--json`, and refuses bad input
 //! (unknown id, wrong state, bad ages) with a clear message and a non-zero exit.
 
+use crate::output::out;
 use std::path::Path;
 use std::time::Duration;
 
@@ -186,26 +187,26 @@ pub async fn status(
             .into_iter()
             .map(|(state, n)| (state, json!(n)))
             .collect();
-        println!(
+        out!(
             "{}",
             json!({"receipts": counts, "effects": effects, "oldest_pending_age_seconds": ages})
         );
         return Ok(());
     }
-    println!("receipts");
+    out!("receipts");
     for (state, count) in counts.by_state() {
-        println!("  {state:<12} {count}");
+        out!("  {state:<12} {count}");
     }
-    println!("effects");
+    out!("effects");
     for (state, count) in &effects {
-        println!("  {state:<12} {count}");
+        out!("  {state:<12} {count}");
     }
-    println!("oldest pending age (s)");
+    out!("oldest pending age (s)");
     if ages.is_empty() {
-        println!("  (nothing pending)");
+        out!("  (nothing pending)");
     }
     for (integration, age) in ages {
-        println!("  {integration:<24} {age:.1}");
+        out!("  {integration:<24} {age:.1}");
     }
     Ok(())
 }
@@ -231,14 +232,19 @@ pub async fn receipts(command: ReceiptsCommand) -> anyhow::Result<()> {
                 admin::list_receipts(&mut connection, &status, integration.as_deref(), limit)
                     .await?;
             if json {
-                println!("{}", serde_json::to_string(&rows)?);
+                out!("{}", serde_json::to_string(&rows)?);
             } else {
-                println!(
+                out!(
                     "{:>10}  {:<20} {:<12} {:<10} {:>8}  {:<28} event",
-                    "id", "integration", "status", "outcome", "attempts", "event type"
+                    "id",
+                    "integration",
+                    "status",
+                    "outcome",
+                    "attempts",
+                    "event type"
                 );
                 for row in rows {
-                    println!(
+                    out!(
                         "{:>10}  {:<20} {:<12} {:<10} {:>8}  {:<28} {}",
                         row.id,
                         row.integration,
@@ -275,19 +281,22 @@ pub async fn receipts(command: ReceiptsCommand) -> anyhow::Result<()> {
                     effects: &effects,
                     complete,
                 };
-                println!("{}", serde_json::to_string(&shown)?);
+                out!("{}", serde_json::to_string(&shown)?);
                 return Ok(());
             }
-            println!(
+            out!(
                 "receipt {} ({} / {})",
-                detail.id, detail.integration, detail.event_id
+                detail.id,
+                detail.integration,
+                detail.event_id
             );
-            println!("  scope        {}", detail.source_scope);
-            println!(
+            out!("  scope        {}", detail.source_scope);
+            out!(
                 "  type         {} (route {})",
-                detail.event_type, detail.route_key
+                detail.event_type,
+                detail.route_key
             );
-            println!(
+            out!(
                 "  status       {}{}",
                 detail.status,
                 detail
@@ -297,10 +306,10 @@ pub async fn receipts(command: ReceiptsCommand) -> anyhow::Result<()> {
                     .unwrap_or_default()
             );
             if let Some(reason) = &detail.outcome_reason {
-                println!("  reason       {reason}");
+                out!("  reason       {reason}");
             }
-            println!("  attempts     {}", detail.attempts);
-            println!(
+            out!("  attempts     {}", detail.attempts);
+            out!(
                 "  complete     {}",
                 if complete {
                     "yes (done, every effect completed)"
@@ -309,14 +318,14 @@ pub async fn receipts(command: ReceiptsCommand) -> anyhow::Result<()> {
                 }
             );
             if let Some(error) = &detail.last_error {
-                println!("  last error   {error}");
+                out!("  last error   {error}");
             }
-            println!("  received     {}", detail.received_at);
+            out!("  received     {}", detail.received_at);
             if let Some(finished) = detail.finished_at {
-                println!("  finished     {finished}");
+                out!("  finished     {finished}");
             }
             if let Some(visible) = detail.visible_at {
-                println!(
+                out!(
                     "  next claim   {visible}{}",
                     detail
                         .leased_by
@@ -325,28 +334,32 @@ pub async fn receipts(command: ReceiptsCommand) -> anyhow::Result<()> {
                         .unwrap_or_default()
                 );
             }
-            println!(
+            out!(
                 "  effects      {}",
                 if effects.is_empty() { "none" } else { "" }
             );
             for effect in &effects {
-                println!(
+                out!(
                     "    {} {} → {} [{}] attempts {}",
-                    effect.id, effect.operation_key, effect.sink, effect.status, effect.attempts
+                    effect.id,
+                    effect.operation_key,
+                    effect.sink,
+                    effect.status,
+                    effect.attempts
                 );
             }
             match detail.payload.as_deref() {
-                None if detail.payload_unreadable.is_some() => println!(
+                None if detail.payload_unreadable.is_some() => out!(
                     "  payload      (cannot be rendered: {})",
                     detail.payload_unreadable.as_deref().unwrap_or_default()
                 ),
-                None => println!("  payload      (purged)"),
+                None => out!("  payload      (purged)"),
                 Some(text) => match payload::decode(text) {
                     Ok(payload) => {
-                        println!("  payload\n{}", serde_json::to_string_pretty(&payload)?);
+                        out!("  payload\n{}", serde_json::to_string_pretty(&payload)?);
                     }
                     // Stored before the storability contract: show it exactly as stored.
-                    Err(error) => println!("  payload      (not decodable: {error})\n{text}"),
+                    Err(error) => out!("  payload      (not decodable: {error})\n{text}"),
                 },
             }
             Ok(())
@@ -370,9 +383,9 @@ pub async fn receipts(command: ReceiptsCommand) -> anyhow::Result<()> {
             let mut connection = database.connect().await?;
             admin::replay(&mut connection, &ids, &by, &reason).await?;
             if json {
-                println!("{}", json!({"replayed": ids}));
+                out!("{}", json!({"replayed": ids}));
             } else {
-                println!(
+                out!(
                     "replayed {} receipt(s): {}",
                     ids.len(),
                     ids.iter()
@@ -408,10 +421,10 @@ async fn resolve_pending(
         admin::PendingResolution::Fail => "failed",
     };
     if args.json {
-        println!("{}", json!({ verb: args.ids }));
+        out!("{}", json!({ verb: args.ids }));
     } else {
         let ids: Vec<String> = args.ids.iter().map(i64::to_string).collect();
-        println!("{verb} {} receipt(s): {}", args.ids.len(), ids.join(", "));
+        out!("{verb} {} receipt(s): {}", args.ids.len(), ids.join(", "));
     }
     Ok(())
 }
@@ -454,12 +467,12 @@ pub async fn purge(
         }
     }
     if as_json {
-        println!(
+        out!(
             "{}",
             json!({"payloads_purged": payloads, "keys_purged": keys})
         );
     } else {
-        println!("purged {payloads} payload(s) and {keys} receipt key row(s)");
+        out!("purged {payloads} payload(s) and {keys} receipt key row(s)");
     }
     Ok(())
 }
