@@ -3,15 +3,16 @@
 #   scratch_stack DB_NAME LISTEN INGRESS_METRICS WORKER_METRICS [worker flags…]
 # builds the binaries, recreates database DB_NAME (migrated), starts an ingress, a worker
 # and a dev-sink for config/example.toml, waits until the ingress is ready, and stops them
-# all when the calling script exits. Sets: admin_url, DATABASE_URL, bin, work (logs:
-# $work/ingress.log, worker.log, sink.log).
+# all when the calling script exits. The dev-sink listens on a free port (a copy of the
+# configuration points the sinks at it), so this runs beside `make run`, which holds
+# 8181. Sets: admin_url, DATABASE_URL, INBOUND_CONFIG, bin, work (logs: $work/ingress.log,
+# worker.log, sink.log).
 
 scratch_stack() {
   local name=$1 listen=$2 ingress_metrics=$3 worker_metrics=$4
   shift 4
   admin_url="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
   export DATABASE_URL="${admin_url%/*}/$name"
-  export INBOUND_CONFIG=config/example.toml
   unset INBOUND_LISTEN INBOUND_METRICS_LISTEN
   scripts/ensure-postgres.sh
   . scripts/env-local.sh
@@ -20,6 +21,10 @@ scratch_stack() {
   work=$(mktemp -d)
   scratch_pids=()
   trap scratch_stack_down EXIT
+  local sink_port
+  sink_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  sed "s/127\.0\.0\.1:8181/127.0.0.1:$sink_port/g" config/example.toml > "$work/config.toml"
+  export INBOUND_CONFIG="$work/config.toml"
 
   psql -q "$admin_url" -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $name WITH (FORCE)"
   "$bin/inboundctl" migrate --example --create-database >/dev/null
@@ -27,7 +32,7 @@ scratch_stack() {
   scratch_pids+=($!)
   RUST_LOG="${RUST_LOG:-warn}" "$bin/inbound-worker" --metrics-listen "$worker_metrics" --poll-interval-ms 100 "$@" 2>"$work/worker.log" &
   scratch_pids+=($!)
-  "$bin/inboundctl" dev-sink --listen 127.0.0.1:8181 --secret env:EXAMPLE_SINK_SECRET >"$work/sink.log" 2>&1 &
+  "$bin/inboundctl" dev-sink --listen "127.0.0.1:$sink_port" --secret env:EXAMPLE_SINK_SECRET >"$work/sink.log" 2>&1 &
   scratch_pids+=($!)
   for _ in $(seq 1 50); do curl -sf "http://$listen/readyz" >/dev/null && return 0; sleep 0.2; done
   echo "the ingress did not become ready; its log:" >&2
