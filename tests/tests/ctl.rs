@@ -427,6 +427,60 @@ async fn migrate_without_a_reachable_database_fails_clearly() {
     );
 }
 
+/// GitHub names the event in a header: `--event-type` sets it, so a routed GitHub event
+/// can be tried (without it the command sends `ping`, which no route takes); other
+/// providers carry the type in the body and refuse the flag.
+#[tokio::test]
+async fn sign_event_sends_the_github_event_type_it_is_given() {
+    let database = TestDatabase::create().await;
+    let ingress = Service::ingress(&fixtures::ingress_options(database.url()));
+    let scratch = ScratchDir::new();
+    let path = write_config(&scratch, |config| config);
+    let body = r#"{"action":"opened","number":7,"repository":{"id":42,"full_name":"acme/app"}}"#;
+    let base = format!("http://{}", ingress.addr);
+    let sign = |extra: &[&str]| {
+        let mut args = vec![
+            "sign-event",
+            "--config",
+            &path,
+            "--integration",
+            "gh-acme",
+            "--body",
+            body,
+            "--url",
+            &base,
+        ];
+        args.extend_from_slice(extra);
+        inboundctl(&args, &fixtures::secret_env())
+    };
+    let output = sign(&["--event-type", "pull_request"]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let command = text(&output.stdout);
+    let sent = Command::new("sh")
+        .args(["-c", command.trim()])
+        .output()
+        .expect("run curl");
+    let answer: serde_json::Value = serde_json::from_slice(&sent.stdout).expect("JSON answer");
+    assert_eq!(answer["status"], "accepted", "{command}");
+    assert_eq!(database.receipt_count().await, 1);
+
+    let mut args = vec![
+        "sign-event",
+        "--config",
+        &path,
+        "--integration",
+        "stripe-acme",
+    ];
+    args.extend(["--body", "{}", "--event-type", "pull_request"]);
+    let refused = inboundctl(&args, &fixtures::secret_env());
+    assert!(!refused.status.success());
+    assert!(
+        text(&refused.stderr).contains("--event-type"),
+        "{}",
+        text(&refused.stderr)
+    );
+}
+
 #[tokio::test]
 async fn sign_event_prints_a_curl_command_the_ingress_accepts() {
     let database = TestDatabase::create().await;

@@ -156,6 +156,10 @@ enum Command {
         /// Base URL of the ingress.
         #[arg(long, default_value = "http://127.0.0.1:8080")]
         url: String,
+        /// GitHub only: the event (`X-GitHub-Event`, e.g. `pull_request`; default `ping`).
+        /// Other providers name the type in the body.
+        #[arg(long)]
+        event_type: Option<String>,
     },
 }
 
@@ -271,11 +275,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             integration,
             body,
             url,
+            event_type,
         } => {
             let loaded = Config::load(&config)?;
             out!(
                 "{}",
-                sign::curl_command(&loaded, &integration, &body, &url)?
+                sign::curl_command(&loaded, &integration, &body, &url, event_type.as_deref())?
             );
             Ok(())
         }

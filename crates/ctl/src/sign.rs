@@ -6,16 +6,24 @@ use inbound_core::config::Config;
 use inbound_core::verify::{self, Provider};
 
 /// A `curl` command line that POSTs `body` to `base_url` for `integration_id`, signed with
-/// the integration's first secret and the current time.
+/// the integration's first secret and the current time. `github_event` is GitHub's
+/// `X-GitHub-Event` (default `ping`); other providers refuse it.
 pub fn curl_command(
     config: &Config,
     integration_id: &str,
     body: &str,
     base_url: &str,
+    github_event: Option<&str>,
 ) -> anyhow::Result<String> {
     let integration = config
         .integration(integration_id)
         .with_context(|| format!("no integration {integration_id:?} in the configuration"))?;
+    if github_event.is_some() && integration.provider != Provider::Github {
+        bail!(
+            "--event-type is for GitHub integrations (X-GitHub-Event); {} names the type in the body",
+            integration.provider.name()
+        );
+    }
     let Some(secret) = integration.secrets.first() else {
         bail!("integration {integration_id:?} has no secret");
     };
@@ -30,7 +38,10 @@ pub fn curl_command(
                 "X-Hub-Signature-256".into(),
                 verify::sign_github(secret, body.as_bytes()),
             ),
-            ("X-GitHub-Event".into(), "ping".into()),
+            (
+                "X-GitHub-Event".into(),
+                github_event.unwrap_or("ping").to_owned(),
+            ),
             ("X-GitHub-Delivery".into(), format!("delivery-{now}")),
         ],
         Provider::Slack => vec![
