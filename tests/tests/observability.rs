@@ -308,3 +308,50 @@ async fn personal_data_amounts_and_url_tokens_never_reach_logs_metrics_or_error_
         }
     }
 }
+
+/// A delivery no route takes (a misspelled route key, say) is answered 200 `ignored` and
+/// stored nowhere: the log line names its type, and a counter per integration and type
+/// shows it, so the silent drop can be seen and alerted on. The type label is bounded.
+#[tokio::test]
+async fn ignored_deliveries_are_logged_and_counted_by_type() {
+    let database = TestDatabase::create().await;
+    let ingress = Service::ingress(&fixtures::ingress_options(database.url()));
+    let client = HttpClient::new();
+    let url = ingress.webhook_url("stripe-acme");
+    for event_id in ["evt_unrouted_1", "evt_unrouted_2"] {
+        let body = stripe_event(
+            event_id,
+            "customer.created",
+            serde_json::json!({"id": "cus_1"}),
+        );
+        let headers = signing::stripe_headers(fixtures::STRIPE_SECRET, &body, 0);
+        let answer = client.post(&url, &headers, body).await.expect("answer");
+        assert_eq!(answer.json["status"], "ignored");
+    }
+    let started = Instant::now();
+    while !ingress.logs().iter().any(|line| {
+        line.contains("\"outcome\":\"ignored\"")
+            && line.contains("\"event_type\":\"customer.created\"")
+    }) {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "no ignored line naming the type: {:#?}",
+            ingress.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let metrics = client
+        .get(&ingress.metrics_url("/metrics"))
+        .await
+        .expect("metrics");
+    let page = String::from_utf8_lossy(&metrics.body).into_owned();
+    assert!(
+        page.lines()
+            .any(|line| line.starts_with("inbound_ingress_ignored_total{")
+                && line.contains("event_type=\"customer.created\"")
+                && line.contains("integration=\"stripe-acme\"")
+                && line.ends_with(" 2")),
+        "{page}"
+    );
+    assert_eq!(database.receipt_count().await, 0);
+}

@@ -129,6 +129,7 @@ impl App {
             integration = label,
             outcome = reply.outcome_label(),
             event_id = details.event_id.as_ref().map(|id| id.as_str()),
+            event_type = details.event_type.as_deref(),
             receipt_id = match &reply {
                 Reply::Accepted(id) => Some(id.0),
                 _ => None,

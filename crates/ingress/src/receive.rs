@@ -22,12 +22,15 @@ use crate::app::App;
 use crate::body::{self, BodyError, HeldBody};
 use crate::group_commit::CommitError;
 use crate::reply::Reply;
+use crate::telemetry;
 
 /// What the request log line needs besides the reply.
 #[derive(Debug, Default)]
 pub struct Details {
     /// The event id, once the request verified and had one.
     pub event_id: Option<EventId>,
+    /// The event type, once the request verified (logged, and counted when ignored).
+    pub event_type: Option<String>,
     /// Why it was refused, for the log only (never in the response).
     pub reason: Option<String>,
 }
@@ -77,7 +80,9 @@ pub async fn receive(
         }
     };
     details.event_id = Some(event.event_id.clone());
+    details.event_type = Some(event.event_type.clone());
     let Some((route_key, _route)) = event::find_route(integration, &event) else {
+        telemetry::record_ignored(&integration.id, &event.event_type);
         return Reply::Ignored;
     };
     // GitHub signs no delivery id: with content_dedupe, the body itself is a second key.

@@ -9,6 +9,14 @@ pub const REQUESTS_TOTAL: &str = "inbound_ingress_requests_total";
 /// Histogram: webhook request duration by integration, in seconds.
 pub const REQUEST_DURATION_SECONDS: &str = "inbound_ingress_request_duration_seconds";
 
+/// Counter: verified deliveries no route takes (answered 200 `ignored`, stored nowhere),
+/// by integration and event type.
+pub const IGNORED_TOTAL: &str = "inbound_ingress_ignored_total";
+
+/// Distinct `(integration, event type)` label pairs the ignored counter keeps; later types
+/// are counted as `event_type="other"`, so a sender inventing types cannot grow the page.
+pub const MAX_IGNORED_TYPES: usize = 200;
+
 /// Histogram: receipts per group-commit statement.
 pub const COMMIT_BATCH_SIZE: &str = "inbound_ingress_commit_batch_size";
 
@@ -35,11 +43,36 @@ pub fn install_metrics() -> anyhow::Result<PrometheusHandle> {
         metrics::Unit::Seconds,
         "Time from request start to answer, by integration."
     );
+    metrics::describe_counter!(
+        IGNORED_TOTAL,
+        "Verified deliveries no route takes (200 ignored, not stored), by integration and event type (\"other\" past the first 200 types)."
+    );
     metrics::describe_histogram!(
         COMMIT_BATCH_SIZE,
         "Receipts written per group-commit statement (one commit each)."
     );
     Ok(handle)
+}
+
+/// Records one verified delivery that no route took.
+pub fn record_ignored(integration: &str, event_type: &str) {
+    static SEEN: std::sync::Mutex<Option<std::collections::HashSet<(String, String)>>> =
+        std::sync::Mutex::new(None);
+    let label = {
+        let mut seen = SEEN
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let seen = seen.get_or_insert_with(Default::default);
+        let key = (integration.to_owned(), event_type.to_owned());
+        if seen.contains(&key) || seen.len() < MAX_IGNORED_TYPES {
+            seen.insert(key);
+            event_type.to_owned()
+        } else {
+            "other".to_owned()
+        }
+    };
+    metrics::counter!(IGNORED_TOTAL, "integration" => integration.to_owned(), "event_type" => label)
+        .increment(1);
 }
 
 /// Records the size of one group-commit batch.
