@@ -121,6 +121,14 @@ async fn rules_and_dashboard_use_only_exported_metrics_and_logs_hold_no_secrets(
             );
             exported.insert(name);
         }
+        if std::ptr::eq(service, &worker) {
+            assert!(
+                text.contains(
+                    "inbound_effects_finished_total{sink=\"audit\",status=\"completed\"} 1"
+                ),
+                "the delivered effect is counted as completed: {text}"
+            );
+        }
     }
     for file in [
         "deploy/prometheus/alerts.yaml",

@@ -555,17 +555,26 @@ async fn ops_port_serves_health_and_every_queue_gauge() {
         text.contains("inbound_oldest_pending_age_seconds{integration=\"gh-acme\"} 0"),
         "{text}"
     );
-    for state in [
-        "pending",
-        "in_flight",
-        "completed",
-        "failed",
-        "uncertain",
-        "review",
-    ] {
+    // Open states are gauged; finished effects are counted as they finish (a gauge of
+    // every completed effect would count the whole retention every few seconds).
+    for state in ["pending", "in_flight", "uncertain", "review"] {
         assert!(
             text.contains(&format!("inbound_effects{{state=\"{state}\"}} 0")),
             "{state}: {text}"
+        );
+    }
+    for state in ["completed", "failed", "abandoned"] {
+        assert!(
+            !text.contains(&format!("inbound_effects{{state=\"{state}\"}}")),
+            "{state} is gauged: {text}"
+        );
+    }
+    for status in ["completed", "failed"] {
+        assert!(
+            text.contains(&format!(
+                "inbound_effects_finished_total{{sink=\"audit\",status=\"{status}\"}} 0"
+            )),
+            "{status}: {text}"
         );
     }
     assert!(

@@ -8,20 +8,17 @@ use inbound_core::store::{admin, effects};
 
 use crate::Worker;
 use crate::telemetry::{
-    EFFECTS, EFFECTS_FOR_UNKNOWN_SINKS, LEASE_RECLAIMS_TOTAL, OLDEST_DUE_EFFECT_WAIT_SECONDS,
-    OLDEST_EFFECT_AGE_SECONDS, OLDEST_PENDING_AGE_SECONDS, RECEIPTS,
+    EFFECTS, EFFECTS_FINISHED_TOTAL, EFFECTS_FOR_UNKNOWN_SINKS, LEASE_RECLAIMS_TOTAL,
+    OLDEST_DUE_EFFECT_WAIT_SECONDS, OLDEST_EFFECT_AGE_SECONDS, OLDEST_PENDING_AGE_SECONDS,
+    RECEIPTS,
 };
 
-/// Every effect state, as the gauge labels them.
-const EFFECT_STATES: [&str; 7] = [
-    "pending",
-    "in_flight",
-    "completed",
-    "failed",
-    "uncertain",
-    "review",
-    "abandoned",
-];
+/// The open effect states, as the gauge labels them: what is still to happen or needs a
+/// person. Finished effects are counted as they finish ([`EFFECTS_FINISHED_TOTAL`]).
+const EFFECT_STATES: [&str; 4] = ["pending", "in_flight", "uncertain", "review"];
+
+/// The end states the dispatcher reaches (an operator's `abandoned` is not its own).
+pub const FINISHED_STATES: [&str; 2] = ["completed", "failed"];
 
 /// Refreshes the gauges once.
 pub async fn refresh(worker: &Worker) -> Result<(), sqlx::Error> {
@@ -35,7 +32,7 @@ pub async fn refresh(worker: &Worker) -> Result<(), sqlx::Error> {
         metrics::gauge!(OLDEST_PENDING_AGE_SECONDS, "integration" => integration.id.clone())
             .set(age);
     }
-    for (state, count) in effects::counts(&mut connection).await? {
+    for (state, count) in effects::open_counts(&mut connection).await? {
         metrics::gauge!(EFFECTS, "state" => state).set(count as f64);
     }
     for sink in worker.config.sinks() {
@@ -75,6 +72,13 @@ pub fn initialise(worker: &Worker) {
     }
     for state in EFFECT_STATES {
         metrics::gauge!(EFFECTS, "state" => state).set(0.0);
+    }
+    // Every series the alerts read exists from the start (an increase needs a first value).
+    for sink in worker.config.sinks() {
+        for status in FINISHED_STATES {
+            metrics::counter!(EFFECTS_FINISHED_TOTAL, "sink" => sink.id.clone(), "status" => status)
+                .increment(0);
+        }
     }
     for sink in worker.config.sinks() {
         metrics::gauge!(OLDEST_EFFECT_AGE_SECONDS, "sink" => sink.id.clone()).set(0.0);

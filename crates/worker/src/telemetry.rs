@@ -15,8 +15,10 @@ pub const BATCHES_TOTAL: &str = "inbound_worker_batches_total";
 /// Counter: claims that took over an expired lease.
 pub const LEASE_RECLAIMS_TOTAL: &str = "inbound_lease_reclaims_total";
 
-/// Gauge: effects by state.
+/// Gauge: effects in an open state (pending, in_flight, uncertain, review).
 pub const EFFECTS: &str = "inbound_effects";
+/// Counter: effects this worker brought to an end (completed, failed), per sink.
+pub const EFFECTS_FINISHED_TOTAL: &str = "inbound_effects_finished_total";
 /// Gauge: seconds since the oldest undelivered effect was recorded, per sink.
 pub const OLDEST_EFFECT_AGE_SECONDS: &str = "inbound_oldest_effect_age_seconds";
 /// Gauge: how long the longest-waiting due effect has waited for a slot, per sink (what
@@ -69,7 +71,11 @@ pub fn install_metrics() -> anyhow::Result<PrometheusHandle> {
     );
     metrics::describe_gauge!(
         EFFECTS,
-        "Effects by state: pending, in_flight, completed, failed, uncertain, review, abandoned."
+        "Effects in an open state: pending, in_flight, uncertain, review (finished ones are counted by inbound_effects_finished_total)."
+    );
+    metrics::describe_counter!(
+        EFFECTS_FINISHED_TOTAL,
+        "Effects this worker brought to an end, by sink and status (completed, failed)."
     );
     metrics::describe_gauge!(
         OLDEST_EFFECT_AGE_SECONDS,

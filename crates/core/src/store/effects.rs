@@ -408,13 +408,29 @@ pub async fn record_step(
     Ok(recorded == 1)
 }
 
-/// Effects by status for the gauges and `inboundctl status` (every status, 0 when none).
+/// Effects by status for `inboundctl status` (every status, 0 when none).
 pub async fn counts(conn: &mut PgConnection) -> Result<Vec<(String, i64)>, sqlx::Error> {
     sqlx::query_as(
         "SELECT s.status, COALESCE(c.n, 0)
          FROM unnest(ARRAY['pending', 'in_flight', 'completed', 'failed', 'uncertain', 'review', 'abandoned'])
               WITH ORDINALITY AS s (status, position)
          LEFT JOIN (SELECT status, count(*) AS n FROM effects GROUP BY status) c ON c.status = s.status
+         ORDER BY s.position",
+    )
+    .fetch_all(conn)
+    .await
+}
+
+/// Effects in each open state for the gauges (every one, 0 when none): counted through
+/// the status index, never the finished ones, whose number grows with retention.
+pub async fn open_counts(conn: &mut PgConnection) -> Result<Vec<(String, i64)>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT s.status, COALESCE(c.n, 0)
+         FROM unnest(ARRAY['pending', 'in_flight', 'uncertain', 'review'])
+              WITH ORDINALITY AS s (status, position)
+         LEFT JOIN (SELECT status, count(*) AS n FROM effects
+                    WHERE status IN ('pending', 'in_flight', 'uncertain', 'review')
+                    GROUP BY status) c ON c.status = s.status
          ORDER BY s.position",
     )
     .fetch_all(conn)

@@ -35,7 +35,7 @@ use self::recorder::{Recorded, Recorder};
 use self::sinks::SinkPermit;
 use crate::Worker;
 use crate::backoff::retry_delay;
-use crate::telemetry::EFFECT_ATTEMPTS_TOTAL;
+use crate::telemetry::{EFFECT_ATTEMPTS_TOTAL, EFFECTS_FINISHED_TOTAL};
 
 /// Extra lease beyond the sink timeout for an in-flight attempt to be recorded: the
 /// recorder retries within it while the database is briefly unavailable.
@@ -275,6 +275,10 @@ fn finish_step(
     };
     let reason = decision.reason();
     let status = decision.status();
+    if recorded && crate::gauges::FINISHED_STATES.contains(&status) {
+        metrics::counter!(EFFECTS_FINISHED_TOTAL, "sink" => effect.sink.clone(), "status" => status)
+            .increment(1);
+    }
     let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
     let integration = effect.event["integration"].as_str();
     let event_id = effect.event["id"].as_str();
