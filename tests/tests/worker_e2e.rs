@@ -555,6 +555,22 @@ async fn ops_port_serves_health_and_every_queue_gauge() {
         text.contains("inbound_oldest_pending_age_seconds{integration=\"gh-acme\"} 0"),
         "{text}"
     );
+    // The receipt backing off is not claimable: it neither pages nor scales workers (the
+    // pending age is what a worker could act on now), and is reported on its own.
+    let value = |series: &str| -> f64 {
+        text.lines()
+            .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {series}: {text}"))
+    };
+    assert_eq!(
+        value("inbound_oldest_pending_age_seconds{integration=\"stripe-acme\"}"),
+        0.0
+    );
+    assert!(value("inbound_oldest_waiting_age_seconds{integration=\"stripe-acme\"}") > 0.0);
+    assert_eq!(
+        value("inbound_oldest_waiting_age_seconds{integration=\"gh-acme\"}"),
+        0.0
+    );
     // Open states are gauged; finished effects are counted as they finish (a gauge of
     // every completed effect would count the whole retention every few seconds).
     for state in ["pending", "in_flight", "uncertain", "review"] {

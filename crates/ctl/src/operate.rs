@@ -177,19 +177,24 @@ pub async fn status(
     for integration in &integrations {
         ages.push((
             integration.clone(),
-            admin::oldest_pending_age_seconds(&mut connection, integration).await?,
+            admin::queue_ages(&mut connection, integration).await?,
         ));
     }
     if as_json {
-        let ages: serde_json::Map<String, serde_json::Value> =
-            ages.into_iter().map(|(id, age)| (id, json!(age))).collect();
+        let by_integration = |age: fn(&admin::QueueAges) -> f64| {
+            ages.iter()
+                .map(|(id, ages)| (id.clone(), json!(age(ages))))
+                .collect::<serde_json::Map<String, serde_json::Value>>()
+        };
         let effects: serde_json::Map<String, serde_json::Value> = effects
             .into_iter()
             .map(|(state, n)| (state, json!(n)))
             .collect();
         out!(
             "{}",
-            json!({"receipts": counts, "effects": effects, "oldest_pending_age_seconds": ages})
+            json!({"receipts": counts, "effects": effects,
+                   "oldest_pending_age_seconds": by_integration(|ages| ages.pending),
+                   "oldest_waiting_age_seconds": by_integration(|ages| ages.waiting)})
         );
         return Ok(());
     }
@@ -201,12 +206,16 @@ pub async fn status(
     for (state, count) in &effects {
         out!("  {state:<12} {count}");
     }
-    out!("oldest pending age (s)");
+    out!("oldest age (s)            claimable   waiting out a retry");
     if ages.is_empty() {
         out!("  (nothing pending)");
     }
-    for (integration, age) in ages {
-        out!("  {integration:<24} {age:.1}");
+    for (integration, ages) in ages {
+        out!(
+            "  {integration:<24} {:>9.1}   {:>9.1}",
+            ages.pending,
+            ages.waiting
+        );
     }
     Ok(())
 }

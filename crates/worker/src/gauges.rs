@@ -10,7 +10,7 @@ use crate::Worker;
 use crate::telemetry::{
     EFFECTS, EFFECTS_FINISHED_TOTAL, EFFECTS_FOR_UNKNOWN_SINKS, LEASE_RECLAIMS_TOTAL,
     OLDEST_DUE_EFFECT_WAIT_SECONDS, OLDEST_EFFECT_AGE_SECONDS, OLDEST_PENDING_AGE_SECONDS,
-    RECEIPTS,
+    OLDEST_WAITING_AGE_SECONDS, RECEIPTS,
 };
 
 /// The open effect states, as the gauge labels them: what is still to happen or needs a
@@ -28,9 +28,11 @@ pub async fn refresh(worker: &Worker) -> Result<(), sqlx::Error> {
         metrics::gauge!(RECEIPTS, "state" => state).set(count as f64);
     }
     for integration in worker.config.integrations() {
-        let age = admin::oldest_pending_age_seconds(&mut connection, &integration.id).await?;
+        let ages = admin::queue_ages(&mut connection, &integration.id).await?;
         metrics::gauge!(OLDEST_PENDING_AGE_SECONDS, "integration" => integration.id.clone())
-            .set(age);
+            .set(ages.pending);
+        metrics::gauge!(OLDEST_WAITING_AGE_SECONDS, "integration" => integration.id.clone())
+            .set(ages.waiting);
     }
     for (state, count) in effects::open_counts(&mut connection).await? {
         metrics::gauge!(EFFECTS, "state" => state).set(count as f64);
@@ -68,6 +70,8 @@ pub fn initialise(worker: &Worker) {
     }
     for integration in worker.config.integrations() {
         metrics::gauge!(OLDEST_PENDING_AGE_SECONDS, "integration" => integration.id.clone())
+            .set(0.0);
+        metrics::gauge!(OLDEST_WAITING_AGE_SECONDS, "integration" => integration.id.clone())
             .set(0.0);
     }
     for state in EFFECT_STATES {

@@ -2,8 +2,12 @@
 
 use metrics_exporter_prometheus::PrometheusHandle;
 
-/// Gauge: seconds since the oldest unfinished receipt was accepted, per integration.
+/// Gauge: how long the longest-claimable receipt has waited for a worker, per
+/// integration (what scales workers and pages).
 pub const OLDEST_PENDING_AGE_SECONDS: &str = "inbound_oldest_pending_age_seconds";
+/// Gauge: how long ago the oldest receipt waiting out a retry delay was accepted, per
+/// integration (failing work that more workers do not help).
+pub const OLDEST_WAITING_AGE_SECONDS: &str = "inbound_oldest_waiting_age_seconds";
 /// Gauge: receipts by state (pending, leased, waiting, quarantined, failed).
 pub const RECEIPTS: &str = "inbound_receipts";
 /// Counter: processing attempts by integration and outcome.
@@ -46,7 +50,12 @@ pub fn install_metrics() -> anyhow::Result<PrometheusHandle> {
     metrics::describe_gauge!(
         OLDEST_PENDING_AGE_SECONDS,
         metrics::Unit::Seconds,
-        "Age of the oldest unfinished receipt per integration (0 when none)."
+        "How long the longest-claimable receipt has waited for a worker, per integration (0 when none): since it was accepted, or since its retry came due."
+    );
+    metrics::describe_gauge!(
+        OLDEST_WAITING_AGE_SECONDS,
+        metrics::Unit::Seconds,
+        "How long ago the oldest receipt waiting out a retry delay was accepted, per integration (0 when none)."
     );
     metrics::describe_gauge!(
         RECEIPTS,

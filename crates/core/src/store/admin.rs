@@ -51,13 +51,30 @@ pub async fn receipt_counts(conn: &mut PgConnection) -> Result<ReceiptCounts, sq
     .await
 }
 
-/// Seconds since the oldest unfinished receipt of `integration` was accepted (0 if none).
-pub async fn oldest_pending_age_seconds(
+/// The ages that page and scale, per integration (0 when none), in seconds.
+#[derive(Debug, Clone, Copy, PartialEq, sqlx::FromRow, Serialize)]
+pub struct QueueAges {
+    /// How long the longest-claimable receipt has been claimable without a worker taking
+    /// it (since it was accepted, or since its retry came due): what more workers help.
+    pub pending: f64,
+    /// How long ago the oldest receipt waiting out a retry delay was accepted: work that
+    /// is failing (a missing order, a bug), which more workers do not help.
+    pub waiting: f64,
+}
+
+/// [`QueueAges`] of `integration`'s queue rows. Claimable is `visible_at <= now()`, so an
+/// expired lease (a dead worker's) counts from when it expired.
+pub async fn queue_ages(
     conn: &mut PgConnection,
     integration: &str,
-) -> Result<f64, sqlx::Error> {
-    sqlx::query_scalar(
-        "SELECT COALESCE(EXTRACT(EPOCH FROM now() - min(enqueued_at)), 0)::float8
+) -> Result<QueueAges, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT
+             COALESCE(EXTRACT(EPOCH FROM now() - min(visible_at) FILTER (WHERE visible_at <= now())), 0)::float8
+                 AS pending,
+             COALESCE(EXTRACT(EPOCH FROM now() - min(enqueued_at)
+                                  FILTER (WHERE visible_at > now() AND leased_by IS NULL)), 0)::float8
+                 AS waiting
          FROM receipt_queue WHERE integration = $1",
     )
     .bind(integration)
