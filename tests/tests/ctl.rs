@@ -514,6 +514,90 @@ async fn sign_event_prints_a_curl_command_the_ingress_accepts() {
     assert_eq!(database.receipt_count().await, 1);
 }
 
+/// After a fix, a receipt waiting out its retry delay can be run now: `receipts replay`
+/// makes it due at once (audited like any replay), keeping its attempts; one a worker is
+/// processing is refused, and so is a finished one.
+#[tokio::test]
+async fn replay_runs_a_receipt_waiting_in_backoff_now() {
+    use inbound_tests::domain;
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let config = domain::config();
+    let env = [("DATABASE_URL".to_owned(), database.url().to_owned())];
+    let body = domain::stripe_event(
+        "evt_wait",
+        "payment_intent.succeeded",
+        domain::payment_intent("pi_w", "o_w", 1000, "usd", "succeeded"),
+    );
+    let receipt = domain::accept(pool, &config, &body).await.expect("new");
+    sqlx::query(
+        "UPDATE receipt_queue SET visible_at = now() + interval '1 hour', attempts = 3 WHERE receipt_id = $1",
+    )
+    .bind(receipt)
+    .execute(pool)
+    .await
+    .expect("backing off");
+    let id = receipt.to_string();
+    let output = inboundctl(
+        &[
+            "receipts",
+            "replay",
+            &id,
+            "--reason",
+            "order created",
+            "--by",
+            "ops",
+        ],
+        &env,
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let (due, attempts): (bool, i32) = sqlx::query_as(
+        "SELECT visible_at <= now(), attempts FROM receipt_queue WHERE receipt_id = $1",
+    )
+    .bind(receipt)
+    .fetch_one(pool)
+    .await
+    .expect("queue row");
+    assert!(due, "made due now");
+    assert_eq!(attempts, 3, "its attempts are kept");
+    let audited: (String, String, String) = sqlx::query_as(
+        "SELECT previous_status, replayed_by, reason FROM receipt_replays WHERE receipt_id = $1",
+    )
+    .bind(receipt)
+    .fetch_one(pool)
+    .await
+    .expect("audited");
+    assert_eq!(
+        audited,
+        (
+            "pending".to_owned(),
+            "ops".to_owned(),
+            "order created".to_owned()
+        )
+    );
+
+    // A worker holds it: refused, nothing written.
+    sqlx::query(
+        "UPDATE receipt_queue SET leased_by = 'worker-1', visible_at = now() + interval '30 seconds' WHERE receipt_id = $1",
+    )
+    .bind(receipt)
+    .execute(pool)
+    .await
+    .expect("leased");
+    let output = inboundctl(&["receipts", "replay", &id, "--reason", "again"], &env);
+    assert!(!output.status.success());
+    assert!(
+        text(&output.stderr).contains("being processed"),
+        "{}",
+        text(&output.stderr)
+    );
+    let replays: i64 = sqlx::query_scalar("SELECT count(*) FROM receipt_replays")
+        .fetch_one(pool)
+        .await
+        .expect("count");
+    assert_eq!(replays, 1);
+}
+
 #[tokio::test]
 async fn status_list_show_replay_and_purge_through_the_binary() {
     use inbound_tests::domain;
@@ -605,11 +689,13 @@ async fn status_list_show_replay_and_purge_through_the_binary() {
         ],
         &env,
     );
-    assert_eq!(again.status.code(), Some(1));
-    assert!(
-        text(&again.stderr)
-            .contains("is pending; only failed or quarantined receipts can be replayed")
-    );
+    // Pending again and not held by a worker: replaying runs it now (audited too).
+    assert!(again.status.success(), "{}", text(&again.stderr));
+    let replays: i64 = sqlx::query_scalar("SELECT count(*) FROM receipt_replays")
+        .fetch_one(pool)
+        .await
+        .expect("replays");
+    assert_eq!(replays, 2);
 
     let bad_ages = inboundctl(
         &[

@@ -260,21 +260,27 @@ pub enum ReplayError {
     /// No receipt has this id.
     #[error("receipt {0} does not exist")]
     Unknown(i64),
-    /// Only failed and quarantined receipts can be replayed.
-    #[error("receipt {id} is {status}; only failed or quarantined receipts can be replayed")]
+    /// Only failed, quarantined and pending receipts can be replayed.
+    #[error(
+        "receipt {id} is {status}; only failed or quarantined receipts (queued again) and pending ones (run now) can be replayed"
+    )]
     WrongState {
         /// The receipt.
         id: i64,
         /// Its status.
         status: String,
     },
+    /// A worker holds the receipt's lease: it is being processed now.
+    #[error("receipt {0} is being processed by a worker now; replay it if it comes back to wait")]
+    Leased(i64),
     /// The database failed.
     #[error("database: {0}")]
     Database(#[from] sqlx::Error),
 }
 
-/// Sends failed/quarantined receipts back to pending with attempts reset, recording who
-/// and why, all in one transaction: either every id is replayed or none.
+/// Sends failed/quarantined receipts back to pending with attempts reset, and makes
+/// pending ones waiting out a retry delay due now (attempts kept), recording who and why,
+/// all in one transaction: either every id is replayed or none.
 pub async fn replay(
     conn: &mut PgConnection,
     receipt_ids: &[i64],
@@ -290,6 +296,27 @@ pub async fn replay(
                 .await?;
         match status {
             None => return Err(ReplayError::Unknown(id)),
+            Some(status) if status == "pending" => {
+                // Waiting out a retry delay (after a fix, say): due now, attempts kept.
+                let made_due = sqlx::query(
+                    "WITH due AS (
+                         UPDATE receipt_queue SET visible_at = now()
+                         WHERE receipt_id = $1
+                           AND NOT (leased_by IS NOT NULL AND visible_at > now())
+                         RETURNING receipt_id
+                     )
+                     INSERT INTO receipt_replays (receipt_id, previous_status, replayed_by, reason)
+                     SELECT receipt_id, 'pending', $2, $3 FROM due",
+                )
+                .bind(id)
+                .bind(replayed_by)
+                .bind(reason)
+                .execute(&mut *transaction)
+                .await?;
+                if made_due.rows_affected() == 0 {
+                    return Err(ReplayError::Leased(id));
+                }
+            }
             Some(status) if status != "failed" && status != "quarantined" => {
                 return Err(ReplayError::WrongState { id, status });
             }
