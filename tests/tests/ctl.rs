@@ -885,6 +885,75 @@ async fn effect_in(pool: &sqlx::PgPool, key: &str, status: &str) -> i64 {
     id
 }
 
+/// After a fix at the receiver, an effect waiting out its retry delay can be sent now:
+/// `effects resolve --retry` on a pending effect makes it due at once (audited) and keeps
+/// what its history says (an attempt that may have landed is still resent only with the
+/// same key); one being delivered is refused.
+#[tokio::test]
+async fn retry_sends_a_pending_effect_now_and_keeps_its_history() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let env = [("DATABASE_URL".to_owned(), database.url().to_owned())];
+    let id = effect_in(pool, "op_waiting", "pending").await;
+    sqlx::query(
+        "UPDATE effects SET visible_at = now() + interval '1 hour', maybe_delivered = true,
+                            first_attempt_at = now() - interval '1 minute'
+         WHERE id = $1",
+    )
+    .bind(id)
+    .execute(pool)
+    .await
+    .expect("backing off");
+    let output = inboundctl(
+        &[
+            "effects",
+            "resolve",
+            &id.to_string(),
+            "--retry",
+            "--note",
+            "sink fixed",
+            "--by",
+            "ops",
+        ],
+        &env,
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let (status, due, maybe_delivered, first_attempt_kept): (String, bool, bool, bool) =
+        sqlx::query_as(
+            "SELECT status, visible_at <= now(), maybe_delivered, first_attempt_at IS NOT NULL
+             FROM effects WHERE id = $1",
+        )
+        .bind(id)
+        .fetch_one(pool)
+        .await
+        .expect("effect");
+    assert_eq!(status, "pending");
+    assert!(due, "made due now");
+    assert!(maybe_delivered && first_attempt_kept, "its history is kept");
+    let audited: (String, String) = sqlx::query_as(
+        "SELECT previous_status, action FROM effect_resolutions WHERE effect_id = $1",
+    )
+    .bind(id)
+    .fetch_one(pool)
+    .await
+    .expect("audited");
+    assert_eq!(audited, ("pending".to_owned(), "retry".to_owned()));
+
+    let in_flight = effect_in(pool, "op_in_flight", "in_flight").await;
+    let output = inboundctl(
+        &[
+            "effects",
+            "resolve",
+            &in_flight.to_string(),
+            "--retry",
+            "--note",
+            "now",
+        ],
+        &env,
+    );
+    assert!(!output.status.success());
+}
+
 #[tokio::test]
 async fn effects_list_show_and_resolve_through_the_binary() {
     let database = TestDatabase::create().await;
@@ -935,7 +1004,7 @@ async fn effects_list_show_and_resolve_through_the_binary() {
         (
             review,
             vec!["--retry"],
-            "is completed; --retry applies only to uncertain, review, failed",
+            "is completed; --retry applies only to pending, uncertain, review, failed",
         ),
         (
             in_flight,

@@ -611,7 +611,8 @@ pub async fn resolutions(
 pub enum Resolution {
     /// It did happen (checked with the receiver): `completed`.
     Completed,
-    /// Send it again, with the same key: `pending`, due now.
+    /// Send it again, with the same key: `pending`, due now. From `pending` (waiting out
+    /// a retry delay) it only makes the effect due: its history stands.
     Retry,
     /// Give up without sending (again): `abandoned`, which retention may purge.
     Abandon,
@@ -631,7 +632,8 @@ impl Resolution {
     /// running), `completed` and `abandoned` never (closed).
     pub fn allowed_from(self) -> &'static [&'static str] {
         match self {
-            Self::Completed | Self::Retry => &["uncertain", "review", "failed"],
+            Self::Completed => &["uncertain", "review", "failed"],
+            Self::Retry => &["pending", "uncertain", "review", "failed"],
             Self::Abandon => &["pending", "uncertain", "review", "failed"],
         }
     }
@@ -693,6 +695,25 @@ pub async fn resolve(
             action: resolution.action(),
             allowed: resolution.allowed_from().join(", "),
         });
+    }
+    if resolution == Resolution::Retry && status == "pending" {
+        // Waiting out a delay: due now, nothing else changes (whether an attempt may have
+        // landed still decides how it is sent; the claim checks the sink's breaker and
+        // horizon as for any due effect).
+        sqlx::query(
+            "WITH logged AS (
+                 INSERT INTO effect_resolutions (effect_id, previous_status, action, resolved_by, note)
+                 VALUES ($1, 'pending', 'retry', $2, $3)
+             )
+             UPDATE effects SET visible_at = now() WHERE id = $1",
+        )
+        .bind(effect_id)
+        .bind(by)
+        .bind(note)
+        .execute(&mut *transaction)
+        .await?;
+        transaction.commit().await?;
+        return Ok(());
     }
     sqlx::query(
         "WITH logged AS (
