@@ -954,6 +954,19 @@ async fn retry_sends_a_pending_effect_now_and_keeps_its_history() {
     assert!(!output.status.success());
 }
 
+/// A database error is said once, without the driver's "at line N".
+#[tokio::test]
+async fn a_database_error_is_printed_once() {
+    let database = TestDatabase::create_unmigrated().await;
+    let env = [("DATABASE_URL".to_owned(), database.url().to_owned())];
+    let output = inboundctl(&["status"], &env);
+    assert!(!output.status.success());
+    let stderr = text(&output.stderr);
+    assert_eq!(stderr.matches("does not exist").count(), 1, "{stderr}");
+    assert!(!stderr.contains(" at line "), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+}
+
 #[tokio::test]
 async fn effects_list_show_and_resolve_through_the_binary() {
     let database = TestDatabase::create().await;

@@ -168,7 +168,7 @@ async fn main() -> ExitCode {
     match run(Cli::parse()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("inboundctl: {error:#}");
+            eprintln!("inboundctl: {}", output::error_line(&error));
             ExitCode::FAILURE
         }
     }

@@ -1,6 +1,7 @@
-//! Standard output for commands whose output is piped: `inboundctl … | head` closes the
-//! pipe early, and the command then ends quietly with success (as it would on SIGPIPE)
-//! instead of panicking, as `println!` does on a failed write.
+//! What a command prints. Standard output for commands whose output is piped:
+//! `inboundctl … | head` closes the pipe early, and the command then ends quietly with
+//! success (as it would on SIGPIPE) instead of panicking, as `println!` does on a failed
+//! write. And the one line an error becomes ([`error_line`]).
 
 use std::io::Write;
 
@@ -32,3 +33,57 @@ macro_rules! out {
     };
 }
 pub(crate) use out;
+
+/// `error` and its causes on one line, each said once, without the PostgreSQL source
+/// line the driver appends to a database error (" at line 1392": a line of the server's
+/// C code, meaningless to an operator).
+pub fn error_line(error: &anyhow::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for cause in error.chain() {
+        let text = without_server_source_line(&cause.to_string());
+        // A wrapper that prints its source already said it.
+        if parts.iter().any(|said| said.contains(&text)) {
+            continue;
+        }
+        parts.push(text);
+    }
+    parts.join(": ")
+}
+
+/// `text` without each " at line N" (digits).
+fn without_server_source_line(text: &str) -> String {
+    let mut cleaned = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find(" at line ") {
+        let after = &rest[start + " at line ".len()..];
+        let digits = after.chars().take_while(char::is_ascii_digit).count();
+        cleaned.push_str(&rest[..start]);
+        if digits == 0 {
+            cleaned.push_str(" at line ");
+        }
+        rest = &after[digits..];
+    }
+    cleaned.push_str(rest);
+    cleaned
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cause_already_said_is_left_out_and_server_lines_are_dropped() {
+        let error = anyhow::anyhow!("relation \"x\" does not exist at line 1392")
+            .context("error returned from database: relation \"x\" does not exist at line 1392");
+        assert_eq!(
+            error_line(&error),
+            "error returned from database: relation \"x\" does not exist"
+        );
+        let error = anyhow::anyhow!("connection refused").context("cannot connect to PostgreSQL");
+        assert_eq!(
+            error_line(&error),
+            "cannot connect to PostgreSQL: connection refused"
+        );
+        assert_eq!(without_server_source_line("at line x"), "at line x");
+    }
+}
