@@ -54,6 +54,38 @@ async fn claim_all(pool: &sqlx::PgPool) -> Vec<queue::ClaimedReceipt> {
     domain::claim(&mut connection, 10, Duration::from_secs(30), "w").await
 }
 
+/// An order that exists, but in another tenant than the integration's (a configuration
+/// mistake): the retry's error says where it is instead of "does not exist (yet)".
+#[tokio::test]
+async fn a_payment_for_an_order_of_another_tenant_says_where_the_order_is() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let config = domain::config();
+    let mut settings = domain::settings();
+    settings.backoff_base = Duration::from_secs(60);
+    let worker = domain::worker(pool, settings);
+    sqlx::query(
+        "INSERT INTO orders (tenant_id, id, provider_payment_id, total_minor, currency)
+         VALUES ('globex', 'o_elsewhere', 'pi_e', 1000, 'usd')",
+    )
+    .execute(pool)
+    .await
+    .expect("an order of another tenant");
+    let receipt =
+        accept_succeeded(pool, &config, "evt_e", "pi_e", "o_elsewhere", 1000, "usd").await;
+    step(&worker).await;
+    let detail = admin::receipt_detail(&mut pool.acquire().await.expect("conn"), receipt)
+        .await
+        .expect("query")
+        .expect("row");
+    let error = detail.last_error.unwrap_or_default();
+    assert!(
+        error.contains("o_elsewhere") && error.contains("tenant globex") && error.contains("acme"),
+        "{error}"
+    );
+    assert!(!error.contains("(yet)"), "{error}");
+}
+
 #[tokio::test]
 async fn mark_paid_applies_once_and_classifies_every_zero_row_update() {
     let database = TestDatabase::create().await;
@@ -1090,18 +1122,20 @@ async fn a_poison_receipt_fails_after_max_attempts_on_schedule_and_a_replay_appl
     admin::replay(&mut connection, &[poison], "ops", "order created")
         .await
         .expect("replay");
-    let wrong_state = admin::replay(&mut connection, &[poison], "ops", "again").await;
-    assert!(wrong_state.is_err_and(|error| {
-        error
-            .to_string()
-            .contains("is pending; only failed or quarantined")
-    }));
     drop(connection);
     step(&worker).await;
     assert_eq!(
         domain::receipt_state(pool, poison).await,
         ("done".into(), Some("applied".into()), None)
     );
+    let mut connection = pool.acquire().await.expect("conn");
+    let wrong_state = admin::replay(&mut connection, &[poison], "ops", "again").await;
+    assert!(wrong_state.is_err_and(|error| {
+        error
+            .to_string()
+            .contains("is done; only failed or quarantined receipts (queued again) and pending")
+    }));
+    drop(connection);
     let replays: (String, String, String) = sqlx::query_as(
         "SELECT previous_status, replayed_by, reason FROM receipt_replays WHERE receipt_id = $1",
     )

@@ -166,6 +166,18 @@ async fn settle_payment(
             return Ok(paid(input, payment));
         }
         let order = orders::find_for_update(transaction, payment.tenant, payment.order_id).await?;
+        if order.is_none() {
+            let elsewhere = orders::tenants_with_order(transaction, payment.order_id).await?;
+            if !elsewhere.is_empty() {
+                // Still transient: this tenant may yet create the order.
+                return Err(HandlerError::Transient(format!(
+                    "order {} does not exist in tenant {}, but in tenant {}: is the integration's tenant right?",
+                    payment.order_id,
+                    payment.tenant,
+                    elsewhere.join(", ")
+                )));
+            }
+        }
         if !order
             .as_ref()
             .is_some_and(|order| payable_by(order, payment))

@@ -147,6 +147,20 @@ pub async fn find_for_update(
     .await
 }
 
+/// Other tenants holding an order with this id (at most three, sorted): when the
+/// integration's tenant has none, this tells a missing order from a misconfigured tenant.
+pub async fn tenants_with_order(
+    conn: &mut PgConnection,
+    order_id: &str,
+) -> Result<Vec<String>, sqlx::Error> {
+    sqlx::query_scalar(
+        "SELECT tenant_id FROM inbound_example.orders WHERE id = $1 ORDER BY tenant_id LIMIT 3",
+    )
+    .bind(order_id)
+    .fetch_all(conn)
+    .await
+}
+
 /// The order paid by this PaymentIntent, if any, locked like [`find_for_update`].
 pub async fn find_by_payment_for_update(
     conn: &mut PgConnection,
