@@ -212,3 +212,54 @@ async fn public_readiness_requests_never_reach_the_database() {
         "{sent} bytes reached the database for 300 readiness requests"
     );
 }
+
+/// The worker's gauges cannot be refreshed while the database is away: rather than let
+/// their last values pass for current, it exports when they were last refreshed
+/// (`inbound_gauges_refreshed_timestamp_seconds`), which stops advancing, and an alert
+/// reads it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_worker_says_when_its_gauges_were_last_refreshed() {
+    let database = TestDatabase::create().await;
+    let proxy = DbProxy::start(database_addr(database.url())).await;
+    let worker = Service::worker(
+        &fixtures::ingress_options(&proxy.rewrite_url(database.url())).with_args(&[
+            "--gauge-interval-secs",
+            "1",
+            "--db-acquire-timeout-ms",
+            "500",
+        ]),
+    );
+    let client = HttpClient::new();
+    let refreshed = || {
+        let (client, url) = (client.clone(), worker.metrics_url("/metrics"));
+        async move {
+            let page = client.get(&url).await.expect("metrics").body;
+            String::from_utf8_lossy(&page)
+                .lines()
+                .find_map(|line| {
+                    line.strip_prefix("inbound_gauges_refreshed_timestamp_seconds ")?
+                        .trim()
+                        .parse::<f64>()
+                        .ok()
+                })
+                .expect("the refresh timestamp is exported")
+        }
+    };
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let first = refreshed().await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let second = refreshed().await;
+    assert!(second > first && first > 0.0, "{first} then {second}");
+    proxy.cut();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let during = refreshed().await;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(
+        refreshed().await,
+        during,
+        "frozen while the database is away"
+    );
+    proxy.restore();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(refreshed().await > during, "advancing again");
+}

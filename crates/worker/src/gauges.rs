@@ -8,9 +8,9 @@ use inbound_core::store::{admin, effects};
 
 use crate::Worker;
 use crate::telemetry::{
-    EFFECTS, EFFECTS_FINISHED_TOTAL, EFFECTS_FOR_UNKNOWN_SINKS, LEASE_RECLAIMS_TOTAL,
-    OLDEST_DUE_EFFECT_WAIT_SECONDS, OLDEST_EFFECT_AGE_SECONDS, OLDEST_PENDING_AGE_SECONDS,
-    OLDEST_WAITING_AGE_SECONDS, RECEIPTS,
+    EFFECTS, EFFECTS_FINISHED_TOTAL, EFFECTS_FOR_UNKNOWN_SINKS, GAUGES_REFRESHED_TIMESTAMP_SECONDS,
+    LEASE_RECLAIMS_TOTAL, OLDEST_DUE_EFFECT_WAIT_SECONDS, OLDEST_EFFECT_AGE_SECONDS,
+    OLDEST_PENDING_AGE_SECONDS, OLDEST_WAITING_AGE_SECONDS, RECEIPTS,
 };
 
 /// The open effect states, as the gauge labels them: what is still to happen or needs a
@@ -65,6 +65,7 @@ pub async fn refresh(worker: &Worker) -> Result<(), sqlx::Error> {
 /// Sets every series to 0 so each is present before the first refresh succeeds.
 pub fn initialise(worker: &Worker) {
     metrics::counter!(LEASE_RECLAIMS_TOTAL).increment(0);
+    metrics::gauge!(GAUGES_REFRESHED_TIMESTAMP_SECONDS).set(0.0);
     for (state, _) in admin::ReceiptCounts::default().by_state() {
         metrics::gauge!(RECEIPTS, "state" => state).set(0.0);
     }
@@ -99,8 +100,15 @@ pub async fn refresh_forever(worker: &Worker, interval: Duration) {
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticker.tick().await;
-        if let Err(error) = refresh(worker).await {
-            tracing::warn!(%error, "could not refresh the queue gauges");
+        match refresh(worker).await {
+            Ok(()) => {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0.0, |since| since.as_secs_f64());
+                metrics::gauge!(GAUGES_REFRESHED_TIMESTAMP_SECONDS).set(now);
+            }
+            // The values stay as they were; the timestamp says how old they are.
+            Err(error) => tracing::warn!(%error, "could not refresh the queue gauges"),
         }
     }
 }
