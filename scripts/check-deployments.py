@@ -12,7 +12,8 @@
 - Every selector selects what it is meant for: a Service, PodMonitor, PodDisruptionBudget
   or NetworkPolicy (its own pods, and peers in its namespace) matches the pod template of
   at least one workload; a Deployment's selector matches its own template; an HPA or a
-  ScaledObject targets a workload that exists; every workload serving a port a PodMonitor
+  ScaledObject targets a workload that exists, which sets no `replicas` of its own (each
+  apply would reset the autoscaler's count); every workload serving a port a PodMonitor
   scrapes is selected by one. (A selector that matches nothing fails silently in a
   cluster: nothing scraped, nothing protected, nothing scaled.)
 """
@@ -160,6 +161,13 @@ for document in documents:
         selectors_checked += 1
         if (target_kind, target.get("name")) not in workloads:
             problems.append(f"{kind} {name}: scaleTargetRef {target_kind}/{target.get('name')} does not exist")
+        # An autoscaler owns the replica count: a `replicas` in the manifest resets it on
+        # every apply (a deploy would scale the workload down to it mid-incident).
+        for owned in documents:
+            if (owned.get("kind"), owned.get("metadata", {}).get("name")) == (target_kind, target.get("name")) \
+                    and "replicas" in owned.get("spec", {}):
+                problems.append(f"{target_kind} {target.get('name')}: sets replicas although {kind} {name} "
+                                "scales it (each apply would reset the count)")
     for where, selector in wanted:
         selectors_checked += 1
         if not selects_a_pod(selector):
