@@ -16,7 +16,7 @@ unset INBOUND_LISTEN INBOUND_METRICS_LISTEN
 scripts/ensure-postgres.sh
 . scripts/env-local.sh
 
-cargo build --quiet -p inbound-ingress -p inbound-worker -p inboundctl
+cargo build -p inbound-ingress -p inbound-worker -p inboundctl
 bin="${CARGO_TARGET_DIR:-target}/debug"
 
 "$bin/inboundctl" migrate --create-database --example
