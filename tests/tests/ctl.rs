@@ -55,8 +55,8 @@ fn check_config_accepts_a_valid_file() {
     );
 }
 
-/// `inboundctl … | head` closes the pipe early: the command stops quietly with success
-/// instead of panicking on the failed write.
+/// `inboundctl … | head` closes the pipe early: the command stops printing and finishes
+/// with its own exit status instead of panicking on the failed write.
 #[test]
 fn a_closed_output_pipe_ends_the_command_quietly() {
     let scratch = ScratchDir::new();

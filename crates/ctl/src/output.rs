@@ -1,24 +1,30 @@
 //! What a command prints. Standard output for commands whose output is piped:
-//! `inboundctl … | head` closes the pipe early, and the command then ends quietly with
-//! success (as it would on SIGPIPE) instead of panicking, as `println!` does on a failed
-//! write. And the one line an error becomes ([`error_line`]).
+//! `inboundctl … | head` closes the pipe early; the command then stops printing but
+//! finishes its work (a migration half done because nobody read its progress would be
+//! worse than the panic `println!` gives) and exits as it would have. And the one line an
+//! error becomes ([`error_line`]).
 
 use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Writes one line to standard output; on a closed pipe, exits 0; on any other write
-/// error, says so and exits 1.
+/// Set once standard output was found closed: nothing more is written to it.
+static STDOUT_CLOSED: AtomicBool = AtomicBool::new(false);
+
+/// Writes one line to standard output; once it is closed, writes nothing; on any other
+/// write error, says so on standard error and goes on (the work matters more).
 pub fn line(text: std::fmt::Arguments<'_>) {
+    if STDOUT_CLOSED.load(Ordering::Relaxed) {
+        return;
+    }
     let mut stdout = std::io::stdout().lock();
     let written = stdout
         .write_fmt(text)
         .and_then(|()| stdout.write_all(b"\n"))
         .and_then(|()| stdout.flush());
-    match written {
-        Ok(()) => {}
-        Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
-        Err(error) => {
-            eprintln!("inboundctl: cannot write the output: {error}");
-            std::process::exit(1);
+    if let Err(error) = written {
+        STDOUT_CLOSED.store(true, Ordering::Relaxed);
+        if error.kind() != std::io::ErrorKind::BrokenPipe {
+            eprintln!("inboundctl: cannot write the output any more: {error}");
         }
     }
 }
@@ -50,21 +56,16 @@ pub fn error_line(error: &anyhow::Error) -> String {
     parts.join(": ")
 }
 
-/// `text` without each " at line N" (digits).
+/// `text` without a trailing " at line N" (digits, ending the message): what the driver
+/// appends to a database error. A position inside a message ("at line 1 column 7") stays.
 fn without_server_source_line(text: &str) -> String {
-    let mut cleaned = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(start) = rest.find(" at line ") {
-        let after = &rest[start + " at line ".len()..];
-        let digits = after.chars().take_while(char::is_ascii_digit).count();
-        cleaned.push_str(&rest[..start]);
-        if digits == 0 {
-            cleaned.push_str(" at line ");
+    if let Some(start) = text.rfind(" at line ") {
+        let digits = &text[start + " at line ".len()..];
+        if !digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit()) {
+            return text[..start].to_owned();
         }
-        rest = &after[digits..];
     }
-    cleaned.push_str(rest);
-    cleaned
+    text.to_owned()
 }
 
 #[cfg(test)]
@@ -85,5 +86,9 @@ mod tests {
             "cannot connect to PostgreSQL: connection refused"
         );
         assert_eq!(without_server_source_line("at line x"), "at line x");
+        assert_eq!(
+            without_server_source_line("expected value at line 1 column 7"),
+            "expected value at line 1 column 7"
+        );
     }
 }

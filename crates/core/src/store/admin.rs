@@ -68,14 +68,20 @@ pub async fn queue_ages(
     conn: &mut PgConnection,
     integration: &str,
 ) -> Result<QueueAges, sqlx::Error> {
+    // Each age is the first row in an index order, not an aggregate over the integration's
+    // whole queue (which a backlog makes large): the claimable one walks
+    // receipt_queue_claimable (visible_at) over the claimable rows only; the waiting one
+    // walks receipt_queue_integration_age (integration, enqueued_at).
     sqlx::query_as(
         "SELECT
-             COALESCE(EXTRACT(EPOCH FROM now() - min(visible_at) FILTER (WHERE visible_at <= now())), 0)::float8
-                 AS pending,
-             COALESCE(EXTRACT(EPOCH FROM now() - min(enqueued_at)
-                                  FILTER (WHERE visible_at > now() AND leased_by IS NULL)), 0)::float8
-                 AS waiting
-         FROM receipt_queue WHERE integration = $1",
+             COALESCE(EXTRACT(EPOCH FROM now() - (
+                 SELECT visible_at FROM receipt_queue
+                 WHERE integration = $1 AND visible_at <= now()
+                 ORDER BY visible_at LIMIT 1)), 0)::float8 AS pending,
+             COALESCE(EXTRACT(EPOCH FROM now() - (
+                 SELECT enqueued_at FROM receipt_queue
+                 WHERE integration = $1 AND visible_at > now() AND leased_by IS NULL
+                 ORDER BY enqueued_at LIMIT 1)), 0)::float8 AS waiting",
     )
     .bind(integration)
     .fetch_one(conn)

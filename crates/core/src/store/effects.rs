@@ -705,7 +705,10 @@ pub async fn resolve(
                  INSERT INTO effect_resolutions (effect_id, previous_status, action, resolved_by, note)
                  VALUES ($1, 'pending', 'retry', $2, $3)
              )
-             UPDATE effects SET visible_at = now() WHERE id = $1",
+             -- A new lease token fences out a dispatcher holding it for a step that
+             -- sends nothing (a wait it was about to record), as every resolution does.
+             UPDATE effects SET visible_at = now(), leased_by = NULL, lease_token = lease_token + 1
+             WHERE id = $1",
         )
         .bind(effect_id)
         .bind(by)
