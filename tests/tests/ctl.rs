@@ -514,22 +514,28 @@ async fn sign_event_prints_a_curl_command_the_ingress_accepts() {
     assert_eq!(database.receipt_count().await, 1);
 }
 
+/// A succeeded payment of `stripe-acme` accepted as the ingress would: its receipt id.
+async fn accepted_payment(pool: &sqlx::PgPool, event_id: &str, payment: &str, order: &str) -> i64 {
+    use inbound_tests::domain;
+    let body = domain::stripe_event(
+        event_id,
+        "payment_intent.succeeded",
+        domain::payment_intent(payment, order, 1000, "usd", "succeeded"),
+    );
+    domain::accept(pool, &domain::config(), &body)
+        .await
+        .expect("new")
+}
+
 /// After a fix, a receipt waiting out its retry delay can be run now: `receipts replay`
 /// makes it due at once (audited like any replay), keeping its attempts; one a worker is
-/// processing is refused, and so is a finished one.
+/// processing is refused.
 #[tokio::test]
 async fn replay_runs_a_receipt_waiting_in_backoff_now() {
-    use inbound_tests::domain;
     let database = TestDatabase::create().await;
     let pool = database.pool();
-    let config = domain::config();
     let env = [("DATABASE_URL".to_owned(), database.url().to_owned())];
-    let body = domain::stripe_event(
-        "evt_wait",
-        "payment_intent.succeeded",
-        domain::payment_intent("pi_w", "o_w", 1000, "usd", "succeeded"),
-    );
-    let receipt = domain::accept(pool, &config, &body).await.expect("new");
+    let receipt = accepted_payment(pool, "evt_wait", "pi_w", "o_w").await;
     sqlx::query(
         "UPDATE receipt_queue SET visible_at = now() + interval '1 hour', attempts = 3 WHERE receipt_id = $1",
     )
@@ -603,14 +609,8 @@ async fn status_list_show_replay_and_purge_through_the_binary() {
     use inbound_tests::domain;
     let database = TestDatabase::create().await;
     let pool = database.pool();
-    let config = domain::config();
     let env = [("DATABASE_URL".to_owned(), database.url().to_owned())];
-    let body = domain::stripe_event(
-        "evt_1",
-        "payment_intent.succeeded",
-        domain::payment_intent("pi_1", "o1", 1000, "usd", "succeeded"),
-    );
-    let receipt = domain::accept(pool, &config, &body).await.expect("new");
+    let receipt = accepted_payment(pool, "evt_1", "pi_1", "o1").await;
     let json_of = |output: Output| -> serde_json::Value {
         assert!(output.status.success(), "{}", text(&output.stderr));
         serde_json::from_slice(&output.stdout).expect("JSON")

@@ -54,6 +54,14 @@ async fn claim_all(pool: &sqlx::PgPool) -> Vec<queue::ClaimedReceipt> {
     domain::claim(&mut connection, 10, Duration::from_secs(30), "w").await
 }
 
+/// An in-process worker whose first retry waits a minute: long enough that a receipt is
+/// still backing off when a test inspects it.
+fn slowly_retrying_worker(pool: &sqlx::PgPool) -> std::sync::Arc<inbound_worker::Worker> {
+    let mut settings = domain::settings();
+    settings.backoff_base = Duration::from_secs(60);
+    domain::worker(pool, settings)
+}
+
 /// An order that exists, but in another tenant than the integration's (a configuration
 /// mistake): the retry's error says where it is instead of "does not exist (yet)".
 #[tokio::test]
@@ -61,9 +69,7 @@ async fn a_payment_for_an_order_of_another_tenant_says_where_the_order_is() {
     let database = TestDatabase::create().await;
     let pool = database.pool();
     let config = domain::config();
-    let mut settings = domain::settings();
-    settings.backoff_base = Duration::from_secs(60);
-    let worker = domain::worker(pool, settings);
+    let worker = slowly_retrying_worker(pool);
     sqlx::query(
         "INSERT INTO orders (tenant_id, id, provider_payment_id, total_minor, currency)
          VALUES ('globex', 'o_elsewhere', 'pi_e', 1000, 'usd')",
@@ -91,10 +97,7 @@ async fn mark_paid_applies_once_and_classifies_every_zero_row_update() {
     let database = TestDatabase::create().await;
     let pool = database.pool();
     let config = domain::config();
-    let mut settings = domain::settings();
-    // Long enough that the missing order's receipt is still backing off when inspected.
-    settings.backoff_base = Duration::from_secs(60);
-    let worker = domain::worker(pool, settings);
+    let worker = slowly_retrying_worker(pool);
     domain::seed_order(pool, "o1", "pi_1", 1000, "usd").await;
     domain::seed_order(pool, "o_amount", "pi_amount", 1000, "usd").await;
     domain::seed_order(pool, "o_currency", "pi_currency", 1000, "usd").await;
