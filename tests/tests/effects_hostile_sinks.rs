@@ -489,6 +489,14 @@ async fn purge_keeps_receipts_whose_effects_are_not_closed() {
         .expect("purge");
     assert_eq!(purged, 0);
     assert_eq!(harness.effect("refused").await.0, "failed");
+    // Nor its payload: the person deciding about the effect reads the event behind it.
+    let payloads = inbound_core::store::admin::purge_payloads_batch(&mut connection, 7, 100)
+        .await
+        .expect("purge payloads");
+    assert_eq!(
+        payloads, 0,
+        "a payload whose effect is still open was purged"
+    );
 
     // Closed by an operator: now it goes.
     let id: i64 = sqlx::query_scalar("SELECT id FROM effects")
@@ -504,6 +512,10 @@ async fn purge_keeps_receipts_whose_effects_are_not_closed() {
     )
     .await
     .expect("abandon");
+    let payloads = inbound_core::store::admin::purge_payloads_batch(&mut connection, 7, 100)
+        .await
+        .expect("purge payloads");
+    assert_eq!(payloads, 1);
     let purged = inbound_core::store::admin::purge_keys_batch(&mut connection, 7, 100)
         .await
         .expect("purge");

@@ -455,8 +455,9 @@ pub async fn resolve_pending(
     Ok(())
 }
 
-/// Drops the payloads of up to `batch` done receipts finished more than `days` ago;
-/// returns how many. Call until it returns less than `batch`.
+/// Drops the payloads of up to `batch` done receipts finished more than `days` ago, except
+/// those with an effect that is not closed (as [`purge_keys_batch`]); returns how many.
+/// Call until it returns less than `batch`.
 pub async fn purge_payloads_batch(
     conn: &mut PgConnection,
     days: u32,
@@ -464,11 +465,16 @@ pub async fn purge_payloads_batch(
 ) -> Result<u64, sqlx::Error> {
     let purged = sqlx::query(
         "WITH old AS MATERIALIZED (
-             SELECT id FROM receipts
-             WHERE status = 'done' AND payload IS NOT NULL
-               AND finished_at < now() - make_interval(days => $1)
-             ORDER BY finished_at LIMIT $2
-             FOR UPDATE SKIP LOCKED
+             SELECT r.id FROM receipts r
+             WHERE r.status = 'done' AND r.payload IS NOT NULL
+               AND r.finished_at < now() - make_interval(days => $1)
+               -- The person deciding about an open effect reads the event behind it.
+               AND NOT EXISTS (
+                   SELECT 1 FROM effects e
+                   WHERE e.receipt_id = r.id AND e.status NOT IN ('completed', 'abandoned')
+               )
+             ORDER BY r.finished_at LIMIT $2
+             FOR UPDATE OF r SKIP LOCKED
          )
          UPDATE receipts r SET payload = NULL FROM old WHERE r.id = old.id",
     )
