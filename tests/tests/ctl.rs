@@ -602,6 +602,34 @@ async fn replay_runs_a_receipt_waiting_in_backoff_now() {
         .await
         .expect("count");
     assert_eq!(replays, 1);
+
+    // Triage without psql: the list says why, the receipt says who replayed it and why.
+    sqlx::query("UPDATE receipts SET last_error = 'order o_w does not exist (yet)' WHERE id = $1")
+        .bind(receipt)
+        .execute(pool)
+        .await
+        .expect("an error");
+    let listed = inboundctl(&["receipts", "list", "--status", "pending"], &env);
+    assert!(
+        text(&listed.stdout).contains("order o_w does not exist (yet)"),
+        "{}",
+        text(&listed.stdout)
+    );
+    let listed = inboundctl(&["receipts", "list", "--status", "pending", "--json"], &env);
+    let rows: serde_json::Value = serde_json::from_slice(&listed.stdout).expect("JSON");
+    assert_eq!(
+        rows[0]["reason"], "order o_w does not exist (yet)",
+        "{rows}"
+    );
+    let shown = inboundctl(&["receipts", "show", &id], &env);
+    assert!(
+        text(&shown.stdout).contains("replayed by ops (was pending): order created"),
+        "{}",
+        text(&shown.stdout)
+    );
+    let shown = inboundctl(&["receipts", "show", &id, "--json"], &env);
+    let shown: serde_json::Value = serde_json::from_slice(&shown.stdout).expect("JSON");
+    assert_eq!(shown["history"][0]["by"], "ops", "{shown}");
 }
 
 #[tokio::test]

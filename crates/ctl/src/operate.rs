@@ -244,24 +244,26 @@ pub async fn receipts(command: ReceiptsCommand) -> anyhow::Result<()> {
                 out!("{}", serde_json::to_string(&rows)?);
             } else {
                 out!(
-                    "{:>10}  {:<20} {:<12} {:<10} {:>8}  {:<28} event",
+                    "{:>10}  {:<20} {:<12} {:<10} {:>8}  {:<28} {:<28} reason",
                     "id",
                     "integration",
                     "status",
                     "outcome",
                     "attempts",
-                    "event type"
+                    "event type",
+                    "event"
                 );
                 for row in rows {
                     out!(
-                        "{:>10}  {:<20} {:<12} {:<10} {:>8}  {:<28} {}",
+                        "{:>10}  {:<20} {:<12} {:<10} {:>8}  {:<28} {:<28} {}",
                         row.id,
                         row.integration,
                         row.status,
                         row.outcome.as_deref().unwrap_or("-"),
                         row.attempts,
                         row.event_type,
-                        row.event_id
+                        row.event_id,
+                        row.reason.as_deref().unwrap_or("-")
                     );
                 }
             }
@@ -273,6 +275,7 @@ pub async fn receipts(command: ReceiptsCommand) -> anyhow::Result<()> {
                 bail!("receipt {id} does not exist");
             };
             let effects = admin::receipt_effects(&mut connection, id).await?;
+            let history = admin::receipt_history(&mut connection, id).await?;
             // Complete end to end: the transition is done and every effect delivered.
             let complete = detail.status == "done"
                 && effects.iter().all(|effect| effect.status == "completed");
@@ -283,11 +286,13 @@ pub async fn receipts(command: ReceiptsCommand) -> anyhow::Result<()> {
                 struct Shown<'a> {
                     receipt: &'a admin::ReceiptDetail,
                     effects: &'a [admin::EffectSummary],
+                    history: &'a [admin::ReceiptDecision],
                     complete: bool,
                 }
                 let shown = Shown {
                     receipt: &detail,
                     effects: &effects,
+                    history: &history,
                     complete,
                 };
                 out!("{}", serde_json::to_string(&shown)?);
@@ -341,6 +346,20 @@ pub async fn receipts(command: ReceiptsCommand) -> anyhow::Result<()> {
                         .as_deref()
                         .map(|by| format!(" (leased by {by})"))
                         .unwrap_or_default()
+                );
+            }
+            for decision in &history {
+                let done = match decision.action.as_str() {
+                    "replay" => "replayed",
+                    "quarantine" => "quarantined",
+                    _ => "failed",
+                };
+                out!(
+                    "  decision     {} {done} by {} (was {}): {}",
+                    decision.at,
+                    decision.by,
+                    decision.previous_status,
+                    decision.reason
                 );
             }
             out!(

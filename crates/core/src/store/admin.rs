@@ -114,6 +114,8 @@ pub struct ReceiptSummary {
     pub attempts: i32,
     /// When it was accepted.
     pub received_at: DateTime<Utc>,
+    /// Why it ended as it did, or why its last attempt failed (at most 200 characters).
+    pub reason: Option<String>,
 }
 
 /// Receipts in `status` (optionally of one integration), newest first.
@@ -124,7 +126,8 @@ pub async fn list_receipts(
     limit: i64,
 ) -> Result<Vec<ReceiptSummary>, sqlx::Error> {
     sqlx::query_as(
-        "SELECT id, integration, event_id, event_type, status, outcome, attempts, received_at
+        "SELECT id, integration, event_id, event_type, status, outcome, attempts, received_at,
+                left(coalesce(outcome_reason, last_error), 200) AS reason
          FROM receipts
          WHERE status = $1 AND ($2::text IS NULL OR integration = $2)
          ORDER BY id DESC LIMIT $3",
@@ -132,6 +135,39 @@ pub async fn list_receipts(
     .bind(status)
     .bind(integration)
     .bind(limit)
+    .fetch_all(conn)
+    .await
+}
+
+/// One operator decision about a receipt: a replay or a resolution (quarantine, fail).
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct ReceiptDecision {
+    /// When.
+    pub at: DateTime<Utc>,
+    /// `replay`, `quarantine` or `fail`.
+    pub action: String,
+    /// The status it left.
+    pub previous_status: String,
+    /// Who.
+    pub by: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// Every operator decision about receipt `id`, oldest first.
+pub async fn receipt_history(
+    conn: &mut PgConnection,
+    id: i64,
+) -> Result<Vec<ReceiptDecision>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT replayed_at AS at, 'replay' AS action, previous_status, replayed_by AS by, reason
+         FROM receipt_replays WHERE receipt_id = $1
+         UNION ALL
+         SELECT resolved_at, action, previous_status, resolved_by, reason
+         FROM receipt_resolutions WHERE receipt_id = $1
+         ORDER BY at",
+    )
+    .bind(id)
     .fetch_all(conn)
     .await
 }
