@@ -363,3 +363,39 @@ async fn ignored_deliveries_are_logged_and_counted_by_type() {
     );
     assert_eq!(database.receipt_count().await, 0);
 }
+
+/// An effect attempt that could not be sent is logged with why (connection refused,
+/// here), so a retry storm can be read from the logs alone.
+#[tokio::test]
+async fn an_effect_retry_line_says_what_went_wrong() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    domain::seed_order(pool, "o1", "pi_1", 1000, "usd").await;
+    // The fixture's audit sink is 127.0.0.1:9, where nothing listens.
+    let worker = Service::worker(
+        &fixtures::ingress_options(database.url()).with_args(&["--poll-interval-ms", "50"]),
+    );
+    let body = stripe_event(
+        "evt_unsent",
+        "payment_intent.succeeded",
+        payment_intent("pi_1", "o1", 1000, "usd", "succeeded"),
+    );
+    domain::accept(pool, &domain::config(), &body)
+        .await
+        .expect("new");
+    let started = Instant::now();
+    loop {
+        let logs = worker.logs();
+        if let Some(line) = logs.iter().find(|line| {
+            line.contains("\"message\":\"effect\"") && line.contains("\"outcome\":\"not_sent\"")
+        }) {
+            assert!(line.contains("\"error\":\""), "no error text: {line}");
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "no not_sent effect line: {logs:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

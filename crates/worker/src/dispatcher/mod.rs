@@ -254,15 +254,20 @@ async fn record_step(
         outcome,
         recorded.map_err(|error| error.to_string()),
         started,
+        None,
     )
 }
 
+/// Counts, logs and reports one step. `error` is what went wrong with the request (as
+/// stored with the effect: bounded, the sink URL's secret parts never in it), logged
+/// with the step so that a run of retries can be read from the logs alone.
 fn finish_step(
     effect: &ClaimedEffect,
     decision: &Decision,
     outcome: &'static str,
     recorded: Recorded,
     started: Instant,
+    error: Option<&str>,
 ) -> Step {
     metrics::counter!(EFFECT_ATTEMPTS_TOTAL, "sink" => effect.sink.clone(), "outcome" => outcome)
         .increment(1);
@@ -294,6 +299,7 @@ fn finish_step(
             outcome,
             status,
             reason,
+            error,
             recorded,
             duration_ms,
             "effect"
@@ -310,6 +316,7 @@ fn finish_step(
             outcome,
             status,
             reason,
+            error,
             recorded,
             duration_ms,
             "effect"
@@ -347,11 +354,13 @@ async fn deliver(
         backoff(worker, effect),
     );
     let maybe_delivered = effect.maybe_delivered || delivery.may_have_landed();
-    // The decision's reason, else what went wrong with the request.
-    let error = decision.reason().map(str::to_owned).or(match &delivery {
-        Delivery::NotSent(error) | Delivery::Unknown(error) => Some(error.clone()),
+    // What went wrong with the request, if anything; stored as the decision's reason,
+    // else as that.
+    let request_error = match &delivery {
+        Delivery::NotSent(error) | Delivery::Unknown(error) => Some(error.as_str()),
         _ => None,
-    });
+    };
+    let error = decision.reason().or(request_error).map(str::to_owned);
     let deadline = (started + in_flight_lease(sink))
         .checked_sub(RECORD_DEADLINE_MARGIN)
         .unwrap_or(started);
@@ -371,7 +380,14 @@ async fn deliver(
             deadline,
         )
         .await;
-    finish_step(effect, &decision, delivery.label(), recorded, started)
+    finish_step(
+        effect,
+        &decision,
+        delivery.label(),
+        recorded,
+        started,
+        request_error,
+    )
 }
 
 /// One POST. Errors are classified by whether the request can have left.
