@@ -932,6 +932,16 @@ async fn retry_sends_a_pending_effect_now_and_keeps_its_history() {
     .execute(pool)
     .await
     .expect("backing off");
+    // When it would go next is shown, so the operator knows what waiting costs.
+    let shown = inboundctl(&["effects", "show", &id.to_string()], &env);
+    assert!(
+        text(&shown.stdout).contains("next attempt"),
+        "{}",
+        text(&shown.stdout)
+    );
+    let shown = inboundctl(&["effects", "show", &id.to_string(), "--json"], &env);
+    let shown: serde_json::Value = serde_json::from_slice(&shown.stdout).expect("JSON");
+    assert!(shown["effect"]["next_attempt_at"].is_string(), "{shown}");
     let output = inboundctl(
         &[
             "effects",

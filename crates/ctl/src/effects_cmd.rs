@@ -161,6 +161,13 @@ pub async fn run(command: EffectsCommand) -> anyhow::Result<()> {
                 out!("  last error      {error}");
             }
             out!("  recorded        {}", effect.created_at);
+            if let Some(next) = effect.next_attempt_at {
+                if effect.status == "pending" {
+                    out!("  next attempt    {next} (effects resolve {id} --retry sends it now)");
+                } else {
+                    out!("  next check      {next} (its status URL is asked then)");
+                }
+            }
             out!("  history");
             for attempt in &attempts {
                 out!(

@@ -509,6 +509,18 @@ pub struct EffectLine {
     pub last_error: Option<String>,
     /// When the intent was committed.
     pub created_at: chrono::DateTime<chrono::Utc>,
+    /// When a dispatcher will next take it (pending and uncertain effects only).
+    pub next_attempt_at: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+/// The columns of an [`EffectLine`].
+macro_rules! effect_line_columns {
+    () => {
+        "SELECT id, receipt_id, operation_key, sink, kind, status, attempts, maybe_delivered,
+                last_error, created_at,
+                CASE WHEN status IN ('pending', 'uncertain') THEN visible_at END AS next_attempt_at
+         FROM effects "
+    };
 }
 
 /// Effects in `status` (optionally of one sink), newest first.
@@ -518,11 +530,10 @@ pub async fn list(
     sink: Option<&str>,
     limit: i64,
 ) -> Result<Vec<EffectLine>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT id, receipt_id, operation_key, sink, kind, status, attempts, maybe_delivered, last_error, created_at
-         FROM effects WHERE status = $1 AND ($2::text IS NULL OR sink = $2)
-         ORDER BY id DESC LIMIT $3",
-    )
+    sqlx::query_as(concat!(
+        effect_line_columns!(),
+        "WHERE status = $1 AND ($2::text IS NULL OR sink = $2) ORDER BY id DESC LIMIT $3"
+    ))
     .bind(status)
     .bind(sink)
     .bind(limit)
@@ -535,13 +546,10 @@ pub async fn find(
     conn: &mut PgConnection,
     effect_id: i64,
 ) -> Result<Option<EffectLine>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT id, receipt_id, operation_key, sink, kind, status, attempts, maybe_delivered, last_error, created_at
-         FROM effects WHERE id = $1",
-    )
-    .bind(effect_id)
-    .fetch_optional(conn)
-    .await
+    sqlx::query_as(concat!(effect_line_columns!(), "WHERE id = $1"))
+        .bind(effect_id)
+        .fetch_optional(conn)
+        .await
 }
 
 /// One delivery or reconciliation in an effect's history.
