@@ -977,11 +977,41 @@ async fn retry_sends_a_pending_effect_now_and_keeps_its_history() {
     .expect("audited");
     assert_eq!(audited, ("pending".to_owned(), "retry".to_owned()));
 
-    let in_flight = effect_in(pool, "op_in_flight", "in_flight").await;
+    // Several at once after an outage, all or nothing.
+    let first = effect_in(pool, "op_outage_1", "pending").await;
+    let second = effect_in(pool, "op_outage_2", "pending").await;
     let output = inboundctl(
         &[
             "effects",
             "resolve",
+            &first.to_string(),
+            &second.to_string(),
+            "--retry",
+            "--note",
+            "outage over",
+        ],
+        &env,
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let resolutions = |ids: Vec<i64>| async move {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT count(*) FROM effect_resolutions WHERE effect_id = ANY($1)",
+        )
+        .bind(ids)
+        .fetch_one(pool)
+        .await
+        .expect("resolutions")
+    };
+    assert_eq!(resolutions(vec![first, second]).await, 2);
+
+    // One being delivered is refused, and with it the whole command.
+    let in_flight = effect_in(pool, "op_in_flight", "in_flight").await;
+    let waiting = effect_in(pool, "op_waiting_too", "pending").await;
+    let output = inboundctl(
+        &[
+            "effects",
+            "resolve",
+            &waiting.to_string(),
             &in_flight.to_string(),
             "--retry",
             "--note",
@@ -990,6 +1020,7 @@ async fn retry_sends_a_pending_effect_now_and_keeps_its_history() {
         &env,
     );
     assert!(!output.status.success());
+    assert_eq!(resolutions(vec![waiting]).await, 0, "all or nothing");
 }
 
 /// A database error is said once, without the driver's "at line N".

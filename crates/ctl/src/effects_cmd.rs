@@ -8,6 +8,7 @@ use anyhow::bail;
 use clap::Subcommand;
 use inbound_core::store::effects::{self, Resolution};
 use serde_json::json;
+use sqlx::Connection;
 
 use crate::operate::DatabaseArgs;
 
@@ -55,8 +56,9 @@ pub enum EffectsCommand {
     Resolve {
         #[command(flatten)]
         database: DatabaseArgs,
-        /// The effect id.
-        id: i64,
+        /// Effect ids: all are resolved, or none.
+        #[arg(required = true)]
+        ids: Vec<i64>,
         /// It did happen (you checked with the receiver).
         #[arg(long, group = "action")]
         completed: bool,
@@ -205,7 +207,7 @@ pub async fn run(command: EffectsCommand) -> anyhow::Result<()> {
         }
         EffectsCommand::Resolve {
             database,
-            id,
+            ids,
             completed,
             retry,
             abandon,
@@ -223,11 +225,19 @@ pub async fn run(command: EffectsCommand) -> anyhow::Result<()> {
                 bail!("--note must say why");
             }
             let mut connection = database.connect().await?;
-            effects::resolve(&mut connection, id, resolution, &by, &note).await?;
+            // One transaction (each resolution a savepoint within it): a refusal of any
+            // id leaves every one as it was.
+            let mut transaction = connection.begin().await?;
+            for &id in &ids {
+                effects::resolve(&mut transaction, id, resolution, &by, &note).await?;
+            }
+            transaction.commit().await?;
             if json {
-                out!("{}", json!({"effect": id, "action": resolution.action()}));
+                out!("{}", json!({"effects": ids, "action": resolution.action()}));
             } else {
-                out!("effect {id}: {} (recorded for {by})", resolution.action());
+                for id in &ids {
+                    out!("effect {id}: {} (recorded for {by})", resolution.action());
+                }
             }
             Ok(())
         }
