@@ -20,9 +20,21 @@ use crate::process::ScratchDir;
 /// The tenant of `stripe-acme`.
 pub const TENANT: &str = "acme";
 
-/// Inserts an order awaiting payment.
+/// Inserts an order of [`TENANT`] awaiting payment.
 pub async fn seed_order(
     pool: &PgPool,
+    order_id: &str,
+    payment_id: &str,
+    total_minor: i64,
+    currency: &str,
+) {
+    seed_order_of(pool, TENANT, order_id, payment_id, total_minor, currency).await;
+}
+
+/// Inserts an order of `tenant` awaiting payment.
+pub async fn seed_order_of(
+    pool: &PgPool,
+    tenant: &str,
     order_id: &str,
     payment_id: &str,
     total_minor: i64,
@@ -31,7 +43,7 @@ pub async fn seed_order(
     sqlx::query(
         "INSERT INTO orders (tenant_id, id, provider_payment_id, total_minor, currency) VALUES ($1, $2, $3, $4, $5)",
     )
-    .bind(TENANT)
+    .bind(tenant)
     .bind(order_id)
     .bind(payment_id)
     .bind(total_minor)
@@ -276,6 +288,29 @@ pub async fn receipt_state(
         .fetch_one(pool)
         .await
         .expect("receipt exists")
+}
+
+/// Asserts that `receipt_id` ended `status` with `outcome`, its reason containing
+/// `reason_part`.
+pub async fn assert_ended(
+    pool: &PgPool,
+    receipt_id: i64,
+    status: &str,
+    outcome: Option<&str>,
+    reason_part: &str,
+) {
+    let (actual_status, actual_outcome, reason) = receipt_state(pool, receipt_id).await;
+    assert_eq!(
+        (actual_status.as_str(), actual_outcome.as_deref()),
+        (status, outcome),
+        "receipt {receipt_id}: {reason:?}"
+    );
+    assert!(
+        reason
+            .as_deref()
+            .is_some_and(|reason| reason.contains(reason_part)),
+        "receipt {receipt_id}: {reason:?} does not say {reason_part:?}"
+    );
 }
 
 /// The operation keys of every effect, in order.

@@ -438,47 +438,54 @@ async fn sign_event_sends_the_github_event_type_it_is_given() {
     let path = write_config(&scratch, |config| config);
     let body = r#"{"action":"opened","number":7,"repository":{"id":42,"full_name":"acme/app"}}"#;
     let base = format!("http://{}", ingress.addr);
-    let sign = |extra: &[&str]| {
-        let mut args = vec![
-            "sign-event",
-            "--config",
-            &path,
-            "--integration",
-            "gh-acme",
-            "--body",
-            body,
-            "--url",
-            &base,
-        ];
-        args.extend_from_slice(extra);
-        inboundctl(&args, &fixtures::secret_env())
-    };
-    let output = sign(&["--event-type", "pull_request"]);
-    assert!(output.status.success(), "{}", text(&output.stderr));
+    let answer = sign_and_send(
+        &path,
+        "gh-acme",
+        body,
+        &base,
+        &["--event-type", "pull_request"],
+    )
+    .expect("signed");
+    assert_eq!(answer["status"], "accepted", "{answer}");
+    assert_eq!(database.receipt_count().await, 1);
+
+    let refused = sign_and_send(&path, "stripe-acme", "{}", &base, &["--event-type", "x"])
+        .expect_err("refused");
+    assert!(refused.contains("--event-type"), "{refused}");
+}
+
+/// Runs `inboundctl sign-event` for `integration` (with `extra` flags), then the `curl`
+/// command it printed: the ingress's JSON answer, or what sign-event said when it refused.
+fn sign_and_send(
+    config: &str,
+    integration: &str,
+    body: &str,
+    base: &str,
+    extra: &[&str],
+) -> Result<serde_json::Value, String> {
+    let mut args = vec![
+        "sign-event",
+        "--config",
+        config,
+        "--integration",
+        integration,
+        "--body",
+        body,
+        "--url",
+        base,
+    ];
+    args.extend_from_slice(extra);
+    let output = inboundctl(&args, &fixtures::secret_env());
+    if !output.status.success() {
+        return Err(text(&output.stderr));
+    }
     let command = text(&output.stdout);
     let sent = Command::new("sh")
         .args(["-c", command.trim()])
         .output()
         .expect("run curl");
-    let answer: serde_json::Value = serde_json::from_slice(&sent.stdout).expect("JSON answer");
-    assert_eq!(answer["status"], "accepted", "{command}");
-    assert_eq!(database.receipt_count().await, 1);
-
-    let mut args = vec![
-        "sign-event",
-        "--config",
-        &path,
-        "--integration",
-        "stripe-acme",
-    ];
-    args.extend(["--body", "{}", "--event-type", "pull_request"]);
-    let refused = inboundctl(&args, &fixtures::secret_env());
-    assert!(!refused.status.success());
-    assert!(
-        text(&refused.stderr).contains("--event-type"),
-        "{}",
-        text(&refused.stderr)
-    );
+    Ok(serde_json::from_slice(&sent.stdout)
+        .unwrap_or_else(|_| panic!("no JSON answer to {command}: {}", text(&sent.stdout))))
 }
 
 #[tokio::test]
@@ -489,28 +496,8 @@ async fn sign_event_prints_a_curl_command_the_ingress_accepts() {
     let path = write_config(&scratch, |config| config);
     let body = r#"{"id":"evt_from_curl","type":"payment_intent.succeeded","account":"acct_123","livemode":true}"#;
     let base = format!("http://{}", ingress.addr);
-    let output = inboundctl(
-        &[
-            "sign-event",
-            "--config",
-            &path,
-            "--integration",
-            "stripe-acme",
-            "--body",
-            body,
-            "--url",
-            &base,
-        ],
-        &fixtures::secret_env(),
-    );
-    assert!(output.status.success(), "{}", text(&output.stderr));
-    let command = text(&output.stdout);
-    let sent = Command::new("sh")
-        .args(["-c", command.trim()])
-        .output()
-        .expect("run curl");
-    let answer: serde_json::Value = serde_json::from_slice(&sent.stdout).expect("JSON answer");
-    assert_eq!(answer["status"], "accepted", "{command}");
+    let answer = sign_and_send(&path, "stripe-acme", body, &base, &[]).expect("signed");
+    assert_eq!(answer["status"], "accepted", "{answer}");
     assert_eq!(database.receipt_count().await, 1);
 }
 

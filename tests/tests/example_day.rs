@@ -308,13 +308,7 @@ async fn the_example_stack_delivers_to_both_of_its_sinks() {
         args: vec!["--poll-interval-ms".to_owned(), "50".to_owned()],
         ..ServiceOptions::default()
     });
-    sqlx::query(
-        "INSERT INTO orders (tenant_id, id, provider_payment_id, total_minor, currency)
-         VALUES ('example', 'o_demo', 'pi_demo', 2000, 'usd')",
-    )
-    .execute(pool)
-    .await
-    .expect("an order of the example tenant");
+    domain::seed_order_of(pool, "example", "o_demo", "pi_demo", 2000, "usd").await;
     let config = example_config();
     for body in [
         event(

@@ -70,13 +70,7 @@ async fn a_payment_for_an_order_of_another_tenant_says_where_the_order_is() {
     let pool = database.pool();
     let config = domain::config();
     let worker = slowly_retrying_worker(pool);
-    sqlx::query(
-        "INSERT INTO orders (tenant_id, id, provider_payment_id, total_minor, currency)
-         VALUES ('globex', 'o_elsewhere', 'pi_e', 1000, 'usd')",
-    )
-    .execute(pool)
-    .await
-    .expect("an order of another tenant");
+    domain::seed_order_of(pool, "globex", "o_elsewhere", "pi_e", 1000, "usd").await;
     let receipt =
         accept_succeeded(pool, &config, "evt_e", "pi_e", "o_elsewhere", 1000, "usd").await;
     step(&worker).await;
@@ -146,14 +140,7 @@ async fn mark_paid_applies_once_and_classifies_every_zero_row_update() {
         (currency, "the currency differs"),
         (other, "expects PaymentIntent pi_expected"),
     ] {
-        let (status, outcome, reason) = domain::receipt_state(pool, receipt).await;
-        assert_eq!((status.as_str(), outcome), ("quarantined", None));
-        assert!(
-            reason
-                .as_deref()
-                .is_some_and(|reason| reason.contains(needle)),
-            "{reason:?}"
-        );
+        domain::assert_ended(pool, receipt, "quarantined", None, needle).await;
     }
     for order in ["o_amount", "o_currency", "o_other"] {
         assert_eq!(
@@ -200,12 +187,7 @@ async fn mark_paid_applies_once_and_classifies_every_zero_row_update() {
         "same key"
     );
     step(&worker).await;
-    let (status, outcome, reason) = domain::receipt_state(pool, again).await;
-    assert_eq!(
-        (status.as_str(), outcome.as_deref()),
-        ("done", Some("duplicate"))
-    );
-    assert!(reason.is_some_and(|reason| reason.contains("already paid")));
+    domain::assert_ended(pool, again, "done", Some("duplicate"), "already paid").await;
     assert_eq!(
         domain::operation_keys(pool).await.len(),
         1,
@@ -222,12 +204,14 @@ async fn mark_paid_applies_once_and_classifies_every_zero_row_update() {
         .await
         .expect("new");
     step(&worker).await;
-    let (status, outcome, reason) = domain::receipt_state(pool, stale).await;
-    assert_eq!(
-        (status.as_str(), outcome.as_deref()),
-        ("done", Some("ignored"))
-    );
-    assert!(reason.is_some_and(|reason| reason.contains("requires_payment_method")));
+    domain::assert_ended(
+        pool,
+        stale,
+        "done",
+        Some("ignored"),
+        "requires_payment_method",
+    )
+    .await;
     assert_eq!(domain::order_status(pool, "o1").await, "paid");
 }
 
@@ -317,20 +301,22 @@ async fn payments_and_refunds_of_no_order_are_ignored_and_a_refund_waits_only_fo
     .await;
     step(&worker).await;
 
-    let (status, outcome, reason) = domain::receipt_state(pool, renewal).await;
-    assert_eq!(
-        (status.as_str(), outcome.as_deref()),
-        ("done", Some("ignored")),
-        "{reason:?}"
-    );
-    assert!(reason.is_some_and(|reason| reason.contains("no metadata.order_id")));
-    let (status, outcome, reason) = domain::receipt_state(pool, renewal_refund).await;
-    assert_eq!(
-        (status.as_str(), outcome.as_deref()),
-        ("done", Some("ignored")),
-        "{reason:?}"
-    );
-    assert!(reason.is_some_and(|reason| reason.contains("refund of an invoice's payment")));
+    domain::assert_ended(
+        pool,
+        renewal,
+        "done",
+        Some("ignored"),
+        "no metadata.order_id",
+    )
+    .await;
+    domain::assert_ended(
+        pool,
+        renewal_refund,
+        "done",
+        Some("ignored"),
+        "refund of an invoice's payment",
+    )
+    .await;
     assert_eq!(
         domain::receipt_state(pool, unseen_refund).await.0,
         "pending"
@@ -358,13 +344,14 @@ async fn payments_and_refunds_of_no_order_are_ignored_and_a_refund_waits_only_fo
     )
     .await;
     step(&worker).await;
-    let (status, outcome, reason) = domain::receipt_state(pool, double_refund).await;
-    assert_eq!(
-        (status.as_str(), outcome.as_deref()),
-        ("done", Some("ignored")),
-        "{reason:?}"
-    );
-    assert!(reason.is_some_and(|reason| reason.contains("quarantined or failed")));
+    domain::assert_ended(
+        pool,
+        double_refund,
+        "done",
+        Some("ignored"),
+        "quarantined or failed",
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -637,12 +624,7 @@ async fn grants_read_invoices_as_stripe_sends_them() {
     let (status, _, reason) = domain::receipt_state(pool, truncated).await;
     assert_eq!(status, "quarantined");
     assert!(reason.is_some_and(|reason| reason.contains("has_more")));
-    let (status, outcome, reason) = domain::receipt_state(pool, unpaid).await;
-    assert_eq!(
-        (status.as_str(), outcome.as_deref()),
-        ("done", Some("ignored"))
-    );
-    assert!(reason.is_some_and(|reason| reason.contains("not paid")));
+    domain::assert_ended(pool, unpaid, "done", Some("ignored"), "not paid").await;
     let (status, _, reason) = domain::receipt_state(pool, other_customer).await;
     assert_eq!(status, "quarantined", "{reason:?}");
     assert!(reason.is_some_and(|reason| reason.contains("cus_a")));

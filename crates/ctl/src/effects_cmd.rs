@@ -12,15 +12,7 @@ use sqlx::Connection;
 
 use crate::operate::DatabaseArgs;
 
-const STATUSES: [&str; 7] = [
-    "pending",
-    "in_flight",
-    "completed",
-    "failed",
-    "uncertain",
-    "review",
-    "abandoned",
-];
+use effects::STATUSES;
 
 /// `inboundctl effects …`.
 #[derive(Debug, Subcommand)]

@@ -160,7 +160,7 @@ pub async fn status(
 ) -> anyhow::Result<()> {
     let mut connection = database.connect().await?;
     let counts = admin::receipt_counts(&mut connection).await?;
-    let effects = effects::counts(&mut connection).await?;
+    let effects = effects::counts(&mut connection, effects::STATUSES).await?;
     let mut integrations = admin::queued_integrations(&mut connection).await?;
     if let Some(path) = config {
         let config = Config::load(path)?;

@@ -13,10 +13,6 @@ use crate::telemetry::{
     OLDEST_PENDING_AGE_SECONDS, OLDEST_WAITING_AGE_SECONDS, RECEIPTS,
 };
 
-/// The open effect states, as the gauge labels them: what is still to happen or needs a
-/// person. Finished effects are counted as they finish ([`EFFECTS_FINISHED_TOTAL`]).
-const EFFECT_STATES: [&str; 4] = ["pending", "in_flight", "uncertain", "review"];
-
 /// The end states the dispatcher reaches (an operator's `abandoned` is not its own).
 pub const FINISHED_STATES: [&str; 2] = ["completed", "failed"];
 
@@ -34,7 +30,7 @@ pub async fn refresh(worker: &Worker) -> Result<(), sqlx::Error> {
         metrics::gauge!(OLDEST_WAITING_AGE_SECONDS, "integration" => integration.id.clone())
             .set(ages.waiting);
     }
-    for (state, count) in effects::open_counts(&mut connection).await? {
+    for (state, count) in effects::counts(&mut connection, effects::OPEN_STATUSES).await? {
         metrics::gauge!(EFFECTS, "state" => state).set(count as f64);
     }
     for sink in worker.config.sinks() {
@@ -75,7 +71,9 @@ pub fn initialise(worker: &Worker) {
         metrics::gauge!(OLDEST_WAITING_AGE_SECONDS, "integration" => integration.id.clone())
             .set(0.0);
     }
-    for state in EFFECT_STATES {
+    // The open states only: finished effects are counted as they finish
+    // ([`EFFECTS_FINISHED_TOTAL`]).
+    for &state in effects::OPEN_STATUSES {
         metrics::gauge!(EFFECTS, "state" => state).set(0.0);
     }
     // Every series the alerts read exists from the start (an increase needs a first value).

@@ -408,31 +408,35 @@ pub async fn record_step(
     Ok(recorded == 1)
 }
 
-/// Effects by status for `inboundctl status` (every status, 0 when none).
-pub async fn counts(conn: &mut PgConnection) -> Result<Vec<(String, i64)>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT s.status, COALESCE(c.n, 0)
-         FROM unnest(ARRAY['pending', 'in_flight', 'completed', 'failed', 'uncertain', 'review', 'abandoned'])
-              WITH ORDINALITY AS s (status, position)
-         LEFT JOIN (SELECT status, count(*) AS n FROM effects GROUP BY status) c ON c.status = s.status
-         ORDER BY s.position",
-    )
-    .fetch_all(conn)
-    .await
-}
+/// Every effect status, in the order they are reported.
+pub const STATUSES: &[&str] = &[
+    "pending",
+    "in_flight",
+    "completed",
+    "failed",
+    "uncertain",
+    "review",
+    "abandoned",
+];
 
-/// Effects in each open state for the gauges (every one, 0 when none): counted through
-/// the status index, never the finished ones, whose number grows with retention.
-pub async fn open_counts(conn: &mut PgConnection) -> Result<Vec<(String, i64)>, sqlx::Error> {
+/// The open statuses: still to happen, or waiting for a person. Their counts are cheap
+/// (through the status index); the finished ones grow with retention.
+pub const OPEN_STATUSES: &[&str] = &["pending", "in_flight", "uncertain", "review"];
+
+/// Effects in each of `statuses`, in that order (0 when none): [`STATUSES`] for
+/// `inboundctl status`, [`OPEN_STATUSES`] for the gauges.
+pub async fn counts(
+    conn: &mut PgConnection,
+    statuses: &[&str],
+) -> Result<Vec<(String, i64)>, sqlx::Error> {
     sqlx::query_as(
         "SELECT s.status, COALESCE(c.n, 0)
-         FROM unnest(ARRAY['pending', 'in_flight', 'uncertain', 'review'])
-              WITH ORDINALITY AS s (status, position)
+         FROM unnest($1::text[]) WITH ORDINALITY AS s (status, position)
          LEFT JOIN (SELECT status, count(*) AS n FROM effects
-                    WHERE status IN ('pending', 'in_flight', 'uncertain', 'review')
-                    GROUP BY status) c ON c.status = s.status
+                    WHERE status = ANY ($1) GROUP BY status) c ON c.status = s.status
          ORDER BY s.position",
     )
+    .bind(statuses)
     .fetch_all(conn)
     .await
 }
