@@ -41,6 +41,25 @@ async fn accept_succeeded(
     domain::accept_event(pool, config, event_id, "payment_intent.succeeded", object).await
 }
 
+/// Accepts a `charge.refunded` of `payment` (`refunded` of `amount` minor units).
+async fn accept_refund(
+    pool: &sqlx::PgPool,
+    config: &inbound_core::config::Config,
+    event_id: &str,
+    payment: &str,
+    amount: i64,
+    refunded: i64,
+) -> i64 {
+    domain::accept_event(
+        pool,
+        config,
+        event_id,
+        "charge.refunded",
+        charge(payment, amount, refunded),
+    )
+    .await
+}
+
 /// Orders `o1`–`o3`, each awaiting 1000 usd through `pi_1`–`pi_3`.
 async fn seed_three_orders(pool: &sqlx::PgPool) {
     for (order, payment) in [("o1", "pi_1"), ("o2", "pi_2"), ("o3", "pi_3")] {
@@ -283,22 +302,8 @@ async fn payments_and_refunds_of_no_order_are_ignored_and_a_refund_waits_only_fo
     .await;
     // A refund of a payment nobody has seen (no invoice, no payment event yet) waits: the
     // payment may come late, and must not then mark an order paid that was refunded.
-    let unseen_refund = domain::accept_event(
-        pool,
-        &config,
-        "evt_r_unseen",
-        "charge.refunded",
-        charge("pi_unseen", 1000, 1000),
-    )
-    .await;
-    let waiting_refund = domain::accept_event(
-        pool,
-        &config,
-        "evt_r_late",
-        "charge.refunded",
-        charge("pi_late", 1000, 1000),
-    )
-    .await;
+    let unseen_refund = accept_refund(pool, &config, "evt_r_unseen", "pi_unseen", 1000, 1000).await;
+    let waiting_refund = accept_refund(pool, &config, "evt_r_late", "pi_late", 1000, 1000).await;
     step(&worker).await;
 
     domain::assert_ended(
@@ -335,14 +340,8 @@ async fn payments_and_refunds_of_no_order_are_ignored_and_a_refund_waits_only_fo
     let double = accept_succeeded(pool, &config, "evt_dbl", "pi_dbl_2", "o_dbl", 1000, "usd").await;
     step(&worker).await;
     assert_eq!(domain::receipt_state(pool, double).await.0, "quarantined");
-    let double_refund = domain::accept_event(
-        pool,
-        &config,
-        "evt_dbl_refund",
-        "charge.refunded",
-        charge("pi_dbl_2", 1000, 1000),
-    )
-    .await;
+    let double_refund =
+        accept_refund(pool, &config, "evt_dbl_refund", "pi_dbl_2", 1000, 1000).await;
     step(&worker).await;
     domain::assert_ended(
         pool,
@@ -379,22 +378,8 @@ async fn refunds_apply_once_never_regress_and_wait_for_the_payment() {
     );
     assert_eq!(domain::order_status(pool, "o1").await, "refunded");
 
-    let partial = domain::accept_event(
-        pool,
-        &config,
-        "evt_r2",
-        "charge.refunded",
-        charge("pi_1", 1000, 400),
-    )
-    .await;
-    let repeat = domain::accept_event(
-        pool,
-        &config,
-        "evt_r3",
-        "charge.refunded",
-        charge("pi_1", 1000, 1000),
-    )
-    .await;
+    let partial = accept_refund(pool, &config, "evt_r2", "pi_1", 1000, 400).await;
+    let repeat = accept_refund(pool, &config, "evt_r3", "pi_1", 1000, 1000).await;
     let late_success = accept_succeeded(pool, &config, "evt_p2", "pi_1", "o1", 1000, "usd").await;
     step(&worker).await;
     assert_eq!(
@@ -1403,14 +1388,7 @@ async fn payment_and_refund_classification_decisions() {
     )
     .await;
     // (e) A full refund of another amount than the order received is inconsistent.
-    let refund_amount = domain::accept_event(
-        pool,
-        &config,
-        "evt_ra",
-        "charge.refunded",
-        charge("pi_ra", 1200, 1200),
-    )
-    .await;
+    let refund_amount = accept_refund(pool, &config, "evt_ra", "pi_ra", 1200, 1200).await;
     // A partially captured charge, fully refunded: `amount` is what was authorised.
     let captured = domain::accept_event(
         pool,
@@ -1422,22 +1400,8 @@ async fn payment_and_refund_classification_decisions() {
     )
     .await;
     // (f) Cancel, then refund: a paid order is refunded; an unpaid one has nothing to undo.
-    let cancel_paid = domain::accept_event(
-        pool,
-        &config,
-        "evt_rcp",
-        "charge.refunded",
-        charge("pi_cp", 1000, 1000),
-    )
-    .await;
-    let cancel_unpaid = domain::accept_event(
-        pool,
-        &config,
-        "evt_rcu",
-        "charge.refunded",
-        charge("pi_cu", 1000, 1000),
-    )
-    .await;
+    let cancel_paid = accept_refund(pool, &config, "evt_rcp", "pi_cp", 1000, 1000).await;
+    let cancel_unpaid = accept_refund(pool, &config, "evt_rcu", "pi_cu", 1000, 1000).await;
     step(&worker).await;
 
     let state = |receipt: i64| domain::receipt_state(pool, receipt);
