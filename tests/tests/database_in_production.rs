@@ -276,10 +276,13 @@ async fn each_role_is_refused_what_its_process_must_not_do() {
 async fn migrate_creates_and_regrants_the_roles() {
     let database = TestDatabase::create().await;
     let prefix = format!("ctl{}_", rand::random::<u32>());
-    sqlx::raw_sql("CREATE SCHEMA team_billing; CREATE TABLE team_billing.invoices (id int)")
-        .execute(database.pool())
-        .await
-        .expect("a team's own schema");
+    sqlx::raw_sql(
+        "CREATE SCHEMA team_billing; CREATE TABLE team_billing.invoices (id int);
+         CREATE TABLE public.team_ledger (id int)",
+    )
+    .execute(database.pool())
+    .await
+    .expect("a team's own schema");
     let pool = database.pool().clone();
     let privilege = |sql: String| {
         let pool = pool.clone();
@@ -300,17 +303,23 @@ async fn migrate_creates_and_regrants_the_roles() {
                 &prefix,
                 "--grant-schema",
                 "team_billing",
+                // A team's tables may well live in public.
+                "--grant-schema",
+                "public",
             ],
             database.url(),
         );
         assert!(output.status.success(), "{}", text(&output.stderr));
         assert!(text(&output.stdout).contains(&format!("{prefix}ingress")));
-        assert!(
-            privilege(format!(
-                "SELECT has_table_privilege('{prefix}worker', 'team_billing.invoices', 'UPDATE')"
-            ))
-            .await
-        );
+        for table in ["team_billing.invoices", "public.team_ledger"] {
+            assert!(
+                privilege(format!(
+                    "SELECT has_table_privilege('{prefix}worker', '{table}', 'UPDATE')"
+                ))
+                .await,
+                "{table}"
+            );
+        }
         let reads_payloads = privilege(format!(
             "SELECT has_column_privilege('{prefix}ingress', 'inbound.receipts', 'payload', 'SELECT')"
         ))

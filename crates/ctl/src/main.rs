@@ -66,7 +66,7 @@ enum Command {
         create_roles: bool,
         /// With `--create-roles`: a schema of your handlers' tables, granted to the worker
         /// role (repeatable; `--example` adds `inbound_example`).
-        #[arg(long = "grant-schema", value_parser = store::Schema::parse_own)]
+        #[arg(long = "grant-schema")]
         grant_schemas: Vec<store::Schema>,
         /// The roles' name prefix (`inbound_` gives `inbound_ingress`, …).
         #[arg(long, default_value = store::roles::RolePrefix::DEFAULT,
