@@ -18,7 +18,8 @@ demo:
 ## installed for the pooler tests.
 test: postgres pgbouncer
 	$(CARGO) build --workspace --bins $(TEST_FEATURES)
-	@if command -v cargo-nextest >/dev/null 2>&1; then \
+	@export DATABASE_URL="$$(scripts/ensure-postgres.sh)"; \
+	if command -v cargo-nextest >/dev/null 2>&1; then \
 		$(CARGO) nextest run --workspace $(TEST_FEATURES) --no-fail-fast; \
 	else \
 		$(CARGO) test --workspace $(TEST_FEATURES) --no-fail-fast; \
@@ -30,7 +31,7 @@ DURATION ?= 60
 SOAK_ARGS ?=
 soak: postgres pgbouncer
 	$(CARGO) build --release -p inbound-ingress -p inbound-worker -p inbound-tests --bins
-	INBOUND_BIN_DIR=$${CARGO_TARGET_DIR:-target}/release \
+	DATABASE_URL="$$(scripts/ensure-postgres.sh)" INBOUND_BIN_DIR=$${CARGO_TARGET_DIR:-target}/release \
 		$${CARGO_TARGET_DIR:-target}/release/inbound-soak --duration-secs $(DURATION) $(SOAK_ARGS)
 
 ## Each cargo-fuzz target for FUZZ_SECS seconds on stable (sanitizer off; fuzz/README.md).
@@ -80,8 +81,10 @@ deploy-check:
 check-metrics: postgres
 	scripts/check-metrics.sh
 
+## The server the targets use: DATABASE_URL, else the local one (made to accept us: see
+## scripts/ensure-postgres.sh, which prints its URL).
 postgres:
-	@scripts/ensure-postgres.sh
+	@scripts/ensure-postgres.sh >/dev/null
 
 pgbouncer:
 	@scripts/ensure-pgbouncer.sh

@@ -10,7 +10,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 results="${1:-}"
-scripts/ensure-postgres.sh
+DATABASE_URL=$(scripts/ensure-postgres.sh)
+export DATABASE_URL
 cargo build --quiet --release -p inbound-ingress -p inbound-worker -p inboundctl
 # shellcheck source=scripts/bench-lib.sh
 source scripts/bench-lib.sh

@@ -22,7 +22,8 @@ cd "$(dirname "$0")/.."
 seconds="${BENCH_SECONDS:-10}"
 pending="${BENCH_PENDING:-50000}"
 growth_rows="${BENCH_GROWTH_ROWS:-5000000}"
-scripts/ensure-postgres.sh
+DATABASE_URL=$(scripts/ensure-postgres.sh)
+export DATABASE_URL
 cargo build --quiet --release -p inbound-ingress -p inbound-worker -p inboundctl
 cargo build --quiet --release -p inbound-tests --bin inbound-loadgen
 # shellcheck source=scripts/bench-lib.sh

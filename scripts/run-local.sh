@@ -6,14 +6,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-export DATABASE_URL="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/inbound}"
+# DATABASE_URL as given, else database `inbound` on the local server (ensure-postgres.sh).
+admin_url=$(scripts/ensure-postgres.sh)
+export DATABASE_URL="${DATABASE_URL:-${admin_url%/*}/inbound}"
 export INBOUND_CONFIG="${INBOUND_CONFIG:-config/example.toml}"
 listen="${INBOUND_LISTEN:-127.0.0.1:8080}"
 ingress_metrics="${INBOUND_METRICS_LISTEN:-127.0.0.1:9090}"
 worker_metrics="${INBOUND_WORKER_METRICS_LISTEN:-127.0.0.1:9091}"
 unset INBOUND_LISTEN INBOUND_METRICS_LISTEN
 
-scripts/ensure-postgres.sh
 . scripts/env-local.sh
 
 cargo build -p inbound-ingress -p inbound-worker -p inboundctl

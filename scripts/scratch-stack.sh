@@ -11,10 +11,9 @@
 scratch_stack() {
   local name=$1 listen=$2 ingress_metrics=$3 worker_metrics=$4
   shift 4
-  admin_url="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
+  admin_url=$(scripts/ensure-postgres.sh)
   export DATABASE_URL="${admin_url%/*}/$name"
   unset INBOUND_LISTEN INBOUND_METRICS_LISTEN
-  scripts/ensure-postgres.sh
   . scripts/env-local.sh
   cargo build -p inbound-ingress -p inbound-worker -p inboundctl
   bin="${CARGO_TARGET_DIR:-target}/debug"

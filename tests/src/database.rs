@@ -5,7 +5,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{ConnectOptions, Connection};
 
-/// The server tests run against: `DATABASE_URL`, else the local trust-auth cluster.
+/// The server tests run against: `DATABASE_URL` (`make test` sets it from
+/// `scripts/ensure-postgres.sh`), else the local trust-auth cluster.
 pub fn admin_url() -> String {
     std::env::var("DATABASE_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
@@ -95,7 +96,7 @@ impl TestDatabase {
         );
         let admin: PgConnectOptions = admin_url.parse().expect("DATABASE_URL parses");
         let mut connection = admin.connect().await.unwrap_or_else(|error| {
-            panic!("cannot connect to PostgreSQL at DATABASE_URL ({error}); is the server running? `make test` starts it")
+            panic!("cannot connect to PostgreSQL at DATABASE_URL ({error}); is the server running, and does it take these credentials? `make test` starts it and finds a URL that does")
         });
         sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
             .execute(&mut connection)
