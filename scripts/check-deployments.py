@@ -16,6 +16,16 @@
   apply would reset the autoscaler's count); every workload serving a port a PodMonitor
   scrapes is selected by one. (A selector that matches nothing fails silently in a
   cluster: nothing scraped, nothing protected, nothing scaled.)
+- Migrations run on every apply: every pod running an inbound process first runs
+  `inboundctl migrate` with its own image (an init container), and no Job is rendered (a
+  Job's template is immutable: the next apply with a new image fails).
+- The public entrance fits the ingress: an Ingress's backend is a Service port that
+  exists; its body limit is at least the largest `max_body_bytes` (a smaller one answers
+  413 for deliveries inbound would accept, and the provider retries them until it gives
+  up), and its proxy timeouts exceed the ingress's request timeout (a proxy giving up
+  first answers 504 for a commit that may still succeed).
+- With `--core-only`: no object needs a CRD (the base and overlays/without-crds apply to
+  any cluster).
 """
 import sys
 import tomllib
@@ -30,10 +40,12 @@ BATCH_PAYLOAD_BYTES = 4 * MIB      # ingress: one group-commit statement's paylo
 DECODED_FACTOR = 18                # worker: rendered text (≤ 2×) and decoded values (≤ 16×)
 EFFECT_PAYLOAD_BYTES = 2 * MIB     # worker: one effect in flight (data and request)
 DEFAULT_MAX_BODY_BYTES = MIB       # an integration's default max_body_bytes
+DEFAULT_REQUEST_TIMEOUT_SECS = 10  # inbound-ingress --request-timeout-secs
 
 DEFAULTS = {
     "inbound-ingress": {"--body-budget-bytes": 32 * MIB, "--max-connections": 1024,
-                        "--commit-concurrency": 2},
+                        "--commit-concurrency": 2,
+                        "--request-timeout-secs": DEFAULT_REQUEST_TIMEOUT_SECS},
     "inbound-worker": {"--payload-budget-bytes": 4 * MIB, "--effect-concurrency": 8},
 }
 
@@ -72,7 +84,11 @@ def parse_quantity(text):
     return int(text)
 
 
+CORE_API_GROUPS = {"", "apps", "batch", "autoscaling", "policy", "networking.k8s.io",
+                   "rbac.authorization.k8s.io"}
+
 documents = [document for document in yaml.safe_load_all(open(sys.argv[1])) if document]
+core_only = "--core-only" in sys.argv[2:]
 largest_body = DEFAULT_MAX_BODY_BYTES
 for document in documents:
     if document.get("kind") == "ConfigMap" and "config.toml" in document.get("data", {}):
@@ -190,6 +206,83 @@ for document in documents:
             problems.append(f'{document["kind"]} {document["metadata"]["name"]}: serves {port!r} '
                             f"but no PodMonitor selects its pods {labels}")
 print(f"  {selectors_checked} selectors and scale targets checked against the workloads")
+
+# Migrations on every apply.
+migrating = 0
+for document in documents:
+    kind, name = document.get("kind"), document.get("metadata", {}).get("name")
+    if kind == "Job":
+        problems.append(f"Job {name}: a Job's pod template is immutable, so the next apply with a new "
+                        "image fails; migrations run as each pod's init container instead")
+    if kind != "Deployment":
+        continue
+    spec = document["spec"]["template"]["spec"]
+    for container in spec["containers"]:
+        binary = container.get("command", [""])[0].rsplit("/", 1)[-1]
+        if binary not in DEFAULTS:
+            continue
+        migrators = [init for init in spec.get("initContainers", [])
+                     if init.get("command", [""])[0].endswith("/inboundctl")
+                     and "migrate" in init.get("command", [])[1:2]]
+        if not migrators:
+            problems.append(f"Deployment {name}: {container['name']} starts without migrating first "
+                            "(no init container running `inboundctl migrate`)")
+        elif migrators[0].get("image") != container.get("image"):
+            problems.append(f"Deployment {name}: its migrate init container runs {migrators[0].get('image')}, "
+                            f"not its own image {container.get('image')}")
+        else:
+            migrating += 1
+print(f"  {migrating} containers migrate before they start")
+
+# The public entrance.
+services = {document["metadata"]["name"]: document for document in documents if document.get("kind") == "Service"}
+request_timeout = max([flags(container, "inbound-ingress")["--request-timeout-secs"]
+                       for document in documents if document.get("kind") == "Deployment"
+                       for container in document["spec"]["template"]["spec"]["containers"]
+                       if container.get("command", [""])[0].endswith("/inbound-ingress")]
+                      or [DEFAULT_REQUEST_TIMEOUT_SECS])
+
+
+def nginx_size(text):
+    text = str(text).strip().lower()
+    factor = {"k": 1024, "m": MIB, "g": 1024 * MIB}.get(text[-1:], 1)
+    return int(text.rstrip("kmg")) * factor
+
+
+for document in documents:
+    if document.get("kind") != "Ingress":
+        continue
+    name = document["metadata"]["name"]
+    annotations = document["metadata"].get("annotations", {})
+    for rule in document["spec"].get("rules", []):
+        for path in rule.get("http", {}).get("paths", []):
+            backend = path["backend"].get("service", {})
+            service = services.get(backend.get("name"))
+            port = backend.get("port", {})
+            if service is None:
+                problems.append(f"Ingress {name}: backend Service {backend.get('name')} does not exist")
+            elif not any(port.get("name") == p.get("name") or port.get("number") == p.get("port")
+                         for p in service["spec"].get("ports", [])):
+                problems.append(f"Ingress {name}: Service {backend.get('name')} has no port {port}")
+    body = annotations.get("nginx.ingress.kubernetes.io/proxy-body-size")
+    if body is None or nginx_size(body) < largest_body:
+        problems.append(f"Ingress {name}: proxy-body-size {body} is below the largest max_body_bytes "
+                        f"({largest_body} bytes)")
+    for timeout in ("proxy-read-timeout", "proxy-send-timeout"):
+        value = annotations.get(f"nginx.ingress.kubernetes.io/{timeout}")
+        if value is None or int(value) <= request_timeout:
+            problems.append(f"Ingress {name}: {timeout} {value} does not exceed the ingress's request "
+                            f"timeout ({request_timeout} s)")
+    if not document["spec"].get("tls"):
+        problems.append(f"Ingress {name}: no TLS (providers sign, but the payloads are customer data)")
+    print(f"  Ingress {name}: body limit {body}, timeouts above {request_timeout} s, TLS")
+
+if core_only:
+    for document in documents:
+        group = document.get("apiVersion", "").rpartition("/")[0]
+        if group not in CORE_API_GROUPS:
+            problems.append(f"{document.get('kind')} {document.get('metadata', {}).get('name')}: "
+                            f"needs a CRD ({document.get('apiVersion')}) in a kustomization meant for any cluster")
 
 if problems:
     sys.exit("\n".join(problems))

@@ -7,7 +7,11 @@
 #   - every probe uses the ops port, every memory limit covers the memory formula of
 #     docs/operations.md for the flags the container runs with, and every selector
 #     (Service, PodMonitor, PDB, NetworkPolicy, HPA/ScaledObject targets) selects the
-#     workload it is meant for (check-deployments.py);
+#     workload it is meant for, every inbound pod migrates first (an init container; no
+#     immutable Job), the example Ingress fits the ingress's body limit and timeouts, and
+#     the base and overlays/without-crds need no CRD (check-deployments.py);
+#   - scripts/deploy.sh, the documented rollout, runs against a recording kubectl
+#     (scripts/test-deploy.sh);
 #   - promtool checks the rules and runs their unit tests (every alert, firing and not);
 #   - hadolint lints the Dockerfiles (inbound's and the custom worker example's).
 set -euo pipefail
@@ -25,7 +29,7 @@ echo "== PrometheusRule matches deploy/prometheus/alerts.yaml"
 python3 - "${1:-}" <<'PY'
 import sys, yaml
 rules = yaml.safe_load(open("deploy/prometheus/alerts.yaml"))
-path = "deploy/kubernetes/base/prometheusrule.yaml"
+path = "deploy/kubernetes/components/prometheus-operator/prometheusrule.yaml"
 wanted = {"apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule",
           "metadata": {"name": "inbound"}, "spec": {"groups": rules["groups"]}}
 if sys.argv[1] == "--write":
@@ -45,8 +49,15 @@ for kustomization in deploy/kubernetes/base deploy/kubernetes/overlays/*; do
   kubectl kustomize "$kustomization" > "$work/rendered.yaml"
   kubernetes-validate --strict --quiet "$work/rendered.yaml"
   echo "  $(grep -c '^kind:' "$work/rendered.yaml") objects"
-  python3 scripts/check-deployments.py "$work/rendered.yaml"
+  case "$kustomization" in
+    */base | */without-crds) core_only=--core-only ;;
+    *) core_only= ;;
+  esac
+  python3 scripts/check-deployments.py "$work/rendered.yaml" $core_only
 done
+
+echo "== scripts/deploy.sh against a recording kubectl"
+scripts/test-deploy.sh
 
 echo "== alert rules"
 promtool check rules deploy/prometheus/alerts.yaml
