@@ -24,6 +24,11 @@
   413 for deliveries inbound would accept, and the provider retries them until it gives
   up), and its proxy timeouts exceed the ingress's request timeout (a proxy giving up
   first answers 504 for a commit that may still succeed).
+- Every ConfigMap a pod mounts or reads exists in the render (a generated one's name
+  carries a hash a component cannot know), and every image names a registry and a tag
+  (the bare placeholder `inbound` is for kustomize to replace, and cannot be pulled).
+- Every namespaced object of an overlay that sets a namespace is in one namespace (an
+  object a later layer adds without it lands in `default`, away from its Secret).
 - With `--core-only`: no object needs a CRD (the base and overlays/without-crds apply to
   any cluster).
 """
@@ -276,6 +281,33 @@ for document in documents:
     if not document["spec"].get("tls"):
         problems.append(f"Ingress {name}: no TLS (providers sign, but the payloads are customer data)")
     print(f"  Ingress {name}: body limit {body}, timeouts above {request_timeout} s, TLS")
+
+# What pods refer to exists, and their images can be pulled.
+config_maps = {document["metadata"]["name"] for document in documents if document.get("kind") == "ConfigMap"}
+for document in documents:
+    if document.get("kind") not in ("Deployment", "StatefulSet", "DaemonSet", "Job"):
+        continue
+    name = f'{document["kind"]} {document["metadata"]["name"]}'
+    pod = document["spec"]["template"]["spec"]
+    referenced = {volume["configMap"]["name"] for volume in pod.get("volumes", []) if "configMap" in volume}
+    for container in pod.get("containers", []) + pod.get("initContainers", []):
+        referenced |= {source["configMapRef"]["name"] for source in container.get("envFrom", [])
+                       if "configMapRef" in source}
+        image = container.get("image", "")
+        if "/" not in image or not (":" in image.rsplit("/", 1)[-1] or "@" in image):
+            problems.append(f"{name}: container {container['name']} runs image {image!r}, which names "
+                            "no registry or tag (kustomize's `images` did not reach it)")
+    for missing in sorted(referenced - config_maps):
+        problems.append(f"{name}: mounts or reads ConfigMap {missing}, which the render does not hold")
+
+CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition"}
+namespaces = {document["metadata"].get("namespace") for document in documents
+              if document.get("kind") not in CLUSTER_SCOPED}
+if len(namespaces) > 1:
+    for document in documents:
+        if document.get("kind") not in CLUSTER_SCOPED and document["metadata"].get("namespace") is None:
+            problems.append(f"{document['kind']} {document['metadata']['name']}: no namespace, while the "
+                            f"others are in {sorted(n for n in namespaces if n)} (it would land in `default`)")
 
 if core_only:
     for document in documents:

@@ -59,6 +59,35 @@ done
 echo "== scripts/deploy.sh against a recording kubectl"
 scripts/test-deploy.sh
 
+echo "== dashboard (deploy/grafana/inbound.json and its sidecar copy, from scripts/dashboard.py)"
+python3 scripts/dashboard.py --check
+
+echo "== alert conventions: severity, description, runbook_url from one base, a runbook section each"
+python3 - <<'PY'
+import re, sys, yaml
+rules = [rule for group in yaml.safe_load(open("deploy/prometheus/alerts.yaml"))["groups"]
+         for rule in group["rules"] if "alert" in rule]
+headings = set(re.findall(r"^### (\w+)$", open("docs/operations.md").read(), re.M))
+bases, problems = set(), []
+for rule in rules:
+    name, annotations = rule["alert"], rule.get("annotations", {})
+    if rule.get("labels", {}).get("severity") not in ("critical", "warning"):
+        problems.append(f"{name}: severity must be critical or warning")
+    if not annotations.get("description") or not annotations.get("summary"):
+        problems.append(f"{name}: needs a summary and a description")
+    base, _, anchor = annotations.get("runbook_url", "").partition("#")
+    if not base.startswith("https://") or anchor != name.lower():
+        problems.append(f"{name}: runbook_url must be <https base>#{name.lower()}")
+    bases.add(base)
+    if name not in headings:
+        problems.append(f"{name}: docs/operations.md has no '### {name}' section")
+if len(bases) > 1:
+    problems.append(f"runbook_url has several bases {sorted(bases)}: one setting, one base")
+if problems:
+    sys.exit("\n".join(problems))
+print(f"  {len(rules)} alerts")
+PY
+
 echo "== alert rules"
 promtool check rules deploy/prometheus/alerts.yaml
 promtool test rules deploy/prometheus/alerts.test.yaml

@@ -25,7 +25,11 @@ impl DebianCluster {
             .expect("a PostgreSQL version under /etc/postgresql");
         let port = free_port();
         let name = format!("inbound_setup_{}_{port}", std::process::id());
-        let cluster = Self { version, name, port };
+        let cluster = Self {
+            version,
+            name,
+            port,
+        };
         cluster.run("pg_createcluster", &["-p", &port.to_string()]);
         cluster.run("pg_ctlcluster", &["start"]);
         cluster
@@ -42,7 +46,11 @@ impl DebianCluster {
             .args(extra)
             .output()
             .unwrap_or_else(|error| panic!("{program}: {error} (Debian's postgresql-common)"));
-        assert!(output.status.success(), "{program} failed: {}", text(&output));
+        assert!(
+            output.status.success(),
+            "{program} failed: {}",
+            text(&output)
+        );
     }
 }
 
@@ -113,42 +121,66 @@ fn the_local_setup_works_under_debians_stock_authentication() {
     assert!(first.status.success(), "set-up failed: {}", text(&first));
     let url = String::from_utf8_lossy(&first.stdout).trim().to_owned();
     assert!(
-        url.starts_with("postgres://inbound_dev:") && url.ends_with(&format!("@127.0.0.1:{port}/postgres")),
+        url.starts_with("postgres://inbound_dev:")
+            && url.ends_with(&format!("@127.0.0.1:{port}/postgres")),
         "{url}"
     );
     connects(&url).expect("the URL the set-up printed connects over TCP");
 
     let kept = std::fs::read_to_string(&env_file).expect("the set-up keeps its URL");
-    assert!(kept.contains(&format!("LOCAL_DATABASE_URL={url}\n")), "{kept}");
+    assert!(
+        kept.contains(&format!("LOCAL_DATABASE_URL={url}\n")),
+        "{kept}"
+    );
     use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(&env_file).unwrap().permissions().mode();
-    assert_eq!(mode & 0o777, 0o600, "the file holding a password is private");
+    let mode = std::fs::metadata(&env_file)
+        .expect("the env file")
+        .permissions()
+        .mode();
+    assert_eq!(
+        mode & 0o777,
+        0o600,
+        "the file holding a password is private"
+    );
 
     let again = local_setup(port, &env_file, None);
     assert!(again.status.success(), "{}", text(&again));
-    assert_eq!(String::from_utf8_lossy(&again.stdout).trim(), url, "a second run reuses the role");
+    assert_eq!(
+        String::from_utf8_lossy(&again.stdout).trim(),
+        url,
+        "a second run reuses the role"
+    );
 
     // The URL is good for what `make run` does with it: create and migrate its database.
-    let database = format!("{}/inbound", url.rsplit_once('/').unwrap().0);
+    let database = format!("{}/inbound", url.rsplit_once('/').expect("a URL path").0);
     let migrate = Command::new(binary("inboundctl"))
-        .args(["migrate", "--create-database", "--example", "--database-url", &database])
+        .args([
+            "migrate",
+            "--create-database",
+            "--example",
+            "--database-url",
+            &database,
+        ])
         .output()
         .expect("run inboundctl migrate");
     assert!(migrate.status.success(), "{}", text(&migrate));
 
     // A stale password in the file (the cluster was rebuilt) is replaced, not reported.
     let stale = kept.replace(&url, &url.replace("inbound_dev:", "inbound_dev:0"));
-    std::fs::write(&env_file, stale).unwrap();
+    std::fs::write(&env_file, stale).expect("write the env file");
     let renewed = local_setup(port, &env_file, None);
     assert!(renewed.status.success(), "{}", text(&renewed));
     let renewed_url = String::from_utf8_lossy(&renewed.stdout).trim().to_owned();
     connects(&renewed_url).expect("the renewed URL connects");
-    let kept = std::fs::read_to_string(&env_file).unwrap();
+    let kept = std::fs::read_to_string(&env_file).expect("the env file");
     assert_eq!(kept.matches("LOCAL_DATABASE_URL=").count(), 1, "{kept}");
 
     // A DATABASE_URL the server refuses is an error that says so, before any test runs.
     let refused = local_setup(port, &env_file, Some(&trust_url));
     assert!(!refused.status.success());
     let message = text(&refused);
-    assert!(message.contains("DATABASE_URL") && message.contains("refuses"), "{message}");
+    assert!(
+        message.contains("DATABASE_URL") && message.contains("refuses"),
+        "{message}"
+    );
 }

@@ -55,13 +55,27 @@ async fn rules_and_dashboard_use_only_exported_metrics_and_logs_hold_no_secrets(
     let pool = database.pool();
     let sink = TestSink::start().await;
     domain::seed_order(pool, "o1", "pi_1", 1000, "usd").await;
-    let ingress = Service::ingress(&fixtures::ingress_options(database.url()));
-    let worker_options = fixtures::with_audit_sink(
-        fixtures::ingress_options(database.url()),
-        &sink.url(),
-        false,
-    )
-    .with_args(&["--poll-interval-ms", "50", "--gauge-interval-secs", "1"]);
+    // Owners and a silence threshold, as an operator writes them.
+    let mut options = fixtures::ingress_options(database.url());
+    options.config_toml = options
+        .config_toml
+        .replacen(
+            "tenant = \"acme\"\n",
+            "tenant = \"acme\"\nowner = \"payments\"\nalert_when_silent_secs = 3600\n",
+            1,
+        )
+        .replacen(
+            "url = \"http://127.0.0.1:9/audit\"",
+            "url = \"http://127.0.0.1:9/audit\"\nowner = \"audit-oncall\"",
+            1,
+        );
+    let ingress = Service::ingress(&options);
+    let worker_options = fixtures::with_audit_sink(options, &sink.url(), false).with_args(&[
+        "--poll-interval-ms",
+        "50",
+        "--gauge-interval-secs",
+        "1",
+    ]);
     let worker = Service::worker(&worker_options);
 
     // One event through everything: accepted, applied, delivered; plus a forged one.
@@ -121,19 +135,70 @@ async fn rules_and_dashboard_use_only_exported_metrics_and_logs_hold_no_secrets(
             );
             exported.insert(name);
         }
-        if std::ptr::eq(service, &worker) {
+        let role = if std::ptr::eq(service, &worker) {
+            "worker"
+        } else {
+            "ingress"
+        };
+        // Every process: its build, its process series, its pool, and the owners.
+        for wanted in [
+            format!("inbound_build_info{{version=\"{}\",role=\"{role}\"}} 1", env!("CARGO_PKG_VERSION")),
+            "process_cpu_seconds_total ".to_owned(),
+            "process_resident_memory_bytes ".to_owned(),
+            "process_open_fds ".to_owned(),
+            "inbound_db_pool_connections{state=\"in_use\"} ".to_owned(),
+            "inbound_db_pool_connections{state=\"idle\"} ".to_owned(),
+            "inbound_db_pool_max_connections ".to_owned(),
+            "inbound_db_pool_acquire_seconds_count ".to_owned(),
+            "inbound_integration_info{integration=\"stripe-acme\",provider=\"stripe\",owner=\"payments\"} 1".to_owned(),
+            "inbound_integration_provider_timeout_seconds{integration=\"stripe-acme\"} 10".to_owned(),
+            "inbound_integration_silence_alert_seconds{integration=\"stripe-acme\"} 3600".to_owned(),
+            "inbound_sink_info{sink=\"audit\",owner=\"audit-oncall\"} 1".to_owned(),
+        ] {
+            assert!(text.contains(&wanted), "{role} does not export `{wanted}`: {text}");
+        }
+        if role == "worker" {
+            for wanted in [
+                "inbound_effects_finished_total{sink=\"audit\",status=\"completed\"} 1",
+                "inbound_effect_delivery_seconds_count{sink=\"audit\"} 1",
+                "inbound_effects{sink=\"audit\",state=\"review\"} 0",
+                "inbound_receipts_for_review{integration=\"stripe-acme\",state=\"failed\"} 0",
+            ] {
+                assert!(
+                    text.contains(wanted),
+                    "the worker does not export `{wanted}`: {text}"
+                );
+            }
+        } else {
+            // The accepted delivery moved the silence clock; the gauge exists for every
+            // integration from the start (an integration that never delivers alerts too).
+            let delivered = text
+                .lines()
+                .find_map(|line| {
+                    line.strip_prefix(
+                        "inbound_ingress_last_delivery_timestamp_seconds{integration=\"stripe-acme\"} ",
+                    )
+                })
+                .and_then(|value| value.parse::<f64>().ok())
+                .expect("the stripe-acme silence clock");
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .expect("after 1970")
+                .as_secs_f64();
+            assert!((now - delivered).abs() < 60.0, "{delivered} vs {now}");
             assert!(
                 text.contains(
-                    "inbound_effects_finished_total{sink=\"audit\",status=\"completed\"} 1"
+                    "inbound_ingress_last_delivery_timestamp_seconds{integration=\"gh-acme\"} "
                 ),
-                "the delivered effect is counted as completed: {text}"
+                "{text}"
             );
         }
     }
     for file in [
         "deploy/prometheus/alerts.yaml",
         "deploy/grafana/inbound.json",
-        "deploy/kubernetes/base/worker-scaledobject.yaml",
+        "deploy/kubernetes/components/keda/worker-scaledobject.yaml",
+        "deploy/kubernetes/components/dispatcher-keda/dispatcher-scaledobject.yaml",
     ] {
         let used = metric_names(&workspace_file(file));
         assert!(!used.is_empty(), "{file} names no metric");

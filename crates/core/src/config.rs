@@ -1,4 +1,4 @@
-//! The configuration file: TOML as DESIGN.md gives it, parsed into raw structs, then
+//! The configuration file: TOML as docs/contract.md gives it, parsed into raw structs, then
 //! validated into [`Config`] with every secret reference resolved.
 //!
 //! Validation fails fast with one line naming the bad field, e.g.
@@ -105,6 +105,14 @@ pub struct Integration {
     /// body replayed under a new (unsigned) delivery id is a duplicate while its receipt
     /// is kept.
     pub content_dedupe: bool,
+    /// The team or rota that answers for this integration's receipts (an alert label and
+    /// an `inboundctl` filter).
+    pub owner: Option<String>,
+    /// Alert when no verified delivery arrived for this long (providers disable an
+    /// endpoint silently after repeated failures); `None`: no such alert.
+    pub alert_when_silent_secs: Option<u64>,
+    /// How long the provider waits for an answer; the ingress's p99 alert fires at half.
+    pub provider_timeout_secs: u64,
 }
 
 /// Expected scope values; `None` means "any".
@@ -197,6 +205,9 @@ pub struct Sink {
     pub breaker_failures: u32,
     /// How long an open breaker pauses it before one probe.
     pub breaker_pause_secs: u64,
+    /// The team or rota that answers for this sink's effects (an alert label and an
+    /// `inboundctl` filter).
+    pub owner: Option<String>,
 }
 
 impl Config {
@@ -302,6 +313,9 @@ struct RawIntegration {
     entitlements: BTreeMap<String, String>,
     #[serde(default)]
     content_dedupe: bool,
+    owner: Option<String>,
+    alert_when_silent_secs: Option<u64>,
+    provider_timeout_secs: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -320,6 +334,7 @@ struct RawSink {
     reconcile_for_secs: Option<u64>,
     breaker_failures: Option<u32>,
     breaker_pause_secs: Option<u64>,
+    owner: Option<String>,
 }
 
 fn syntax_error(text: &str, error: &toml::de::Error) -> ConfigError {
@@ -358,6 +373,18 @@ fn is_valid_id(id: &str) -> bool {
 }
 
 const ID_RULE: &str = "must be 1-64 characters of letters, digits, '-', '_' or '.'";
+
+/// The shortest silence worth an alert: below it, the gap between two ordinary
+/// deliveries would page.
+const MIN_SILENCE_SECS: u64 = 60;
+
+/// An owner is a metric label and an alert route: the id alphabet, or nothing.
+fn validate_owner(path: &str, owner: Option<String>) -> Result<Option<String>, ConfigError> {
+    match owner {
+        Some(owner) if !is_valid_id(&owner) => Err(invalid(format!("{path}.owner"), ID_RULE)),
+        owner => Ok(owner),
+    }
+}
 
 fn validate(
     raw: RawConfig,
@@ -443,6 +470,22 @@ fn validate_integration(
         ));
     }
     validate_expect(path, provider, &raw.expect)?;
+    let alert_when_silent_secs = raw.alert_when_silent_secs;
+    if alert_when_silent_secs.is_some_and(|secs| secs < MIN_SILENCE_SECS) {
+        return Err(invalid(
+            format!("{path}.alert_when_silent_secs"),
+            format!("must be at least {MIN_SILENCE_SECS}"),
+        ));
+    }
+    let provider_timeout_secs = raw
+        .provider_timeout_secs
+        .unwrap_or_else(|| provider.delivery_timeout_secs());
+    if provider_timeout_secs == 0 {
+        return Err(invalid(
+            format!("{path}.provider_timeout_secs"),
+            "must be at least 1",
+        ));
+    }
     if raw.content_dedupe && provider != Provider::Github {
         return Err(invalid(
             format!("{path}.content_dedupe"),
@@ -469,6 +512,9 @@ fn validate_integration(
         routes,
         entitlements: raw.entitlements,
         content_dedupe: raw.content_dedupe,
+        owner: validate_owner(path, raw.owner)?,
+        alert_when_silent_secs,
+        provider_timeout_secs,
     })
 }
 
@@ -748,6 +794,7 @@ fn validate_sink(
         reconcile_for_secs,
         breaker_failures,
         breaker_pause_secs,
+        owner: validate_owner(path, raw.owner)?,
     })
 }
 

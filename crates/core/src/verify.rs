@@ -47,6 +47,19 @@ impl Provider {
         }
     }
 
+    /// How long the provider waits for an answer before it counts the delivery as failed,
+    /// as far as it says (the ingress's p99 alert fires at half of it; an integration's
+    /// `provider_timeout_secs` overrides it). GitHub documents 10 s, Slack 3 s, Svix (the
+    /// Standard Webhooks reference sender) 15 s; Stripe documents none, and reports of
+    /// its limit range from 10 to 30 s, so the lowest is taken.
+    pub fn delivery_timeout_secs(self) -> u64 {
+        match self {
+            Self::Stripe | Self::Github => 10,
+            Self::Slack => 3,
+            Self::Standard => 15,
+        }
+    }
+
     /// Parses a configuration name.
     pub fn from_name(name: &str) -> Option<Self> {
         Self::ALL

@@ -124,7 +124,7 @@ impl App {
         // Unknown ids come from the caller: never let them become label values.
         let label = integration.map_or("unknown", |integration| integration.id.as_str());
         let elapsed = started.elapsed();
-        telemetry::record_request(label, reply.outcome_label(), elapsed);
+        telemetry::record_request(label, reply.outcome_label(), reply.is_delivery(), elapsed);
         tracing::info!(
             integration = label,
             outcome = reply.outcome_label(),

@@ -190,7 +190,7 @@ fn batch_length(jobs: &[Job], max_batch: usize) -> usize {
 
 /// One answer per job, in order.
 async fn commit_batch(pool: &PgPool, batch: &[Job]) -> Vec<Answer> {
-    let mut connection = match pool.acquire().await {
+    let mut connection = match inbound_service::process_metrics::acquire(pool).await {
         Ok(connection) => connection,
         Err(error) => {
             let reason = CommitError::Unavailable(format!("database: {error}"));

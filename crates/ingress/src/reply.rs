@@ -48,6 +48,14 @@ pub enum Reply {
 }
 
 impl Reply {
+    /// A verified delivery answered 2xx: the provider is sending (the silence alert).
+    pub fn is_delivery(&self) -> bool {
+        matches!(
+            self,
+            Self::Accepted(_) | Self::Duplicate | Self::Ignored | Self::Challenge(_)
+        )
+    }
+
     /// The `outcome` label of `inbound_ingress_requests_total`.
     pub fn outcome_label(&self) -> &'static str {
         match self {

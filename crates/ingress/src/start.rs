@@ -50,6 +50,8 @@ pub async fn run(
         );
     }
     let metrics = telemetry::install_metrics().context("cannot install the metrics recorder")?;
+    inbound_service::process_metrics::export_config(&config);
+    telemetry::initialise(&config);
     let statement_timeout = cli.common.statement_timeout();
     let acquire_timeout = cli.common.acquire_timeout();
     let pool = store::connect_pool_lazy(

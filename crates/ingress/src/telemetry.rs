@@ -1,4 +1,4 @@
-//! The ingress's metrics: names fixed by DESIGN.md, HELP text and buckets.
+//! The ingress's metrics: names fixed by docs/contract.md, HELP text and buckets.
 
 use std::time::Duration;
 
@@ -17,6 +17,11 @@ pub const IGNORED_TOTAL: &str = "inbound_ingress_ignored_total";
 /// are counted as `event_type="other"`, so a sender inventing types cannot grow the page.
 pub const MAX_IGNORED_TYPES: usize = 200;
 
+/// Gauge: when the integration's last verified delivery was answered 2xx, or when this
+/// process started if none has been since (Unix time, seconds), per integration: the
+/// silence alert reads it, and an integration that never delivers alerts too.
+pub const LAST_DELIVERY_TIMESTAMP_SECONDS: &str = "inbound_ingress_last_delivery_timestamp_seconds";
+
 /// Histogram: receipts per group-commit statement.
 pub const COMMIT_BATCH_SIZE: &str = "inbound_ingress_commit_batch_size";
 
@@ -30,10 +35,13 @@ const DURATION_BUCKETS_SECONDS: &[f64] = &[
 
 /// Installs the global Prometheus recorder and describes every metric (HELP text).
 pub fn install_metrics() -> anyhow::Result<PrometheusHandle> {
-    let handle = inbound_service::ops::install_recorder(&[
-        (REQUEST_DURATION_SECONDS, DURATION_BUCKETS_SECONDS),
-        (COMMIT_BATCH_SIZE, BATCH_SIZE_BUCKETS),
-    ])?;
+    let handle = inbound_service::ops::install_recorder(
+        "ingress",
+        &[
+            (REQUEST_DURATION_SECONDS, DURATION_BUCKETS_SECONDS),
+            (COMMIT_BATCH_SIZE, BATCH_SIZE_BUCKETS),
+        ],
+    )?;
     metrics::describe_counter!(
         REQUESTS_TOTAL,
         "Webhook requests answered, by integration (\"unknown\" for unknown ids) and outcome."
@@ -46,6 +54,11 @@ pub fn install_metrics() -> anyhow::Result<PrometheusHandle> {
     metrics::describe_counter!(
         IGNORED_TOTAL,
         "Verified deliveries no route takes (200 ignored, not stored), by integration and event type (\"other\" past the first 200 types)."
+    );
+    metrics::describe_gauge!(
+        LAST_DELIVERY_TIMESTAMP_SECONDS,
+        metrics::Unit::Seconds,
+        "When the integration's last verified delivery was answered 2xx, or when the process started if none has been since (Unix time)."
     );
     metrics::describe_histogram!(
         COMMIT_BATCH_SIZE,
@@ -80,8 +93,31 @@ pub fn record_commit_batch(receipts: usize) {
     metrics::histogram!(COMMIT_BATCH_SIZE).record(receipts as f64);
 }
 
-/// Records one answered webhook request.
-pub fn record_request(integration: &str, outcome: &'static str, elapsed: Duration) {
+/// Starts every integration's silence clock now.
+pub fn initialise(config: &inbound_core::config::Config) {
+    for integration in config.integrations() {
+        mark_delivery(&integration.id);
+    }
+}
+
+fn mark_delivery(integration: &str) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |since| since.as_secs_f64());
+    metrics::gauge!(LAST_DELIVERY_TIMESTAMP_SECONDS, "integration" => integration.to_owned())
+        .set(now);
+}
+
+/// Records one answered webhook request (`delivered`: verified and answered 2xx).
+pub fn record_request(
+    integration: &str,
+    outcome: &'static str,
+    delivered: bool,
+    elapsed: Duration,
+) {
+    if delivered {
+        mark_delivery(integration);
+    }
     metrics::counter!(REQUESTS_TOTAL, "integration" => integration.to_owned(), "outcome" => outcome).increment(1);
     metrics::histogram!(REQUEST_DURATION_SECONDS, "integration" => integration.to_owned())
         .record(elapsed.as_secs_f64());

@@ -16,6 +16,7 @@ pub mod http;
 pub mod logging;
 pub mod ops;
 pub mod process;
+pub mod process_metrics;
 pub mod server;
 pub mod sessions;
 pub mod signals;

@@ -21,10 +21,14 @@ use crate::http::{Body, json_response};
 /// starting together must not both try to install one).
 static RECORDER: std::sync::Mutex<Option<PrometheusHandle>> = std::sync::Mutex::new(None);
 
-/// Installs the global Prometheus recorder with histogram buckets per metric name. A
+/// Installs the global Prometheus recorder with histogram buckets per metric name, and
+/// sets `inbound_build_info` for `role` (`ingress`, `worker`). A
 /// process that runs the ingress and a worker together (tests, an embedding) installs it
 /// once: later calls get the first recorder, with the first caller's buckets.
-pub fn install_recorder(buckets: &[(&str, &[f64])]) -> anyhow::Result<PrometheusHandle> {
+pub fn install_recorder(
+    role: &'static str,
+    buckets: &[(&str, &[f64])],
+) -> anyhow::Result<PrometheusHandle> {
     let mut installed = RECORDER
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -32,10 +36,15 @@ pub fn install_recorder(buckets: &[(&str, &[f64])]) -> anyhow::Result<Prometheus
         return Ok(handle.clone());
     }
     let mut builder = PrometheusBuilder::new();
-    for (name, bounds) in buckets {
+    let own: &[(&str, &[f64])] = &[(
+        crate::process_metrics::DB_POOL_ACQUIRE_SECONDS,
+        crate::process_metrics::ACQUIRE_BUCKETS_SECONDS,
+    )];
+    for (name, bounds) in buckets.iter().chain(own) {
         builder = builder.set_buckets_for_metric(Matcher::Full((*name).to_owned()), bounds)?;
     }
     let handle = builder.install_recorder()?;
+    crate::process_metrics::describe(role);
     *installed = Some(handle.clone());
     Ok(handle)
 }
@@ -62,7 +71,8 @@ pub const READINESS_INTERVAL: Duration = Duration::from_secs(1);
 /// A success older than this no longer counts (the probe task is stuck or gone).
 const READINESS_FRESHNESS: Duration = Duration::from_secs(3);
 
-/// Whether the database answered the readiness task's last ping, and when.
+/// Whether the database answered the readiness task's last ping, and when. The same task
+/// samples the pool's gauges.
 #[derive(Debug, Clone)]
 pub struct Readiness {
     last_success: watch::Receiver<Option<Instant>>,
@@ -81,6 +91,7 @@ impl Readiness {
                     Ok(Ok(()))
                 );
                 last_success.send_replace(answered.then(Instant::now));
+                crate::process_metrics::sample_pool(&pool);
                 tokio::time::sleep(READINESS_INTERVAL).await;
             }
         });
@@ -128,6 +139,7 @@ pub fn liveness() -> Response<Body> {
 
 /// The rendered metrics.
 pub fn metrics(handle: &PrometheusHandle) -> Response<Body> {
+    crate::process_metrics::collect_process();
     handle.run_upkeep();
     let mut response = Response::new(Full::new(bytes::Bytes::from(handle.render())));
     response.headers_mut().insert(

@@ -118,6 +118,7 @@ impl WorkerBuilder {
         let settings = args.settings();
         let worker_id = settings.worker_id.clone();
         let role = settings.role;
+        inbound_service::process_metrics::export_config(&config);
         let worker = Arc::new(Worker::new(
             pool.clone(),
             Arc::new(config),

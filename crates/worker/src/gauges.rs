@@ -10,7 +10,7 @@ use crate::Worker;
 use crate::telemetry::{
     EFFECTS, EFFECTS_FINISHED_TOTAL, EFFECTS_FOR_UNKNOWN_SINKS, GAUGES_REFRESHED_TIMESTAMP_SECONDS,
     LEASE_RECLAIMS_TOTAL, OLDEST_DUE_EFFECT_WAIT_SECONDS, OLDEST_EFFECT_AGE_SECONDS,
-    OLDEST_PENDING_AGE_SECONDS, OLDEST_WAITING_AGE_SECONDS, RECEIPTS,
+    OLDEST_PENDING_AGE_SECONDS, OLDEST_WAITING_AGE_SECONDS, RECEIPTS, RECEIPTS_FOR_REVIEW,
 };
 
 /// The end states the dispatcher reaches (an operator's `abandoned` is not its own).
@@ -30,8 +30,20 @@ pub async fn refresh(worker: &Worker) -> Result<(), sqlx::Error> {
         metrics::gauge!(OLDEST_WAITING_AGE_SECONDS, "integration" => integration.id.clone())
             .set(ages.waiting);
     }
-    for (state, count) in effects::counts(&mut connection, effects::OPEN_STATUSES).await? {
-        metrics::gauge!(EFFECTS, "state" => state).set(count as f64);
+    let for_review = admin::review_counts(&mut connection).await?;
+    for integration in worker.config.integrations() {
+        for state in REVIEW_STATES {
+            let count = count_of(&for_review, &integration.id, state);
+            metrics::gauge!(RECEIPTS_FOR_REVIEW, "integration" => integration.id.clone(), "state" => state)
+                .set(count as f64);
+        }
+    }
+    let open = effects::open_counts_by_sink(&mut connection).await?;
+    for sink in worker.config.sinks() {
+        for &state in effects::OPEN_STATUSES {
+            let count = count_of(&open, &sink.id, state);
+            metrics::gauge!(EFFECTS, "sink" => sink.id.clone(), "state" => state).set(count as f64);
+        }
     }
     for sink in worker.config.sinks() {
         let age = effects::oldest_open_age_seconds(&mut connection, &sink.id).await?;
@@ -58,6 +70,16 @@ pub async fn refresh(worker: &Worker) -> Result<(), sqlx::Error> {
     Ok(())
 }
 
+/// The receipt states that need a person.
+const REVIEW_STATES: [&str; 2] = ["failed", "quarantined"];
+
+/// The count for `(key, state)` in rows of `(key, state, count)` (0 when absent).
+fn count_of(rows: &[(String, String, i64)], key: &str, state: &str) -> i64 {
+    rows.iter()
+        .find(|(row_key, row_state, _)| row_key == key && row_state == state)
+        .map_or(0, |(_, _, count)| *count)
+}
+
 /// Sets every series to 0 so each is present before the first refresh succeeds.
 pub fn initialise(worker: &Worker) {
     metrics::counter!(LEASE_RECLAIMS_TOTAL).increment(0);
@@ -73,8 +95,16 @@ pub fn initialise(worker: &Worker) {
     }
     // The open states only: finished effects are counted as they finish
     // ([`EFFECTS_FINISHED_TOTAL`]).
-    for &state in effects::OPEN_STATUSES {
-        metrics::gauge!(EFFECTS, "state" => state).set(0.0);
+    for sink in worker.config.sinks() {
+        for &state in effects::OPEN_STATUSES {
+            metrics::gauge!(EFFECTS, "sink" => sink.id.clone(), "state" => state).set(0.0);
+        }
+    }
+    for integration in worker.config.integrations() {
+        for state in REVIEW_STATES {
+            metrics::gauge!(RECEIPTS_FOR_REVIEW, "integration" => integration.id.clone(), "state" => state)
+                .set(0.0);
+        }
     }
     // Every series the alerts read exists from the start (an increase needs a first value).
     for sink in worker.config.sinks() {

@@ -149,7 +149,7 @@ async fn apply_batch(
     worker: &Worker,
     batch: &[ClaimedReceipt],
 ) -> Result<Vec<Result<Transition, Abort>>, sqlx::Error> {
-    let mut connection = worker.pool.acquire().await?;
+    let mut connection = inbound_service::process_metrics::acquire(&worker.pool).await?;
     let applied = apply_together_or_isolated(worker, &mut connection, batch).await;
     // Large payloads grew the connection's buffers: give them back rather than let every
     // pooled connection keep the largest batch it ever carried.
@@ -512,7 +512,7 @@ async fn record_failure(worker: &Worker, claimed: &ClaimedReceipt, error: String
         worker.settings.backoff_cap,
         rand::random::<f64>(),
     );
-    let recorded = match worker.pool.acquire().await {
+    let recorded = match inbound_service::process_metrics::acquire(&worker.pool).await {
         Ok(mut connection) if exhausted => {
             queue::fail_exhausted(
                 &mut connection,

@@ -1,4 +1,4 @@
-//! The worker's metrics: names fixed by DESIGN.md, HELP text and buckets.
+//! The worker's metrics: names fixed by docs/contract.md, HELP text and buckets.
 
 use metrics_exporter_prometheus::PrometheusHandle;
 
@@ -22,8 +22,13 @@ pub const BATCHES_TOTAL: &str = "inbound_worker_batches_total";
 /// Counter: claims that took over an expired lease.
 pub const LEASE_RECLAIMS_TOTAL: &str = "inbound_lease_reclaims_total";
 
-/// Gauge: effects in an open state (pending, in_flight, uncertain, review).
+/// Gauge: receipts that need a person (failed, quarantined), per integration.
+pub const RECEIPTS_FOR_REVIEW: &str = "inbound_receipts_for_review";
+
+/// Gauge: effects in an open state (pending, in_flight, uncertain, review), per sink.
 pub const EFFECTS: &str = "inbound_effects";
+/// Histogram: how long a sink took to answer a delivery (or to fail it), per sink.
+pub const EFFECT_DELIVERY_SECONDS: &str = "inbound_effect_delivery_seconds";
 /// Counter: effects this worker brought to an end (completed, failed), per sink.
 pub const EFFECTS_FINISHED_TOTAL: &str = "inbound_effects_finished_total";
 /// Gauge: seconds since the oldest undelivered effect was recorded, per sink.
@@ -44,12 +49,20 @@ const ACCEPT_TO_DONE_BUCKETS_SECONDS: &[f64] = &[
     0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0,
 ];
 
+/// From a sink answering at once to its timeout.
+const DELIVERY_BUCKETS_SECONDS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+];
+
 /// Installs the global Prometheus recorder and describes every metric (HELP text).
 pub fn install_metrics() -> anyhow::Result<PrometheusHandle> {
-    let handle = inbound_service::ops::install_recorder(&[(
-        ACCEPT_TO_DONE_SECONDS,
-        ACCEPT_TO_DONE_BUCKETS_SECONDS,
-    )])?;
+    let handle = inbound_service::ops::install_recorder(
+        "worker",
+        &[
+            (ACCEPT_TO_DONE_SECONDS, ACCEPT_TO_DONE_BUCKETS_SECONDS),
+            (EFFECT_DELIVERY_SECONDS, DELIVERY_BUCKETS_SECONDS),
+        ],
+    )?;
     metrics::describe_gauge!(
         OLDEST_PENDING_AGE_SECONDS,
         metrics::Unit::Seconds,
@@ -87,8 +100,17 @@ pub fn install_metrics() -> anyhow::Result<PrometheusHandle> {
         "Business transactions by mode: together (no savepoints), isolated (rerun with a savepoint per receipt after a failure)."
     );
     metrics::describe_gauge!(
+        RECEIPTS_FOR_REVIEW,
+        "Receipts that need a person, by integration and state (failed, quarantined)."
+    );
+    metrics::describe_gauge!(
         EFFECTS,
-        "Effects in an open state: pending, in_flight, uncertain, review (finished ones are counted by inbound_effects_finished_total)."
+        "Effects in an open state by sink: pending, in_flight, uncertain, review (finished ones are counted by inbound_effects_finished_total)."
+    );
+    metrics::describe_histogram!(
+        EFFECT_DELIVERY_SECONDS,
+        metrics::Unit::Seconds,
+        "Time a sink took to answer a delivery (or to fail it: a timeout counts at its length), by sink."
     );
     metrics::describe_counter!(
         EFFECTS_FINISHED_TOTAL,

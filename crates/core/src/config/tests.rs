@@ -296,3 +296,77 @@ fn options_reach_the_route_as_json_and_only_forward_fans_out() {
     ));
     assert!(error.contains(".options: cannot be passed"), "{error}");
 }
+
+#[test]
+fn owners_silence_and_provider_timeouts_are_read_and_checked() {
+    let text = VALID
+        .replace(
+            "tenant = \"acme\"\nsecrets = [\"env:GOOD\"]\nexpect",
+            "tenant = \"acme\"\nowner = \"team-payments\"\nalert_when_silent_secs = 21600\nsecrets = [\"env:GOOD\"]\nexpect",
+        )
+        .replace(
+            "idempotency_header = \"Idempotency-Key\"",
+            "idempotency_header = \"Idempotency-Key\"\nowner = \"fulfillment-oncall\"",
+        );
+    let config = Config::from_toml(&text, &env).expect("valid");
+    let stripe = config.integration("stripe-acme").expect("stripe-acme");
+    assert_eq!(stripe.owner.as_deref(), Some("team-payments"));
+    assert_eq!(stripe.alert_when_silent_secs, Some(21600));
+    assert_eq!(
+        stripe.provider_timeout_secs,
+        Provider::Stripe.delivery_timeout_secs()
+    );
+    let hooks = config.integration("hooks").expect("hooks");
+    assert_eq!(hooks.owner, None, "an owner is optional");
+    assert_eq!(
+        hooks.alert_when_silent_secs, None,
+        "no silence alert unless asked"
+    );
+    assert_eq!(
+        config.sinks()[0].owner.as_deref(),
+        Some("fulfillment-oncall")
+    );
+
+    let timeout = VALID.replace(
+        "max_body_bytes = 4096",
+        "max_body_bytes = 4096\nprovider_timeout_secs = 5",
+    );
+    let config = Config::from_toml(&timeout, &env).expect("valid");
+    assert_eq!(
+        config
+            .integration("hooks")
+            .expect("hooks")
+            .provider_timeout_secs,
+        5
+    );
+
+    // An owner becomes a metric label and an alert route: the id alphabet, never free text.
+    let spaced = VALID.replace(
+        "tenant = \"acme\"\nsecrets",
+        "tenant = \"acme\"\nowner = \"team payments\"\nsecrets",
+    );
+    assert!(
+        error_of(&spaced).contains(".owner"),
+        "{}",
+        error_of(&spaced)
+    );
+    // A silence shorter than a minute would page between two ordinary deliveries.
+    let short = VALID.replace(
+        "tolerance_secs = 60",
+        "tolerance_secs = 60\nalert_when_silent_secs = 30",
+    );
+    assert!(
+        error_of(&short).contains("alert_when_silent_secs"),
+        "{}",
+        error_of(&short)
+    );
+    let zero = VALID.replace(
+        "tolerance_secs = 60",
+        "tolerance_secs = 60\nprovider_timeout_secs = 0",
+    );
+    assert!(
+        error_of(&zero).contains("provider_timeout_secs"),
+        "{}",
+        error_of(&zero)
+    );
+}

@@ -51,6 +51,19 @@ pub async fn receipt_counts(conn: &mut PgConnection) -> Result<ReceiptCounts, sq
     .await
 }
 
+/// Receipts that need a person (failed, quarantined) per integration and state, through
+/// the `(status, received_at)` index: few rows, however long the retention.
+pub async fn review_counts(
+    conn: &mut PgConnection,
+) -> Result<Vec<(String, String, i64)>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT integration, status, count(*) FROM receipts
+         WHERE status IN ('failed', 'quarantined') GROUP BY integration, status",
+    )
+    .fetch_all(conn)
+    .await
+}
+
 /// The ages that page and scale, per integration (0 when none), in seconds.
 #[derive(Debug, Clone, Copy, PartialEq, sqlx::FromRow, Serialize)]
 pub struct QueueAges {

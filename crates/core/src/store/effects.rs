@@ -423,8 +423,8 @@ pub const STATUSES: &[&str] = &[
 /// (through the status index); the finished ones grow with retention.
 pub const OPEN_STATUSES: &[&str] = &["pending", "in_flight", "uncertain", "review"];
 
-/// Effects in each of `statuses`, in that order (0 when none): [`STATUSES`] for
-/// `inboundctl status`, [`OPEN_STATUSES`] for the gauges.
+/// Effects in each of `statuses`, in that order (0 when none), for `inboundctl status`
+/// ([`STATUSES`]).
 pub async fn counts(
     conn: &mut PgConnection,
     statuses: &[&str],
@@ -437,6 +437,20 @@ pub async fn counts(
          ORDER BY s.position",
     )
     .bind(statuses)
+    .fetch_all(conn)
+    .await
+}
+
+/// Open effects ([`OPEN_STATUSES`]) per sink and status, through the status index (the
+/// finished ones, which grow with retention, are never read).
+pub async fn open_counts_by_sink(
+    conn: &mut PgConnection,
+) -> Result<Vec<(String, String, i64)>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT sink, status, count(*) FROM effects
+         WHERE status = ANY ($1) GROUP BY sink, status",
+    )
+    .bind(OPEN_STATUSES)
     .fetch_all(conn)
     .await
 }

@@ -35,7 +35,7 @@ use self::recorder::{Recorded, Recorder};
 use self::sinks::SinkPermit;
 use crate::Worker;
 use crate::backoff::retry_delay;
-use crate::telemetry::{EFFECT_ATTEMPTS_TOTAL, EFFECTS_FINISHED_TOTAL};
+use crate::telemetry::{EFFECT_ATTEMPTS_TOTAL, EFFECT_DELIVERY_SECONDS, EFFECTS_FINISHED_TOTAL};
 
 /// Extra lease beyond the sink timeout for an in-flight attempt to be recorded: the
 /// recorder retries within it while the database is briefly unavailable.
@@ -235,7 +235,7 @@ async fn record_step(
     started: Instant,
 ) -> Step {
     let record = step_record(decision, maybe_delivered, outcome, None);
-    let recorded = match worker.pool.acquire().await {
+    let recorded = match inbound_service::process_metrics::acquire(&worker.pool).await {
         Ok(mut connection) => {
             store::record_step(
                 &mut connection,
@@ -421,7 +421,12 @@ async fn send(
             request = request.header(name, value);
         }
     }
-    match request.body(body).send().await {
+    let sent = Instant::now();
+    let answered = request.body(body).send().await;
+    // Until the sink answered or the request failed (a timeout counts at its length).
+    metrics::histogram!(EFFECT_DELIVERY_SECONDS, "sink" => effect.sink.clone())
+        .record(sent.elapsed().as_secs_f64());
+    match answered {
         Ok(response) => Delivery::from_status(response.status().as_u16(), retry_after(&response)),
         Err(error) => classify_error(&error.without_url()),
     }

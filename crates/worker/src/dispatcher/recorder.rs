@@ -141,6 +141,6 @@ async fn write_one_by_one(pool: &PgPool, waiting: Vec<Waiting>) -> Vec<Waiting> 
 
 async fn write(pool: &PgPool, waiting: &[Waiting]) -> Result<Vec<i64>, sqlx::Error> {
     let outcomes: Vec<FinishedDelivery> = waiting.iter().map(|one| one.outcome.clone()).collect();
-    let mut connection = pool.acquire().await?;
+    let mut connection = inbound_service::process_metrics::acquire(pool).await?;
     store::effects::finish_deliveries(&mut connection, &outcomes).await
 }
