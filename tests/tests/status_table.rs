@@ -1,4 +1,4 @@
-//! Every row of DESIGN.md's HTTP status table, for every provider, through the real
+//! Every row of docs/contract.md's HTTP status table, for every provider, through the real
 //! `inbound-ingress` binary against a real database — and no configured secret in its logs.
 
 use inbound_tests::fixtures::{self, PROVIDERS, Provider, Variant};

@@ -316,7 +316,7 @@ fn extract_slack<'body>(
 ) -> Result<Delivery<'body>, ExtractError> {
     let fields: SlackFields = parse_fields(payload_json)?;
     if fields.envelope_type.as_deref() == Some("url_verification") {
-        // It carries no team, so no scope check applies (DESIGN.md).
+        // It carries no team, so no scope check applies (docs/contract.md).
         let challenge = fields.challenge.ok_or_else(|| malformed("no challenge"))?;
         return Ok(Delivery::UrlVerification {
             challenge: challenge.into_owned(),
