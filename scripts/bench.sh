@@ -216,7 +216,7 @@ started=$(bench_now)
 "$bench_bin/inboundctl" purge --database-url "$url" --payloads-older-than-days 0 >/dev/null
 record purge_payloads "$(python3 -c "print(round($purged / ($(bench_now) - $started)))")"
 started=$(bench_now)
-"$bench_bin/inboundctl" purge --database-url "$url" --payloads-older-than-days 0 --keys-older-than-days 0 >/dev/null
+"$bench_bin/inboundctl" purge --database-url "$url" --payloads-older-than-days 0 --keys-older-than-days 0 --force >/dev/null
 record purge_keys "$(python3 -c "print(round($purged / ($(bench_now) - $started)))")"
 record purged "$purged"
 left=$(psql -Atq "$url" -c "SELECT count(*) FROM receipts WHERE status = 'done'")

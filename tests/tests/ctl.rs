@@ -9,11 +9,15 @@ use inbound_tests::fixtures;
 use inbound_tests::process::{ScratchDir, binary};
 use inbound_tests::{Service, TestDatabase};
 
+/// Runs inboundctl with `env` on top of a clean one: no database, no configuration, and
+/// the operator `ops-test` (as a pod would set INBOUND_OPERATOR; $USER is removed).
 fn inboundctl(args: &[&str], env: &[(String, String)]) -> Output {
     Command::new(binary("inboundctl"))
         .args(args)
         .env_remove("DATABASE_URL")
         .env_remove("INBOUND_CONFIG")
+        .env_remove("USER")
+        .env("INBOUND_OPERATOR", "ops-test")
         .envs(env.iter().map(|(name, value)| (name, value)))
         .output()
         .expect("run inboundctl")
@@ -53,6 +57,49 @@ fn check_config_accepts_a_valid_file() {
         "{}",
         text(&output.stdout)
     );
+}
+
+/// A misspelled event type in a route would be answered 200 `ignored` for ever:
+/// check-config warns with the closest type the provider sends, still exits 0 (a provider
+/// may send types the list does not know yet), and exits 1 with `--deny-warnings`.
+#[test]
+fn check_config_warns_about_route_keys_the_provider_never_sends() {
+    let scratch = ScratchDir::new();
+    let clean = write_config(&scratch, |config| config);
+    let output = inboundctl(
+        &["check-config", "--config", &clean],
+        &fixtures::secret_env(),
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(
+        !text(&output.stderr).contains("warning"),
+        "{}",
+        text(&output.stderr)
+    );
+
+    let typo = write_config(&scratch, |config| {
+        config.replacen(
+            "\"payment_intent.succeeded\" =",
+            "\"payment_intent.succeded\" =",
+            1,
+        )
+    });
+    let warned = inboundctl(
+        &["check-config", "--config", &typo],
+        &fixtures::secret_env(),
+    );
+    assert!(warned.status.success(), "{}", text(&warned.stderr));
+    let stderr = text(&warned.stderr);
+    assert!(
+        stderr.contains("warning: integration stripe-acme: route \"payment_intent.succeded\"")
+            && stderr.contains("did you mean \"payment_intent.succeeded\""),
+        "{stderr}"
+    );
+    let denied = inboundctl(
+        &["check-config", "--config", &typo, "--deny-warnings"],
+        &fixtures::secret_env(),
+    );
+    assert_eq!(denied.status.code(), Some(1), "{}", text(&denied.stderr));
 }
 
 /// `inboundctl … | head` closes the pipe early: the command stops printing and finishes
@@ -646,11 +693,13 @@ async fn status_list_show_replay_and_purge_through_the_binary() {
         &env,
     ));
     assert_eq!(listed[0]["id"], receipt);
+    // A usage error (exit 2) that lists the statuses there are.
     let refused = inboundctl(&["receipts", "list", "--status", "stuck"], &env);
-    assert_eq!(refused.status.code(), Some(1));
+    assert_eq!(refused.status.code(), Some(2));
     assert!(
+        text(&refused.stderr).contains("[possible values: pending, done, quarantined, failed]"),
+        "{}",
         text(&refused.stderr)
-            .contains("--status \"stuck\" is not one of pending, done, quarantined, failed")
     );
 
     // A quarantined receipt, shown, then replayed with who and why.
@@ -729,7 +778,7 @@ async fn status_list_show_replay_and_purge_through_the_binary() {
     ));
     assert_eq!(
         purged,
-        serde_json::json!({"payloads_purged": 0, "keys_purged": 0})
+        serde_json::json!({"payloads_purged": 0, "keys_purged": 0, "finished": true})
     );
 }
 

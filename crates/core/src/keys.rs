@@ -19,6 +19,12 @@ impl SourceScope {
         Self(escaped.join("/"))
     }
 
+    /// The integration id a stored scope begins with (its first part, unescaped).
+    pub fn first_part(stored: &str) -> String {
+        let first = stored.split('/').next().unwrap_or_default();
+        first.replace("%2F", "/").replace("%25", "%")
+    }
+
     /// The scope as stored in `receipts.source_scope`.
     pub fn as_str(&self) -> &str {
         &self.0
@@ -56,6 +62,17 @@ impl fmt::Display for EventId {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_first_part_of_a_stored_scope_is_its_integration() {
+        let scope = SourceScope::from_parts(["stripe-acme", "acct/1", "live"]);
+        assert_eq!(SourceScope::first_part(scope.as_str()), "stripe-acme");
+        assert_eq!(SourceScope::first_part("std-acme"), "std-acme");
+        assert_eq!(
+            SourceScope::first_part(SourceScope::from_parts(["a%/b", "x"]).as_str()),
+            "a%/b"
+        );
+    }
 
     #[test]
     fn scope_parts_cannot_be_confused_by_embedded_separators() {

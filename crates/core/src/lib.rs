@@ -18,6 +18,7 @@ pub mod event;
 pub mod handlers;
 pub mod headers;
 pub mod keys;
+pub mod known_events;
 pub mod payload;
 pub mod secret;
 pub mod store;

@@ -60,6 +60,23 @@ impl Provider {
         }
     }
 
+    /// How long after an event the provider may still deliver it again, by itself or at
+    /// an operator's request: a receipt key purged sooner lets that redelivery be accepted
+    /// as new (the business key still refuses a second transition). `inboundctl purge`
+    /// keeps keys at least this long unless forced.
+    /// - Stripe retries for up to 3 days, and its events can be listed and resent for 30.
+    /// - GitHub never retries, but a delivery can be redelivered for 3 days.
+    /// - Slack retries 3 times within about an hour; 1 day leaves a margin.
+    /// - Standard Webhooks senders differ (Svix retries for about 28 hours and can
+    ///   replay its retained messages); 30 days is the cautious default.
+    pub fn redelivery_horizon_days(self) -> u32 {
+        match self {
+            Self::Stripe | Self::Standard => 30,
+            Self::Github => 3,
+            Self::Slack => 1,
+        }
+    }
+
     /// Parses a configuration name.
     pub fn from_name(name: &str) -> Option<Self> {
         Self::ALL

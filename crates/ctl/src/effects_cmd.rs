@@ -1,36 +1,45 @@
 //! `inboundctl effects list|show|resolve`: the effects that need a person (uncertain,
-//! review, failed), their attempt history, and recorded decisions about them. A
-//! resolution fences out any dispatcher holding the effect (a reconciliation in
+//! review, failed) by status, sink, owner and time, a page at a time; their attempt
+//! history; and recorded decisions about them, by id or by filter (`--dry-run`, `--yes`).
+//! A resolution fences out any dispatcher holding the effect (a reconciliation in
 //! progress cannot overwrite it).
 
 use crate::output::out;
+use crate::selection::{
+    ConfigArg, Confirmation, EffectStatus, Operator, Window, sink_owner, sinks_selected,
+};
 use anyhow::bail;
-use clap::Subcommand;
+use clap::{Args, Subcommand};
+use inbound_core::config::Config;
 use inbound_core::store::effects::{self, Resolution};
 use serde_json::json;
-use sqlx::Connection;
+use sqlx::{Connection, PgConnection};
 
 use crate::operate::DatabaseArgs;
-
-use effects::STATUSES;
 
 /// `inboundctl effects …`.
 #[derive(Debug, Subcommand)]
 pub enum EffectsCommand {
-    /// Effects in one state, newest first.
+    /// Effects in one state, newest first, a page at a time.
+    #[command(after_help = "Examples:
+  inboundctl effects list --status review
+  inboundctl effects list --status failed --sink fulfillment --since 1d
+  inboundctl effects list --status uncertain --owner fulfillment-oncall --config config.toml")]
     List {
         #[command(flatten)]
         database: DatabaseArgs,
-        /// pending | in_flight | completed | failed | uncertain | review | abandoned.
+        /// The status.
+        #[arg(long, value_enum)]
+        status: EffectStatus,
+        #[command(flatten)]
+        filter: EffectFilterArgs,
+        /// Only ids below this: the `--before` a previous page printed.
         #[arg(long)]
-        status: String,
-        /// Only this sink.
-        #[arg(long)]
-        sink: Option<String>,
+        before: Option<i64>,
         /// At most this many.
-        #[arg(long, default_value_t = 50)]
+        #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(i64).range(1..=10_000))]
         limit: i64,
-        /// Print JSON.
+        /// Print JSON (an array; page on with the smallest id as --before).
         #[arg(long)]
         json: bool,
     },
@@ -44,33 +53,131 @@ pub enum EffectsCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Decide about an effect: it completed, send it again, or give it up.
+    /// Decide about effects — it completed, send it again, or give it up — by id, or
+    /// every effect in one status a filter selects.
+    #[command(after_help = "Examples:
+  inboundctl effects resolve 512 --completed --note \"confirmed in the fulfillment console\"
+  inboundctl effects resolve --status review --sink fulfillment --since 2h --dry-run
+  inboundctl effects resolve --status review --sink fulfillment --since 2h --retry --yes --note \"INC-42 fixed\"")]
     Resolve {
         #[command(flatten)]
         database: DatabaseArgs,
         /// Effect ids: all are resolved, or none.
-        #[arg(required = true)]
+        #[arg(required_unless_present = "status", conflicts_with = "status")]
         ids: Vec<i64>,
+        /// Resolve every effect in this status the filter selects.
+        #[arg(long, value_enum)]
+        status: Option<EffectStatus>,
+        #[command(flatten)]
+        filter: EffectFilterArgs,
+        #[command(flatten)]
+        confirmation: Confirmation,
         /// It did happen (you checked with the receiver).
         #[arg(long, group = "action")]
         completed: bool,
         /// Send it again with the same operation key ("may have landed", the
-        /// first-attempt time and the reconciliation count start afresh).
+        /// first-attempt time and the reconciliation count start afresh); a pending
+        /// effect goes now.
         #[arg(long, group = "action")]
         retry: bool,
         /// Give it up unsent (it becomes abandoned, which retention may purge).
         #[arg(long, group = "action")]
         abandon: bool,
         /// Why (recorded).
-        #[arg(long)]
-        note: String,
-        /// Who (recorded); defaults to $USER.
-        #[arg(long, env = "USER", default_value = "unknown")]
-        by: String,
+        #[arg(long, required_unless_present = "dry_run")]
+        note: Option<String>,
+        #[command(flatten)]
+        operator: Operator,
         /// Print JSON.
         #[arg(long)]
         json: bool,
     },
+}
+
+/// Which effects, besides their status.
+#[derive(Debug, Clone, Args)]
+pub struct EffectFilterArgs {
+    /// Only this sink (exit 1 when no effect names it and the configuration does not).
+    #[arg(long)]
+    sink: Option<String>,
+    /// Only sinks this owner answers for (needs --config).
+    #[arg(long)]
+    owner: Option<String>,
+    #[command(flatten)]
+    window: Window,
+    #[command(flatten)]
+    config: ConfigArg,
+}
+
+/// The effects `status` and `filter` select, newest first; exit 1 when the filter names a
+/// sink that neither the configuration nor any effect names.
+async fn select(
+    connection: &mut PgConnection,
+    status: EffectStatus,
+    filter: &EffectFilterArgs,
+    config: Option<&Config>,
+    before: Option<i64>,
+    limit: i64,
+) -> anyhow::Result<Vec<effects::EffectLine>> {
+    let core_filter = effects::EffectFilter {
+        status: status.as_str().to_owned(),
+        sinks: sinks_selected(filter.sink.as_deref(), filter.owner.as_deref(), config)?,
+        since: filter.window.since,
+        until: filter.window.until,
+        before_id: before,
+    };
+    let rows = effects::list(connection, &core_filter, limit).await?;
+    if rows.is_empty()
+        && let Some(sink) = &filter.sink
+        && config.is_none_or(|config| config.sinks().iter().all(|known| &known.id != sink))
+        && !effects::sink_has_effects(connection, sink).await?
+    {
+        bail!(
+            "no sink {sink:?}: no effect names it{}",
+            if config.is_some() {
+                " and the configuration does not"
+            } else {
+                " (with --config, the configuration's ids count too)"
+            }
+        );
+    }
+    Ok(rows)
+}
+
+fn print_effects(
+    rows: &[effects::EffectLine],
+    config: Option<&Config>,
+    json: bool,
+) -> anyhow::Result<()> {
+    if json {
+        out!("{}", serde_json::to_string(rows)?);
+        return Ok(());
+    }
+    out!(
+        "{:>8}  {:>8}  {:<16} {:<16} {:<10} {:>8}  operation key / last error",
+        "id",
+        "receipt",
+        "sink",
+        "owner",
+        "status",
+        "attempts"
+    );
+    for row in rows {
+        out!(
+            "{:>8}  {:>8}  {:<16} {:<16} {:<10} {:>8}  {}",
+            row.id,
+            row.receipt_id,
+            row.sink,
+            sink_owner(config, &row.sink),
+            row.status,
+            row.attempts,
+            row.operation_key
+        );
+        if let Some(error) = &row.last_error {
+            out!("{:>73}{error}", "");
+        }
+    }
+    Ok(())
 }
 
 /// Runs an effects command.
@@ -79,43 +186,28 @@ pub async fn run(command: EffectsCommand) -> anyhow::Result<()> {
         EffectsCommand::List {
             database,
             status,
-            sink,
+            filter,
+            before,
             limit,
             json,
         } => {
-            if !STATUSES.contains(&status.as_str()) {
-                bail!("--status {status:?} is not one of {}", STATUSES.join(", "));
-            }
-            if limit < 1 {
-                bail!("--limit must be at least 1");
-            }
+            let config = filter.config.load()?;
             let mut connection = database.connect().await?;
-            let rows = effects::list(&mut connection, &status, sink.as_deref(), limit).await?;
-            if json {
-                out!("{}", serde_json::to_string(&rows)?);
-                return Ok(());
-            }
-            out!(
-                "{:>8}  {:>8}  {:<16} {:<10} {:>8}  operation key / last error",
-                "id",
-                "receipt",
-                "sink",
-                "status",
-                "attempts"
-            );
-            for row in rows {
-                out!(
-                    "{:>8}  {:>8}  {:<16} {:<10} {:>8}  {}",
-                    row.id,
-                    row.receipt_id,
-                    row.sink,
-                    row.status,
-                    row.attempts,
-                    row.operation_key
-                );
-                if let Some(error) = row.last_error {
-                    out!("{:>56}{error}", "");
-                }
+            let rows = select(
+                &mut connection,
+                status,
+                &filter,
+                config.as_ref(),
+                before,
+                limit,
+            )
+            .await?;
+            print_effects(&rows, config.as_ref(), json)?;
+            if !json
+                && rows.len() as i64 == limit
+                && let Some(last) = rows.last()
+            {
+                out!("(more: --before {})", last.id);
             }
             Ok(())
         }
@@ -200,23 +292,79 @@ pub async fn run(command: EffectsCommand) -> anyhow::Result<()> {
         EffectsCommand::Resolve {
             database,
             ids,
+            status,
+            filter,
+            confirmation,
             completed,
             retry,
             abandon,
             note,
-            by,
+            operator,
             json,
         } => {
             let resolution = match (completed, retry, abandon) {
-                (true, _, _) => Resolution::Completed,
-                (_, true, _) => Resolution::Retry,
-                (_, _, true) => Resolution::Abandon,
-                _ => bail!("say what happened: --completed, --retry or --abandon"),
+                (true, _, _) => Some(Resolution::Completed),
+                (_, true, _) => Some(Resolution::Retry),
+                (_, _, true) => Some(Resolution::Abandon),
+                _ => None,
             };
-            if note.trim().is_empty() {
-                bail!("--note must say why");
+            if status.is_none() && confirmation.dry_run {
+                bail!(
+                    "--dry-run lists what a filter selects: give --status (and the filter) instead of ids"
+                );
             }
             let mut connection = database.connect().await?;
+            let ids = match status {
+                None => ids,
+                Some(status) => {
+                    let config = filter.config.load()?;
+                    let selected = select(
+                        &mut connection,
+                        status,
+                        &filter,
+                        config.as_ref(),
+                        None,
+                        confirmation.max,
+                    )
+                    .await?;
+                    let capped = if selected.len() as i64 == confirmation.max {
+                        format!(
+                            " (at most --max {}; run again for the rest)",
+                            confirmation.max
+                        )
+                    } else {
+                        String::new()
+                    };
+                    if confirmation.dry_run {
+                        print_effects(&selected, config.as_ref(), json)?;
+                        if !json {
+                            out!(
+                                "would resolve {} effect(s){capped}; nothing changed (--yes to do it)",
+                                selected.len()
+                            );
+                        }
+                        return Ok(());
+                    }
+                    if selected.is_empty() {
+                        bail!("the filter selects no effect: nothing to resolve");
+                    }
+                    if !confirmation.yes {
+                        bail!(
+                            "the filter selects {} effect(s){capped}: add --yes to resolve them, or --dry-run to list them",
+                            selected.len()
+                        );
+                    }
+                    selected.iter().map(|row| row.id).collect()
+                }
+            };
+            let Some(resolution) = resolution else {
+                bail!("say what happened: --completed, --retry or --abandon");
+            };
+            let note = match note {
+                Some(note) if !note.trim().is_empty() => note,
+                _ => bail!("--note must say why"),
+            };
+            let by = operator.name()?;
             // One transaction (each resolution a savepoint within it): a refusal of any
             // id leaves every one as it was.
             let mut transaction = connection.begin().await?;

@@ -6,14 +6,18 @@
 //!   one-line error (with `--handlers`, also when a route names another handler).
 //! - `sign-event --config F --integration ID --body JSON`: print a ready-to-paste `curl`
 //!   command that sends a correctly signed test event (for local runs and demos).
-//! - `status`, `receipts list|show|quarantine|fail|replay`, `purge`: stuck work and retention (see
-//!   [`operate`]); `effects list|show|resolve` (see [`effects_cmd`]); each takes `--json`.
+//! - `status` and `purge` (see [`operate`]); `receipts list|find|show|quarantine|fail|
+//!   replay|close` (see [`receipts_cmd`]); `effects list|show|resolve` (see
+//!   [`effects_cmd`]); each takes `--json`. Shared filters and confirmations: [`selection`].
+//! - `completions SHELL`: a shell completion script.
 //! - `dev-sink`: a local effect receiver that prints and verifies what it gets.
 
 mod dev_sink;
 mod effects_cmd;
 mod operate;
 mod output;
+mod receipts_cmd;
+mod selection;
 mod sign;
 
 use output::out;
@@ -30,9 +34,23 @@ use inbound_core::store;
 use sqlx::Connection;
 use sqlx::migrate::MigrateDatabase;
 
-/// Operate an inbound installation.
+/// Operate an inbound installation: migrate its database, check a configuration, see
+/// what is stuck, find receipts and effects, decide about them (every decision recorded
+/// with who and why), purge old data, and try events locally.
 #[derive(Debug, Parser)]
-#[command(version, about)]
+#[command(
+    version,
+    after_help = "Every database command reads DATABASE_URL (and INBOUND_SCHEMA, INBOUND_DB_POOLER);
+decisions record --by, else INBOUND_OPERATOR, else $USER; --config defaults to INBOUND_CONFIG.
+
+Examples:
+  inboundctl status --config config.toml
+  inboundctl receipts find --event-id evt_1PqR2sT3uV4wX5yZ
+  inboundctl receipts list --status failed --since 1d
+  inboundctl receipts replay --status failed --integration stripe-live --since 6h --dry-run
+  inboundctl effects list --status review --owner fulfillment-oncall --config config.toml
+  inboundctl purge --payloads-older-than-days 7 --keys-older-than-days 30 --dry-run"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -87,24 +105,31 @@ enum Command {
         /// it any handler name passes: only the worker that runs it knows.
         #[arg(long, value_delimiter = ',')]
         handlers: Option<Vec<String>>,
+        /// Exit 1 on warnings too (a route key the provider is not known to send).
+        #[arg(long)]
+        deny_warnings: bool,
     },
     /// Receipts and effects by state, and the oldest pending age per integration.
     Status {
         #[command(flatten)]
         database: operate::DatabaseArgs,
-        /// Configuration file, to list every integration (even those with nothing pending).
+        /// Configuration file, to list every integration (even those with nothing
+        /// pending) and its owner.
         #[arg(long, env = "INBOUND_CONFIG")]
         config: Option<PathBuf>,
+        /// Only the integrations this owner answers for (needs --config).
+        #[arg(long)]
+        owner: Option<String>,
         /// Print JSON.
         #[arg(long)]
         json: bool,
     },
-    /// List, show, quarantine, fail or replay receipts.
+    /// Find, list, show, quarantine, fail, replay or close receipts.
     Receipts {
         #[command(subcommand)]
-        command: operate::ReceiptsCommand,
+        command: receipts_cmd::ReceiptsCommand,
     },
-    /// List, show or resolve effects.
+    /// List, show or resolve effects (by id or by filter).
     Effects {
         #[command(subcommand)]
         command: effects_cmd::EffectsCommand,
@@ -124,7 +149,8 @@ enum Command {
         #[arg(long)]
         hang: bool,
     },
-    /// Retention: drop payloads of done receipts, later their key rows, in bounded batches.
+    /// Retention: drop payloads of done receipts, later their key rows, in bounded batches
+    /// (`--dry-run` counts; keys are kept past each provider's redelivery horizon).
     Purge {
         #[command(flatten)]
         database: operate::DatabaseArgs,
@@ -138,9 +164,29 @@ enum Command {
         /// Rows per batch (one short transaction each).
         #[arg(long, default_value_t = 1000)]
         batch_size: i64,
+        /// Count what would be purged; remove nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Stop after this many seconds, between batches (for a CronJob: the next run
+        /// continues); progress goes to stderr every 10 s.
+        #[arg(long)]
+        time_budget_secs: Option<u64>,
+        /// Delete keys younger than a provider's redelivery horizon (Stripe and Standard
+        /// Webhooks 30 days, GitHub 3, Slack 1: of the configured integrations with
+        /// --config, else the longest).
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        config: selection::ConfigArg,
         /// Print JSON.
         #[arg(long)]
         json: bool,
+    },
+    /// Print a shell completion script: `inboundctl completions bash > /etc/bash_completion.d/inboundctl`.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
     },
     /// Print a curl command that sends a signed test event to a running ingress.
     SignEvent {
@@ -207,24 +253,40 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Status {
             database,
             config,
+            owner,
             json,
-        } => operate::status(&database, config.as_deref(), json).await,
-        Command::Receipts { command } => operate::receipts(command).await,
+        } => operate::status(&database, config.as_deref(), owner.as_deref(), json).await,
+        Command::Receipts { command } => receipts_cmd::run(command).await,
+        Command::Completions { shell } => {
+            clap_complete::generate(
+                shell,
+                &mut <Cli as clap::CommandFactory>::command(),
+                "inboundctl",
+                &mut std::io::stdout(),
+            );
+            Ok(())
+        }
         Command::Purge {
             database,
             payloads_older_than_days,
             keys_older_than_days,
             batch_size,
+            dry_run,
+            time_budget_secs,
+            force,
+            config,
             json,
         } => {
-            operate::purge(
-                &database,
-                payloads_older_than_days,
-                keys_older_than_days,
+            let options = operate::PurgeOptions {
+                payload_days: payloads_older_than_days,
+                key_days: keys_older_than_days,
                 batch_size,
-                json,
-            )
-            .await
+                dry_run,
+                time_budget: time_budget_secs.map(Duration::from_secs),
+                force,
+                config: config.load()?,
+            };
+            operate::purge(&database, options, json).await
         }
         Command::Effects { command } => effects_cmd::run(command).await,
         Command::DevSink {
@@ -251,7 +313,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             };
             dev_sink::run(listen, dev_sink::DevSink::new(secrets, fail_first, hang)).await
         }
-        Command::CheckConfig { config, handlers } => {
+        Command::CheckConfig {
+            config,
+            handlers,
+            deny_warnings,
+        } => {
             let loaded = Config::load(&config)?;
             if let Some(handlers) = handlers {
                 let mut known: Vec<&str> = handlers
@@ -261,6 +327,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     .collect();
                 known.extend(inbound_core::handlers::BUILTIN_HANDLERS);
                 loaded.check_handlers(&known, &|_| true)?;
+            }
+            // A misspelled event type would be answered 200 `ignored` for ever: say so.
+            let warnings = inbound_core::known_events::route_key_warnings(&loaded);
+            for warning in &warnings {
+                eprintln!("warning: {warning}");
+            }
+            if deny_warnings && !warnings.is_empty() {
+                anyhow::bail!("{} warning(s) (--deny-warnings)", warnings.len());
             }
             out!(
                 "{}: ok ({} integrations, {} sinks)",
@@ -359,4 +433,16 @@ async fn migrate(
     }
     probe.close().await.ok();
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// clap's own consistency checks (conflicting groups, flags required unless a missing
+    /// one, duplicate names) over every subcommand.
+    #[test]
+    fn the_command_line_is_consistent() {
+        super::Cli::command().debug_assert();
+    }
 }

@@ -1,16 +1,17 @@
-//! Operators' commands for stuck work and retention: `status`, `receipts list|show|replay`
-//! and `purge`. Each prints a readable table, or JSON with `--json`, and refuses bad input
-//! (unknown id, wrong state, bad ages) with a clear message and a non-zero exit.
+//! Operators' commands over the whole installation: `status` and `purge`, and the
+//! database connection every command shares. Each prints a readable table, or JSON with
+//! `--json`, and refuses bad input (bad ages, a floor it would cross) with a clear message
+//! and a non-zero exit.
 
 use crate::output::out;
 use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use clap::{Args, Subcommand};
+use clap::Args;
 use inbound_core::config::Config;
-use inbound_core::payload;
 use inbound_core::store::{self, admin, effects};
+use inbound_core::verify::Provider;
 use serde_json::json;
 use sqlx::{Connection, PgConnection};
 
@@ -72,98 +73,19 @@ pub async fn connect(
     Ok(connection)
 }
 
-/// `inboundctl receipts …`.
-#[derive(Debug, Subcommand)]
-pub enum ReceiptsCommand {
-    /// Receipts in one state, newest first.
-    List {
-        #[command(flatten)]
-        database: DatabaseArgs,
-        /// pending | done | quarantined | failed.
-        #[arg(long)]
-        status: String,
-        /// Only this integration.
-        #[arg(long)]
-        integration: Option<String>,
-        /// At most this many.
-        #[arg(long, default_value_t = 50)]
-        limit: i64,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-    },
-    /// One receipt: payload, attempts, last error, outcome and effects.
-    Show {
-        #[command(flatten)]
-        database: DatabaseArgs,
-        /// The receipt id.
-        id: i64,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Take pending receipts out of the queue as quarantined: a person must look.
-    Quarantine {
-        #[command(flatten)]
-        resolution: ResolutionArgs,
-    },
-    /// Take pending receipts out of the queue as failed: no worker will try them again.
-    Fail {
-        #[command(flatten)]
-        resolution: ResolutionArgs,
-    },
-    /// Send failed or quarantined receipts back to pending (attempts reset).
-    Replay {
-        #[command(flatten)]
-        database: DatabaseArgs,
-        /// Receipt ids.
-        #[arg(required = true)]
-        ids: Vec<i64>,
-        /// Why (recorded).
-        #[arg(long)]
-        reason: String,
-        /// Who (recorded); defaults to $USER.
-        #[arg(long, env = "USER", default_value = "unknown")]
-        by: String,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-    },
-}
-
-/// Which pending receipts to resolve, who decides and why.
-#[derive(Debug, Args)]
-pub struct ResolutionArgs {
-    #[command(flatten)]
-    database: DatabaseArgs,
-    /// Receipt ids.
-    #[arg(required = true)]
-    ids: Vec<i64>,
-    /// Why (recorded).
-    #[arg(long)]
-    reason: String,
-    /// Who (recorded); defaults to $USER.
-    #[arg(long, env = "USER", default_value = "unknown")]
-    by: String,
-    /// Print JSON.
-    #[arg(long)]
-    json: bool,
-}
-
-const STATUSES: [&str; 4] = ["pending", "done", "quarantined", "failed"];
-
 /// `inboundctl status`.
 pub async fn status(
     database: &DatabaseArgs,
     config: Option<&Path>,
+    owner: Option<&str>,
     as_json: bool,
 ) -> anyhow::Result<()> {
     let mut connection = database.connect().await?;
     let counts = admin::receipt_counts(&mut connection).await?;
     let effects = effects::counts(&mut connection, effects::STATUSES).await?;
     let mut integrations = admin::queued_integrations(&mut connection).await?;
-    if let Some(path) = config {
-        let config = Config::load(path)?;
+    let config = config.map(Config::load).transpose()?;
+    if let Some(config) = &config {
         integrations.extend(
             config
                 .integrations()
@@ -172,6 +94,9 @@ pub async fn status(
         );
         integrations.sort();
         integrations.dedup();
+    }
+    if let Some(owned) = crate::selection::integrations_selected(None, owner, config.as_ref())? {
+        integrations.retain(|integration| owned.contains(integration));
     }
     let mut ages = Vec::new();
     for integration in &integrations {
@@ -193,6 +118,9 @@ pub async fn status(
         out!(
             "{}",
             json!({"receipts": counts, "effects": effects,
+                   "owners": ages.iter()
+                       .map(|(id, _)| (id.clone(), json!(crate::selection::integration_owner(config.as_ref(), id))))
+                       .collect::<serde_json::Map<String, serde_json::Value>>(),
                    "oldest_pending_age_seconds": by_integration(|ages| ages.pending),
                    "oldest_waiting_age_seconds": by_integration(|ages| ages.waiting)})
         );
@@ -206,13 +134,14 @@ pub async fn status(
     for (state, count) in &effects {
         out!("  {state:<12} {count}");
     }
-    out!("oldest age (s)            claimable   waiting out a retry");
+    out!("oldest age (s)            owner              claimable   waiting out a retry");
     if ages.is_empty() {
         out!("  (nothing pending)");
     }
     for (integration, ages) in ages {
         out!(
-            "  {integration:<24} {:>9.1}   {:>9.1}",
+            "  {integration:<24} {:<16} {:>9.1}   {:>9.1}",
+            crate::selection::integration_owner(config.as_ref(), &integration),
             ages.pending,
             ages.waiting
         );
@@ -220,276 +149,123 @@ pub async fn status(
     Ok(())
 }
 
-/// `inboundctl receipts …`.
-pub async fn receipts(command: ReceiptsCommand) -> anyhow::Result<()> {
-    match command {
-        ReceiptsCommand::List {
-            database,
-            status,
-            integration,
-            limit,
-            json,
-        } => {
-            if !STATUSES.contains(&status.as_str()) {
-                bail!("--status {status:?} is not one of {}", STATUSES.join(", "));
-            }
-            if limit < 1 {
-                bail!("--limit must be at least 1");
-            }
-            let mut connection = database.connect().await?;
-            let rows =
-                admin::list_receipts(&mut connection, &status, integration.as_deref(), limit)
-                    .await?;
-            if json {
-                out!("{}", serde_json::to_string(&rows)?);
-            } else {
-                out!(
-                    "{:>10}  {:<20} {:<12} {:<10} {:>8}  {:<28} {:<28} reason",
-                    "id",
-                    "integration",
-                    "status",
-                    "outcome",
-                    "attempts",
-                    "event type",
-                    "event"
-                );
-                for row in rows {
-                    out!(
-                        "{:>10}  {:<20} {:<12} {:<10} {:>8}  {:<28} {:<28} {}",
-                        row.id,
-                        row.integration,
-                        row.status,
-                        row.outcome.as_deref().unwrap_or("-"),
-                        row.attempts,
-                        row.event_type,
-                        row.event_id,
-                        row.reason.as_deref().unwrap_or("-")
-                    );
-                }
-            }
-            Ok(())
-        }
-        ReceiptsCommand::Show { database, id, json } => {
-            let mut connection = database.connect().await?;
-            let Some(detail) = admin::receipt_detail(&mut connection, id).await? else {
-                bail!("receipt {id} does not exist");
-            };
-            let effects = admin::receipt_effects(&mut connection, id).await?;
-            let history = admin::receipt_history(&mut connection, id).await?;
-            // Complete end to end: the transition is done and every effect delivered.
-            let complete = detail.status == "done"
-                && effects.iter().all(|effect| effect.status == "completed");
-            if json {
-                /// Serialized straight to text: the payload is written as stored, never
-                /// parsed into a value (which numbers beyond a double would fail).
-                #[derive(serde::Serialize)]
-                struct Shown<'a> {
-                    receipt: &'a admin::ReceiptDetail,
-                    effects: &'a [admin::EffectSummary],
-                    history: &'a [admin::ReceiptDecision],
-                    complete: bool,
-                }
-                let shown = Shown {
-                    receipt: &detail,
-                    effects: &effects,
-                    history: &history,
-                    complete,
-                };
-                out!("{}", serde_json::to_string(&shown)?);
-                return Ok(());
-            }
-            out!(
-                "receipt {} ({} / {})",
-                detail.id,
-                detail.integration,
-                detail.event_id
-            );
-            out!("  scope        {}", detail.source_scope);
-            out!(
-                "  type         {} (route {})",
-                detail.event_type,
-                detail.route_key
-            );
-            out!(
-                "  status       {}{}",
-                detail.status,
-                detail
-                    .outcome
-                    .as_deref()
-                    .map(|outcome| format!(" ({outcome})"))
-                    .unwrap_or_default()
-            );
-            if let Some(reason) = &detail.outcome_reason {
-                out!("  reason       {reason}");
-            }
-            out!("  attempts     {}", detail.attempts);
-            out!(
-                "  complete     {}",
-                if complete {
-                    "yes (done, every effect completed)"
-                } else {
-                    "no"
-                }
-            );
-            if let Some(error) = &detail.last_error {
-                out!("  last error   {error}");
-            }
-            out!("  received     {}", detail.received_at);
-            if let Some(finished) = detail.finished_at {
-                out!("  finished     {finished}");
-            }
-            if let Some(visible) = detail.visible_at {
-                out!(
-                    "  next claim   {visible}{}",
-                    detail
-                        .leased_by
-                        .as_deref()
-                        .map(|by| format!(" (leased by {by})"))
-                        .unwrap_or_default()
-                );
-            }
-            for decision in &history {
-                let done = match decision.action.as_str() {
-                    "replay" => "replayed",
-                    "quarantine" => "quarantined",
-                    _ => "failed",
-                };
-                out!(
-                    "  decision     {} {done} by {} (was {}): {}",
-                    decision.at,
-                    decision.by,
-                    decision.previous_status,
-                    decision.reason
-                );
-            }
-            out!(
-                "  effects      {}",
-                if effects.is_empty() { "none" } else { "" }
-            );
-            for effect in &effects {
-                out!(
-                    "    {} {} → {} [{}] attempts {}",
-                    effect.id,
-                    effect.operation_key,
-                    effect.sink,
-                    effect.status,
-                    effect.attempts
-                );
-            }
-            match detail.payload.as_deref() {
-                None if detail.payload_unreadable.is_some() => out!(
-                    "  payload      (cannot be rendered: {})",
-                    detail.payload_unreadable.as_deref().unwrap_or_default()
-                ),
-                None => out!("  payload      (purged)"),
-                Some(text) => match payload::decode(text) {
-                    Ok(payload) => {
-                        out!("  payload\n{}", serde_json::to_string_pretty(&payload)?);
-                    }
-                    // Stored before the storability contract: show it exactly as stored.
-                    Err(error) => out!("  payload      (not decodable: {error})\n{text}"),
-                },
-            }
-            Ok(())
-        }
-        ReceiptsCommand::Quarantine { resolution } => {
-            resolve_pending(resolution, admin::PendingResolution::Quarantine).await
-        }
-        ReceiptsCommand::Fail { resolution } => {
-            resolve_pending(resolution, admin::PendingResolution::Fail).await
-        }
-        ReceiptsCommand::Replay {
-            database,
-            ids,
-            reason,
-            by,
-            json,
-        } => {
-            if reason.trim().is_empty() {
-                bail!("--reason must say why");
-            }
-            let mut connection = database.connect().await?;
-            admin::replay(&mut connection, &ids, &by, &reason).await?;
-            if json {
-                out!("{}", json!({"replayed": ids}));
-            } else {
-                out!(
-                    "replayed {} receipt(s): {}",
-                    ids.len(),
-                    ids.iter()
-                        .map(i64::to_string)
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                );
-            }
-            Ok(())
-        }
-    }
+/// What `inboundctl purge` may remove, and how it runs.
+pub struct PurgeOptions {
+    /// Drop payloads of receipts done more than this many days ago.
+    pub payload_days: u32,
+    /// Delete receipt rows done more than this many days ago.
+    pub key_days: Option<u32>,
+    /// Rows per batch (one short transaction each).
+    pub batch_size: i64,
+    /// Count, remove nothing.
+    pub dry_run: bool,
+    /// Stop after this long (the rest waits for the next run).
+    pub time_budget: Option<Duration>,
+    /// Purge keys younger than a provider's redelivery horizon.
+    pub force: bool,
+    /// Names the integrations (and so the providers) whose horizons apply.
+    pub config: Option<Config>,
 }
 
-/// `inboundctl receipts quarantine|fail`.
-async fn resolve_pending(
-    args: ResolutionArgs,
-    resolution: admin::PendingResolution,
-) -> anyhow::Result<()> {
-    if args.reason.trim().is_empty() {
-        bail!("--reason must say why");
-    }
-    let mut connection = args.database.connect().await?;
-    admin::resolve_pending(
-        &mut connection,
-        &args.ids,
-        resolution,
-        &args.by,
-        &args.reason,
-    )
-    .await?;
-    let verb = match resolution {
-        admin::PendingResolution::Quarantine => "quarantined",
-        admin::PendingResolution::Fail => "failed",
+/// The longest redelivery horizon among the configured integrations' providers (every
+/// provider's without a configuration), and the provider it belongs to.
+fn redelivery_floor(config: Option<&Config>) -> (u32, &'static str) {
+    let providers: Vec<Provider> = match config {
+        Some(config) => config
+            .integrations()
+            .iter()
+            .map(|integration| integration.provider)
+            .collect(),
+        None => Provider::ALL.to_vec(),
     };
-    if args.json {
-        out!("{}", json!({ verb: args.ids }));
-    } else {
-        let ids: Vec<String> = args.ids.iter().map(i64::to_string).collect();
-        out!("{verb} {} receipt(s): {}", args.ids.len(), ids.join(", "));
-    }
-    Ok(())
+    providers
+        .into_iter()
+        .map(|provider| (provider.redelivery_horizon_days(), provider.name()))
+        .max()
+        .unwrap_or((0, "none"))
 }
 
 /// `inboundctl purge`.
 pub async fn purge(
     database: &DatabaseArgs,
-    payload_days: u32,
-    key_days: Option<u32>,
-    batch_size: i64,
+    options: PurgeOptions,
     as_json: bool,
 ) -> anyhow::Result<()> {
-    if let Some(key_days) = key_days
-        && key_days < payload_days
-    {
-        bail!(
-            "--keys-older-than-days ({key_days}) must be at least --payloads-older-than-days ({payload_days})"
-        );
+    if let Some(key_days) = options.key_days {
+        if key_days < options.payload_days {
+            bail!(
+                "--keys-older-than-days ({key_days}) must be at least --payloads-older-than-days ({})",
+                options.payload_days
+            );
+        }
+        let (floor, provider) = redelivery_floor(options.config.as_ref());
+        if key_days < floor && !options.force {
+            bail!(
+                "--keys-older-than-days {key_days} is below {provider}'s redelivery horizon ({floor} days{}): a redelivery after its key is gone would be accepted again (the business key still refuses a second transition); keep keys longer, or --force",
+                if options.config.is_none() {
+                    ", the longest of any provider: --config narrows it to yours"
+                } else {
+                    ""
+                }
+            );
+        }
     }
-    if batch_size < 1 {
+    if options.batch_size < 1 {
         bail!("--batch-size must be at least 1");
     }
     let mut connection = database.connect().await?;
+    if options.dry_run {
+        let (payloads, keys) =
+            admin::purge_preview(&mut connection, options.payload_days, options.key_days).await?;
+        if as_json {
+            out!(
+                "{}",
+                json!({"dry_run": true, "payloads": payloads, "keys": keys})
+            );
+        } else {
+            out!(
+                "would purge {payloads} payload(s) and {keys} receipt key row(s); nothing changed"
+            );
+        }
+        return Ok(());
+    }
+    let started = std::time::Instant::now();
+    let mut progress = Progress::new();
+    let over_budget = |started: std::time::Instant| {
+        options
+            .time_budget
+            .is_some_and(|budget| started.elapsed() >= budget)
+    };
     let mut payloads = 0;
+    let mut finished = true;
     loop {
-        let purged = admin::purge_payloads_batch(&mut connection, payload_days, batch_size).await?;
+        if over_budget(started) {
+            finished = false;
+            break;
+        }
+        let purged =
+            admin::purge_payloads_batch(&mut connection, options.payload_days, options.batch_size)
+                .await?;
         payloads += purged;
-        if purged < batch_size as u64 {
+        progress.report(payloads, 0);
+        if purged < options.batch_size as u64 {
             break;
         }
     }
     let mut keys = 0;
-    if let Some(key_days) = key_days {
+    if let Some(key_days) = options.key_days
+        && finished
+    {
         loop {
-            let purged = admin::purge_keys_batch(&mut connection, key_days, batch_size).await?;
+            if over_budget(started) {
+                finished = false;
+                break;
+            }
+            let purged =
+                admin::purge_keys_batch(&mut connection, key_days, options.batch_size).await?;
             keys += purged;
-            if purged < batch_size as u64 {
+            progress.report(payloads, keys);
+            if purged < options.batch_size as u64 {
                 break;
             }
         }
@@ -497,10 +273,33 @@ pub async fn purge(
     if as_json {
         out!(
             "{}",
-            json!({"payloads_purged": payloads, "keys_purged": keys})
+            json!({"payloads_purged": payloads, "keys_purged": keys, "finished": finished})
         );
     } else {
         out!("purged {payloads} payload(s) and {keys} receipt key row(s)");
+        if !finished {
+            out!("stopped at the time budget; the next run continues where this one stopped");
+        }
     }
     Ok(())
+}
+
+/// A progress line on stderr every 10 s of a long purge (stdout keeps the result alone).
+struct Progress {
+    last: std::time::Instant,
+}
+
+impl Progress {
+    fn new() -> Self {
+        Self {
+            last: std::time::Instant::now(),
+        }
+    }
+
+    fn report(&mut self, payloads: u64, keys: u64) {
+        if self.last.elapsed() >= Duration::from_secs(10) {
+            self.last = std::time::Instant::now();
+            eprintln!("inboundctl purge: {payloads} payload(s) and {keys} key row(s) so far");
+        }
+    }
 }

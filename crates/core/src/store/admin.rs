@@ -131,25 +131,100 @@ pub struct ReceiptSummary {
     pub reason: Option<String>,
 }
 
-/// Receipts in `status` (optionally of one integration), newest first.
+/// Which receipts an operator means: one status, and optionally integrations, an event
+/// type, a window of acceptance times and a cursor (ids below `before_id`).
+#[derive(Debug, Clone, Default)]
+pub struct ReceiptFilter {
+    /// `pending | done | quarantined | failed`.
+    pub status: String,
+    /// Only these integrations (`None`: any).
+    pub integrations: Option<Vec<String>>,
+    /// Only this event type.
+    pub event_type: Option<String>,
+    /// Accepted at or after this.
+    pub since: Option<DateTime<Utc>>,
+    /// Accepted before this.
+    pub until: Option<DateTime<Utc>>,
+    /// Only ids below this (the previous page's last id).
+    pub before_id: Option<i64>,
+}
+
+/// Receipts matching `filter`, newest first, at most `limit` (the primary key read
+/// backwards, so a page costs what it shows however long the retention).
 pub async fn list_receipts(
     conn: &mut PgConnection,
-    status: &str,
-    integration: Option<&str>,
+    filter: &ReceiptFilter,
     limit: i64,
 ) -> Result<Vec<ReceiptSummary>, sqlx::Error> {
     sqlx::query_as(
         "SELECT id, integration, event_id, event_type, status, outcome, attempts, received_at,
                 left(coalesce(outcome_reason, last_error), 200) AS reason
          FROM receipts
-         WHERE status = $1 AND ($2::text IS NULL OR integration = $2)
-         ORDER BY id DESC LIMIT $3",
+         WHERE status = $1
+           AND ($2::text[] IS NULL OR integration = ANY ($2))
+           AND ($3::text IS NULL OR event_type = $3)
+           AND ($4::timestamptz IS NULL OR received_at >= $4)
+           AND ($5::timestamptz IS NULL OR received_at < $5)
+           AND ($6::int8 IS NULL OR id < $6)
+         ORDER BY id DESC LIMIT $7",
     )
-    .bind(status)
-    .bind(integration)
+    .bind(&filter.status)
+    .bind(filter.integrations.as_deref())
+    .bind(filter.event_type.as_deref())
+    .bind(filter.since)
+    .bind(filter.until)
+    .bind(filter.before_id)
     .bind(limit)
     .fetch_all(conn)
     .await
+}
+
+/// The distinct receipt scopes, by a loose scan of the receipt-key index (one index probe
+/// per scope, not a read of every receipt): there are few (integrations × accounts).
+const DISTINCT_SCOPES: &str = "WITH RECURSIVE scopes (scope) AS (
+         (SELECT source_scope FROM receipts ORDER BY source_scope LIMIT 1)
+         UNION ALL
+         SELECT (SELECT r.source_scope FROM receipts r WHERE r.source_scope > s.scope
+                 ORDER BY r.source_scope LIMIT 1)
+         FROM scopes s WHERE s.scope IS NOT NULL
+     )";
+
+/// The receipts holding the provider's event id `event_id` (Stripe `evt_…`, GitHub's
+/// `X-GitHub-Delivery`, Slack's `event_id`, a Standard Webhooks `webhook-id`), in any
+/// scope, through the receipt-key index.
+pub async fn receipts_by_event_id(
+    conn: &mut PgConnection,
+    event_id: &str,
+) -> Result<Vec<ReceiptSummary>, sqlx::Error> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "{DISTINCT_SCOPES}
+         SELECT r.id, r.integration, r.event_id, r.event_type, r.status, r.outcome, r.attempts,
+                r.received_at, left(coalesce(r.outcome_reason, r.last_error), 200) AS reason
+         FROM scopes s JOIN receipts r ON r.source_scope = s.scope AND r.event_id = $1
+         ORDER BY r.id"
+    )))
+    .bind(event_id)
+    .fetch_all(conn)
+    .await
+}
+
+/// The integrations that hold receipts (the first part of every scope), cheaply.
+pub async fn integrations_with_receipts(
+    conn: &mut PgConnection,
+) -> Result<Vec<String>, sqlx::Error> {
+    let scopes: Vec<Option<String>> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "{DISTINCT_SCOPES} SELECT scope FROM scopes"
+    )))
+    .fetch_all(&mut *conn)
+    .await?;
+    let mut integrations: Vec<String> = scopes
+        .into_iter()
+        .flatten()
+        .map(|scope| crate::keys::SourceScope::first_part(&scope))
+        .collect();
+    integrations.sort();
+    integrations.dedup();
+    Ok(integrations)
 }
 
 /// One operator decision about a receipt: a replay or a resolution (quarantine, fail).
@@ -440,6 +515,14 @@ pub enum ResolveError {
         /// Its status.
         status: String,
     },
+    /// Only failed or quarantined receipts can be closed.
+    #[error("receipt {id} is {status}; only failed or quarantined receipts can be closed")]
+    NotClosable {
+        /// The receipt.
+        id: i64,
+        /// Its status.
+        status: String,
+    },
     /// The database failed.
     #[error("database: {0}")]
     Database(#[from] sqlx::Error),
@@ -502,6 +585,82 @@ pub async fn resolve_pending(
     }
     transaction.commit().await?;
     Ok(())
+}
+
+/// Closes failed or quarantined receipts an operator decided will not be processed: each
+/// ends `done` with outcome `ignored` and the reason (its key stays, so a redelivery is a
+/// duplicate; retention purges it like any done receipt), and the decision is recorded.
+/// One transaction: every id is closed, or none.
+pub async fn close(
+    conn: &mut PgConnection,
+    receipt_ids: &[i64],
+    closed_by: &str,
+    reason: &str,
+) -> Result<(), ResolveError> {
+    let mut ids = receipt_ids.to_vec();
+    ids.sort_unstable();
+    ids.dedup();
+    let mut transaction = conn.begin().await?;
+    for id in ids {
+        let status: Option<String> =
+            sqlx::query_scalar("SELECT status FROM receipts WHERE id = $1 FOR UPDATE")
+                .bind(id)
+                .fetch_optional(&mut *transaction)
+                .await?;
+        match status {
+            None => return Err(ResolveError::Unknown(id)),
+            Some(status) if status != "failed" && status != "quarantined" => {
+                return Err(ResolveError::NotClosable { id, status });
+            }
+            Some(status) => {
+                sqlx::query(
+                    "WITH logged AS (
+                         INSERT INTO receipt_resolutions (receipt_id, previous_status, action, resolved_by, reason)
+                         VALUES ($1, $2, 'close', $3, $4)
+                     )
+                     UPDATE receipts
+                     SET status = 'done', outcome = 'ignored',
+                         outcome_reason = 'closed by an operator: ' || $4, finished_at = now()
+                     WHERE id = $1",
+                )
+                .bind(id)
+                .bind(&status)
+                .bind(closed_by)
+                .bind(reason)
+                .execute(&mut *transaction)
+                .await?;
+            }
+        }
+    }
+    transaction.commit().await?;
+    Ok(())
+}
+
+/// What a purge with these ages would remove now: payloads dropped and receipt rows
+/// (keys) deleted, by the same rules as the batches below (a dry run; it reads the done
+/// receipts through the finished-at index).
+pub async fn purge_preview(
+    conn: &mut PgConnection,
+    payload_days: u32,
+    key_days: Option<u32>,
+) -> Result<(i64, i64), sqlx::Error> {
+    sqlx::query_as(
+        "SELECT
+             (SELECT count(*) FROM receipts r
+              WHERE r.status = 'done' AND r.payload IS NOT NULL
+                AND r.finished_at < now() - make_interval(days => $1)
+                AND NOT EXISTS (SELECT 1 FROM effects e WHERE e.receipt_id = r.id
+                                AND e.status NOT IN ('completed', 'abandoned'))),
+             (SELECT count(*) FROM receipts r
+              WHERE $2::int IS NOT NULL AND r.status = 'done'
+                AND r.finished_at < now() - make_interval(days => $2)
+                AND NOT EXISTS (SELECT 1 FROM effects e WHERE e.receipt_id = r.id
+                                AND e.status NOT IN ('completed', 'abandoned')))",
+    )
+    .bind(i32::try_from(payload_days).unwrap_or(i32::MAX))
+    .bind(key_days.map(|days| i32::try_from(days).unwrap_or(i32::MAX)))
+    .fetch_one(conn)
+    .await
 }
 
 /// Drops the payloads of up to `batch` done receipts finished more than `days` ago, except

@@ -541,22 +541,55 @@ macro_rules! effect_line_columns {
     };
 }
 
-/// Effects in `status` (optionally of one sink), newest first.
+/// Which effects an operator means: one status, and optionally sinks, a window of
+/// creation times and a cursor (ids below `before_id`).
+#[derive(Debug, Clone, Default)]
+pub struct EffectFilter {
+    /// One of [`STATUSES`].
+    pub status: String,
+    /// Only these sinks (`None`: any).
+    pub sinks: Option<Vec<String>>,
+    /// Recorded at or after this.
+    pub since: Option<chrono::DateTime<chrono::Utc>>,
+    /// Recorded before this.
+    pub until: Option<chrono::DateTime<chrono::Utc>>,
+    /// Only ids below this (the previous page's last id).
+    pub before_id: Option<i64>,
+}
+
+/// Effects matching `filter`, newest first, at most `limit`.
 pub async fn list(
     conn: &mut PgConnection,
-    status: &str,
-    sink: Option<&str>,
+    filter: &EffectFilter,
     limit: i64,
 ) -> Result<Vec<EffectLine>, sqlx::Error> {
     sqlx::query_as(concat!(
         effect_line_columns!(),
-        "WHERE status = $1 AND ($2::text IS NULL OR sink = $2) ORDER BY id DESC LIMIT $3"
+        "WHERE status = $1
+           AND ($2::text[] IS NULL OR sink = ANY ($2))
+           AND ($3::timestamptz IS NULL OR created_at >= $3)
+           AND ($4::timestamptz IS NULL OR created_at < $4)
+           AND ($5::int8 IS NULL OR id < $5)
+         ORDER BY id DESC LIMIT $6"
     ))
-    .bind(status)
-    .bind(sink)
+    .bind(&filter.status)
+    .bind(filter.sinks.as_deref())
+    .bind(filter.since)
+    .bind(filter.until)
+    .bind(filter.before_id)
     .bind(limit)
     .fetch_all(conn)
     .await
+}
+
+/// Whether any effect names `sink` (for a filter that matched nothing: a typo or a sink
+/// with no effects yet). Reads until the first match; only an operator's empty result
+/// pays for it.
+pub async fn sink_has_effects(conn: &mut PgConnection, sink: &str) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM effects WHERE sink = $1)")
+        .bind(sink)
+        .fetch_one(conn)
+        .await
 }
 
 /// The effect with this id.

@@ -1,0 +1,567 @@
+//! `inboundctl receipts list|find|show|quarantine|fail|replay|close`: finding receipts
+//! (by the provider's event id, or by status, integration, owner, type and time, a page at
+//! a time) and deciding about them, one by one or by filter (`--dry-run`, `--yes`). Every
+//! decision is recorded with who and why, and refused whole when any receipt is in the
+//! wrong state.
+
+use crate::output::out;
+use crate::selection::{
+    ConfigArg, Confirmation, Operator, ReceiptStatus, Window, integration_owner,
+    integrations_selected,
+};
+
+use anyhow::bail;
+use clap::{Args, Subcommand};
+use inbound_core::config::Config;
+use inbound_core::payload;
+use inbound_core::store::admin;
+use serde_json::json;
+use sqlx::PgConnection;
+
+use crate::operate::DatabaseArgs;
+
+/// `inboundctl receipts …`.
+#[derive(Debug, Subcommand)]
+pub enum ReceiptsCommand {
+    /// Receipts in one state, newest first, a page at a time.
+    #[command(after_help = "Examples:
+  inboundctl receipts list --status failed --integration stripe-live --since 1d
+  inboundctl receipts list --status quarantined --owner payments --config config.toml
+  inboundctl receipts list --status done --type invoice.paid --before 81234   # the next page")]
+    List {
+        #[command(flatten)]
+        database: DatabaseArgs,
+        /// The status.
+        #[arg(long, value_enum)]
+        status: ReceiptStatus,
+        #[command(flatten)]
+        filter: ReceiptFilterArgs,
+        /// Only ids below this: the `--before` a previous page printed.
+        #[arg(long)]
+        before: Option<i64>,
+        /// At most this many.
+        #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(i64).range(1..=10_000))]
+        limit: i64,
+        /// Print JSON (an array; page on with the smallest id as --before).
+        #[arg(long)]
+        json: bool,
+    },
+    /// The receipts holding a provider's event id, in any scope: Stripe `evt_…`, GitHub's
+    /// `X-GitHub-Delivery`, Slack's `event_id`, a Standard Webhooks `webhook-id`.
+    #[command(after_help = "Examples:
+  inboundctl receipts find --event-id evt_1PqR2sT3uV4wX5yZ
+  inboundctl receipts find --event-id 72d3162e-cc78-11e3-81ab-4c9367dc0958   # a GitHub delivery")]
+    Find {
+        #[command(flatten)]
+        database: DatabaseArgs,
+        /// The provider's id of the event (for GitHub, the delivery id).
+        #[arg(long)]
+        event_id: String,
+        #[command(flatten)]
+        config: ConfigArg,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One receipt: payload, attempts, last error, outcome, decisions and effects.
+    Show {
+        #[command(flatten)]
+        database: DatabaseArgs,
+        /// The receipt id.
+        id: i64,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Take pending receipts out of the queue as quarantined: a person must look.
+    Quarantine {
+        #[command(flatten)]
+        resolution: ResolutionArgs,
+    },
+    /// Take pending receipts out of the queue as failed: no worker will try them again.
+    Fail {
+        #[command(flatten)]
+        resolution: ResolutionArgs,
+    },
+    /// Send failed or quarantined receipts back to pending (attempts reset), or make a
+    /// pending receipt waiting out a retry delay due now — by id, or every failed or
+    /// quarantined receipt a filter selects.
+    #[command(after_help = "Examples:
+  inboundctl receipts replay 81234 81240 --reason \"order sync fixed (INC-42)\"
+  inboundctl receipts replay --status failed --integration stripe-live --since 6h --dry-run
+  inboundctl receipts replay --status failed --integration stripe-live --since 6h --yes --reason \"INC-42\"")]
+    Replay {
+        #[command(flatten)]
+        database: DatabaseArgs,
+        /// Receipt ids: all are replayed, or none.
+        #[arg(required_unless_present = "status", conflicts_with = "status")]
+        ids: Vec<i64>,
+        /// Replay every receipt in this status the filter selects (failed or quarantined).
+        #[arg(long, value_enum)]
+        status: Option<ReceiptStatus>,
+        #[command(flatten)]
+        filter: ReceiptFilterArgs,
+        #[command(flatten)]
+        confirmation: Confirmation,
+        /// Why (recorded).
+        #[arg(long, required_unless_present = "dry_run")]
+        reason: Option<String>,
+        #[command(flatten)]
+        operator: Operator,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Close failed or quarantined receipts that will not be processed: each ends done
+    /// (outcome ignored, the reason kept), its key stays so a redelivery is a duplicate,
+    /// and the alert about it clears.
+    #[command(after_help = "Example:
+  inboundctl receipts close 81234 --reason \"test-mode event sent to live (INC-42); nothing to apply\"")]
+    Close {
+        #[command(flatten)]
+        database: DatabaseArgs,
+        /// Receipt ids: all are closed, or none.
+        #[arg(required = true)]
+        ids: Vec<i64>,
+        /// Why (recorded).
+        #[arg(long)]
+        reason: String,
+        #[command(flatten)]
+        operator: Operator,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Which receipts, besides their status.
+#[derive(Debug, Clone, Args)]
+pub struct ReceiptFilterArgs {
+    /// Only this integration (exit 1 when none by that id exists).
+    #[arg(long)]
+    integration: Option<String>,
+    /// Only integrations this owner answers for (needs --config).
+    #[arg(long)]
+    owner: Option<String>,
+    /// Only this event type.
+    #[arg(long = "type")]
+    event_type: Option<String>,
+    #[command(flatten)]
+    window: Window,
+    #[command(flatten)]
+    config: ConfigArg,
+}
+
+/// Which pending receipts to resolve, who decides and why.
+#[derive(Debug, Args)]
+pub struct ResolutionArgs {
+    #[command(flatten)]
+    database: DatabaseArgs,
+    /// Receipt ids.
+    #[arg(required = true)]
+    ids: Vec<i64>,
+    /// Why (recorded).
+    #[arg(long)]
+    reason: String,
+    #[command(flatten)]
+    operator: Operator,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `inboundctl receipts …`.
+pub async fn run(command: ReceiptsCommand) -> anyhow::Result<()> {
+    match command {
+        ReceiptsCommand::List {
+            database,
+            status,
+            filter,
+            before,
+            limit,
+            json,
+        } => {
+            let config = filter.config.load()?;
+            let mut connection = database.connect().await?;
+            let selected = select(
+                &mut connection,
+                status,
+                &filter,
+                config.as_ref(),
+                before,
+                limit,
+            )
+            .await?;
+            print_receipts(&selected, config.as_ref(), json)?;
+            if !json
+                && selected.len() as i64 == limit
+                && let Some(last) = selected.last()
+            {
+                out!("(more: --before {})", last.id);
+            }
+            Ok(())
+        }
+        ReceiptsCommand::Find {
+            database,
+            event_id,
+            config,
+            json,
+        } => {
+            let config = config.load()?;
+            let mut connection = database.connect().await?;
+            let found = admin::receipts_by_event_id(&mut connection, &event_id).await?;
+            if found.is_empty() {
+                bail!(
+                    "no receipt holds event id {event_id:?}: it never arrived, was answered `ignored` (no route: see inbound_ingress_ignored_total), or its key was purged"
+                );
+            }
+            print_receipts(&found, config.as_ref(), json)
+        }
+        ReceiptsCommand::Show { database, id, json } => show(database, id, json).await,
+        ReceiptsCommand::Quarantine { resolution } => {
+            resolve_pending(resolution, admin::PendingResolution::Quarantine).await
+        }
+        ReceiptsCommand::Fail { resolution } => {
+            resolve_pending(resolution, admin::PendingResolution::Fail).await
+        }
+        ReceiptsCommand::Replay {
+            database,
+            ids,
+            status,
+            filter,
+            confirmation,
+            reason,
+            operator,
+            json,
+        } => {
+            if status.is_none() && confirmation.dry_run {
+                bail!(
+                    "--dry-run lists what a filter selects: give --status (and the filter) instead of ids"
+                );
+            }
+            let mut connection = database.connect().await?;
+            let ids = match status {
+                None => ids,
+                Some(status @ (ReceiptStatus::Failed | ReceiptStatus::Quarantined)) => {
+                    let config = filter.config.load()?;
+                    let selected = select(
+                        &mut connection,
+                        status,
+                        &filter,
+                        config.as_ref(),
+                        None,
+                        confirmation.max,
+                    )
+                    .await?;
+                    let Some(ids) =
+                        confirmed(&selected, &confirmation, config.as_ref(), "replay", json)?
+                    else {
+                        return Ok(());
+                    };
+                    ids
+                }
+                Some(other) => bail!(
+                    "--status {} cannot be replayed by filter: only failed or quarantined (a pending receipt is replayed by id)",
+                    other.as_str()
+                ),
+            };
+            let reason = required_reason(reason.as_deref())?;
+            let by = operator.name()?;
+            admin::replay(&mut connection, &ids, &by, &reason).await?;
+            report(&ids, "replayed", json);
+            Ok(())
+        }
+        ReceiptsCommand::Close {
+            database,
+            ids,
+            reason,
+            operator,
+            json,
+        } => {
+            let reason = required_reason(Some(&reason))?;
+            let by = operator.name()?;
+            let mut connection = database.connect().await?;
+            admin::close(&mut connection, &ids, &by, &reason).await?;
+            report(&ids, "closed", json);
+            Ok(())
+        }
+    }
+}
+
+/// The receipts `status` and `filter` select, newest first; exit 1 when the filter names
+/// an integration that does not exist (neither in the configuration nor in any receipt).
+async fn select(
+    connection: &mut PgConnection,
+    status: ReceiptStatus,
+    filter: &ReceiptFilterArgs,
+    config: Option<&Config>,
+    before: Option<i64>,
+    limit: i64,
+) -> anyhow::Result<Vec<admin::ReceiptSummary>> {
+    let integrations = integrations_selected(
+        filter.integration.as_deref(),
+        filter.owner.as_deref(),
+        config,
+    )?;
+    let core_filter = admin::ReceiptFilter {
+        status: status.as_str().to_owned(),
+        integrations,
+        event_type: filter.event_type.clone(),
+        since: filter.window.since,
+        until: filter.window.until,
+        before_id: before,
+    };
+    let rows = admin::list_receipts(connection, &core_filter, limit).await?;
+    if rows.is_empty()
+        && let Some(integration) = &filter.integration
+        && config.is_none_or(|config| config.integration(integration).is_none())
+        && !admin::integrations_with_receipts(connection)
+            .await?
+            .contains(integration)
+    {
+        bail!(
+            "no integration {integration:?}: no receipt names it{}",
+            if config.is_some() {
+                " and the configuration does not"
+            } else {
+                " (with --config, the configuration's ids count too)"
+            }
+        );
+    }
+    Ok(rows)
+}
+
+/// What a filter-selected change applies to: `None` after a dry run (printed), an error
+/// without `--yes`, the ids with it.
+fn confirmed(
+    selected: &[admin::ReceiptSummary],
+    confirmation: &Confirmation,
+    config: Option<&Config>,
+    verb: &str,
+    json: bool,
+) -> anyhow::Result<Option<Vec<i64>>> {
+    let capped = if selected.len() as i64 == confirmation.max {
+        format!(
+            " (at most --max {}; run again for the rest)",
+            confirmation.max
+        )
+    } else {
+        String::new()
+    };
+    if confirmation.dry_run {
+        print_receipts(selected, config, json)?;
+        if !json {
+            out!(
+                "would {verb} {} receipt(s){capped}; nothing changed (--yes to do it)",
+                selected.len()
+            );
+        }
+        return Ok(None);
+    }
+    if selected.is_empty() {
+        bail!("the filter selects no receipt: nothing to {verb}");
+    }
+    if !confirmation.yes {
+        bail!(
+            "the filter selects {} receipt(s){capped}: add --yes to {verb} them, or --dry-run to list them",
+            selected.len()
+        );
+    }
+    Ok(Some(selected.iter().map(|row| row.id).collect()))
+}
+
+fn required_reason(reason: Option<&str>) -> anyhow::Result<String> {
+    match reason {
+        Some(reason) if !reason.trim().is_empty() => Ok(reason.to_owned()),
+        _ => bail!("--reason must say why"),
+    }
+}
+
+fn report(ids: &[i64], verb: &str, json: bool) {
+    if json {
+        out!("{}", json!({ verb: ids }));
+    } else {
+        let listed: Vec<String> = ids.iter().map(i64::to_string).collect();
+        out!("{verb} {} receipt(s): {}", ids.len(), listed.join(", "));
+    }
+}
+
+fn print_receipts(
+    rows: &[admin::ReceiptSummary],
+    config: Option<&Config>,
+    json: bool,
+) -> anyhow::Result<()> {
+    if json {
+        out!("{}", serde_json::to_string(rows)?);
+        return Ok(());
+    }
+    out!(
+        "{:>10}  {:<20} {:<16} {:<12} {:<10} {:>8}  {:<28} {:<28} reason",
+        "id",
+        "integration",
+        "owner",
+        "status",
+        "outcome",
+        "attempts",
+        "event type",
+        "event"
+    );
+    for row in rows {
+        out!(
+            "{:>10}  {:<20} {:<16} {:<12} {:<10} {:>8}  {:<28} {:<28} {}",
+            row.id,
+            row.integration,
+            integration_owner(config, &row.integration),
+            row.status,
+            row.outcome.as_deref().unwrap_or("-"),
+            row.attempts,
+            row.event_type,
+            row.event_id,
+            row.reason.as_deref().unwrap_or("-")
+        );
+    }
+    Ok(())
+}
+
+/// `inboundctl receipts quarantine|fail`.
+async fn resolve_pending(
+    args: ResolutionArgs,
+    resolution: admin::PendingResolution,
+) -> anyhow::Result<()> {
+    let reason = required_reason(Some(&args.reason))?;
+    let by = args.operator.name()?;
+    let mut connection = args.database.connect().await?;
+    admin::resolve_pending(&mut connection, &args.ids, resolution, &by, &reason).await?;
+    let verb = match resolution {
+        admin::PendingResolution::Quarantine => "quarantined",
+        admin::PendingResolution::Fail => "failed",
+    };
+    report(&args.ids, verb, args.json);
+    Ok(())
+}
+
+/// `inboundctl receipts show`.
+async fn show(database: DatabaseArgs, id: i64, json: bool) -> anyhow::Result<()> {
+    let mut connection = database.connect().await?;
+    let Some(detail) = admin::receipt_detail(&mut connection, id).await? else {
+        bail!("receipt {id} does not exist");
+    };
+    let effects = admin::receipt_effects(&mut connection, id).await?;
+    let history = admin::receipt_history(&mut connection, id).await?;
+    // Complete end to end: the transition is done and every effect delivered.
+    let complete =
+        detail.status == "done" && effects.iter().all(|effect| effect.status == "completed");
+    if json {
+        /// Serialized straight to text: the payload is written as stored, never
+        /// parsed into a value (which numbers beyond a double would fail).
+        #[derive(serde::Serialize)]
+        struct Shown<'a> {
+            receipt: &'a admin::ReceiptDetail,
+            effects: &'a [admin::EffectSummary],
+            history: &'a [admin::ReceiptDecision],
+            complete: bool,
+        }
+        let shown = Shown {
+            receipt: &detail,
+            effects: &effects,
+            history: &history,
+            complete,
+        };
+        out!("{}", serde_json::to_string(&shown)?);
+        return Ok(());
+    }
+    out!(
+        "receipt {} ({} / {})",
+        detail.id,
+        detail.integration,
+        detail.event_id
+    );
+    out!("  scope        {}", detail.source_scope);
+    out!(
+        "  type         {} (route {})",
+        detail.event_type,
+        detail.route_key
+    );
+    out!(
+        "  status       {}{}",
+        detail.status,
+        detail
+            .outcome
+            .as_deref()
+            .map(|outcome| format!(" ({outcome})"))
+            .unwrap_or_default()
+    );
+    if let Some(reason) = &detail.outcome_reason {
+        out!("  reason       {reason}");
+    }
+    out!("  attempts     {}", detail.attempts);
+    out!(
+        "  complete     {}",
+        if complete {
+            "yes (done, every effect completed)"
+        } else {
+            "no"
+        }
+    );
+    if let Some(error) = &detail.last_error {
+        out!("  last error   {error}");
+    }
+    out!("  received     {}", detail.received_at);
+    if let Some(finished) = detail.finished_at {
+        out!("  finished     {finished}");
+    }
+    if let Some(visible) = detail.visible_at {
+        out!(
+            "  next claim   {visible}{}",
+            detail
+                .leased_by
+                .as_deref()
+                .map(|by| format!(" (leased by {by})"))
+                .unwrap_or_default()
+        );
+    }
+    for decision in &history {
+        let done = match decision.action.as_str() {
+            "replay" => "replayed",
+            "quarantine" => "quarantined",
+            "close" => "closed",
+            _ => "failed",
+        };
+        out!(
+            "  decision     {} {done} by {} (was {}): {}",
+            decision.at,
+            decision.by,
+            decision.previous_status,
+            decision.reason
+        );
+    }
+    out!(
+        "  effects      {}",
+        if effects.is_empty() { "none" } else { "" }
+    );
+    for effect in &effects {
+        out!(
+            "    {} {} → {} [{}] attempts {}",
+            effect.id,
+            effect.operation_key,
+            effect.sink,
+            effect.status,
+            effect.attempts
+        );
+    }
+    match detail.payload.as_deref() {
+        None if detail.payload_unreadable.is_some() => out!(
+            "  payload      (cannot be rendered: {})",
+            detail.payload_unreadable.as_deref().unwrap_or_default()
+        ),
+        None => out!("  payload      (purged)"),
+        Some(text) => match payload::decode(text) {
+            Ok(payload) => {
+                out!("  payload\n{}", serde_json::to_string_pretty(&payload)?);
+            }
+            // Stored before the storability contract: show it exactly as stored.
+            Err(error) => out!("  payload      (not decodable: {error})\n{text}"),
+        },
+    }
+    Ok(())
+}

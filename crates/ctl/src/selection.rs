@@ -1,0 +1,242 @@
+//! What the operator commands share: the statuses as value enums (listed in `--help`,
+//! completable), who decides (`--by`, never "unknown"), times (`--since 2h` or RFC 3339),
+//! owners resolved through the configuration, a filter value that names nothing (exit 1,
+//! not an empty list), and the confirmation a bulk change needs (`--dry-run`, `--yes`).
+
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use chrono::{DateTime, Utc};
+use clap::{Args, ValueEnum};
+use inbound_core::config::Config;
+
+/// A receipt's status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReceiptStatus {
+    /// Waiting for a worker (claimable, leased or waiting out a retry delay).
+    Pending,
+    /// Applied, a duplicate, or ignored (by a handler or closed by an operator).
+    Done,
+    /// A permanent inconsistency: a person must look.
+    Quarantined,
+    /// Attempts exhausted or failed by hand.
+    Failed,
+}
+
+impl ReceiptStatus {
+    /// As stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Done => "done",
+            Self::Quarantined => "quarantined",
+            Self::Failed => "failed",
+        }
+    }
+}
+
+/// An effect's status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EffectStatus {
+    /// Waiting to be delivered (or retried).
+    Pending,
+    /// A delivery is in progress.
+    #[value(name = "in_flight")]
+    InFlight,
+    /// The sink confirmed it.
+    Completed,
+    /// The sink refused it.
+    Failed,
+    /// Its outcome is unknown; it is being reconciled.
+    Uncertain,
+    /// A person must decide.
+    Review,
+    /// Given up by an operator.
+    Abandoned,
+}
+
+impl EffectStatus {
+    /// As stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::InFlight => "in_flight",
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+            Self::Uncertain => "uncertain",
+            Self::Review => "review",
+            Self::Abandoned => "abandoned",
+        }
+    }
+}
+
+/// Who decides: recorded with every decision.
+#[derive(Debug, Clone, Args)]
+pub struct Operator {
+    /// Who decides (recorded): defaults to $INBOUND_OPERATOR, else $USER. Set
+    /// INBOUND_OPERATOR in a pod, where $USER is unset.
+    #[arg(long, env = "INBOUND_OPERATOR")]
+    by: Option<String>,
+}
+
+impl Operator {
+    /// The name recorded; refused when nothing names anyone.
+    pub fn name(&self) -> anyhow::Result<String> {
+        let name = self
+            .by
+            .clone()
+            .or_else(|| std::env::var("USER").ok())
+            .unwrap_or_default();
+        if name.trim().is_empty() {
+            bail!(
+                "say who decides: --by NAME (or set INBOUND_OPERATOR); audits never record \"unknown\""
+            );
+        }
+        Ok(name)
+    }
+}
+
+/// A moment: RFC 3339 (`2026-12-01T08:00:00Z`) or an age before now (`90s`, `30m`, `2h`,
+/// `7d`).
+pub fn parse_time(text: &str) -> Result<DateTime<Utc>, String> {
+    if let Ok(at) = DateTime::parse_from_rfc3339(text) {
+        return Ok(at.with_timezone(&Utc));
+    }
+    let (number, unit) = text.split_at(text.len().saturating_sub(1));
+    let seconds = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => 0,
+    };
+    match number.parse::<i64>() {
+        Ok(count) if seconds > 0 && count >= 0 && count <= 36_500 * 86_400 / seconds => {
+            Ok(Utc::now() - chrono::Duration::seconds(count * seconds))
+        }
+        _ => Err(format!(
+            "{text:?} is neither an RFC 3339 time (2026-12-01T08:00:00Z) nor an age (90s, 30m, 2h, 7d)"
+        )),
+    }
+}
+
+/// A window of times and a page.
+#[derive(Debug, Clone, Args)]
+pub struct Window {
+    /// Only those from this time on: RFC 3339 or an age (`2h`, `7d`).
+    #[arg(long, value_parser = parse_time)]
+    pub since: Option<DateTime<Utc>>,
+    /// Only those before this time: RFC 3339 or an age.
+    #[arg(long, value_parser = parse_time)]
+    pub until: Option<DateTime<Utc>>,
+}
+
+/// The configuration, for owners and for the ids it names.
+#[derive(Debug, Clone, Args)]
+pub struct ConfigArg {
+    /// Configuration file: shows owners, resolves `--owner`, and names the integrations
+    /// and sinks that exist.
+    #[arg(long, env = "INBOUND_CONFIG")]
+    pub config: Option<PathBuf>,
+}
+
+impl ConfigArg {
+    /// The loaded configuration, if one is given.
+    pub fn load(&self) -> anyhow::Result<Option<Config>> {
+        self.config
+            .as_deref()
+            .map(|path| Config::load(path).with_context(|| format!("{}", path.display())))
+            .transpose()
+    }
+}
+
+/// The integrations an `--integration` / `--owner` pair selects (`None`: any).
+pub fn integrations_selected(
+    integration: Option<&str>,
+    owner: Option<&str>,
+    config: Option<&Config>,
+) -> anyhow::Result<Option<Vec<String>>> {
+    let Some(owner) = owner else {
+        return Ok(integration.map(|id| vec![id.to_owned()]));
+    };
+    let Some(config) = config else {
+        bail!(
+            "--owner needs the configuration that names the owners: --config FILE (or INBOUND_CONFIG)"
+        );
+    };
+    let owned: Vec<String> = config
+        .integrations()
+        .iter()
+        .filter(|candidate| candidate.owner.as_deref() == Some(owner))
+        .filter(|candidate| integration.is_none_or(|id| id == candidate.id))
+        .map(|candidate| candidate.id.clone())
+        .collect();
+    if owned.is_empty() {
+        bail!(
+            "no integration{} is owned by {owner:?} in the configuration",
+            integration.map(|id| format!(" {id}")).unwrap_or_default()
+        );
+    }
+    Ok(Some(owned))
+}
+
+/// The sinks a `--sink` / `--owner` pair selects (`None`: any).
+pub fn sinks_selected(
+    sink: Option<&str>,
+    owner: Option<&str>,
+    config: Option<&Config>,
+) -> anyhow::Result<Option<Vec<String>>> {
+    let Some(owner) = owner else {
+        return Ok(sink.map(|id| vec![id.to_owned()]));
+    };
+    let Some(config) = config else {
+        bail!(
+            "--owner needs the configuration that names the owners: --config FILE (or INBOUND_CONFIG)"
+        );
+    };
+    let owned: Vec<String> = config
+        .sinks()
+        .iter()
+        .filter(|candidate| candidate.owner.as_deref() == Some(owner))
+        .filter(|candidate| sink.is_none_or(|id| id == candidate.id))
+        .map(|candidate| candidate.id.clone())
+        .collect();
+    if owned.is_empty() {
+        bail!(
+            "no sink{} is owned by {owner:?} in the configuration",
+            sink.map(|id| format!(" {id}")).unwrap_or_default()
+        );
+    }
+    Ok(Some(owned))
+}
+
+/// The owner of an integration, as the configuration names it ("-" when none or unknown).
+pub fn integration_owner(config: Option<&Config>, integration: &str) -> String {
+    config
+        .and_then(|config| config.integration(integration))
+        .and_then(|integration| integration.owner.clone())
+        .unwrap_or_else(|| "-".to_owned())
+}
+
+/// The owner of a sink ("-" when none or unknown).
+pub fn sink_owner(config: Option<&Config>, sink: &str) -> String {
+    config
+        .and_then(|config| config.sinks().iter().find(|candidate| candidate.id == sink))
+        .and_then(|sink| sink.owner.clone())
+        .unwrap_or_else(|| "-".to_owned())
+}
+
+/// How a change chosen by a filter (not by ids) is confirmed.
+#[derive(Debug, Clone, Args)]
+pub struct Confirmation {
+    /// Show what the filter selects and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Change everything the filter selects (required without --dry-run: a filter can
+    /// select more than you think).
+    #[arg(long, conflicts_with = "dry_run")]
+    pub yes: bool,
+    /// At most this many in one run (run again for the rest).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(i64).range(1..=100_000))]
+    pub max: i64,
+}

@@ -1,0 +1,652 @@
+//! The on-call engineer's `inboundctl`, through the real binary: find a receipt by the
+//! provider's id; list by status, integration, owner, type and time a page at a time;
+//! decide in bulk only after a dry run or an explicit `--yes`; close what will never be
+//! processed; audits that always name someone; purge that counts first, keeps keys past
+//! the providers' redelivery horizons and stops at a time budget; and shell completions.
+
+use std::process::{Command, Output};
+
+use inbound_tests::TestDatabase;
+use inbound_tests::domain;
+use inbound_tests::fixtures;
+use inbound_tests::process::{ScratchDir, binary};
+
+/// inboundctl on a clean environment: the test database, the operator `ops-test`.
+fn inboundctl(database: &TestDatabase, args: &[&str], env: &[(&str, &str)]) -> Output {
+    Command::new(binary("inboundctl"))
+        .args(args)
+        .env_remove("INBOUND_CONFIG")
+        .env_remove("USER")
+        .env("DATABASE_URL", database.url())
+        .env("INBOUND_OPERATOR", "ops-test")
+        .envs(fixtures::secret_env())
+        .envs(env.iter().copied())
+        .output()
+        .expect("run inboundctl")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn json_of(output: Output) -> serde_json::Value {
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    serde_json::from_slice(&output.stdout).expect("JSON")
+}
+
+fn ids(listed: &serde_json::Value) -> Vec<i64> {
+    listed
+        .as_array()
+        .expect("an array")
+        .iter()
+        .map(|row| row["id"].as_i64().expect("an id"))
+        .collect()
+}
+
+fn refused(output: &Output, message: &str) {
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output.stdout));
+    assert!(
+        text(&output.stderr).contains(message),
+        "{}",
+        text(&output.stderr)
+    );
+}
+
+/// The test configuration with owners, written into `scratch`.
+fn owned_config(scratch: &ScratchDir) -> String {
+    let options = fixtures::ingress_options("unused");
+    for (name, contents) in &options.files {
+        std::fs::write(scratch.path().join(name), contents).expect("write file");
+    }
+    let config = options
+        .config_toml
+        .replace("{scratch}", &scratch.path().display().to_string())
+        .replacen(
+            "tenant = \"acme\"\n",
+            "tenant = \"acme\"\nowner = \"payments\"\n",
+            1,
+        )
+        .replacen(
+            "url = \"http://127.0.0.1:9/audit\"",
+            "url = \"http://127.0.0.1:9/audit\"\nowner = \"audit-oncall\"",
+            1,
+        );
+    let path = scratch.path().join("config.toml");
+    std::fs::write(&path, config).expect("write config");
+    path.display().to_string()
+}
+
+/// A payment receipt of `stripe-acme` set to `status` (out of the queue unless pending).
+async fn receipt_in(pool: &sqlx::PgPool, event_id: &str, status: &str) -> i64 {
+    let body = domain::stripe_event(
+        event_id,
+        "payment_intent.succeeded",
+        domain::payment_intent(&format!("pi_{event_id}"), "o1", 1000, "usd", "succeeded"),
+    );
+    let id = domain::accept(pool, &domain::config(), &body)
+        .await
+        .expect("new");
+    if status != "pending" {
+        sqlx::query("DELETE FROM receipt_queue WHERE receipt_id = $1")
+            .bind(id)
+            .execute(pool)
+            .await
+            .expect("dequeue");
+        // "done_later": applied (its effects are added by the caller).
+        let status = if status == "done_later" {
+            "done"
+        } else {
+            status
+        };
+        sqlx::query(
+            "UPDATE receipts SET status = $2, finished_at = now(),
+                 outcome = CASE $2 WHEN 'done' THEN 'applied' END,
+                 outcome_reason = CASE $2 WHEN 'quarantined' THEN 'amount mismatch' END,
+                 last_error = CASE $2 WHEN 'failed' THEN 'order does not exist' END
+             WHERE id = $1",
+        )
+        .bind(id)
+        .bind(status)
+        .execute(pool)
+        .await
+        .expect("set status");
+    }
+    id
+}
+
+#[tokio::test]
+async fn receipts_are_found_filtered_paged_and_decided_in_bulk() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let scratch = ScratchDir::new();
+    let config = owned_config(&scratch);
+    let first = receipt_in(pool, "evt_first", "failed").await;
+    let second = receipt_in(pool, "evt_second", "failed").await;
+    let odd = receipt_in(pool, "evt_odd", "quarantined").await;
+    let waiting = receipt_in(pool, "evt_waiting", "pending").await;
+
+    // By the provider's id, in whatever scope it was stored.
+    let found = json_of(inboundctl(
+        &database,
+        &["receipts", "find", "--event-id", "evt_second", "--json"],
+        &[],
+    ));
+    assert_eq!(ids(&found), vec![second]);
+    refused(
+        &inboundctl(
+            &database,
+            &["receipts", "find", "--event-id", "evt_never"],
+            &[],
+        ),
+        "no receipt holds event id \"evt_never\"",
+    );
+
+    // Filters and a cursor.
+    let list = |extra: &[&str]| {
+        let mut args = vec!["receipts", "list", "--json"];
+        args.extend(extra);
+        json_of(inboundctl(&database, &args, &[]))
+    };
+    assert_eq!(ids(&list(&["--status", "failed"])), vec![second, first]);
+    assert_eq!(
+        ids(&list(&[
+            "--status",
+            "failed",
+            "--integration",
+            "stripe-acme",
+            "--since",
+            "1h"
+        ])),
+        vec![second, first]
+    );
+    assert_eq!(
+        ids(&list(&["--status", "failed", "--until", "1h"])),
+        Vec::<i64>::new()
+    );
+    assert_eq!(
+        ids(&list(&[
+            "--status",
+            "failed",
+            "--type",
+            "payment_intent.succeeded"
+        ]))
+        .len(),
+        2
+    );
+    assert_eq!(
+        ids(&list(&["--status", "failed", "--type", "charge.refunded"])),
+        Vec::<i64>::new()
+    );
+    assert_eq!(
+        ids(&list(&[
+            "--status",
+            "failed",
+            "--before",
+            &second.to_string()
+        ])),
+        vec![first]
+    );
+    let page = inboundctl(
+        &database,
+        &["receipts", "list", "--status", "failed", "--limit", "1"],
+        &[],
+    );
+    assert!(
+        text(&page.stdout).contains(&format!("(more: --before {second})")),
+        "{}",
+        text(&page.stdout)
+    );
+    // A filter that names nothing is an error, not an empty list.
+    refused(
+        &inboundctl(
+            &database,
+            &[
+                "receipts",
+                "list",
+                "--status",
+                "failed",
+                "--integration",
+                "stripe-acme-typo",
+            ],
+            &[],
+        ),
+        "no integration \"stripe-acme-typo\"",
+    );
+    let bad_time = inboundctl(
+        &database,
+        &[
+            "receipts",
+            "list",
+            "--status",
+            "failed",
+            "--since",
+            "yesterday",
+        ],
+        &[],
+    );
+    assert_eq!(
+        bad_time.status.code(),
+        Some(2),
+        "{}",
+        text(&bad_time.stderr)
+    );
+
+    // Owners, from the configuration.
+    let owned = json_of(inboundctl(
+        &database,
+        &[
+            "receipts", "list", "--status", "failed", "--owner", "payments", "--config", &config,
+            "--json",
+        ],
+        &[],
+    ));
+    assert_eq!(ids(&owned), vec![second, first]);
+    let shown = inboundctl(
+        &database,
+        &[
+            "receipts", "list", "--status", "failed", "--config", &config,
+        ],
+        &[],
+    );
+    assert!(
+        text(&shown.stdout).contains("payments"),
+        "{}",
+        text(&shown.stdout)
+    );
+    refused(
+        &inboundctl(
+            &database,
+            &[
+                "receipts", "list", "--status", "failed", "--owner", "nobody", "--config", &config,
+            ],
+            &[],
+        ),
+        "no integration is owned by \"nobody\"",
+    );
+    refused(
+        &inboundctl(
+            &database,
+            &[
+                "receipts", "list", "--status", "failed", "--owner", "payments",
+            ],
+            &[],
+        ),
+        "--owner needs the configuration",
+    );
+    let status = json_of(inboundctl(
+        &database,
+        &[
+            "status", "--config", &config, "--owner", "payments", "--json",
+        ],
+        &[],
+    ));
+    assert_eq!(status["owners"]["stripe-acme"], "payments", "{status}");
+    assert!(status["owners"].get("gh-acme").is_none(), "{status}");
+
+    // Bulk replay: a dry run changes nothing, no --yes refuses, --yes replays all, audited.
+    let dry = inboundctl(
+        &database,
+        &[
+            "receipts",
+            "replay",
+            "--status",
+            "failed",
+            "--integration",
+            "stripe-acme",
+            "--dry-run",
+        ],
+        &[],
+    );
+    assert!(dry.status.success(), "{}", text(&dry.stderr));
+    assert!(
+        text(&dry.stdout).contains("would replay 2 receipt(s)"),
+        "{}",
+        text(&dry.stdout)
+    );
+    assert_eq!(domain::receipt_state(pool, first).await.0, "failed");
+    refused(
+        &inboundctl(
+            &database,
+            &[
+                "receipts", "replay", "--status", "failed", "--reason", "fixed",
+            ],
+            &[],
+        ),
+        "the filter selects 2 receipt(s): add --yes",
+    );
+    refused(
+        &inboundctl(
+            &database,
+            &[
+                "receipts", "replay", "--status", "pending", "--yes", "--reason", "x",
+            ],
+            &[],
+        ),
+        "cannot be replayed by filter",
+    );
+    let replayed = inboundctl(
+        &database,
+        &[
+            "receipts",
+            "replay",
+            "--status",
+            "failed",
+            "--since",
+            "1h",
+            "--yes",
+            "--reason",
+            "order sync fixed (INC-7)",
+        ],
+        &[("INBOUND_OPERATOR", "carol")],
+    );
+    assert!(replayed.status.success(), "{}", text(&replayed.stderr));
+    assert_eq!(domain::receipt_state(pool, first).await.0, "pending");
+    assert_eq!(domain::receipt_state(pool, second).await.0, "pending");
+    let by: Vec<String> =
+        sqlx::query_scalar("SELECT replayed_by FROM receipt_replays ORDER BY receipt_id")
+            .fetch_all(pool)
+            .await
+            .expect("replays");
+    assert_eq!(by, vec!["carol", "carol"]);
+
+    // Close: the quarantined receipt ends done/ignored with the reason, and says so.
+    refused(
+        &inboundctl(
+            &database,
+            &["receipts", "close", &waiting.to_string(), "--reason", "x"],
+            &[],
+        ),
+        "only failed or quarantined receipts can be closed",
+    );
+    let closed = inboundctl(
+        &database,
+        &[
+            "receipts",
+            "close",
+            &odd.to_string(),
+            "--reason",
+            "a test-mode event sent to live",
+        ],
+        &[],
+    );
+    assert!(closed.status.success(), "{}", text(&closed.stderr));
+    let (state, outcome): (String, Option<String>) =
+        sqlx::query_as("SELECT status, outcome FROM receipts WHERE id = $1")
+            .bind(odd)
+            .fetch_one(pool)
+            .await
+            .expect("closed");
+    assert_eq!(
+        (state.as_str(), outcome.as_deref()),
+        ("done", Some("ignored"))
+    );
+    let history = inboundctl(&database, &["receipts", "show", &odd.to_string()], &[]);
+    assert!(
+        text(&history.stdout)
+            .contains("closed by ops-test (was quarantined): a test-mode event sent to live"),
+        "{}",
+        text(&history.stdout)
+    );
+
+    // An audit never records "unknown": with no --by, INBOUND_OPERATOR or $USER, refused.
+    let anonymous = Command::new(binary("inboundctl"))
+        .args(["receipts", "close", &first.to_string(), "--reason", "x"])
+        .env("DATABASE_URL", database.url())
+        .env_remove("USER")
+        .env_remove("INBOUND_OPERATOR")
+        .output()
+        .expect("run inboundctl");
+    refused(
+        &anonymous,
+        "say who decides: --by NAME (or set INBOUND_OPERATOR)",
+    );
+}
+
+/// An effect in `status` for sink `audit`.
+async fn effect_in(pool: &sqlx::PgPool, key: &str, status: &str) -> i64 {
+    let receipt = receipt_in(pool, &format!("evt_{key}"), "done_later").await;
+    sqlx::query_scalar(
+        "INSERT INTO effects (receipt_id, operation_key, sink, kind, tenant, data, event, status, attempts, last_error)
+         VALUES ($1, $2, 'audit', 'order.paid', 'acme', '{}', '{}', $3, 1, 'unknown outcome') RETURNING id",
+    )
+    .bind(receipt)
+    .bind(key)
+    .bind(status)
+    .fetch_one(pool)
+    .await
+    .expect("effect")
+}
+
+#[tokio::test]
+async fn effects_are_filtered_by_sink_and_owner_and_resolved_in_bulk() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let scratch = ScratchDir::new();
+    let config = owned_config(&scratch);
+    let one = effect_in(pool, "k-1", "review").await;
+    let two = effect_in(pool, "k-2", "review").await;
+    let other = effect_in(pool, "k-3", "uncertain").await;
+
+    let listed = json_of(inboundctl(
+        &database,
+        &[
+            "effects",
+            "list",
+            "--status",
+            "review",
+            "--owner",
+            "audit-oncall",
+            "--config",
+            &config,
+            "--json",
+        ],
+        &[],
+    ));
+    assert_eq!(ids(&listed), vec![two, one]);
+    let page = json_of(inboundctl(
+        &database,
+        &[
+            "effects",
+            "list",
+            "--status",
+            "review",
+            "--before",
+            &two.to_string(),
+            "--json",
+        ],
+        &[],
+    ));
+    assert_eq!(ids(&page), vec![one]);
+    refused(
+        &inboundctl(
+            &database,
+            &[
+                "effects",
+                "list",
+                "--status",
+                "review",
+                "--sink",
+                "audit-typo",
+            ],
+            &[],
+        ),
+        "no sink \"audit-typo\"",
+    );
+    let unknown_status = inboundctl(&database, &["effects", "list", "--status", "stuck"], &[]);
+    assert_eq!(unknown_status.status.code(), Some(2));
+    assert!(
+        text(&unknown_status.stderr).contains("in_flight"),
+        "{}",
+        text(&unknown_status.stderr)
+    );
+
+    let dry = inboundctl(
+        &database,
+        &[
+            "effects",
+            "resolve",
+            "--status",
+            "review",
+            "--sink",
+            "audit",
+            "--dry-run",
+        ],
+        &[],
+    );
+    assert!(dry.status.success(), "{}", text(&dry.stderr));
+    assert!(
+        text(&dry.stdout).contains("would resolve 2 effect(s)"),
+        "{}",
+        text(&dry.stdout)
+    );
+    refused(
+        &inboundctl(
+            &database,
+            &[
+                "effects",
+                "resolve",
+                "--status",
+                "review",
+                "--abandon",
+                "--note",
+                "n",
+            ],
+            &[],
+        ),
+        "add --yes",
+    );
+    let resolved = inboundctl(
+        &database,
+        &[
+            "effects",
+            "resolve",
+            "--status",
+            "review",
+            "--sink",
+            "audit",
+            "--abandon",
+            "--yes",
+            "--note",
+            "the customer cancelled (INC-9)",
+        ],
+        &[],
+    );
+    assert!(resolved.status.success(), "{}", text(&resolved.stderr));
+    let statuses: Vec<(i64, String)> = sqlx::query_as("SELECT id, status FROM effects ORDER BY id")
+        .fetch_all(pool)
+        .await
+        .expect("statuses");
+    assert_eq!(
+        statuses,
+        vec![
+            (one, "abandoned".to_owned()),
+            (two, "abandoned".to_owned()),
+            (other, "uncertain".to_owned())
+        ]
+    );
+}
+
+#[tokio::test]
+async fn purge_counts_first_keeps_keys_past_redelivery_and_stops_at_its_budget() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let old = receipt_in(pool, "evt_old", "done_later").await;
+    sqlx::query("UPDATE receipts SET finished_at = now() - interval '40 days' WHERE id = $1")
+        .bind(old)
+        .execute(pool)
+        .await
+        .expect("age it");
+
+    let preview = json_of(inboundctl(
+        &database,
+        &[
+            "purge",
+            "--payloads-older-than-days",
+            "30",
+            "--keys-older-than-days",
+            "35",
+            "--dry-run",
+            "--json",
+        ],
+        &[],
+    ));
+    assert_eq!(
+        preview,
+        serde_json::json!({"dry_run": true, "payloads": 1, "keys": 1})
+    );
+    assert_eq!(
+        database.receipt_count().await,
+        1,
+        "a dry run removes nothing"
+    );
+
+    // Below the longest horizon (30 days for Stripe): refused unless forced.
+    refused(
+        &inboundctl(
+            &database,
+            &[
+                "purge",
+                "--payloads-older-than-days",
+                "1",
+                "--keys-older-than-days",
+                "7",
+            ],
+            &[],
+        ),
+        "redelivery horizon",
+    );
+    // A budget already spent: nothing done, and the run says it did not finish.
+    let stopped = json_of(inboundctl(
+        &database,
+        &[
+            "purge",
+            "--payloads-older-than-days",
+            "30",
+            "--time-budget-secs",
+            "0",
+            "--json",
+        ],
+        &[],
+    ));
+    assert_eq!(stopped["finished"], false, "{stopped}");
+    assert_eq!(stopped["payloads_purged"], 0, "{stopped}");
+    let forced = json_of(inboundctl(
+        &database,
+        &[
+            "purge",
+            "--payloads-older-than-days",
+            "1",
+            "--keys-older-than-days",
+            "7",
+            "--force",
+            "--json",
+        ],
+        &[],
+    ));
+    assert_eq!(
+        forced,
+        serde_json::json!({"payloads_purged": 1, "keys_purged": 1, "finished": true})
+    );
+    assert_eq!(database.receipt_count().await, 0);
+}
+
+#[test]
+fn completions_are_printed_for_each_shell() {
+    for (shell, marker) in [
+        ("bash", "complete -F _inboundctl"),
+        ("zsh", "#compdef inboundctl"),
+        ("fish", "complete -c inboundctl"),
+    ] {
+        let output = Command::new(binary("inboundctl"))
+            .args(["completions", shell])
+            .output()
+            .expect("run");
+        assert!(output.status.success(), "{shell}");
+        let script = text(&output.stdout);
+        assert!(script.contains(marker), "{shell}: {script}");
+        assert!(
+            script.contains("quarantined"),
+            "{shell}: the status values complete"
+        );
+    }
+}
