@@ -571,17 +571,21 @@ async fn ops_port_serves_health_and_every_queue_gauge() {
         value("inbound_oldest_waiting_age_seconds{integration=\"gh-acme\"}"),
         0.0
     );
-    // Open states are gauged; finished effects are counted as they finish (a gauge of
-    // every completed effect would count the whole retention every few seconds).
+    // Open states are gauged per sink; finished effects are counted as they finish (a
+    // gauge of every completed effect would count the whole retention every few seconds).
     for state in ["pending", "in_flight", "uncertain", "review"] {
         assert!(
-            text.contains(&format!("inbound_effects{{state=\"{state}\"}} 0")),
+            text.contains(&format!(
+                "inbound_effects{{sink=\"audit\",state=\"{state}\"}} 0"
+            )),
             "{state}: {text}"
         );
     }
     for state in ["completed", "failed", "abandoned"] {
         assert!(
-            !text.contains(&format!("inbound_effects{{state=\"{state}\"}}")),
+            !text.contains(&format!(
+                "inbound_effects{{sink=\"audit\",state=\"{state}\"}}"
+            )),
             "{state} is gauged: {text}"
         );
     }
