@@ -18,7 +18,7 @@ demo:
 ## installed for the pooler tests.
 test: postgres pgbouncer
 	$(CARGO) build --workspace --bins $(TEST_FEATURES)
-	@export DATABASE_URL="$$(scripts/ensure-postgres.sh)"; \
+	@url="$$(scripts/ensure-postgres.sh)" && export DATABASE_URL="$$url" && \
 	if command -v cargo-nextest >/dev/null 2>&1; then \
 		$(CARGO) nextest run --workspace $(TEST_FEATURES) --no-fail-fast; \
 	else \
@@ -31,7 +31,7 @@ DURATION ?= 60
 SOAK_ARGS ?=
 soak: postgres pgbouncer
 	$(CARGO) build --release -p inbound-ingress -p inbound-worker -p inbound-tests --bins
-	DATABASE_URL="$$(scripts/ensure-postgres.sh)" INBOUND_BIN_DIR=$${CARGO_TARGET_DIR:-target}/release \
+	url="$$(scripts/ensure-postgres.sh)" && DATABASE_URL="$$url" INBOUND_BIN_DIR=$${CARGO_TARGET_DIR:-target}/release \
 		$${CARGO_TARGET_DIR:-target}/release/inbound-soak --duration-secs $(DURATION) $(SOAK_ARGS)
 
 ## Each cargo-fuzz target for FUZZ_SECS seconds on stable (sanitizer off; fuzz/README.md).

@@ -1,7 +1,8 @@
 -- `inboundctl receipts close`: an operator's decision that a failed or quarantined
--- receipt will not be processed (it ends done/ignored; its key stays). The new check is
--- added NOT VALID and validated separately: validation takes no lock that blocks
--- writers, and no existing row can break it.
+-- receipt will not be processed (it ends done/ignored; its key stays). The table holds
+-- only operators' decisions (a few rows), so the brief exclusive lock of replacing the
+-- check in this migration's transaction is nothing the live system waits on (only
+-- inboundctl writes it).
 ALTER TABLE receipt_resolutions
     DROP CONSTRAINT receipt_resolutions_action_check,
     ADD CONSTRAINT receipt_resolutions_action_check

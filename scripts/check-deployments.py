@@ -249,9 +249,14 @@ request_timeout = max([flags(container, "inbound-ingress")["--request-timeout-se
 
 
 def nginx_size(text):
+    """An ingress-nginx size in bytes; 0 means unlimited (None when it cannot be read)."""
     text = str(text).strip().lower()
     factor = {"k": 1024, "m": MIB, "g": 1024 * MIB}.get(text[-1:], 1)
-    return int(text.rstrip("kmg")) * factor
+    try:
+        size = float(text.rstrip("kmg")) * factor
+    except ValueError:
+        return None
+    return float("inf") if size == 0 else size
 
 
 for document in documents:
@@ -270,12 +275,12 @@ for document in documents:
                          for p in service["spec"].get("ports", [])):
                 problems.append(f"Ingress {name}: Service {backend.get('name')} has no port {port}")
     body = annotations.get("nginx.ingress.kubernetes.io/proxy-body-size")
-    if body is None or nginx_size(body) < largest_body:
+    if body is None or (nginx_size(body) or 0) < largest_body:
         problems.append(f"Ingress {name}: proxy-body-size {body} is below the largest max_body_bytes "
                         f"({largest_body} bytes)")
     for timeout in ("proxy-read-timeout", "proxy-send-timeout"):
         value = annotations.get(f"nginx.ingress.kubernetes.io/{timeout}")
-        if value is None or int(value) <= request_timeout:
+        if value is None or not str(value).isdigit() or int(value) <= request_timeout:
             problems.append(f"Ingress {name}: {timeout} {value} does not exceed the ingress's request "
                             f"timeout ({request_timeout} s)")
     if not document["spec"].get("tls"):

@@ -56,7 +56,7 @@ PANELS = [
      [("histogram_quantile(0.5, sum by (le) (rate(inbound_ingress_commit_batch_size_bucket[5m])))", "p50"),
       ("histogram_quantile(0.99, sum by (le) (rate(inbound_ingress_commit_batch_size_bucket[5m])))", "p99")]),
     ("Since the last verified delivery", "s",
-     [("time() - max by (integration) (inbound_ingress_last_delivery_timestamp_seconds)", "{{integration}}")]),
+     [("time() - max by (integration) (max_over_time(inbound_ingress_last_delivery_timestamp_seconds[7d]))", "{{integration}}")]),
     ("Longest claimable wait (scales workers)", "s",
      [("max by (integration) (inbound_oldest_pending_age_seconds)", "{{integration}}")]),
     ("Oldest receipt retrying in backoff", "s",

@@ -23,7 +23,8 @@ import sys, yaml
 for document in yaml.safe_load_all(open(sys.argv[1])):
     if document and document.get("kind") == "Deployment":
         metadata = document["metadata"]
-        print(f'{metadata.get("namespace", "default")}/{metadata["name"]}')
+        # No namespace in the render: an empty part, no -n below (the kubectl context decides).
+        print(f'{metadata.get("namespace", "")}/{metadata["name"]}')
 PY
 )
 if [ -z "$deployments" ]; then
@@ -31,14 +32,18 @@ if [ -z "$deployments" ]; then
   exit 1
 fi
 
-"$kubectl" apply --server-side --field-manager=inbound-deploy -f "$rendered"
+# --force-conflicts: this overlay is the truth; fields someone changed by hand (an
+# on-call `kubectl set image`, say) are taken back rather than failing the deploy.
+"$kubectl" apply --server-side --force-conflicts --field-manager=inbound-deploy -f "$rendered"
 for deployment in $deployments; do
   namespace=${deployment%%/*}
   name=${deployment#*/}
-  if ! "$kubectl" -n "$namespace" rollout status "deployment/$name" --timeout="$timeout"; then
-    echo "deployment/$name in $namespace did not roll out within $timeout; its new pods:" >&2
-    "$kubectl" -n "$namespace" get pods -l "app.kubernetes.io/name=$name" >&2 || true
-    echo "a pod stuck in Init failed to migrate: kubectl -n $namespace logs <pod> -c migrate" >&2
+  scope=()
+  [ -n "$namespace" ] && scope=(-n "$namespace")
+  if ! "$kubectl" "${scope[@]}" rollout status "deployment/$name" --timeout="$timeout"; then
+    echo "deployment/$name in ${namespace:-the current namespace} did not roll out within $timeout; its new pods:" >&2
+    "$kubectl" "${scope[@]}" get pods -l "app.kubernetes.io/name=$name" >&2 || true
+    echo "a pod stuck in Init failed to migrate: kubectl ${scope[*]} logs <pod> -c migrate" >&2
     exit 1
   fi
 done

@@ -48,7 +48,8 @@ wait_for_server() {
     for version in $(ls /etc/postgresql | sort -V); do
       [ -d "/etc/postgresql/$version/main" ] || continue
       echo "starting the local PostgreSQL $version cluster" >&2
-      pg_ctlcluster --skip-systemctl-redirect "$version" main start 2>/dev/null || true
+      # Its messages ("Removed stale pid file.") must not reach stdout: that is the URL.
+      pg_ctlcluster --skip-systemctl-redirect "$version" main start >&2 2>/dev/null || true
     done
     for _ in $(seq 1 30); do
       answers "$1" && return 0
@@ -106,6 +107,11 @@ fi
 trust_url="postgres://postgres@127.0.0.1:$port/postgres"
 wait_for_server "$trust_url"
 remembered=$(stored_url)
+# Only for this cluster: a URL kept for another port is not reused.
+case "$remembered" in
+  *"@127.0.0.1:$port/"*) ;;
+  *) remembered= ;;
+esac
 if [ -n "$remembered" ] && authenticates "$remembered"; then
   echo "$remembered"
   exit 0
@@ -124,7 +130,9 @@ sql="DO \$\$ BEGIN
     CREATE ROLE $dev_role WITH LOGIN SUPERUSER PASSWORD '$password';
   END IF;
 END \$\$"
-if ! as_postgres psql -w -q -h "$socket_dir" -p "$port" -d postgres -c "$sql" >/dev/null 2>"$error_file"; then
+# On stdin, not the command line: a password in argv shows in `ps` and in sudo's log.
+if ! as_postgres psql -w -q -h "$socket_dir" -p "$port" -d postgres -v ON_ERROR_STOP=1 \
+    >/dev/null 2>"$error_file" <<<"$sql"; then
   cat >&2 <<MSG
 Could not reach the local cluster as the postgres OS user through $socket_dir:
 $(cat "$error_file")

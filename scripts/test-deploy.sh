@@ -30,7 +30,7 @@ expect() { # overlay deployment…
   rm -f "$work/calls"
   KUBECTL="$work/kubectl" scripts/deploy.sh "deploy/kubernetes/overlays/$overlay" >/dev/null
   local expected
-  expected="apply --server-side --field-manager=inbound-deploy -f"
+  expected="apply --server-side --force-conflicts --field-manager=inbound-deploy -f"
   head -n 1 "$work/calls" | grep -q "^$expected " || { echo "$overlay: first call is not the apply" >&2; cat "$work/calls" >&2; exit 1; }
   if grep -q '^kind: Job' "$work/applied.yaml"; then echo "$overlay: applies a Job" >&2; exit 1; fi
   local waited

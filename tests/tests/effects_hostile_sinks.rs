@@ -507,6 +507,7 @@ async fn purge_keeps_receipts_whose_effects_are_not_closed() {
         &mut connection,
         id,
         store::Resolution::Abandon,
+        None,
         "alice",
         "never needed",
     )
@@ -691,6 +692,7 @@ async fn an_operator_decision_fences_out_a_reconciliation_in_progress() {
         &mut connection,
         claimed[0].id,
         store::Resolution::Abandon,
+        None,
         "alice",
         "checked with the receiver: never to be sent",
     )

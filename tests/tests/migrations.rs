@@ -269,3 +269,29 @@ async fn a_concurrent_build_outwaits_a_long_transaction_and_a_second_migrator_wa
         Some(&latest_version(&migrator))
     );
 }
+
+/// A rollback: the previous release's pods migrate in their init containers against a
+/// database a newer release already migrated. Knowing fewer migrations than the database
+/// holds is not an error (migrations only add); nothing is applied or undone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_older_release_migrates_a_database_a_newer_one_already_migrated() {
+    let (database, migrator) = legacy_up_to(1).await;
+    migrate(database.pool(), &migrator, 1)
+        .await
+        .expect("the newer release migrates");
+    let newest = latest_version(&migrator);
+    let older: Vec<_> = migrator
+        .iter()
+        .filter(|migration| migration.version < newest)
+        .cloned()
+        .collect();
+    let older = Migrator::with_migrations(older);
+    migrate(database.pool(), &older, 1)
+        .await
+        .expect("the older release starts against the newer schema");
+    assert_eq!(
+        applied_versions(database.pool()).await.last(),
+        Some(&newest),
+        "the newer migration stays"
+    );
+}

@@ -170,8 +170,7 @@ async fn rules_and_dashboard_use_only_exported_metrics_and_logs_hold_no_secrets(
                 );
             }
         } else {
-            // The accepted delivery moved the silence clock; the gauge exists for every
-            // integration from the start (an integration that never delivers alerts too).
+            // The accepted delivery moved the silence clock.
             let delivered = text
                 .lines()
                 .find_map(|line| {
@@ -186,9 +185,17 @@ async fn rules_and_dashboard_use_only_exported_metrics_and_logs_hold_no_secrets(
                 .expect("after 1970")
                 .as_secs_f64();
             assert!((now - delivered).abs() < 60.0, "{delivered} vs {now}");
+            // Every integration's serving clock exists from the start; no delivery clock
+            // for one that never delivered (a restart must not look like a delivery).
             assert!(
                 text.contains(
-                    "inbound_ingress_last_delivery_timestamp_seconds{integration=\"gh-acme\"} "
+                    "inbound_ingress_integration_since_timestamp_seconds{integration=\"gh-acme\"} "
+                ),
+                "{text}"
+            );
+            assert!(
+                !text.contains(
+                    "inbound_ingress_last_delivery_timestamp_seconds{integration=\"gh-acme\"}"
                 ),
                 "{text}"
             );

@@ -304,24 +304,41 @@ async fn receipts_are_found_filtered_paged_and_decided_in_bulk() {
         text(&dry.stdout)
     );
     assert_eq!(domain::receipt_state(pool, first).await.0, "failed");
-    refused(
-        &inboundctl(
-            &database,
-            &[
-                "receipts", "replay", "--status", "failed", "--reason", "fixed",
-            ],
-            &[],
-        ),
+    let replay_refused = |args: &[&str], message: &str| {
+        let mut call = vec!["receipts", "replay"];
+        call.extend(args);
+        refused(&inboundctl(&database, &call, &[]), message);
+    };
+    replay_refused(
+        &[
+            "--status",
+            "failed",
+            "--integration",
+            "stripe-acme",
+            "--reason",
+            "fixed",
+        ],
         "the filter selects 2 receipt(s): add --yes",
     );
-    refused(
-        &inboundctl(
-            &database,
-            &[
-                "receipts", "replay", "--status", "pending", "--yes", "--reason", "x",
-            ],
-            &[],
-        ),
+    // A status alone selects everything in it: a narrowing filter is required.
+    replay_refused(
+        &["--status", "failed", "--yes", "--reason", "fixed"],
+        "a change by filter needs more than a status",
+    );
+    // Ids are exactly those ids: a filter beside them, or --yes, is a mistake, not ignored.
+    let first_id = first.to_string();
+    replay_refused(
+        &[&first_id, "--integration", "stripe-acme", "--reason", "x"],
+        "with ids, exactly those ids are changed",
+    );
+    replay_refused(
+        &[&first_id, "--yes", "--reason", "x"],
+        "--dry-run and --yes go with a filter",
+    );
+    replay_refused(
+        &[
+            "--status", "pending", "--since", "1h", "--yes", "--reason", "x",
+        ],
         "cannot be replayed by filter",
     );
     let replayed = inboundctl(
@@ -507,6 +524,8 @@ async fn effects_are_filtered_by_sink_and_owner_and_resolved_in_bulk() {
                 "resolve",
                 "--status",
                 "review",
+                "--sink",
+                "audit",
                 "--abandon",
                 "--note",
                 "n",
@@ -515,6 +534,26 @@ async fn effects_are_filtered_by_sink_and_owner_and_resolved_in_bulk() {
         ),
         "add --yes",
     );
+    // Chosen by a filter on `review`, an effect that moved on since (a dispatcher judged
+    // it) is not decided about blindly: the whole resolution is refused.
+    let mut connection = pool.acquire().await.expect("connection");
+    let moved = inbound_core::store::effects::resolve(
+        &mut connection,
+        other,
+        inbound_core::store::effects::Resolution::Completed,
+        Some("review"),
+        "ops-test",
+        "n",
+    )
+    .await
+    .expect_err("moved on");
+    assert!(
+        moved
+            .to_string()
+            .contains("is uncertain now, no longer review"),
+        "{moved}"
+    );
+    drop(connection);
     let resolved = inboundctl(
         &database,
         &[

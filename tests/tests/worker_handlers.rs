@@ -775,7 +775,7 @@ async fn a_stale_token_from_before_a_replay_never_matches_again() {
     )
     .await
     .expect("quarantine");
-    admin::replay(&mut connection, &[receipt], "ops", "looked again")
+    admin::replay(&mut connection, &[receipt], None, "ops", "looked again")
         .await
         .expect("replay");
     // Life two: as many claims as life one had, and more.
@@ -1087,9 +1087,16 @@ async fn a_poison_receipt_fails_after_max_attempts_on_schedule_and_a_replay_appl
     // The order appears; an operator replays the receipt and it applies.
     domain::seed_order(pool, "o_late", "pi_p", 1000, "usd").await;
     let mut connection = pool.acquire().await.expect("conn");
-    let refused = admin::replay(&mut connection, &[poison, 999_999], "ops", "order created").await;
+    let refused = admin::replay(
+        &mut connection,
+        &[poison, 999_999],
+        None,
+        "ops",
+        "order created",
+    )
+    .await;
     assert!(refused.is_err_and(|error| error.to_string() == "receipt 999999 does not exist"));
-    admin::replay(&mut connection, &[poison], "ops", "order created")
+    admin::replay(&mut connection, &[poison], None, "ops", "order created")
         .await
         .expect("replay");
     drop(connection);
@@ -1099,7 +1106,7 @@ async fn a_poison_receipt_fails_after_max_attempts_on_schedule_and_a_replay_appl
         ("done".into(), Some("applied".into()), None)
     );
     let mut connection = pool.acquire().await.expect("conn");
-    let wrong_state = admin::replay(&mut connection, &[poison], "ops", "again").await;
+    let wrong_state = admin::replay(&mut connection, &[poison], None, "ops", "again").await;
     assert!(wrong_state.is_err_and(|error| {
         error
             .to_string()

@@ -377,6 +377,9 @@ const ID_RULE: &str = "must be 1-64 characters of letters, digits, '-', '_' or '
 /// The shortest silence worth an alert: below it, the gap between two ordinary
 /// deliveries would page.
 const MIN_SILENCE_SECS: u64 = 60;
+/// The longest: the alert looks back a week for the last delivery (so that restarts
+/// forget nothing), and a threshold must fit inside with room to fire.
+const MAX_SILENCE_SECS: u64 = 6 * 86_400;
 
 /// An owner is a metric label and an alert route: the id alphabet, or nothing.
 fn validate_owner(path: &str, owner: Option<String>) -> Result<Option<String>, ConfigError> {
@@ -471,10 +474,14 @@ fn validate_integration(
     }
     validate_expect(path, provider, &raw.expect)?;
     let alert_when_silent_secs = raw.alert_when_silent_secs;
-    if alert_when_silent_secs.is_some_and(|secs| secs < MIN_SILENCE_SECS) {
+    if alert_when_silent_secs
+        .is_some_and(|secs| !(MIN_SILENCE_SECS..=MAX_SILENCE_SECS).contains(&secs))
+    {
         return Err(invalid(
             format!("{path}.alert_when_silent_secs"),
-            format!("must be at least {MIN_SILENCE_SECS}"),
+            format!(
+                "must be between {MIN_SILENCE_SECS} and {MAX_SILENCE_SECS} (6 days: the alert looks back a week)"
+            ),
         ));
     }
     let provider_timeout_secs = raw

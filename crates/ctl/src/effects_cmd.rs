@@ -109,6 +109,16 @@ pub struct EffectFilterArgs {
     config: ConfigArg,
 }
 
+impl EffectFilterArgs {
+    /// Whether anything besides the status narrows the selection.
+    fn narrows(&self) -> bool {
+        self.sink.is_some()
+            || self.owner.is_some()
+            || self.window.since.is_some()
+            || self.window.until.is_some()
+    }
+}
+
 /// The effects `status` and `filter` select, newest first; exit 1 when the filter names a
 /// sink that neither the configuration nor any effect names.
 async fn select(
@@ -308,11 +318,7 @@ pub async fn run(command: EffectsCommand) -> anyhow::Result<()> {
                 (_, _, true) => Some(Resolution::Abandon),
                 _ => None,
             };
-            if status.is_none() && confirmation.dry_run {
-                bail!(
-                    "--dry-run lists what a filter selects: give --status (and the filter) instead of ids"
-                );
-            }
+            crate::receipts_cmd::check_bulk(status.is_some(), filter.narrows(), &confirmation)?;
             let mut connection = database.connect().await?;
             let ids = match status {
                 None => ids,
@@ -368,8 +374,9 @@ pub async fn run(command: EffectsCommand) -> anyhow::Result<()> {
             // One transaction (each resolution a savepoint within it): a refusal of any
             // id leaves every one as it was.
             let mut transaction = connection.begin().await?;
+            let expected = status.map(EffectStatus::as_str);
             for &id in &ids {
-                effects::resolve(&mut transaction, id, resolution, &by, &note).await?;
+                effects::resolve(&mut transaction, id, resolution, expected, &by, &note).await?;
             }
             transaction.commit().await?;
             if json {
@@ -377,6 +384,12 @@ pub async fn run(command: EffectsCommand) -> anyhow::Result<()> {
             } else {
                 for id in &ids {
                     out!("effect {id}: {} (recorded for {by})", resolution.action());
+                }
+                if status.is_some() && ids.len() as i64 == confirmation.max {
+                    out!(
+                        "(at most --max {}: more may match; run it again)",
+                        confirmation.max
+                    );
                 }
             }
             Ok(())

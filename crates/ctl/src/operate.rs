@@ -29,21 +29,34 @@ pub struct DatabaseArgs {
     /// transaction (a transaction-pooling proxy; docs/operations.md).
     #[arg(long, env = "INBOUND_DB_POOLER", default_value = "none")]
     db_pooler: store::Pooler,
+    /// Cancel any one statement after this many seconds (0: never): a listing with a
+    /// selective filter over a long retention, or a purge count, reads many rows. Behind
+    /// a transaction pooler the role's setting applies instead.
+    #[arg(long, env = "INBOUND_CTL_STATEMENT_TIMEOUT_SECS", default_value_t = 60)]
+    statement_timeout_secs: u64,
 }
 
 impl DatabaseArgs {
-    /// Connects, giving up after 10 s.
+    /// Connects, giving up after 10 s, with the statement timeout set for the session.
     pub async fn connect(&self) -> anyhow::Result<PgConnection> {
         let target = store::SessionTarget {
             schema: self.schema.clone(),
             pooler: self.db_pooler,
         };
-        connect(
+        let mut connection = connect(
             &store::connect_options(&self.database_url, &target)?,
             &target,
             Duration::from_secs(10),
         )
-        .await
+        .await?;
+        if target.pooler == store::Pooler::None {
+            sqlx::query("SELECT set_config('statement_timeout', $1, false)")
+                .bind(format!("{}s", self.statement_timeout_secs))
+                .execute(&mut connection)
+                .await
+                .context("cannot set the statement timeout")?;
+        }
+        Ok(connection)
     }
 }
 

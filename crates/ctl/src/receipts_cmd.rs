@@ -27,7 +27,7 @@ pub enum ReceiptsCommand {
     #[command(after_help = "Examples:
   inboundctl receipts list --status failed --integration stripe-live --since 1d
   inboundctl receipts list --status quarantined --owner payments --config config.toml
-  inboundctl receipts list --status done --type invoice.paid --before 81234   # the next page")]
+  inboundctl receipts list --status failed --before 81234   # the next page")]
     List {
         #[command(flatten)]
         database: DatabaseArgs,
@@ -152,6 +152,38 @@ pub struct ReceiptFilterArgs {
     config: ConfigArg,
 }
 
+impl ReceiptFilterArgs {
+    /// Whether anything besides the status narrows the selection.
+    fn narrows(&self) -> bool {
+        self.integration.is_some()
+            || self.owner.is_some()
+            || self.event_type.is_some()
+            || self.window.since.is_some()
+            || self.window.until.is_some()
+    }
+}
+
+/// A change by filter needs a narrowing filter; a change by ids takes no filter at all
+/// (it would be ignored) and no `--dry-run` (there is nothing to list).
+pub fn check_bulk(
+    by_filter: bool,
+    narrowed: bool,
+    confirmation: &Confirmation,
+) -> anyhow::Result<()> {
+    match (by_filter, narrowed) {
+        (true, false) => bail!(
+            "a change by filter needs more than a status: narrow it (--integration/--sink, --owner, --type, --since or --until)"
+        ),
+        (false, true) => bail!(
+            "filters select by --status; with ids, exactly those ids are changed (drop the filter, or the ids)"
+        ),
+        (false, false) if confirmation.dry_run || confirmation.yes => bail!(
+            "--dry-run and --yes go with a filter (--status …); with ids, exactly those ids are changed"
+        ),
+        _ => Ok(()),
+    }
+}
+
 /// Which pending receipts to resolve, who decides and why.
 #[derive(Debug, Args)]
 pub struct ResolutionArgs {
@@ -234,11 +266,7 @@ pub async fn run(command: ReceiptsCommand) -> anyhow::Result<()> {
             operator,
             json,
         } => {
-            if status.is_none() && confirmation.dry_run {
-                bail!(
-                    "--dry-run lists what a filter selects: give --status (and the filter) instead of ids"
-                );
-            }
+            check_bulk(status.is_some(), filter.narrows(), &confirmation)?;
             let mut connection = database.connect().await?;
             let ids = match status {
                 None => ids,
@@ -267,8 +295,15 @@ pub async fn run(command: ReceiptsCommand) -> anyhow::Result<()> {
             };
             let reason = required_reason(reason.as_deref())?;
             let by = operator.name()?;
-            admin::replay(&mut connection, &ids, &by, &reason).await?;
+            let expected = status.map(ReceiptStatus::as_str);
+            admin::replay(&mut connection, &ids, expected, &by, &reason).await?;
             report(&ids, "replayed", json);
+            if status.is_some() && ids.len() as i64 == confirmation.max && !json {
+                out!(
+                    "(at most --max {}: more may match; run it again)",
+                    confirmation.max
+                );
+            }
             Ok(())
         }
         ReceiptsCommand::Close {

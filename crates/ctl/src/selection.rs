@@ -102,7 +102,8 @@ pub fn parse_time(text: &str) -> Result<DateTime<Utc>, String> {
     if let Ok(at) = DateTime::parse_from_rfc3339(text) {
         return Ok(at.with_timezone(&Utc));
     }
-    let (number, unit) = text.split_at(text.len().saturating_sub(1));
+    let split = text.char_indices().last().map_or(0, |(index, _)| index);
+    let (number, unit) = text.split_at(split);
     let seconds = match unit {
         "s" => 1,
         "m" => 60,
@@ -236,7 +237,24 @@ pub struct Confirmation {
     /// select more than you think).
     #[arg(long, conflicts_with = "dry_run")]
     pub yes: bool,
-    /// At most this many in one run (run again for the rest).
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(i64).range(1..=100_000))]
+    /// At most this many in one run (run again for the rest): one transaction holds
+    /// them all.
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(i64).range(1..=1000))]
     pub max: i64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_are_rfc3339_or_ages_and_anything_else_is_an_error() {
+        let at = parse_time("2026-12-01T08:00:00Z").expect("RFC 3339");
+        assert_eq!(at.to_rfc3339(), "2026-12-01T08:00:00+00:00");
+        let age = Utc::now() - parse_time("2h").expect("an age");
+        assert!((age.num_seconds() - 7200).abs() < 5, "{age}");
+        for bad in ["yesterday", "5µ", "µ", "", "-3h", "10w", "99999999999d"] {
+            assert!(parse_time(bad).is_err(), "{bad:?} parsed");
+        }
+    }
 }

@@ -17,10 +17,14 @@ pub const IGNORED_TOTAL: &str = "inbound_ingress_ignored_total";
 /// are counted as `event_type="other"`, so a sender inventing types cannot grow the page.
 pub const MAX_IGNORED_TYPES: usize = 200;
 
-/// Gauge: when the integration's last verified delivery was answered 2xx, or when this
-/// process started if none has been since (Unix time, seconds), per integration: the
-/// silence alert reads it, and an integration that never delivers alerts too.
+/// Gauge: when the integration's last verified delivery was answered 2xx (Unix time,
+/// seconds), per integration; absent until the first. The silence alert reads its newest
+/// value over a week, so a restart forgets nothing.
 pub const LAST_DELIVERY_TIMESTAMP_SECONDS: &str = "inbound_ingress_last_delivery_timestamp_seconds";
+/// Gauge: when this process started serving the integration (Unix time, seconds): the
+/// silence alert counts from the earliest of these over a week when no delivery came.
+pub const INTEGRATION_SINCE_TIMESTAMP_SECONDS: &str =
+    "inbound_ingress_integration_since_timestamp_seconds";
 
 /// Histogram: receipts per group-commit statement.
 pub const COMMIT_BATCH_SIZE: &str = "inbound_ingress_commit_batch_size";
@@ -58,7 +62,12 @@ pub fn install_metrics() -> anyhow::Result<PrometheusHandle> {
     metrics::describe_gauge!(
         LAST_DELIVERY_TIMESTAMP_SECONDS,
         metrics::Unit::Seconds,
-        "When the integration's last verified delivery was answered 2xx, or when the process started if none has been since (Unix time)."
+        "When the integration's last verified delivery was answered 2xx (Unix time); absent until the first."
+    );
+    metrics::describe_gauge!(
+        INTEGRATION_SINCE_TIMESTAMP_SECONDS,
+        metrics::Unit::Seconds,
+        "When this process started serving the integration (Unix time)."
     );
     metrics::describe_histogram!(
         COMMIT_BATCH_SIZE,
@@ -93,19 +102,24 @@ pub fn record_commit_batch(receipts: usize) {
     metrics::histogram!(COMMIT_BATCH_SIZE).record(receipts as f64);
 }
 
-/// Starts every integration's silence clock now.
+/// Records when this process started serving each integration.
 pub fn initialise(config: &inbound_core::config::Config) {
+    let now = unix_now();
     for integration in config.integrations() {
-        mark_delivery(&integration.id);
+        metrics::gauge!(INTEGRATION_SINCE_TIMESTAMP_SECONDS, "integration" => integration.id.clone())
+            .set(now);
     }
 }
 
-fn mark_delivery(integration: &str) {
-    let now = std::time::SystemTime::now()
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |since| since.as_secs_f64());
+        .map_or(0.0, |since| since.as_secs_f64())
+}
+
+fn mark_delivery(integration: &str) {
     metrics::gauge!(LAST_DELIVERY_TIMESTAMP_SECONDS, "integration" => integration.to_owned())
-        .set(now);
+        .set(unix_now());
 }
 
 /// Records one answered webhook request (`delivered`: verified and answered 2xx).

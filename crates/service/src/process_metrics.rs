@@ -12,8 +12,8 @@ use sqlx::PgPool;
 use sqlx::pool::PoolConnection;
 use sqlx::postgres::Postgres;
 
-/// Gauge (always 1): the running build, by version and role (`ingress`, `worker`): the
-/// "absent" alerts read it.
+/// Gauge (always 1): the running build, by version and role (`ingress`, `worker`,
+/// `dispatcher`): the "absent" alerts read it.
 pub const BUILD_INFO: &str = "inbound_build_info";
 /// Gauge: pooled database connections by state (`in_use`, `idle`).
 pub const DB_POOL_CONNECTIONS: &str = "inbound_db_pool_connections";

@@ -101,7 +101,7 @@ impl WorkerBuilder {
             check_routes(&config, &registry, claimed).context("invalid configuration")?;
         }
         let metrics =
-            telemetry::install_metrics().context("cannot install the metrics recorder")?;
+            telemetry::install_metrics(args.role).context("cannot install the metrics recorder")?;
         let pool = store::connect_pool_lazy(
             &args.common.database_url,
             &PoolSettings {

@@ -2,6 +2,8 @@
 //! effects by state, the oldest pending age of every configured integration and the
 //! oldest undelivered effect of every sink (0 when none).
 
+use std::collections::BTreeSet;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use inbound_core::store::{admin, effects};
@@ -30,20 +32,33 @@ pub async fn refresh(worker: &Worker) -> Result<(), sqlx::Error> {
         metrics::gauge!(OLDEST_WAITING_AGE_SECONDS, "integration" => integration.id.clone())
             .set(ages.waiting);
     }
+    // Counted for every configured integration and sink, and for any other the rows name:
+    // receipts of an integration since removed from the configuration (or effects of a
+    // removed sink) still need a person, and their alert must not resolve by itself.
     let for_review = admin::review_counts(&mut connection).await?;
-    for integration in worker.config.integrations() {
-        for state in REVIEW_STATES {
-            let count = count_of(&for_review, &integration.id, state);
-            metrics::gauge!(RECEIPTS_FOR_REVIEW, "integration" => integration.id.clone(), "state" => state)
-                .set(count as f64);
-        }
+    let configured: Vec<&str> = worker
+        .config
+        .integrations()
+        .iter()
+        .map(|integration| integration.id.as_str())
+        .collect();
+    for (integration, state, count) in
+        counts_to_export(&REVIEW_SEEN, &for_review, &configured, &REVIEW_STATES)
+    {
+        metrics::gauge!(RECEIPTS_FOR_REVIEW, "integration" => integration, "state" => state)
+            .set(count as f64);
     }
     let open = effects::open_counts_by_sink(&mut connection).await?;
-    for sink in worker.config.sinks() {
-        for &state in effects::OPEN_STATUSES {
-            let count = count_of(&open, &sink.id, state);
-            metrics::gauge!(EFFECTS, "sink" => sink.id.clone(), "state" => state).set(count as f64);
-        }
+    let configured: Vec<&str> = worker
+        .config
+        .sinks()
+        .iter()
+        .map(|sink| sink.id.as_str())
+        .collect();
+    for (sink, state, count) in
+        counts_to_export(&OPEN_SEEN, &open, &configured, effects::OPEN_STATUSES)
+    {
+        metrics::gauge!(EFFECTS, "sink" => sink, "state" => state).set(count as f64);
     }
     for sink in worker.config.sinks() {
         let age = effects::oldest_open_age_seconds(&mut connection, &sink.id).await?;
@@ -73,11 +88,35 @@ pub async fn refresh(worker: &Worker) -> Result<(), sqlx::Error> {
 /// The receipt states that need a person.
 const REVIEW_STATES: [&str; 2] = ["failed", "quarantined"];
 
-/// The count for `(key, state)` in rows of `(key, state, count)` (0 when absent).
-fn count_of(rows: &[(String, String, i64)], key: &str, state: &str) -> i64 {
-    rows.iter()
-        .find(|(row_key, row_state, _)| row_key == key && row_state == state)
-        .map_or(0, |(_, _, count)| *count)
+/// The keys (integration or sink) a refresh exported besides the configured ones: set to
+/// 0 once their rows are gone, never left at their last count.
+static REVIEW_SEEN: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+static OPEN_SEEN: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+
+/// What to export from rows of `(key, state, count)`: every state of every configured
+/// key, of every key a row names, and of every key named before (0 when no row has it).
+fn counts_to_export(
+    seen: &Mutex<BTreeSet<String>>,
+    rows: &[(String, String, i64)],
+    configured: &[&str],
+    states: &[&'static str],
+) -> Vec<(String, &'static str, i64)> {
+    let mut seen = seen
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    seen.extend(rows.iter().map(|(key, _, _)| key.clone()));
+    seen.extend(configured.iter().map(|key| (*key).to_owned()));
+    let mut exported = Vec::with_capacity(seen.len() * states.len());
+    for key in seen.iter() {
+        for &state in states {
+            let count = rows
+                .iter()
+                .find(|(row_key, row_state, _)| row_key == key && row_state == state)
+                .map_or(0, |(_, _, count)| *count);
+            exported.push((key.clone(), state, count));
+        }
+    }
+    exported
 }
 
 /// Sets every series to 0 so each is present before the first refresh succeeds.
@@ -138,5 +177,42 @@ pub async fn refresh_forever(worker: &Worker, interval: Duration) {
             // The values stay as they were; the timestamp says how old they are.
             Err(error) => tracing::warn!(%error, "could not refresh the queue gauges"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(key: &str, state: &str, count: i64) -> (String, String, i64) {
+        (key.to_owned(), state.to_owned(), count)
+    }
+
+    /// An integration removed from the configuration while receipts of it still need a
+    /// person stays counted (its alert must not resolve), and drops to 0 — not to its
+    /// last count — once they are dealt with.
+    #[test]
+    fn keys_outside_the_configuration_are_counted_then_zeroed() {
+        let seen = Mutex::new(BTreeSet::new());
+        let states = ["failed", "quarantined"];
+        let first = counts_to_export(&seen, &[row("gone", "failed", 3)], &["kept"], &states);
+        assert!(
+            first.contains(&("gone".to_owned(), "failed", 3)),
+            "{first:?}"
+        );
+        assert!(
+            first.contains(&("kept".to_owned(), "failed", 0)),
+            "{first:?}"
+        );
+        assert_eq!(first.len(), 4);
+        let later = counts_to_export(&seen, &[], &["kept"], &states);
+        assert!(
+            later.contains(&("gone".to_owned(), "failed", 0)),
+            "{later:?}"
+        );
+        assert!(
+            later.contains(&("gone".to_owned(), "quarantined", 0)),
+            "{later:?}"
+        );
     }
 }

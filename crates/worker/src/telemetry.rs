@@ -54,10 +54,16 @@ const DELIVERY_BUCKETS_SECONDS: &[f64] = &[
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
 ];
 
-/// Installs the global Prometheus recorder and describes every metric (HELP text).
-pub fn install_metrics() -> anyhow::Result<PrometheusHandle> {
+/// Installs the global Prometheus recorder and describes every metric (HELP text). The
+/// build info's role is `worker` for a process that applies receipts, `dispatcher` for one
+/// that only delivers effects (so the absent-worker alert sees a split deployment).
+pub fn install_metrics(role: crate::args::Role) -> anyhow::Result<PrometheusHandle> {
     let handle = inbound_service::ops::install_recorder(
-        "worker",
+        if role.runs_receipts() {
+            "worker"
+        } else {
+            "dispatcher"
+        },
         &[
             (ACCEPT_TO_DONE_SECONDS, ACCEPT_TO_DONE_BUCKETS_SECONDS),
             (EFFECT_DELIVERY_SECONDS, DELIVERY_BUCKETS_SECONDS),

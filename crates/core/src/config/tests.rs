@@ -351,6 +351,15 @@ fn owners_silence_and_provider_timeouts_are_read_and_checked() {
         error_of(&spaced)
     );
     // A silence shorter than a minute would page between two ordinary deliveries.
+    let long = VALID.replace(
+        "tolerance_secs = 60",
+        "tolerance_secs = 60\nalert_when_silent_secs = 864000",
+    );
+    assert!(
+        error_of(&long).contains("alert_when_silent_secs"),
+        "{}",
+        error_of(&long)
+    );
     let short = VALID.replace(
         "tolerance_secs = 60",
         "tolerance_secs = 60\nalert_when_silent_secs = 30",

@@ -149,8 +149,10 @@ pub struct ReceiptFilter {
     pub before_id: Option<i64>,
 }
 
-/// Receipts matching `filter`, newest first, at most `limit` (the primary key read
-/// backwards, so a page costs what it shows however long the retention).
+/// Receipts matching `filter`, newest first, at most `limit`: the primary key read
+/// backwards, so a page of a common selection costs what it shows; a selective filter
+/// over `done` receipts reads until it has found a page (bounded by the caller's
+/// statement timeout).
 pub async fn list_receipts(
     conn: &mut PgConnection,
     filter: &ReceiptFilter,
@@ -390,6 +392,18 @@ pub enum ReplayError {
     /// No receipt has this id.
     #[error("receipt {0} does not exist")]
     Unknown(i64),
+    /// Chosen by a filter on one status, it has moved on since.
+    #[error(
+        "receipt {id} is {status} now, no longer {expected}: list again (--dry-run) and decide on what is there"
+    )]
+    Moved {
+        /// The receipt.
+        id: i64,
+        /// Its status now.
+        status: String,
+        /// The status the filter selected it in.
+        expected: String,
+    },
     /// Only failed, quarantined and pending receipts can be replayed.
     #[error(
         "receipt {id} is {status}; only failed or quarantined receipts (queued again) and pending ones (run now) can be replayed"
@@ -410,10 +424,12 @@ pub enum ReplayError {
 
 /// Sends failed/quarantined receipts back to pending with attempts reset, and makes
 /// pending ones waiting out a retry delay due now (attempts kept), recording who and why,
-/// all in one transaction: either every id is replayed or none.
+/// all in one transaction: either every id is replayed or none. With `expected`, each
+/// must still be in that status (a replay chosen by a filter).
 pub async fn replay(
     conn: &mut PgConnection,
     receipt_ids: &[i64],
+    expected: Option<&str>,
     replayed_by: &str,
     reason: &str,
 ) -> Result<(), ReplayError> {
@@ -426,6 +442,14 @@ pub async fn replay(
                 .await?;
         match status {
             None => return Err(ReplayError::Unknown(id)),
+            // Chosen by a filter on one status, and moved on since: not what was shown.
+            Some(status) if expected.is_some_and(|expected| expected != status) => {
+                return Err(ReplayError::Moved {
+                    id,
+                    status,
+                    expected: expected.unwrap_or_default().to_owned(),
+                });
+            }
             Some(status) if status == "pending" => {
                 // Waiting out a retry delay (after a fix, say): due now, attempts kept.
                 let made_due = sqlx::query(

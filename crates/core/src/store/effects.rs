@@ -724,16 +724,31 @@ pub enum ResolveError {
         /// Where it may start from.
         allowed: String,
     },
+    /// Chosen by a filter on one status, it has moved on since (a dispatcher delivered or
+    /// judged it): deciding on what the operator did not see is refused.
+    #[error(
+        "effect {id} is {status} now, no longer {expected}: list again (--dry-run) and decide on what is there"
+    )]
+    Moved {
+        /// The effect.
+        id: i64,
+        /// Its status now.
+        status: String,
+        /// The status the filter selected it in.
+        expected: String,
+    },
     /// The database failed.
     #[error("database: {0}")]
     Database(#[from] sqlx::Error),
 }
 
-/// Applies an operator's resolution, recorded with who and why, in one transaction.
+/// Applies an operator's resolution, recorded with who and why, in one transaction. With
+/// `expected`, the effect must still be in that status (a resolution chosen by a filter).
 pub async fn resolve(
     conn: &mut PgConnection,
     effect_id: i64,
     resolution: Resolution,
+    expected: Option<&str>,
     by: &str,
     note: &str,
 ) -> Result<(), ResolveError> {
@@ -747,6 +762,15 @@ pub async fn resolve(
     let Some(status) = status else {
         return Err(ResolveError::Unknown(effect_id));
     };
+    if let Some(expected) = expected
+        && expected != status
+    {
+        return Err(ResolveError::Moved {
+            id: effect_id,
+            status,
+            expected: expected.to_owned(),
+        });
+    }
     if !resolution.allowed_from().contains(&status.as_str()) {
         return Err(ResolveError::NotAllowed {
             id: effect_id,

@@ -173,6 +173,9 @@ async fn migrate_locked(
     }
     let mut migrator = Migrator::with_migrations(plan.migrator.iter().cloned().collect());
     migrator.set_locking(false);
+    // A database migrated by a newer release (a rollback, or an older pod started
+    // during a rollout): its extra migrations only added, so this release runs on it.
+    migrator.set_ignore_missing(true);
     migrator.dangerous_set_table_name(Cow::Owned(plan.schema.qualify("_sqlx_migrations")));
     let mut migrated = Migrated::default();
     if plan.own {
