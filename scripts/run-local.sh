@@ -30,6 +30,8 @@ event_id="evt_local_$(date +%s)"
 body="{\"id\":\"$event_id\",\"object\":\"event\",\"type\":\"payment_intent.succeeded\",\"livemode\":false,\"data\":{\"object\":{\"id\":\"pi_local\",\"object\":\"payment_intent\",\"status\":\"succeeded\",\"amount_received\":2000,\"currency\":\"usd\",\"metadata\":{\"order_id\":\"order_1\"}}}}"
 # The banner never shows a password (a generated local one lives in .env.local).
 shown_url=$(sed -E 's#(://[^:/@]+):[^@]*@#\1:***@#' <<<"$DATABASE_URL")
+password_note=""
+[ "$shown_url" != "$DATABASE_URL" ] && password_note="; its password is in .env.local when set up here"
 cat <<MSG
 
 inbound-ingress on http://$listen (metrics http://$ingress_metrics/metrics),
@@ -41,7 +43,8 @@ Send a signed test event from another terminal (valid for 5 minutes):
 
 Send it twice: the first answer is "accepted", the second "duplicate". Then:
   $bin/inboundctl status
-  psql "\$DATABASE_URL" -c "SELECT id, status FROM inbound_example.orders"   # DATABASE_URL: $shown_url
+  psql "\$DATABASE_URL" -c "SELECT id, status FROM inbound_example.orders"
+  (DATABASE_URL=$shown_url$password_note)
 
 MSG
 "$bin/inbound-ingress" --listen "$listen" --metrics-listen "$ingress_metrics" --log-format text &
