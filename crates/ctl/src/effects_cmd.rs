@@ -6,7 +6,8 @@
 
 use crate::output::out;
 use crate::selection::{
-    ConfigArg, Confirmation, EffectStatus, Operator, Window, sink_owner, sinks_selected,
+    ConfigArg, Confirmation, EffectStatus, Operator, Window, check_bulk, next_page_hint,
+    sink_owner, sinks_selected,
 };
 use anyhow::bail;
 use clap::{Args, Subcommand};
@@ -213,12 +214,7 @@ pub async fn run(command: EffectsCommand) -> anyhow::Result<()> {
             )
             .await?;
             print_effects(&rows, config.as_ref(), json)?;
-            if !json
-                && rows.len() as i64 == limit
-                && let Some(last) = rows.last()
-            {
-                out!("(more: --before {})", last.id);
-            }
+            next_page_hint(rows.len(), limit, rows.last().map(|row| row.id), json);
             Ok(())
         }
         EffectsCommand::Show { database, id, json } => {
@@ -318,7 +314,7 @@ pub async fn run(command: EffectsCommand) -> anyhow::Result<()> {
                 (_, _, true) => Some(Resolution::Abandon),
                 _ => None,
             };
-            crate::receipts_cmd::check_bulk(status.is_some(), filter.narrows(), &confirmation)?;
+            check_bulk(status.is_some(), filter.narrows(), &confirmation)?;
             let mut connection = database.connect().await?;
             let ids = match status {
                 None => ids,
@@ -333,34 +329,12 @@ pub async fn run(command: EffectsCommand) -> anyhow::Result<()> {
                         confirmation.max,
                     )
                     .await?;
-                    let capped = if selected.len() as i64 == confirmation.max {
-                        format!(
-                            " (at most --max {}; run again for the rest)",
-                            confirmation.max
-                        )
-                    } else {
-                        String::new()
-                    };
-                    if confirmation.dry_run {
-                        print_effects(&selected, config.as_ref(), json)?;
-                        if !json {
-                            out!(
-                                "would resolve {} effect(s){capped}; nothing changed (--yes to do it)",
-                                selected.len()
-                            );
-                        }
+                    let ids = selected.iter().map(|row| row.id).collect();
+                    let print = || print_effects(&selected, config.as_ref(), json);
+                    let Some(ids) = confirmation.ids(ids, "effect", "resolve", json, print)? else {
                         return Ok(());
-                    }
-                    if selected.is_empty() {
-                        bail!("the filter selects no effect: nothing to resolve");
-                    }
-                    if !confirmation.yes {
-                        bail!(
-                            "the filter selects {} effect(s){capped}: add --yes to resolve them, or --dry-run to list them",
-                            selected.len()
-                        );
-                    }
-                    selected.iter().map(|row| row.id).collect()
+                    };
+                    ids
                 }
             };
             let Some(resolution) = resolution else {
@@ -385,11 +359,8 @@ pub async fn run(command: EffectsCommand) -> anyhow::Result<()> {
                 for id in &ids {
                     out!("effect {id}: {} (recorded for {by})", resolution.action());
                 }
-                if status.is_some() && ids.len() as i64 == confirmation.max {
-                    out!(
-                        "(at most --max {}: more may match; run it again)",
-                        confirmation.max
-                    );
+                if status.is_some() {
+                    confirmation.more_may_match(ids.len(), false);
                 }
             }
             Ok(())

@@ -6,8 +6,8 @@
 
 use crate::output::out;
 use crate::selection::{
-    ConfigArg, Confirmation, Operator, ReceiptStatus, Window, integration_owner,
-    integrations_selected,
+    ConfigArg, Confirmation, Operator, ReceiptStatus, Window, check_bulk, integration_owner,
+    integrations_selected, next_page_hint,
 };
 
 use anyhow::bail;
@@ -163,27 +163,6 @@ impl ReceiptFilterArgs {
     }
 }
 
-/// A change by filter needs a narrowing filter; a change by ids takes no filter at all
-/// (it would be ignored) and no `--dry-run` (there is nothing to list).
-pub fn check_bulk(
-    by_filter: bool,
-    narrowed: bool,
-    confirmation: &Confirmation,
-) -> anyhow::Result<()> {
-    match (by_filter, narrowed) {
-        (true, false) => bail!(
-            "a change by filter needs more than a status: narrow it (--integration/--sink, --owner, --type, --since or --until)"
-        ),
-        (false, true) => bail!(
-            "filters select by --status; with ids, exactly those ids are changed (drop the filter, or the ids)"
-        ),
-        (false, false) if confirmation.dry_run || confirmation.yes => bail!(
-            "--dry-run and --yes go with a filter (--status …); with ids, exactly those ids are changed"
-        ),
-        _ => Ok(()),
-    }
-}
-
 /// Which pending receipts to resolve, who decides and why.
 #[derive(Debug, Args)]
 pub struct ResolutionArgs {
@@ -225,12 +204,12 @@ pub async fn run(command: ReceiptsCommand) -> anyhow::Result<()> {
             )
             .await?;
             print_receipts(&selected, config.as_ref(), json)?;
-            if !json
-                && selected.len() as i64 == limit
-                && let Some(last) = selected.last()
-            {
-                out!("(more: --before {})", last.id);
-            }
+            next_page_hint(
+                selected.len(),
+                limit,
+                selected.last().map(|row| row.id),
+                json,
+            );
             Ok(())
         }
         ReceiptsCommand::Find {
@@ -281,9 +260,9 @@ pub async fn run(command: ReceiptsCommand) -> anyhow::Result<()> {
                         confirmation.max,
                     )
                     .await?;
-                    let Some(ids) =
-                        confirmed(&selected, &confirmation, config.as_ref(), "replay", json)?
-                    else {
+                    let ids = selected.iter().map(|row| row.id).collect();
+                    let print = || print_receipts(&selected, config.as_ref(), json);
+                    let Some(ids) = confirmation.ids(ids, "receipt", "replay", json, print)? else {
                         return Ok(());
                     };
                     ids
@@ -298,11 +277,8 @@ pub async fn run(command: ReceiptsCommand) -> anyhow::Result<()> {
             let expected = status.map(ReceiptStatus::as_str);
             admin::replay(&mut connection, &ids, expected, &by, &reason).await?;
             report(&ids, "replayed", json);
-            if status.is_some() && ids.len() as i64 == confirmation.max && !json {
-                out!(
-                    "(at most --max {}: more may match; run it again)",
-                    confirmation.max
-                );
+            if status.is_some() {
+                confirmation.more_may_match(ids.len(), json);
             }
             Ok(())
         }
@@ -364,45 +340,6 @@ async fn select(
         );
     }
     Ok(rows)
-}
-
-/// What a filter-selected change applies to: `None` after a dry run (printed), an error
-/// without `--yes`, the ids with it.
-fn confirmed(
-    selected: &[admin::ReceiptSummary],
-    confirmation: &Confirmation,
-    config: Option<&Config>,
-    verb: &str,
-    json: bool,
-) -> anyhow::Result<Option<Vec<i64>>> {
-    let capped = if selected.len() as i64 == confirmation.max {
-        format!(
-            " (at most --max {}; run again for the rest)",
-            confirmation.max
-        )
-    } else {
-        String::new()
-    };
-    if confirmation.dry_run {
-        print_receipts(selected, config, json)?;
-        if !json {
-            out!(
-                "would {verb} {} receipt(s){capped}; nothing changed (--yes to do it)",
-                selected.len()
-            );
-        }
-        return Ok(None);
-    }
-    if selected.is_empty() {
-        bail!("the filter selects no receipt: nothing to {verb}");
-    }
-    if !confirmation.yes {
-        bail!(
-            "the filter selects {} receipt(s){capped}: add --yes to {verb} them, or --dry-run to list them",
-            selected.len()
-        );
-    }
-    Ok(Some(selected.iter().map(|row| row.id).collect()))
 }
 
 fn required_reason(reason: Option<&str>) -> anyhow::Result<String> {

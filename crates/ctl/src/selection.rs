@@ -5,6 +5,7 @@
 
 use std::path::PathBuf;
 
+use crate::output::out;
 use anyhow::{Context, bail};
 use chrono::{DateTime, Utc};
 use clap::{Args, ValueEnum};
@@ -241,6 +242,84 @@ pub struct Confirmation {
     /// them all.
     #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(i64).range(1..=1000))]
     pub max: i64,
+}
+
+impl Confirmation {
+    /// What a change chosen by a filter applies to: `None` after a dry run (`print` shows
+    /// the selection), an error without `--yes`, the ids with it. `noun` is what is
+    /// changed (`receipt`), `verb` how (`replay`).
+    pub fn ids(
+        &self,
+        ids: Vec<i64>,
+        noun: &str,
+        verb: &str,
+        json: bool,
+        print: impl FnOnce() -> anyhow::Result<()>,
+    ) -> anyhow::Result<Option<Vec<i64>>> {
+        let capped = if ids.len() as i64 == self.max {
+            format!(" (at most --max {}; run again for the rest)", self.max)
+        } else {
+            String::new()
+        };
+        if self.dry_run {
+            print()?;
+            if !json {
+                out!(
+                    "would {verb} {} {noun}(s){capped}; nothing changed (--yes to do it)",
+                    ids.len()
+                );
+            }
+            return Ok(None);
+        }
+        if ids.is_empty() {
+            bail!("the filter selects no {noun}: nothing to {verb}");
+        }
+        if !self.yes {
+            bail!(
+                "the filter selects {} {noun}(s){capped}: add --yes to {verb} them, or --dry-run to list them",
+                ids.len()
+            );
+        }
+        Ok(Some(ids))
+    }
+
+    /// After a change by filter that reached `--max`: more may match.
+    pub fn more_may_match(&self, changed: usize, json: bool) {
+        if changed as i64 == self.max && !json {
+            out!("(at most --max {}: more may match; run it again)", self.max);
+        }
+    }
+}
+
+/// A change by filter needs a narrowing filter; a change by ids takes no filter at all
+/// (it would be ignored) and no `--dry-run` or `--yes` (there is nothing to list).
+pub fn check_bulk(
+    by_filter: bool,
+    narrowed: bool,
+    confirmation: &Confirmation,
+) -> anyhow::Result<()> {
+    match (by_filter, narrowed) {
+        (true, false) => bail!(
+            "a change by filter needs more than a status: narrow it (--integration/--sink, --owner, --type, --since or --until)"
+        ),
+        (false, true) => bail!(
+            "filters select by --status; with ids, exactly those ids are changed (drop the filter, or the ids)"
+        ),
+        (false, false) if confirmation.dry_run || confirmation.yes => bail!(
+            "--dry-run and --yes go with a filter (--status …); with ids, exactly those ids are changed"
+        ),
+        _ => Ok(()),
+    }
+}
+
+/// After a full page of a listing: how to ask for the next one.
+pub fn next_page_hint(shown: usize, limit: i64, last_id: Option<i64>, json: bool) {
+    if !json
+        && shown as i64 == limit
+        && let Some(last) = last_id
+    {
+        out!("(more: --before {last})");
+    }
 }
 
 #[cfg(test)]
