@@ -50,8 +50,10 @@ deny:
 	@command -v cargo-deny >/dev/null 2>&1 || $(CARGO) install --locked cargo-deny
 	$(CARGO) deny check licenses bans sources
 
-## Formatting and clippy with warnings as errors.
+## Formatting, clippy with warnings as errors, and shellcheck over every script.
 lint:
+	@command -v shellcheck >/dev/null 2>&1 || { echo "shellcheck not found: apt-get install shellcheck" >&2; exit 1; }
+	shellcheck -x scripts/*.sh .ci/run
 	$(CARGO) fmt --all -- --check
 	rustfmt --edition 2024 --check fuzz/fuzz_targets/*.rs
 	$(CARGO) clippy --workspace --all-targets $(TEST_FEATURES) -- -D warnings

@@ -7,6 +7,8 @@ bench_admin_url="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
 bench_bin="${CARGO_TARGET_DIR:-target}/release"
 bench_work=$(mktemp -d)
 bench_pids=()
+# The dev-sink the dispatcher benchmark delivers to (bench.sh starts it on this port).
+bench_sink_port=18181
 bench_secret="whsec_bench_$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 export BENCH_STRIPE_SECRET="$bench_secret"
 # psql and pgbench sessions see inbound's tables and the example domain's unqualified.
@@ -61,7 +63,7 @@ expect = { livemode = false }
 
 [[sink]]
 id = "bench-sink"
-url = "http://127.0.0.1:${1:-18181}/effects"
+url = "http://127.0.0.1:$bench_sink_port/effects"
 idempotency_header = "Idempotency-Key"
 # The dispatcher benchmark measures one sink with every slot (the default is half).
 max_concurrency = 32

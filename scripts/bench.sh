@@ -168,7 +168,7 @@ psql -Atq "$url" -c "WITH done AS (DELETE FROM receipt_queue RETURNING receipt_i
      SELECT id, 'order.paid:bench:' || id, 'bench-sink', 'order.paid', 'bench',
             jsonb_build_object('order_id', 'o' || id), jsonb_build_object('integration', 'stripe-bench', 'id', event_id, 'type', event_type)
      FROM receipts" -c "VACUUM ANALYZE" >/dev/null
-"$bench_bin/inboundctl" dev-sink --listen 127.0.0.1:18181 >/dev/null 2>&1 &
+"$bench_bin/inboundctl" dev-sink --listen "127.0.0.1:$bench_sink_port" >/dev/null 2>&1 &
 bench_pids+=($!)
 sleep 0.5
 started=$(bench_now)

@@ -45,8 +45,9 @@ authenticates() {
 wait_for_server() {
   answers "$1" && return 0
   if command -v pg_ctlcluster >/dev/null 2>&1 && [ -d /etc/postgresql ]; then
-    for version in $(ls /etc/postgresql | sort -V); do
-      [ -d "/etc/postgresql/$version/main" ] || continue
+    for main in $(printf '%s\n' /etc/postgresql/*/main | sort -V); do
+      [ -d "$main" ] || continue
+      version=$(basename "$(dirname "$main")")
       echo "starting the local PostgreSQL $version cluster" >&2
       # Its messages ("Removed stale pid file.") must not reach stdout: that is the URL.
       pg_ctlcluster --skip-systemctl-redirect "$version" main start >&2 2>/dev/null || true
