@@ -226,7 +226,7 @@ async fn outcomes_are_recorded_while_the_pool_is_exhausted() {
                 effect_id: effect.id,
                 lease_token: effect.lease_token,
                 attempt: effect.attempts,
-                status: "completed",
+                status: inbound_core::states::EffectStatus::Completed,
                 visible_after: Duration::ZERO,
                 error: None,
                 maybe_delivered: true,
@@ -705,7 +705,7 @@ async fn an_operator_decision_fences_out_a_reconciliation_in_progress() {
         claimed[0].lease_token,
         store::StepKind::Reconcile,
         &store::StepRecord {
-            status: "pending",
+            status: inbound_core::states::EffectStatus::Pending,
             visible_after: Duration::ZERO,
             error: None,
             maybe_delivered: true,

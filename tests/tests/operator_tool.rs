@@ -541,7 +541,7 @@ async fn effects_are_filtered_by_sink_and_owner_and_resolved_in_bulk() {
         &mut connection,
         other,
         inbound_core::store::effects::Resolution::Completed,
-        Some("review"),
+        Some(inbound_core::states::EffectStatus::Review),
         "ops-test",
         "n",
     )

@@ -6,6 +6,7 @@
 //! (within `idempotency_retention_secs` of the first attempt). Otherwise the outcome is
 //! uncertain: reconciled through `status_url` when the sink has one, else left for review.
 
+use crate::states::EffectStatus;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -206,13 +207,13 @@ pub enum Decision {
 
 impl Decision {
     /// The effect status this decision writes.
-    pub fn status(&self) -> &'static str {
+    pub fn status(&self) -> EffectStatus {
         match self {
-            Self::Complete => "completed",
-            Self::Fail(_) => "failed",
-            Self::Retry { .. } => "pending",
-            Self::Reconcile { .. } => "uncertain",
-            Self::Review(_) => "review",
+            Self::Complete => EffectStatus::Completed,
+            Self::Fail(_) => EffectStatus::Failed,
+            Self::Retry { .. } => EffectStatus::Pending,
+            Self::Reconcile { .. } => EffectStatus::Uncertain,
+            Self::Review(_) => EffectStatus::Review,
         }
     }
 

@@ -21,5 +21,6 @@ pub mod keys;
 pub mod known_events;
 pub mod payload;
 pub mod secret;
+pub mod states;
 pub mod store;
 pub mod verify;

@@ -30,7 +30,7 @@ pub enum EffectsCommand {
         #[command(flatten)]
         database: DatabaseArgs,
         /// The status.
-        #[arg(long, value_enum)]
+        #[arg(long, value_parser = crate::selection::effect_status())]
         status: EffectStatus,
         #[command(flatten)]
         filter: EffectFilterArgs,
@@ -67,7 +67,7 @@ pub enum EffectsCommand {
         #[arg(required_unless_present = "status", conflicts_with = "status")]
         ids: Vec<i64>,
         /// Resolve every effect in this status the filter selects.
-        #[arg(long, value_enum)]
+        #[arg(long, value_parser = crate::selection::effect_status())]
         status: Option<EffectStatus>,
         #[command(flatten)]
         filter: EffectFilterArgs,
@@ -131,7 +131,7 @@ async fn select(
     limit: i64,
 ) -> anyhow::Result<Vec<effects::EffectLine>> {
     let core_filter = effects::EffectFilter {
-        status: status.as_str().to_owned(),
+        status,
         sinks: sinks_selected(filter.sink.as_deref(), filter.owner.as_deref(), config)?,
         since: filter.window.since,
         until: filter.window.until,
@@ -254,7 +254,7 @@ pub async fn run(command: EffectsCommand) -> anyhow::Result<()> {
             }
             out!("  recorded        {}", effect.created_at);
             if let Some(next) = effect.next_attempt_at {
-                if effect.status == "pending" {
+                if effect.status == EffectStatus::Pending {
                     out!("  next attempt    {next} (effects resolve {id} --retry sends it now)");
                 } else {
                     out!("  next check      {next} (its status URL is asked then)");
@@ -348,7 +348,7 @@ pub async fn run(command: EffectsCommand) -> anyhow::Result<()> {
             // One transaction (each resolution a savepoint within it): a refusal of any
             // id leaves every one as it was.
             let mut transaction = connection.begin().await?;
-            let expected = status.map(EffectStatus::as_str);
+            let expected = status;
             for &id in &ids {
                 effects::resolve(&mut transaction, id, resolution, expected, &by, &note).await?;
             }

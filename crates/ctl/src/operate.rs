@@ -95,7 +95,7 @@ pub async fn status(
 ) -> anyhow::Result<()> {
     let mut connection = database.connect().await?;
     let counts = admin::receipt_counts(&mut connection).await?;
-    let effects = effects::counts(&mut connection, effects::STATUSES).await?;
+    let effects = effects::counts(&mut connection, inbound_core::states::EffectStatus::ALL).await?;
     let mut integrations = admin::queued_integrations(&mut connection).await?;
     let config = config.map(Config::load).transpose()?;
     if let Some(config) = &config {
@@ -126,7 +126,7 @@ pub async fn status(
         };
         let effects: serde_json::Map<String, serde_json::Value> = effects
             .into_iter()
-            .map(|(state, n)| (state, json!(n)))
+            .map(|(state, n)| (state.as_str().to_owned(), json!(n)))
             .collect();
         out!(
             "{}",

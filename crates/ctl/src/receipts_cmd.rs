@@ -32,7 +32,7 @@ pub enum ReceiptsCommand {
         #[command(flatten)]
         database: DatabaseArgs,
         /// The status.
-        #[arg(long, value_enum)]
+        #[arg(long, value_parser = crate::selection::receipt_status())]
         status: ReceiptStatus,
         #[command(flatten)]
         filter: ReceiptFilterArgs,
@@ -97,7 +97,7 @@ pub enum ReceiptsCommand {
         #[arg(required_unless_present = "status", conflicts_with = "status")]
         ids: Vec<i64>,
         /// Replay every receipt in this status the filter selects (failed or quarantined).
-        #[arg(long, value_enum)]
+        #[arg(long, value_parser = crate::selection::receipt_status())]
         status: Option<ReceiptStatus>,
         #[command(flatten)]
         filter: ReceiptFilterArgs,
@@ -274,7 +274,7 @@ pub async fn run(command: ReceiptsCommand) -> anyhow::Result<()> {
             };
             let reason = required_reason(reason.as_deref())?;
             let by = operator.name()?;
-            let expected = status.map(ReceiptStatus::as_str);
+            let expected = status;
             admin::replay(&mut connection, &ids, expected, &by, &reason).await?;
             report(&ids, "replayed", json);
             if status.is_some() {
@@ -315,7 +315,7 @@ async fn select(
         config,
     )?;
     let core_filter = admin::ReceiptFilter {
-        status: status.as_str().to_owned(),
+        status,
         integrations,
         event_type: filter.event_type.clone(),
         since: filter.window.since,
@@ -385,7 +385,7 @@ fn print_receipts(
             row.integration,
             integration_owner(config, &row.integration),
             row.status,
-            row.outcome.as_deref().unwrap_or("-"),
+            row.outcome.map_or("-", |outcome| outcome.as_str()),
             row.attempts,
             row.event_type,
             row.event_id,
@@ -421,8 +421,10 @@ async fn show(database: DatabaseArgs, id: i64, json: bool) -> anyhow::Result<()>
     let effects = admin::receipt_effects(&mut connection, id).await?;
     let history = admin::receipt_history(&mut connection, id).await?;
     // Complete end to end: the transition is done and every effect delivered.
-    let complete =
-        detail.status == "done" && effects.iter().all(|effect| effect.status == "completed");
+    let complete = detail.status == ReceiptStatus::Done
+        && effects
+            .iter()
+            .all(|effect| effect.status == inbound_core::states::EffectStatus::Completed);
     if json {
         /// Serialized straight to text: the payload is written as stored, never
         /// parsed into a value (which numbers beyond a double would fail).
@@ -459,7 +461,7 @@ async fn show(database: DatabaseArgs, id: i64, json: bool) -> anyhow::Result<()>
         detail.status,
         detail
             .outcome
-            .as_deref()
+            .map(|outcome| outcome.as_str())
             .map(|outcome| format!(" ({outcome})"))
             .unwrap_or_default()
     );

@@ -1,5 +1,5 @@
-//! What the operator commands share: the statuses as value enums (listed in `--help`,
-//! completable), who decides (`--by`, never "unknown"), times (`--since 2h` or RFC 3339),
+//! What the operator commands share: the statuses' value parsers (the core's states,
+//! listed in `--help`, completable), who decides (`--by`, never "unknown"), times (`--since 2h` or RFC 3339),
 //! owners resolved through the configuration, a filter value that names nothing (exit 1,
 //! not an empty list), and the confirmation a bulk change needs (`--dry-run`, `--yes`).
 
@@ -8,67 +8,26 @@ use std::path::PathBuf;
 use crate::output::out;
 use anyhow::{Context, bail};
 use chrono::{DateTime, Utc};
-use clap::{Args, ValueEnum};
+use clap::Args;
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use inbound_core::config::Config;
+pub use inbound_core::states::{EffectStatus, ReceiptStatus};
 
-/// A receipt's status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ReceiptStatus {
-    /// Waiting for a worker (claimable, leased or waiting out a retry delay).
-    Pending,
-    /// Applied, a duplicate, or ignored (by a handler or closed by an operator).
-    Done,
-    /// A permanent inconsistency: a person must look.
-    Quarantined,
-    /// Attempts exhausted or failed by hand.
-    Failed,
+/// `--status` of receipts: the values of [`ReceiptStatus`], listed in `--help` and
+/// completable.
+pub fn receipt_status() -> impl TypedValueParser<Value = ReceiptStatus> {
+    PossibleValuesParser::new(ReceiptStatus::names().collect::<Vec<_>>()).map(|name| {
+        name.parse::<ReceiptStatus>()
+            .expect("a possible value names a status")
+    })
 }
 
-impl ReceiptStatus {
-    /// As stored.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pending => "pending",
-            Self::Done => "done",
-            Self::Quarantined => "quarantined",
-            Self::Failed => "failed",
-        }
-    }
-}
-
-/// An effect's status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum EffectStatus {
-    /// Waiting to be delivered (or retried).
-    Pending,
-    /// A delivery is in progress.
-    #[value(name = "in_flight")]
-    InFlight,
-    /// The sink confirmed it.
-    Completed,
-    /// The sink refused it.
-    Failed,
-    /// Its outcome is unknown; it is being reconciled.
-    Uncertain,
-    /// A person must decide.
-    Review,
-    /// Given up by an operator.
-    Abandoned,
-}
-
-impl EffectStatus {
-    /// As stored.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pending => "pending",
-            Self::InFlight => "in_flight",
-            Self::Completed => "completed",
-            Self::Failed => "failed",
-            Self::Uncertain => "uncertain",
-            Self::Review => "review",
-            Self::Abandoned => "abandoned",
-        }
-    }
+/// `--status` of effects: the values of [`EffectStatus`].
+pub fn effect_status() -> impl TypedValueParser<Value = EffectStatus> {
+    PossibleValuesParser::new(EffectStatus::names().collect::<Vec<_>>()).map(|name| {
+        name.parse::<EffectStatus>()
+            .expect("a possible value names a status")
+    })
 }
 
 /// Who decides: recorded with every decision.

@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use inbound_core::states::{EffectStatus, ReceiptStatus};
 use inbound_core::store::{admin, effects};
 
 use crate::Worker;
@@ -16,7 +17,7 @@ use crate::telemetry::{
 };
 
 /// The end states the dispatcher reaches (an operator's `abandoned` is not its own).
-pub const FINISHED_STATES: [&str; 2] = ["completed", "failed"];
+pub const FINISHED_STATES: [EffectStatus; 2] = [EffectStatus::Completed, EffectStatus::Failed];
 
 /// Refreshes the gauges once.
 pub async fn refresh(worker: &Worker) -> Result<(), sqlx::Error> {
@@ -42,10 +43,13 @@ pub async fn refresh(worker: &Worker) -> Result<(), sqlx::Error> {
         .iter()
         .map(|integration| integration.id.as_str())
         .collect();
-    for (integration, state, count) in
-        counts_to_export(&REVIEW_SEEN, &for_review, &configured, &REVIEW_STATES)
-    {
-        metrics::gauge!(RECEIPTS_FOR_REVIEW, "integration" => integration, "state" => state)
+    for (integration, state, count) in counts_to_export(
+        &REVIEW_SEEN,
+        &for_review,
+        &configured,
+        ReceiptStatus::NEEDS_A_PERSON,
+    ) {
+        metrics::gauge!(RECEIPTS_FOR_REVIEW, "integration" => integration, "state" => state.as_str())
             .set(count as f64);
     }
     let open = effects::open_counts_by_sink(&mut connection).await?;
@@ -55,10 +59,9 @@ pub async fn refresh(worker: &Worker) -> Result<(), sqlx::Error> {
         .iter()
         .map(|sink| sink.id.as_str())
         .collect();
-    for (sink, state, count) in
-        counts_to_export(&OPEN_SEEN, &open, &configured, effects::OPEN_STATUSES)
+    for (sink, state, count) in counts_to_export(&OPEN_SEEN, &open, &configured, EffectStatus::OPEN)
     {
-        metrics::gauge!(EFFECTS, "sink" => sink, "state" => state).set(count as f64);
+        metrics::gauge!(EFFECTS, "sink" => sink, "state" => state.as_str()).set(count as f64);
     }
     for sink in worker.config.sinks() {
         let age = effects::oldest_open_age_seconds(&mut connection, &sink.id).await?;
@@ -85,9 +88,6 @@ pub async fn refresh(worker: &Worker) -> Result<(), sqlx::Error> {
     Ok(())
 }
 
-/// The receipt states that need a person.
-const REVIEW_STATES: [&str; 2] = ["failed", "quarantined"];
-
 /// The keys (integration or sink) a refresh exported besides the configured ones: set to
 /// 0 once their rows are gone, never left at their last count.
 static REVIEW_SEEN: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
@@ -95,12 +95,12 @@ static OPEN_SEEN: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
 
 /// What to export from rows of `(key, state, count)`: every state of every configured
 /// key, of every key a row names, and of every key named before (0 when no row has it).
-fn counts_to_export(
+fn counts_to_export<State: Copy + PartialEq>(
     seen: &Mutex<BTreeSet<String>>,
-    rows: &[(String, String, i64)],
+    rows: &[(String, State, i64)],
     configured: &[&str],
-    states: &[&'static str],
-) -> Vec<(String, &'static str, i64)> {
+    states: &[State],
+) -> Vec<(String, State, i64)> {
     let mut seen = seen
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -111,7 +111,7 @@ fn counts_to_export(
         for &state in states {
             let count = rows
                 .iter()
-                .find(|(row_key, row_state, _)| row_key == key && row_state == state)
+                .find(|(row_key, row_state, _)| row_key == key && *row_state == state)
                 .map_or(0, |(_, _, count)| *count);
             exported.push((key.clone(), state, count));
         }
@@ -135,20 +135,20 @@ pub fn initialise(worker: &Worker) {
     // The open states only: finished effects are counted as they finish
     // ([`EFFECTS_FINISHED_TOTAL`]).
     for sink in worker.config.sinks() {
-        for &state in effects::OPEN_STATUSES {
-            metrics::gauge!(EFFECTS, "sink" => sink.id.clone(), "state" => state).set(0.0);
+        for state in EffectStatus::OPEN {
+            metrics::gauge!(EFFECTS, "sink" => sink.id.clone(), "state" => state.as_str()).set(0.0);
         }
     }
     for integration in worker.config.integrations() {
-        for state in REVIEW_STATES {
-            metrics::gauge!(RECEIPTS_FOR_REVIEW, "integration" => integration.id.clone(), "state" => state)
+        for state in ReceiptStatus::NEEDS_A_PERSON {
+            metrics::gauge!(RECEIPTS_FOR_REVIEW, "integration" => integration.id.clone(), "state" => state.as_str())
                 .set(0.0);
         }
     }
     // Every series the alerts read exists from the start (an increase needs a first value).
     for sink in worker.config.sinks() {
         for status in FINISHED_STATES {
-            metrics::counter!(EFFECTS_FINISHED_TOTAL, "sink" => sink.id.clone(), "status" => status)
+            metrics::counter!(EFFECTS_FINISHED_TOTAL, "sink" => sink.id.clone(), "status" => status.as_str())
                 .increment(0);
         }
     }
@@ -184,8 +184,8 @@ pub async fn refresh_forever(worker: &Worker, interval: Duration) {
 mod tests {
     use super::*;
 
-    fn row(key: &str, state: &str, count: i64) -> (String, String, i64) {
-        (key.to_owned(), state.to_owned(), count)
+    fn row(key: &str, state: &'static str, count: i64) -> (String, &'static str, i64) {
+        (key.to_owned(), state, count)
     }
 
     /// An integration removed from the configuration while receipts of it still need a

@@ -8,6 +8,7 @@ use serde::Serialize;
 use sqlx::{Connection, PgConnection};
 
 use super::queue;
+use crate::states::{EffectStatus, ReceiptOutcome, ReceiptStatus};
 
 /// Receipts by state, as `inbound_receipts{state}` and `inboundctl status` report them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, sqlx::FromRow)]
@@ -55,7 +56,7 @@ pub async fn receipt_counts(conn: &mut PgConnection) -> Result<ReceiptCounts, sq
 /// the `(status, received_at)` index: few rows, however long the retention.
 pub async fn review_counts(
     conn: &mut PgConnection,
-) -> Result<Vec<(String, String, i64)>, sqlx::Error> {
+) -> Result<Vec<(String, ReceiptStatus, i64)>, sqlx::Error> {
     sqlx::query_as(
         "SELECT integration, status, count(*) FROM receipts
          WHERE status IN ('failed', 'quarantined') GROUP BY integration, status",
@@ -119,10 +120,10 @@ pub struct ReceiptSummary {
     pub event_id: String,
     /// The event type.
     pub event_type: String,
-    /// `pending | done | quarantined | failed`.
-    pub status: String,
-    /// `applied | duplicate | ignored` once done.
-    pub outcome: Option<String>,
+    /// Where it stands.
+    pub status: ReceiptStatus,
+    /// How it ended, once done.
+    pub outcome: Option<ReceiptOutcome>,
     /// Attempts so far.
     pub attempts: i32,
     /// When it was accepted.
@@ -133,10 +134,10 @@ pub struct ReceiptSummary {
 
 /// Which receipts an operator means: one status, and optionally integrations, an event
 /// type, a window of acceptance times and a cursor (ids below `before_id`).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ReceiptFilter {
-    /// `pending | done | quarantined | failed`.
-    pub status: String,
+    /// The status.
+    pub status: ReceiptStatus,
     /// Only these integrations (`None`: any).
     pub integrations: Option<Vec<String>>,
     /// Only this event type.
@@ -170,7 +171,7 @@ pub async fn list_receipts(
            AND ($6::int8 IS NULL OR id < $6)
          ORDER BY id DESC LIMIT $7",
     )
-    .bind(&filter.status)
+    .bind(filter.status)
     .bind(filter.integrations.as_deref())
     .bind(filter.event_type.as_deref())
     .bind(filter.since)
@@ -277,10 +278,10 @@ pub struct ReceiptDetail {
     pub event_type: String,
     /// The route that matched.
     pub route_key: String,
-    /// `pending | done | quarantined | failed`.
-    pub status: String,
-    /// `applied | duplicate | ignored` once done.
-    pub outcome: Option<String>,
+    /// Where it stands.
+    pub status: ReceiptStatus,
+    /// How it ended, once done.
+    pub outcome: Option<ReceiptOutcome>,
     /// Why it ended as it did (duplicate, ignored, quarantined).
     pub outcome_reason: Option<String>,
     /// Attempts so far.
@@ -327,8 +328,8 @@ pub struct EffectSummary {
     pub sink: String,
     /// What happened.
     pub kind: String,
-    /// `pending | in_flight | completed | failed | uncertain | review`.
-    pub status: String,
+    /// Where it stands.
+    pub status: EffectStatus,
     /// Delivery attempts so far.
     pub attempts: i32,
     /// The last delivery error.
@@ -400,9 +401,9 @@ pub enum ReplayError {
         /// The receipt.
         id: i64,
         /// Its status now.
-        status: String,
+        status: ReceiptStatus,
         /// The status the filter selected it in.
-        expected: String,
+        expected: ReceiptStatus,
     },
     /// Only failed, quarantined and pending receipts can be replayed.
     #[error(
@@ -412,7 +413,7 @@ pub enum ReplayError {
         /// The receipt.
         id: i64,
         /// Its status.
-        status: String,
+        status: ReceiptStatus,
     },
     /// A worker holds the receipt's lease: it is being processed now.
     #[error("receipt {0} is being processed by a worker now; replay it if it comes back to wait")]
@@ -429,13 +430,13 @@ pub enum ReplayError {
 pub async fn replay(
     conn: &mut PgConnection,
     receipt_ids: &[i64],
-    expected: Option<&str>,
+    expected: Option<ReceiptStatus>,
     replayed_by: &str,
     reason: &str,
 ) -> Result<(), ReplayError> {
     let mut transaction = conn.begin().await?;
     for &id in receipt_ids {
-        let status: Option<String> =
+        let status: Option<ReceiptStatus> =
             sqlx::query_scalar("SELECT status FROM receipts WHERE id = $1 FOR UPDATE")
                 .bind(id)
                 .fetch_optional(&mut *transaction)
@@ -443,14 +444,17 @@ pub async fn replay(
         match status {
             None => return Err(ReplayError::Unknown(id)),
             // Chosen by a filter on one status, and moved on since: not what was shown.
-            Some(status) if expected.is_some_and(|expected| expected != status) => {
+            Some(status)
+                if let Some(expected) = expected
+                    && expected != status =>
+            {
                 return Err(ReplayError::Moved {
                     id,
                     status,
-                    expected: expected.unwrap_or_default().to_owned(),
+                    expected,
                 });
             }
-            Some(status) if status == "pending" => {
+            Some(ReceiptStatus::Pending) => {
                 // Waiting out a retry delay (after a fix, say): due now, attempts kept.
                 let made_due = sqlx::query(
                     "WITH due AS (
@@ -471,7 +475,7 @@ pub async fn replay(
                     return Err(ReplayError::Leased(id));
                 }
             }
-            Some(status) if status != "failed" && status != "quarantined" => {
+            Some(status) if !ReceiptStatus::NEEDS_A_PERSON.contains(&status) => {
                 return Err(ReplayError::WrongState { id, status });
             }
             Some(status) => {
@@ -493,7 +497,7 @@ pub async fn replay(
                      WHERE id = $1",
                 )
                 .bind(id)
-                .bind(&status)
+                .bind(status)
                 .bind(replayed_by)
                 .bind(reason)
                 .execute(&mut *transaction)
@@ -537,7 +541,7 @@ pub enum ResolveError {
         /// The receipt.
         id: i64,
         /// Its status.
-        status: String,
+        status: ReceiptStatus,
     },
     /// Only failed or quarantined receipts can be closed.
     #[error("receipt {id} is {status}; only failed or quarantined receipts can be closed")]
@@ -545,7 +549,7 @@ pub enum ResolveError {
         /// The receipt.
         id: i64,
         /// Its status.
-        status: String,
+        status: ReceiptStatus,
     },
     /// The database failed.
     #[error("database: {0}")]
@@ -577,7 +581,7 @@ pub async fn resolve_pending(
         .fetch_optional(&mut *transaction)
         .await?;
         if dequeued.is_none() {
-            let status: Option<String> =
+            let status: Option<ReceiptStatus> =
                 sqlx::query_scalar("SELECT status FROM receipts WHERE id = $1")
                     .bind(id)
                     .fetch_optional(&mut *transaction)
@@ -626,14 +630,14 @@ pub async fn close(
     ids.dedup();
     let mut transaction = conn.begin().await?;
     for id in ids {
-        let status: Option<String> =
+        let status: Option<ReceiptStatus> =
             sqlx::query_scalar("SELECT status FROM receipts WHERE id = $1 FOR UPDATE")
                 .bind(id)
                 .fetch_optional(&mut *transaction)
                 .await?;
         match status {
             None => return Err(ResolveError::Unknown(id)),
-            Some(status) if status != "failed" && status != "quarantined" => {
+            Some(status) if !ReceiptStatus::NEEDS_A_PERSON.contains(&status) => {
                 return Err(ResolveError::NotClosable { id, status });
             }
             Some(status) => {
@@ -648,7 +652,7 @@ pub async fn close(
                      WHERE id = $1",
                 )
                 .bind(id)
-                .bind(&status)
+                .bind(status)
                 .bind(closed_by)
                 .bind(reason)
                 .execute(&mut *transaction)

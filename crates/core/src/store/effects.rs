@@ -7,6 +7,7 @@ use sqlx::PgConnection;
 
 use crate::effects::MAX_STEP_DELAY;
 use crate::handlers::EffectIntent;
+use crate::states::EffectStatus;
 
 /// The source event an effect carries (`event` in the sink request).
 #[derive(Debug, Clone, Copy)]
@@ -100,7 +101,7 @@ pub struct ClaimedEffect {
     pub event: serde_json::Value,
     /// The status when claimed: `pending`, `in_flight` (its last holder's lease expired)
     /// or `uncertain`.
-    pub status: String,
+    pub status: EffectStatus,
     /// Delivery attempts so far, including the one the claim began.
     pub attempts: i32,
     /// The fencing token of this claim.
@@ -252,7 +253,7 @@ pub const MAX_ERROR_BYTES: usize = 1024;
 #[derive(Debug, Clone)]
 pub struct StepRecord<'a> {
     /// The effect status to write.
-    pub status: &'a str,
+    pub status: EffectStatus,
     /// Delay before it is due again (for `pending` and `uncertain`).
     pub visible_after: Duration,
     /// The error or reason, if any.
@@ -275,7 +276,7 @@ pub struct FinishedDelivery {
     /// The attempt number (its history row is closed).
     pub attempt: i32,
     /// The effect status to write.
-    pub status: &'static str,
+    pub status: EffectStatus,
     /// Delay before it is due again (for `pending` and `uncertain`).
     pub visible_after: Duration,
     /// The error or reason, if any.
@@ -297,7 +298,7 @@ pub async fn finish_deliveries(
     let ids: Vec<i64> = finished.iter().map(|one| one.effect_id).collect();
     let tokens: Vec<i64> = finished.iter().map(|one| one.lease_token).collect();
     let attempts: Vec<i32> = finished.iter().map(|one| one.attempt).collect();
-    let statuses: Vec<&str> = finished.iter().map(|one| one.status).collect();
+    let statuses: Vec<EffectStatus> = finished.iter().map(|one| one.status).collect();
     let delays: Vec<i64> = finished
         .iter()
         .map(|one| delay_ms(one.visible_after))
@@ -408,27 +409,12 @@ pub async fn record_step(
     Ok(recorded == 1)
 }
 
-/// Every effect status, in the order they are reported.
-pub const STATUSES: &[&str] = &[
-    "pending",
-    "in_flight",
-    "completed",
-    "failed",
-    "uncertain",
-    "review",
-    "abandoned",
-];
-
-/// The open statuses: still to happen, or waiting for a person. Their counts are cheap
-/// (through the status index); the finished ones grow with retention.
-pub const OPEN_STATUSES: &[&str] = &["pending", "in_flight", "uncertain", "review"];
-
 /// Effects in each of `statuses`, in that order (0 when none), for `inboundctl status`
-/// ([`STATUSES`]).
+/// ([`EffectStatus::ALL`]).
 pub async fn counts(
     conn: &mut PgConnection,
-    statuses: &[&str],
-) -> Result<Vec<(String, i64)>, sqlx::Error> {
+    statuses: &[EffectStatus],
+) -> Result<Vec<(EffectStatus, i64)>, sqlx::Error> {
     sqlx::query_as(
         "SELECT s.status, COALESCE(c.n, 0)
          FROM unnest($1::text[]) WITH ORDINALITY AS s (status, position)
@@ -441,16 +427,16 @@ pub async fn counts(
     .await
 }
 
-/// Open effects ([`OPEN_STATUSES`]) per sink and status, through the status index (the
-/// finished ones, which grow with retention, are never read).
+/// Open effects ([`EffectStatus::OPEN`]) per sink and status, through the status index
+/// (the finished ones, which grow with retention, are never read).
 pub async fn open_counts_by_sink(
     conn: &mut PgConnection,
-) -> Result<Vec<(String, String, i64)>, sqlx::Error> {
+) -> Result<Vec<(String, EffectStatus, i64)>, sqlx::Error> {
     sqlx::query_as(
         "SELECT sink, status, count(*) FROM effects
          WHERE status = ANY ($1) GROUP BY sink, status",
     )
-    .bind(OPEN_STATUSES)
+    .bind(EffectStatus::OPEN)
     .fetch_all(conn)
     .await
 }
@@ -518,7 +504,7 @@ pub struct EffectLine {
     /// What happened.
     pub kind: String,
     /// The effect status.
-    pub status: String,
+    pub status: EffectStatus,
     /// Delivery attempts so far.
     pub attempts: i32,
     /// Some attempt may have reached the sink.
@@ -543,10 +529,10 @@ macro_rules! effect_line_columns {
 
 /// Which effects an operator means: one status, and optionally sinks, a window of
 /// creation times and a cursor (ids below `before_id`).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct EffectFilter {
-    /// One of [`STATUSES`].
-    pub status: String,
+    /// The status.
+    pub status: EffectStatus,
     /// Only these sinks (`None`: any).
     pub sinks: Option<Vec<String>>,
     /// Recorded at or after this.
@@ -572,7 +558,7 @@ pub async fn list(
            AND ($5::int8 IS NULL OR id < $5)
          ORDER BY id DESC LIMIT $6"
     ))
-    .bind(&filter.status)
+    .bind(filter.status)
     .bind(filter.sinks.as_deref())
     .bind(filter.since)
     .bind(filter.until)
@@ -689,19 +675,20 @@ impl Resolution {
 
     /// The statuses this resolution may start from. `in_flight` never (a delivery may be
     /// running), `completed` and `abandoned` never (closed).
-    pub fn allowed_from(self) -> &'static [&'static str] {
+    pub fn allowed_from(self) -> &'static [EffectStatus] {
+        use EffectStatus::{Failed, Pending, Review, Uncertain};
         match self {
-            Self::Completed => &["uncertain", "review", "failed"],
-            Self::Retry => &["pending", "uncertain", "review", "failed"],
-            Self::Abandon => &["pending", "uncertain", "review", "failed"],
+            Self::Completed => &[Uncertain, Review, Failed],
+            Self::Retry | Self::Abandon => &[Pending, Uncertain, Review, Failed],
         }
     }
 
-    fn new_status(self) -> &'static str {
+    /// The status it leaves the effect in.
+    pub fn new_status(self) -> EffectStatus {
         match self {
-            Self::Completed => "completed",
-            Self::Retry => "pending",
-            Self::Abandon => "abandoned",
+            Self::Completed => EffectStatus::Completed,
+            Self::Retry => EffectStatus::Pending,
+            Self::Abandon => EffectStatus::Abandoned,
         }
     }
 }
@@ -718,7 +705,7 @@ pub enum ResolveError {
         /// The effect.
         id: i64,
         /// Its status.
-        status: String,
+        status: EffectStatus,
         /// The action refused.
         action: &'static str,
         /// Where it may start from.
@@ -733,9 +720,9 @@ pub enum ResolveError {
         /// The effect.
         id: i64,
         /// Its status now.
-        status: String,
+        status: EffectStatus,
         /// The status the filter selected it in.
-        expected: String,
+        expected: EffectStatus,
     },
     /// The database failed.
     #[error("database: {0}")]
@@ -748,13 +735,13 @@ pub async fn resolve(
     conn: &mut PgConnection,
     effect_id: i64,
     resolution: Resolution,
-    expected: Option<&str>,
+    expected: Option<EffectStatus>,
     by: &str,
     note: &str,
 ) -> Result<(), ResolveError> {
     use sqlx::Connection;
     let mut transaction = conn.begin().await?;
-    let status: Option<String> =
+    let status: Option<EffectStatus> =
         sqlx::query_scalar("SELECT status FROM effects WHERE id = $1 FOR UPDATE")
             .bind(effect_id)
             .fetch_optional(&mut *transaction)
@@ -768,18 +755,23 @@ pub async fn resolve(
         return Err(ResolveError::Moved {
             id: effect_id,
             status,
-            expected: expected.to_owned(),
+            expected,
         });
     }
-    if !resolution.allowed_from().contains(&status.as_str()) {
+    if !resolution.allowed_from().contains(&status) {
+        let allowed: Vec<&str> = resolution
+            .allowed_from()
+            .iter()
+            .map(|status| status.as_str())
+            .collect();
         return Err(ResolveError::NotAllowed {
             id: effect_id,
             status,
             action: resolution.action(),
-            allowed: resolution.allowed_from().join(", "),
+            allowed: allowed.join(", "),
         });
     }
-    if resolution == Resolution::Retry && status == "pending" {
+    if resolution == Resolution::Retry && status == EffectStatus::Pending {
         // Waiting out a delay: due now, nothing else changes (whether an attempt may have
         // landed still decides how it is sent; the claim checks the sink's breaker and
         // horizon as for any due effect).
@@ -821,7 +813,7 @@ pub async fn resolve(
          WHERE id = $1",
     )
     .bind(effect_id)
-    .bind(&status)
+    .bind(status)
     .bind(resolution.action())
     .bind(by)
     .bind(note)

@@ -6,6 +6,7 @@
 //! one sequence (so a receipt's token only grows, across replays too); every later write
 //! about that attempt names the token, and a stale one matches no row.
 
+use crate::states::{ReceiptOutcome, ReceiptStatus};
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -355,12 +356,14 @@ pub enum Finish<'a> {
 
 impl<'a> Finish<'a> {
     /// `(status, outcome, outcome_reason)` as stored in `receipts`.
-    fn columns(self) -> (&'static str, Option<&'static str>, Option<&'a str>) {
+    fn columns(self) -> (ReceiptStatus, Option<ReceiptOutcome>, Option<&'a str>) {
+        use ReceiptOutcome::{Applied, Duplicate, Ignored};
+        use ReceiptStatus::{Done, Quarantined};
         match self {
-            Finish::Applied => ("done", Some("applied"), None),
-            Finish::Duplicate(reason) => ("done", Some("duplicate"), Some(reason)),
-            Finish::Ignored(reason) => ("done", Some("ignored"), Some(reason)),
-            Finish::Quarantined(reason) => ("quarantined", None, Some(reason)),
+            Finish::Applied => (Done, Some(Applied), None),
+            Finish::Duplicate(reason) => (Done, Some(Duplicate), Some(reason)),
+            Finish::Ignored(reason) => (Done, Some(Ignored), Some(reason)),
+            Finish::Quarantined(reason) => (Quarantined, None, Some(reason)),
         }
     }
 }

@@ -20,6 +20,7 @@
 pub mod recorder;
 pub mod sinks;
 
+use inbound_core::states::EffectStatus;
 use std::time::{Duration, Instant, SystemTime};
 
 use inbound_core::config::Sink;
@@ -95,7 +96,7 @@ pub struct Step {
     /// The effect.
     pub effect_id: i64,
     /// The status written.
-    pub status: &'static str,
+    pub status: EffectStatus,
     /// The outcome label counted.
     pub outcome: &'static str,
     /// Whether the fenced write matched (false: the lease was lost; nothing written).
@@ -173,13 +174,13 @@ pub async fn advance(
     let Some(sink) = worker.config.sink(&effect.sink) else {
         return Step {
             effect_id: effect.id,
-            status: "pending",
+            status: EffectStatus::Pending,
             outcome: "sink_unknown",
             recorded: false,
         };
     };
-    match effect.status.as_str() {
-        "in_flight" => {
+    match effect.status {
+        EffectStatus::InFlight => {
             let lost =
                 Delivery::Unknown("the worker died while the attempt was in flight".to_owned());
             let decision = effects::decide(
@@ -199,7 +200,7 @@ pub async fn advance(
             )
             .await
         }
-        "uncertain" => reconcile(worker, client, sink, &effect, &permit, started).await,
+        EffectStatus::Uncertain => reconcile(worker, client, sink, &effect, &permit, started).await,
         _ if effect.delivery_begun => {
             deliver(worker, client, recorder, sink, &effect, &permit, started).await
         }
@@ -281,7 +282,7 @@ fn finish_step(
     let reason = decision.reason();
     let status = decision.status();
     if recorded && crate::gauges::FINISHED_STATES.contains(&status) {
-        metrics::counter!(EFFECTS_FINISHED_TOTAL, "sink" => effect.sink.clone(), "status" => status)
+        metrics::counter!(EFFECTS_FINISHED_TOTAL, "sink" => effect.sink.clone(), "status" => status.as_str())
             .increment(1);
     }
     let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
@@ -297,7 +298,7 @@ fn finish_step(
             sink = effect.sink,
             attempt = effect.attempts,
             outcome,
-            status,
+            status = status.as_str(),
             reason,
             error,
             recorded,
@@ -314,7 +315,7 @@ fn finish_step(
             sink = effect.sink,
             attempt = effect.attempts,
             outcome,
-            status,
+            status = status.as_str(),
             reason,
             error,
             recorded,

@@ -1,0 +1,213 @@
+//! Every state a receipt or an effect can be in, and what ends a receipt, written once.
+//! The database stores them as text and enforces the same sets with CHECK constraints; a
+//! test (`tests/tests/states.rs`) reads those constraints back and fails when either
+//! side gains or loses a value, and another checks that ARCHITECTURE.md's state machines
+//! name every one. Transitions live with the code that makes them: the worker's claim
+//! and finish (`store::queue`), the dispatcher's decisions (`effects::decide`) and the
+//! operators' resolutions (`store::effects::Resolution`, `store::admin`).
+
+use std::fmt;
+use std::str::FromStr;
+
+use sqlx::encode::IsNull;
+use sqlx::error::BoxDynError;
+use sqlx::postgres::{PgArgumentBuffer, PgHasArrayType, PgTypeInfo, PgValueRef};
+use sqlx::{Decode, Encode, Postgres, Type};
+
+/// An enum stored as one of a fixed set of texts: `as_str`, `ALL`, `FromStr`, `Display`
+/// and the sqlx mapping to and from `text` (no PostgreSQL enum type: adding a value is
+/// a CHECK change, never a type change, and poolers see plain text).
+macro_rules! text_states {
+    ($(#[$meta:meta])* pub enum $name:ident { $($(#[$variant_meta:meta])* $variant:ident => $text:literal,)+ }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum $name {
+            $($(#[$variant_meta])* $variant,)+
+        }
+
+        impl $name {
+            /// Every value, in the order they are reported.
+            pub const ALL: &'static [Self] = &[$(Self::$variant,)+];
+
+            /// As stored.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $text,)+
+                }
+            }
+
+            /// Every value as stored, in order.
+            pub fn names() -> impl Iterator<Item = &'static str> {
+                Self::ALL.iter().map(|value| value.as_str())
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = UnknownState;
+
+            fn from_str(text: &str) -> Result<Self, Self::Err> {
+                match text {
+                    $($text => Ok(Self::$variant),)+
+                    _ => Err(UnknownState {
+                        kind: stringify!($name),
+                        value: text.to_owned(),
+                        expected: Self::names().collect::<Vec<_>>().join(", "),
+                    }),
+                }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl Type<Postgres> for $name {
+            fn type_info() -> PgTypeInfo {
+                <&str as Type<Postgres>>::type_info()
+            }
+
+            fn compatible(ty: &PgTypeInfo) -> bool {
+                <&str as Type<Postgres>>::compatible(ty)
+            }
+        }
+
+        impl PgHasArrayType for $name {
+            fn array_type_info() -> PgTypeInfo {
+                <&str as PgHasArrayType>::array_type_info()
+            }
+
+            fn array_compatible(ty: &PgTypeInfo) -> bool {
+                <&str as PgHasArrayType>::array_compatible(ty)
+            }
+        }
+
+        impl Encode<'_, Postgres> for $name {
+            fn encode_by_ref(&self, buf: &mut PgArgumentBuffer) -> Result<IsNull, BoxDynError> {
+                <&str as Encode<Postgres>>::encode(self.as_str(), buf)
+            }
+        }
+
+        impl<'r> Decode<'r, Postgres> for $name {
+            fn decode(value: PgValueRef<'r>) -> Result<Self, BoxDynError> {
+                let text = <&str as Decode<Postgres>>::decode(value)?;
+                Ok(text.parse()?)
+            }
+        }
+    };
+}
+
+/// A stored text that names no value of its kind (a row written by a newer version).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{value:?} is not a {kind} (expected one of {expected})")]
+pub struct UnknownState {
+    /// Which kind of state.
+    pub kind: &'static str,
+    /// What was stored.
+    pub value: String,
+    /// The values there are.
+    pub expected: String,
+}
+
+text_states! {
+    /// Where a receipt stands (`receipts.status`).
+    pub enum ReceiptStatus {
+        /// Waiting for a worker: claimable, leased, or waiting out a retry delay.
+        Pending => "pending",
+        /// Its transition committed (or it was judged a duplicate, ignored, or closed).
+        Done => "done",
+        /// A permanent inconsistency: a person must look.
+        Quarantined => "quarantined",
+        /// Attempts exhausted, or failed by an operator.
+        Failed => "failed",
+    }
+}
+
+impl ReceiptStatus {
+    /// The statuses that need a person (the alert's, and `receipts close`'s).
+    pub const NEEDS_A_PERSON: &'static [Self] = &[Self::Failed, Self::Quarantined];
+}
+
+text_states! {
+    /// How a done receipt ended (`receipts.outcome`).
+    pub enum ReceiptOutcome {
+        /// The business transition happened.
+        Applied => "applied",
+        /// The business key says it had happened already.
+        Duplicate => "duplicate",
+        /// Nothing to do: outside the handler's domain, or closed by an operator.
+        Ignored => "ignored",
+    }
+}
+
+text_states! {
+    /// Where an effect stands (`effects.status`).
+    pub enum EffectStatus {
+        /// To be delivered (first, or again after a retry delay).
+        Pending => "pending",
+        /// A delivery is in progress (its attempt is committed before the request).
+        InFlight => "in_flight",
+        /// The sink confirmed it.
+        Completed => "completed",
+        /// The sink refused it: a verdict, not a timeout.
+        Failed => "failed",
+        /// Its outcome is unknown; it is being reconciled.
+        Uncertain => "uncertain",
+        /// A person must decide.
+        Review => "review",
+        /// Given up by an operator.
+        Abandoned => "abandoned",
+    }
+}
+
+impl EffectStatus {
+    /// Still to happen, or waiting for a person: gauged (their counts are cheap, through
+    /// the status index; the finished ones grow with retention).
+    pub const OPEN: &'static [Self] =
+        &[Self::Pending, Self::InFlight, Self::Uncertain, Self::Review];
+
+    /// Final: no transition leaves them, so purge may remove them with their receipt.
+    pub const CLOSED: &'static [Self] = &[Self::Completed, Self::Abandoned];
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_state_round_trips_through_its_text_and_nothing_else_parses() {
+        for status in EffectStatus::ALL {
+            assert_eq!(status.as_str().parse::<EffectStatus>(), Ok(*status));
+        }
+        for status in ReceiptStatus::ALL {
+            assert_eq!(status.as_str().parse::<ReceiptStatus>(), Ok(*status));
+        }
+        for outcome in ReceiptOutcome::ALL {
+            assert_eq!(outcome.as_str().parse::<ReceiptOutcome>(), Ok(*outcome));
+        }
+        let unknown = "in-flight"
+            .parse::<EffectStatus>()
+            .expect_err("not a status");
+        assert!(
+            unknown
+                .to_string()
+                .contains("expected one of pending, in_flight"),
+            "{unknown}"
+        );
+        assert_eq!(
+            serde_json::to_string(&EffectStatus::InFlight).expect("json"),
+            "\"in_flight\""
+        );
+    }
+
+    #[test]
+    fn open_and_closed_effect_states_do_not_overlap_and_failed_is_neither() {
+        for status in EffectStatus::OPEN {
+            assert!(!EffectStatus::CLOSED.contains(status));
+        }
+        assert!(!EffectStatus::OPEN.contains(&EffectStatus::Failed));
+        assert!(!EffectStatus::CLOSED.contains(&EffectStatus::Failed));
+    }
+}
