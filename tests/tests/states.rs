@@ -52,6 +52,30 @@ async fn the_database_allows_exactly_the_states_the_code_knows() {
     );
 }
 
+/// Operators' decisions are recorded under the actions the code names.
+#[tokio::test]
+async fn the_database_records_exactly_the_decisions_the_code_makes() {
+    use inbound_core::store::{admin, effects};
+    let database = TestDatabase::create().await;
+    assert_eq!(
+        allowed_values(&database, "effect_resolutions", "action").await,
+        names(
+            effects::Resolution::ALL
+                .iter()
+                .map(|resolution| resolution.action())
+        )
+    );
+    assert_eq!(
+        allowed_values(&database, "receipt_resolutions", "action").await,
+        names(
+            admin::PendingResolution::ALL
+                .iter()
+                .map(|resolution| resolution.action())
+                .chain([admin::CLOSE_ACTION])
+        )
+    );
+}
+
 /// The text between a `## title` heading and the next one.
 fn section<'a>(document: &'a str, title: &str) -> &'a str {
     let start = document

@@ -519,7 +519,14 @@ pub enum PendingResolution {
     Fail,
 }
 
+/// The `receipt_resolutions.action` of [`close`].
+pub const CLOSE_ACTION: &str = "close";
+
 impl PendingResolution {
+    /// Every resolution of a pending receipt (`receipt_resolutions.action` allows their
+    /// actions and [`CLOSE_ACTION`]).
+    pub const ALL: &'static [Self] = &[Self::Quarantine, Self::Fail];
+
     /// The `receipt_resolutions.action`.
     pub fn action(self) -> &'static str {
         match self {
@@ -644,7 +651,7 @@ pub async fn close(
                 sqlx::query(
                     "WITH logged AS (
                          INSERT INTO receipt_resolutions (receipt_id, previous_status, action, resolved_by, reason)
-                         VALUES ($1, $2, 'close', $3, $4)
+                         VALUES ($1, $2, $5, $3, $4)
                      )
                      UPDATE receipts
                      SET status = 'done', outcome = 'ignored',
@@ -655,6 +662,7 @@ pub async fn close(
                 .bind(status)
                 .bind(closed_by)
                 .bind(reason)
+                .bind(CLOSE_ACTION)
                 .execute(&mut *transaction)
                 .await?;
             }

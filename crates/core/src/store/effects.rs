@@ -664,6 +664,9 @@ pub enum Resolution {
 }
 
 impl Resolution {
+    /// Every resolution (`effect_resolutions.action` allows exactly their actions).
+    pub const ALL: &'static [Self] = &[Self::Completed, Self::Retry, Self::Abandon];
+
     /// The recorded action name.
     pub fn action(self) -> &'static str {
         match self {
