@@ -1,7 +1,7 @@
 //! Provider signature verifiers over the raw body bytes, and the matching signers.
 //!
 //! Each provider module is a pair of pure functions, `verify` and `sign`, over plain data.
-//! Every comparison of a computed MAC with a received one is constant-time ([`mac`]), and
+//! Every comparison of a computed MAC with a received one is constant-time (`mac`), and
 //! an integration's several secrets (rotation) are all tried: any one that matches
 //! verifies. Errors say which check failed so operators can read the log; the ingress
 //! answers all of them with the same opaque 401.

@@ -8,6 +8,15 @@
 //! - [`group_commit`]: concurrent receipts committed together, one statement per batch.
 //! - [`reply`]: every outcome, mapped to its status and body in one place.
 //! - [`telemetry`]: metric names, HELP text and buckets.
+//!
+//! # Errors
+//!
+//! Every outcome of a request is a [`reply::Reply`] variant, mapped to its status and
+//! body in one place. What went wrong inside (a verifier's reason, the database's error,
+//! a body read failure: `body::BodyError`, `group_commit::CommitError`) goes to the
+//! request's log line as `reason`, never into the body (401 and 403 say nothing more; 400
+//! says which rule). `anyhow` is used only at start-up, where the context chain is
+//! printed once and the process exits 1.
 
 pub mod app;
 pub mod args;

@@ -9,6 +9,14 @@
 //! - [`signals`]: SIGTERM/SIGINT as a future.
 //! - [`sessions`]: the start-up check that `--db-pooler` matches the database URL.
 //! - [`failpoint`]: crash points for the crash-table tests (feature `failpoints`).
+//!
+//! # Errors
+//!
+//! Start-up failures (binding, the recorder, a session check that cannot run) are
+//! `anyhow` errors with context, printed once by [`process`] before exit 1. A session
+//! check that finds the wrong pooler mode is a refusal naming the fix, which drains the
+//! process. A connection's own failure (a slow or broken client) is logged and costs only
+//! that connection.
 
 pub mod args;
 pub mod failpoint;

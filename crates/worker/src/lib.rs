@@ -14,6 +14,19 @@
 //! - [`backoff`]: exponential backoff with jitter.
 //! - [`gauges`]: queue gauges refreshed from index-backed queries.
 //! - [`telemetry`]: metric names, HELP text and buckets.
+//!
+//! # Errors
+//!
+//! - `anyhow` only at the process's edge ([`main`], [`Worker::builder`]): start-up
+//!   failures (configuration, routes no handler takes, the pool, the ops port) with their
+//!   context, printed once, exit 1.
+//! - In the loops an error is a value that decides a fate, never a string passed along:
+//!   a handler's `HandlerError` or a database error rolls the batch back and retries the
+//!   receipt with backoff (`transient`); a `Transition::Quarantine` is permanent; the
+//!   dispatcher's `Delivery` and `Reconciliation` classify every answer and failure of a
+//!   sink, and [`dispatcher::recorder::NotRecorded`] crosses from the recorder task.
+//! - What reaches people: one log line per attempt or step with the ids and the error,
+//!   and the bounded `last_error` / `outcome_reason` of the row (`inboundctl show`).
 
 pub mod app;
 pub mod args;

@@ -132,7 +132,7 @@ struct ClaimRow {
 /// Claims visible receipts in one statement, leasing them for `lease`, within `limits`;
 /// `integrations`, when given, pins the claim to those integrations. A visible receipt
 /// whose attempts are spent is failed in the same statement instead (a crash loop ends).
-/// The payloads are read afterwards ([`stored_payloads`]), so that no payload can fail the
+/// The payloads are read afterwards (`stored_payloads`), so that no payload can fail the
 /// claim itself.
 pub async fn claim_batch(
     conn: &mut PgConnection,

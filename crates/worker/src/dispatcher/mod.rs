@@ -32,7 +32,7 @@ use inbound_core::store::effects::{
 };
 use inbound_service::failpoint;
 
-use self::recorder::{Recorded, Recorder};
+use self::recorder::{NotRecorded, Recorded, Recorder};
 use self::sinks::SinkPermit;
 use crate::Worker;
 use crate::backoff::retry_delay;
@@ -253,7 +253,7 @@ async fn record_step(
         effect,
         decision,
         outcome,
-        recorded.map_err(|error| error.to_string()),
+        recorded.map_err(NotRecorded::from),
         started,
         None,
     )

@@ -1,6 +1,6 @@
 //! Group commit for delivery outcomes. Each delivery task hands the end of its attempt to
 //! one recorder task and waits for the answer; the recorder writes everything waiting in
-//! one fenced statement ([`store::finish_deliveries`]) and answers each task. An idle
+//! one fenced statement ([`store::effects::finish_deliveries`]) and answers each task. An idle
 //! recorder takes a lone outcome at once (no timer), so an outcome waits at most for the
 //! statement already in flight — the "remote success, not yet recorded" window stays
 //! the length of one short statement.
@@ -26,7 +26,25 @@ const MAX_BATCH: usize = 256;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Whether an outcome was recorded: `Ok(false)` when its lease was lost.
-pub type Recorded = Result<bool, String>;
+pub type Recorded = Result<bool, NotRecorded>;
+
+/// Why an outcome was not recorded (it crosses from the recorder task to the delivery
+/// task: a type, not a string; the database error is shared by every outcome it failed).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum NotRecorded {
+    /// The database refused or was unavailable until the outcome's deadline.
+    #[error("{0}")]
+    Database(std::sync::Arc<sqlx::Error>),
+    /// The recorder task is gone (the worker is shutting down).
+    #[error("the recorder has stopped")]
+    Stopped,
+}
+
+impl From<sqlx::Error> for NotRecorded {
+    fn from(error: sqlx::Error) -> Self {
+        Self::Database(std::sync::Arc::new(error))
+    }
+}
 
 struct Waiting {
     outcome: FinishedDelivery,
@@ -70,10 +88,8 @@ impl Recorder {
         self.sender
             .send(waiting)
             .await
-            .map_err(|_| "the recorder has stopped".to_owned())?;
-        answer
-            .await
-            .unwrap_or_else(|_| Err("the recorder has stopped".to_owned()))
+            .map_err(|_| NotRecorded::Stopped)?;
+        answer.await.unwrap_or(Err(NotRecorded::Stopped))
     }
 }
 
@@ -106,9 +122,10 @@ async fn write_until_deadlines(pool: &PgPool, mut waiting: Vec<Waiting>) {
         let (late, rest): (Vec<Waiting>, Vec<Waiting>) = waiting
             .into_iter()
             .partition(|one| one.deadline <= now + pause);
+        let error = NotRecorded::from(error);
         for one in late {
             tracing::warn!(effect_id = one.outcome.effect_id, %error, "could not record a delivery outcome before its in-flight lease ends");
-            one.answer(Err(error.to_string()));
+            one.answer(Err(error.clone()));
         }
         waiting = rest;
         if waiting.is_empty() {
@@ -132,7 +149,7 @@ async fn write_one_by_one(pool: &PgPool, waiting: Vec<Waiting>) -> Vec<Waiting> 
             Err(error) if store::is_unavailability(&error) => unavailable.push(one),
             Err(error) => {
                 tracing::warn!(effect_id = one.outcome.effect_id, %error, "the database refused this delivery outcome");
-                one.answer(Err(error.to_string()));
+                one.answer(Err(error.into()));
             }
         }
     }
