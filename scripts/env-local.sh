@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Sourced by run-local.sh and demo.sh: creates .env.local with fresh example secrets on
-# first use (and adds any a newer example config needs), then exports them for
-# config/example.toml.
+# Sourced by run-local.sh and scratch-stack.sh (and through it by demo.sh and
+# check-metrics.sh): creates .env.local with fresh example secrets on first use (and adds
+# any a newer example config needs), then exports them for config/example.toml.
 
 random_hex() { head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
 if [ ! -f .env.local ]; then

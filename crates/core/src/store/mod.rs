@@ -1,8 +1,12 @@
 //! All SQL, and the embedded migrations.
 //!
-//! Functions take a `&mut PgConnection` (or an executor) and never commit on the caller's
-//! behalf except where a single autocommitted statement *is* the unit of work, as with
-//! [`receipts::insert_receipt`]. No function holds a transaction across a network call.
+//! Functions take a `&mut PgConnection` (or an executor). Those on the hot paths never
+//! commit on the caller's behalf, except where a single autocommitted statement *is* the
+//! unit of work ([`receipts::insert_receipts`], a claim); the worker owns the business
+//! transaction they run in. An operator's decision is its own unit of work: it opens and
+//! commits a transaction on the given connection, all ids or none
+//! ([`admin::replay`], [`admin::close`], [`admin::resolve_pending`],
+//! [`effects::resolve`]). No function holds a transaction across a network call.
 //!
 //! - [`receipts`]: acceptance at the ingress.
 //! - [`queue`]: claiming with leases, the fenced start of a business transaction, and
