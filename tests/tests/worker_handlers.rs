@@ -730,18 +730,12 @@ async fn a_worker_whose_lease_was_taken_over_cannot_complete() {
     // A's late bookkeeping is fenced too.
     let mut connection = pool.acquire().await.expect("conn");
     assert!(
-        !queue::release_for_retry(
-            &mut connection,
-            stale.receipt_id,
-            stale.lease_token,
-            Duration::ZERO,
-            "late"
-        )
-        .await
-        .expect("query")
+        !queue::release_for_retry(&mut connection, stale.lease(), Duration::ZERO, "late")
+            .await
+            .expect("query")
     );
     assert!(
-        !queue::fail_exhausted(&mut connection, stale.receipt_id, stale.lease_token, "late")
+        !queue::fail_exhausted(&mut connection, stale.lease(), "late")
             .await
             .expect("query")
     );

@@ -59,6 +59,40 @@ impl fmt::Display for EventId {
     }
 }
 
+/// A lease's fencing token: one sequence for every claim of a receipt or an effect, never
+/// reused, so a worker that lost its lease (and any earlier life of the row before a
+/// replay) can never match it. A type of its own so that it is never passed where an id
+/// is meant, or the other way round.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, sqlx::Type,
+)]
+#[sqlx(transparent)]
+#[serde(transparent)]
+pub struct LeaseToken(i64);
+
+impl LeaseToken {
+    /// The token as stored.
+    pub fn get(self) -> i64 {
+        self.0
+    }
+}
+
+impl fmt::Display for LeaseToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// A claimed receipt and the token its claim holds: what fences the business
+/// transaction and every statement after a failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReceiptLease {
+    /// `receipts.id`.
+    pub receipt_id: i64,
+    /// The claim's token.
+    pub token: LeaseToken,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

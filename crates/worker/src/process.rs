@@ -18,6 +18,7 @@ use std::time::Instant;
 
 use inbound_core::config::{Integration, Route};
 use inbound_core::handlers::{Handler, HandlerError, HandlerInput, Transition};
+use inbound_core::keys::ReceiptLease;
 use inbound_core::store::effects::{self, SourceEvent};
 use inbound_core::store::queue::{self, ClaimedReceipt, Finish, Finished, StoredPayload};
 use inbound_service::failpoint;
@@ -220,10 +221,7 @@ async fn transitions_together(
     transaction: &mut PgConnection,
     batch: &[ClaimedReceipt],
 ) -> Result<Vec<Result<Transition, Abort>>, Abort> {
-    let leases: Vec<(i64, i64)> = batch
-        .iter()
-        .map(|claimed| (claimed.receipt_id, claimed.lease_token))
-        .collect();
+    let leases: Vec<ReceiptLease> = batch.iter().map(ClaimedReceipt::lease).collect();
     let fenced: HashSet<i64> = queue::take_fenced_all(transaction, &leases)
         .await?
         .into_iter()
@@ -309,7 +307,7 @@ async fn apply_one(
     claimed: &ClaimedReceipt,
 ) -> Result<Transition, Abort> {
     let route = resolve(worker, claimed)?;
-    if !queue::take_fenced(transaction, claimed.receipt_id, claimed.lease_token).await? {
+    if !queue::take_fenced(transaction, claimed.lease()).await? {
         return Err(Abort::LeaseLost);
     }
     failpoint::hit("worker_in_business_tx");
@@ -514,23 +512,10 @@ async fn record_failure(worker: &Worker, claimed: &ClaimedReceipt, error: String
     );
     let recorded = match inbound_service::process_metrics::acquire(&worker.pool).await {
         Ok(mut connection) if exhausted => {
-            queue::fail_exhausted(
-                &mut connection,
-                claimed.receipt_id,
-                claimed.lease_token,
-                &error,
-            )
-            .await
+            queue::fail_exhausted(&mut connection, claimed.lease(), &error).await
         }
         Ok(mut connection) => {
-            queue::release_for_retry(
-                &mut connection,
-                claimed.receipt_id,
-                claimed.lease_token,
-                delay,
-                &error,
-            )
-            .await
+            queue::release_for_retry(&mut connection, claimed.lease(), delay, &error).await
         }
         Err(acquire_error) => Err(acquire_error),
     };

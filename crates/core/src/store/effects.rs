@@ -7,6 +7,7 @@ use sqlx::PgConnection;
 
 use crate::effects::MAX_STEP_DELAY;
 use crate::handlers::EffectIntent;
+use crate::keys::LeaseToken;
 use crate::states::EffectStatus;
 
 /// The source event an effect carries (`event` in the sink request).
@@ -105,7 +106,7 @@ pub struct ClaimedEffect {
     /// Delivery attempts so far, including the one the claim began.
     pub attempts: i32,
     /// The fencing token of this claim.
-    pub lease_token: i64,
+    pub lease_token: LeaseToken,
     /// Seconds since the first delivery attempt began (0 before any).
     pub first_attempt_age_secs: f64,
     /// Some attempt may have reached the sink.
@@ -272,7 +273,7 @@ pub struct FinishedDelivery {
     /// The effect.
     pub effect_id: i64,
     /// The fencing token of the claim that began the attempt.
-    pub lease_token: i64,
+    pub lease_token: LeaseToken,
     /// The attempt number (its history row is closed).
     pub attempt: i32,
     /// The effect status to write.
@@ -296,7 +297,7 @@ pub async fn finish_deliveries(
     finished: &[FinishedDelivery],
 ) -> Result<Vec<i64>, sqlx::Error> {
     let ids: Vec<i64> = finished.iter().map(|one| one.effect_id).collect();
-    let tokens: Vec<i64> = finished.iter().map(|one| one.lease_token).collect();
+    let tokens: Vec<LeaseToken> = finished.iter().map(|one| one.lease_token).collect();
     let attempts: Vec<i32> = finished.iter().map(|one| one.attempt).collect();
     let statuses: Vec<EffectStatus> = finished.iter().map(|one| one.status).collect();
     let delays: Vec<i64> = finished
@@ -368,7 +369,7 @@ pub enum StepKind {
 pub async fn record_step(
     conn: &mut PgConnection,
     effect_id: i64,
-    lease_token: i64,
+    lease_token: LeaseToken,
     kind: StepKind,
     record: &StepRecord<'_>,
 ) -> Result<bool, sqlx::Error> {

@@ -6,6 +6,7 @@
 //! one sequence (so a receipt's token only grows, across replays too); every later write
 //! about that attempt names the token, and a stale one matches no row.
 
+use crate::keys::{LeaseToken, ReceiptLease};
 use crate::states::{ReceiptOutcome, ReceiptStatus};
 use std::collections::HashMap;
 use std::time::Duration;
@@ -22,7 +23,7 @@ pub struct ClaimedReceipt {
     /// `receipts.id`.
     pub receipt_id: i64,
     /// The fencing token of this attempt.
-    pub lease_token: i64,
+    pub lease_token: LeaseToken,
     /// Attempts including this one.
     pub attempts: i32,
     /// Whether the row was taken over from a holder whose lease expired.
@@ -43,6 +44,16 @@ pub struct ClaimedReceipt {
     pub payload_bytes: i64,
     /// When the ingress committed the receipt.
     pub received_at: DateTime<Utc>,
+}
+
+impl ClaimedReceipt {
+    /// The receipt and the token this claim holds.
+    pub fn lease(&self) -> ReceiptLease {
+        ReceiptLease {
+            receipt_id: self.receipt_id,
+            token: self.lease_token,
+        }
+    }
 }
 
 impl ClaimedReceipt {
@@ -117,7 +128,7 @@ pub struct ClaimLimits {
 struct ClaimRow {
     exhausted: bool,
     receipt_id: i64,
-    lease_token: i64,
+    lease_token: LeaseToken,
     attempts: i32,
     reclaimed: bool,
     integration: String,
@@ -309,13 +320,12 @@ pub fn cannot_render_a_row(error: &sqlx::Error) -> bool {
 /// locked until the transaction ends, so no other worker can claim it meanwhile.
 pub async fn take_fenced(
     conn: &mut PgConnection,
-    receipt_id: i64,
-    lease_token: i64,
+    lease: ReceiptLease,
 ) -> Result<bool, sqlx::Error> {
     let removed =
         sqlx::query("DELETE FROM receipt_queue WHERE receipt_id = $1 AND lease_token = $2")
-            .bind(receipt_id)
-            .bind(lease_token)
+            .bind(lease.receipt_id)
+            .bind(lease.token)
             .execute(conn)
             .await?;
     Ok(removed.rows_affected() == 1)
@@ -326,9 +336,10 @@ pub async fn take_fenced(
 /// The removed rows stay locked until the transaction ends.
 pub async fn take_fenced_all(
     conn: &mut PgConnection,
-    leases: &[(i64, i64)],
+    leases: &[ReceiptLease],
 ) -> Result<Vec<i64>, sqlx::Error> {
-    let (receipt_ids, lease_tokens): (Vec<i64>, Vec<i64>) = leases.iter().copied().unzip();
+    let receipt_ids: Vec<i64> = leases.iter().map(|lease| lease.receipt_id).collect();
+    let lease_tokens: Vec<LeaseToken> = leases.iter().map(|lease| lease.token).collect();
     sqlx::query_scalar(
         "DELETE FROM receipt_queue q
          USING unnest($1::bigint[], $2::bigint[]) AS fence(receipt_id, lease_token)
@@ -452,8 +463,7 @@ pub async fn finish_all(
 /// when the lease was already lost.
 pub async fn release_for_retry(
     conn: &mut PgConnection,
-    receipt_id: i64,
-    lease_token: i64,
+    lease: ReceiptLease,
     delay: Duration,
     error: &str,
 ) -> Result<bool, sqlx::Error> {
@@ -468,8 +478,8 @@ pub async fn release_for_retry(
          UPDATE receipts r SET attempts = released.attempts, last_error = $4
          FROM released WHERE r.id = released.receipt_id",
     )
-    .bind(receipt_id)
-    .bind(lease_token)
+    .bind(lease.receipt_id)
+    .bind(lease.token)
     .bind(i64::try_from(delay.as_millis()).unwrap_or(i64::MAX))
     .bind(error)
     .execute(conn)
@@ -481,8 +491,7 @@ pub async fn release_for_retry(
 /// statement. `false` when the lease was already lost.
 pub async fn fail_exhausted(
     conn: &mut PgConnection,
-    receipt_id: i64,
-    lease_token: i64,
+    lease: ReceiptLease,
     error: &str,
 ) -> Result<bool, sqlx::Error> {
     let updated = sqlx::query(
@@ -494,8 +503,8 @@ pub async fn fail_exhausted(
          SET status = 'failed', attempts = removed.attempts, last_error = $3, finished_at = now()
          FROM removed WHERE r.id = removed.receipt_id",
     )
-    .bind(receipt_id)
-    .bind(lease_token)
+    .bind(lease.receipt_id)
+    .bind(lease.token)
     .bind(error)
     .execute(conn)
     .await?;
