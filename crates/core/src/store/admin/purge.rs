@@ -1,0 +1,93 @@
+//! Retention: payloads of done receipts, then their key rows, in bounded batches that
+//! lock with SKIP LOCKED (purge runs beside the workers), never a receipt with an effect
+//! that is not closed; and the dry run that counts what a purge would remove.
+
+use sqlx::PgConnection;
+
+/// What a purge with these ages would remove now: payloads dropped and receipt rows
+/// (keys) deleted, by the same rules as the batches below (a dry run; it reads the done
+/// receipts through the finished-at index).
+pub async fn purge_preview(
+    conn: &mut PgConnection,
+    payload_days: u32,
+    key_days: Option<u32>,
+) -> Result<(i64, i64), sqlx::Error> {
+    sqlx::query_as(
+        "SELECT
+             (SELECT count(*) FROM receipts r
+              WHERE r.status = 'done' AND r.payload IS NOT NULL
+                AND r.finished_at < now() - make_interval(days => $1)
+                AND NOT EXISTS (SELECT 1 FROM effects e WHERE e.receipt_id = r.id
+                                AND e.status NOT IN ('completed', 'abandoned'))),
+             (SELECT count(*) FROM receipts r
+              WHERE $2::int IS NOT NULL AND r.status = 'done'
+                AND r.finished_at < now() - make_interval(days => $2)
+                AND NOT EXISTS (SELECT 1 FROM effects e WHERE e.receipt_id = r.id
+                                AND e.status NOT IN ('completed', 'abandoned')))",
+    )
+    .bind(i32::try_from(payload_days).unwrap_or(i32::MAX))
+    .bind(key_days.map(|days| i32::try_from(days).unwrap_or(i32::MAX)))
+    .fetch_one(conn)
+    .await
+}
+
+/// Drops the payloads of up to `batch` done receipts finished more than `days` ago, except
+/// those with an effect that is not closed (as [`purge_keys_batch`]); returns how many.
+/// Call until it returns less than `batch`.
+pub async fn purge_payloads_batch(
+    conn: &mut PgConnection,
+    days: u32,
+    batch: i64,
+) -> Result<u64, sqlx::Error> {
+    let purged = sqlx::query(
+        "WITH old AS MATERIALIZED (
+             SELECT r.id FROM receipts r
+             WHERE r.status = 'done' AND r.payload IS NOT NULL
+               AND r.finished_at < now() - make_interval(days => $1)
+               -- The person deciding about an open effect reads the event behind it.
+               AND NOT EXISTS (
+                   SELECT 1 FROM effects e
+                   WHERE e.receipt_id = r.id AND e.status NOT IN ('completed', 'abandoned')
+               )
+             ORDER BY r.finished_at LIMIT $2
+             FOR UPDATE OF r SKIP LOCKED
+         )
+         UPDATE receipts r SET payload = NULL FROM old WHERE r.id = old.id",
+    )
+    .bind(i32::try_from(days).unwrap_or(i32::MAX))
+    .bind(batch)
+    .execute(conn)
+    .await?;
+    Ok(purged.rows_affected())
+}
+
+/// Deletes up to `batch` done receipt rows (their keys) finished more than `days` ago,
+/// keeping any with an effect that is not closed — closed means `completed`, or
+/// `abandoned` by an operator; a `failed` effect stays (an operator may still retry
+/// it), and so does one in review. Both closed states are final (no transition leaves
+/// them), so what this statement saw cannot be reopened before the delete; the cascade
+/// deletes only closed effects and their history. Returns how many.
+pub async fn purge_keys_batch(
+    conn: &mut PgConnection,
+    days: u32,
+    batch: i64,
+) -> Result<u64, sqlx::Error> {
+    let purged = sqlx::query(
+        "WITH old AS MATERIALIZED (
+             SELECT r.id FROM receipts r
+             WHERE r.status = 'done' AND r.finished_at < now() - make_interval(days => $1)
+               AND NOT EXISTS (
+                   SELECT 1 FROM effects e
+                   WHERE e.receipt_id = r.id AND e.status NOT IN ('completed', 'abandoned')
+               )
+             ORDER BY r.finished_at LIMIT $2
+             FOR UPDATE SKIP LOCKED
+         )
+         DELETE FROM receipts r USING old WHERE r.id = old.id",
+    )
+    .bind(i32::try_from(days).unwrap_or(i32::MAX))
+    .bind(batch)
+    .execute(conn)
+    .await?;
+    Ok(purged.rows_affected())
+}
