@@ -286,12 +286,34 @@ async fn an_older_release_migrates_a_database_a_newer_one_already_migrated() {
         .cloned()
         .collect();
     let older = Migrator::with_migrations(older);
-    migrate(database.pool(), &older, 1)
+    let migrated = migrate(database.pool(), &older, 1)
         .await
         .expect("the older release starts against the newer schema");
+    assert_eq!(
+        migrated.newer,
+        vec![newest],
+        "it says the database is ahead"
+    );
     assert_eq!(
         applied_versions(database.pool()).await.last(),
         Some(&newest),
         "the newer migration stays"
+    );
+
+    // An unknown version *among* the known ones is not a newer release's: a migration
+    // renumbered or removed, or another history in the schema. Refused.
+    let holed: Vec<_> = migrator
+        .iter()
+        .filter(|migration| migration.version != 2)
+        .cloned()
+        .collect();
+    let refused = migrate(database.pool(), &Migrator::with_migrations(holed), 1)
+        .await
+        .expect_err("a hole in the history");
+    assert!(
+        refused
+            .to_string()
+            .contains("holds migration 2, which this release does not know"),
+        "{refused}"
     );
 }

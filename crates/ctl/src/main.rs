@@ -414,6 +414,13 @@ async fn migrate(
         out!("moved inbound's tables from schema {from} into {schema}");
     }
     out!("migrations applied (schema {schema})");
+    if !migrated.newer.is_empty() {
+        let newer: Vec<String> = migrated.newer.iter().map(i64::to_string).collect();
+        out!(
+            "the database is ahead of this release (migrations {} of a newer one): left as they are",
+            newer.join(", ")
+        );
+    }
     let mut business_schemas = options.grant_schemas;
     if options.example {
         inbound_example::migrate(&connect_options)

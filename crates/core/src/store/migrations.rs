@@ -60,6 +60,9 @@ impl From<sqlx::Error> for MigrationError {
 pub struct Migrated {
     /// The schema a pre-schema installation was moved from.
     pub moved_from: Option<String>,
+    /// Applied migrations newer than this release knows (a newer release migrated the
+    /// database): left as they are.
+    pub newer: Vec<i64>,
 }
 
 /// Applies every pending migration of inbound's own into `schema` (creating it), after
@@ -175,6 +178,8 @@ async fn migrate_locked(
     migrator.set_locking(false);
     // A database migrated by a newer release (a rollback, or an older pod started
     // during a rollout): its extra migrations only added, so this release runs on it.
+    // Only *newer* unknown versions are let through (checked below, once the history's
+    // schema is known): an unknown version among the known ones is refused.
     migrator.set_ignore_missing(true);
     migrator.dangerous_set_table_name(Cow::Owned(plan.schema.qualify("_sqlx_migrations")));
     let mut migrated = Migrated::default();
@@ -196,6 +201,7 @@ async fn migrate_locked(
             plan.schema
         )));
     }
+    migrated.newer = newer_migrations(connection, plan, &migrator).await?;
     // Concurrent builds wait for older transactions to end, which blocks no one: no lock
     // timeout for them (a long report or pg_dump would otherwise fail them).
     set_lock_timeout(connection, Duration::ZERO).await?;
@@ -214,6 +220,51 @@ async fn migrate_locked(
             .await?;
     }
     Ok(migrated)
+}
+
+/// The applied versions this release does not know, all newer than every one it knows (a
+/// newer release migrated the database). An unknown version below the newest known one
+/// means a migration was renumbered or removed, or the schema holds another history:
+/// refused, as sqlx would without `ignore_missing`.
+async fn newer_migrations(
+    connection: &mut PgConnection,
+    plan: &Plan<'_>,
+    migrator: &Migrator,
+) -> Result<Vec<i64>, MigrationError> {
+    let table = plan.schema.qualify("_sqlx_migrations");
+    let exists: bool = sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")
+        .bind(&table)
+        .fetch_one(&mut *connection)
+        .await?;
+    if !exists {
+        return Ok(Vec::new());
+    }
+    let applied: Vec<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT version FROM {table} ORDER BY version"
+    )))
+    .fetch_all(&mut *connection)
+    .await?;
+    let newest_known = migrator
+        .iter()
+        .map(|migration| migration.version)
+        .max()
+        .unwrap_or(0);
+    let unknown: Vec<i64> = applied
+        .into_iter()
+        .filter(|version| {
+            migrator
+                .iter()
+                .all(|migration| migration.version != *version)
+        })
+        .collect();
+    if let Some(hole) = unknown.iter().find(|version| **version <= newest_known) {
+        return Err(MigrationError::Refused(format!(
+            "{table} holds migration {hole}, which this release does not know although it knows \
+             later ones: a migration was renumbered or removed, or the schema holds another \
+             history"
+        )));
+    }
+    Ok(unknown)
 }
 
 /// Creates `schema` only when it does not exist: `CREATE SCHEMA IF NOT EXISTS` needs the

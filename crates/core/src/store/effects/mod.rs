@@ -1,7 +1,7 @@
 //! Effects, by concern. This module: intents, written in the business transaction and
 //! keyed by a UNIQUE operation key derived from the business key, so one business
 //! operation has at most one intent. [`dispatch`]: the dispatcher's claim and its fenced
-//! records; [`counts`](self::counts): the gauges; [`operate`]: what operators read and
+//! records; [`counts`](mod@counts): the gauges; [`operate`]: what operators read and
 //! decide.
 //! Everything is re-exported here, so callers name `store::effects::…`.
 
