@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 
 use arbitrary::Arbitrary;
 use inbound_core::config::Config;
-use inbound_core::event::{self, Delivery};
+use inbound_core::event::{self, Extracted};
 use inbound_core::headers::Headers;
 use libfuzzer_sys::fuzz_target;
 
@@ -76,7 +76,7 @@ fuzz_target!(|delivered: Delivered<'_>| {
         })
         .collect();
     for integration in config().integrations() {
-        if let Ok(Delivery::Event(event)) = event::extract(integration, &headers, delivered.body) {
+        if let Ok(Extracted::Event(event)) = event::extract(integration, &headers, delivered.body) {
             assert!(!event.event_id.as_str().is_empty());
             serde_json::from_str::<serde_json::Value>(event.payload_json)
                 .expect("an accepted payload is JSON");

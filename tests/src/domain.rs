@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use inbound_core::config::Config;
-use inbound_core::event::{self, Delivery};
+use inbound_core::event::{self, Extracted};
 use inbound_core::handlers::Registry;
 use inbound_core::headers::Headers;
 use inbound_core::store;
@@ -158,7 +158,7 @@ pub async fn accept_routed(
     body: &str,
 ) -> Option<Option<i64>> {
     let integration = config.integration(integration).expect("integration");
-    let Ok(Delivery::Event(event)) =
+    let Ok(Extracted::Event(event)) =
         event::extract(integration, &Headers::default(), body.as_bytes())
     else {
         panic!("fixture event does not extract: {body}");

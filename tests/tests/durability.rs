@@ -107,7 +107,7 @@ async fn the_receipt_insert_raises_a_weak_session_setting_for_its_own_commit() {
 #[tokio::test]
 async fn finishing_receipts_raises_a_weak_session_setting_for_the_business_commit() {
     use inbound_core::keys::{EventId, SourceScope};
-    use inbound_core::store::queue::{self, Finish, Finished};
+    use inbound_core::store::queue::{self, Finish, FinishedReceipt};
     use sqlx::Connection;
     let database = TestDatabase::create().await;
     let mut connection = database.pool().acquire().await.expect("connection");
@@ -130,7 +130,7 @@ async fn finishing_receipts_raises_a_weak_session_setting_for_the_business_commi
         if batch {
             queue::finish_all(
                 &mut transaction,
-                &[Finished {
+                &[FinishedReceipt {
                     receipt_id,
                     attempts: 1,
                     finish: Finish::Applied,

@@ -9,7 +9,7 @@ use std::time::Duration;
 use inbound_core::config::Config;
 use inbound_tests::TestDatabase;
 use inbound_tests::domain;
-use inbound_worker::{Step, Worker, run_once};
+use inbound_worker::{Round, Worker, run_once};
 use serde_json::{Value, json};
 
 /// The shipped example configuration's text.
@@ -234,7 +234,7 @@ async fn a_day_of_subscription_traffic_needs_no_person() {
         settings,
     ));
     for _ in 0..50 {
-        if matches!(run_once(&worker).await.expect("step"), Step::Idle) {
+        if matches!(run_once(&worker).await.expect("step"), Round::Idle) {
             let left: i64 = sqlx::query_scalar("SELECT count(*) FROM receipt_queue")
                 .fetch_one(pool)
                 .await

@@ -10,12 +10,12 @@ use inbound_example::ORDERS_MARK_PAID;
 use inbound_tests::TestDatabase;
 use inbound_tests::domain::{self, charge, invoice, payment_intent, stripe_event};
 use inbound_worker::process::{Attempt, process, process_batch};
-use inbound_worker::{Step, run_once};
+use inbound_worker::{Round, run_once};
 
 async fn step(worker: &std::sync::Arc<inbound_worker::Worker>) -> Vec<Attempt> {
     match run_once(worker).await.expect("run_once") {
-        Step::Processed(attempts) => attempts,
-        Step::Idle => Vec::new(),
+        Round::Processed(attempts) => attempts,
+        Round::Idle => Vec::new(),
     }
 }
 

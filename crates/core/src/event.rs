@@ -22,7 +22,7 @@ pub const MAX_IDENTIFIER_LEN: usize = 255;
 
 /// A verified delivery, understood.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Delivery<'body> {
+pub enum Extracted<'body> {
     /// Slack's endpoint check: answer with the challenge, store nothing.
     UrlVerification {
         /// The value to echo.
@@ -67,7 +67,7 @@ pub fn extract<'body>(
     integration: &Integration,
     headers: &Headers<'_>,
     body: &'body [u8],
-) -> Result<Delivery<'body>, ExtractError> {
+) -> Result<Extracted<'body>, ExtractError> {
     let payload_json =
         payload::check_storable(body).map_err(|unstorable| malformed(unstorable.to_string()))?;
     match integration.provider {
@@ -165,7 +165,7 @@ struct StripeFields<'a> {
 fn extract_stripe<'body>(
     integration: &Integration,
     payload_json: &'body str,
-) -> Result<Delivery<'body>, ExtractError> {
+) -> Result<Extracted<'body>, ExtractError> {
     let fields: StripeFields = parse_fields(payload_json)?;
     let event_id = required_identifier(fields.id, "event id")?;
     let event_type = required_identifier(fields.event_type, "event type")?;
@@ -184,7 +184,7 @@ fn extract_stripe<'body>(
         return Err(ExtractError::Forbidden("unexpected livemode"));
     }
     let mode = if livemode { "live" } else { "test" };
-    Ok(Delivery::Event(Event {
+    Ok(Extracted::Event(Event {
         event_id: EventId::new(event_id),
         route_keys: vec![event_type.clone()],
         event_type,
@@ -225,7 +225,7 @@ fn extract_github<'body>(
     integration: &Integration,
     headers: &Headers<'_>,
     payload_json: &'body str,
-) -> Result<Delivery<'body>, ExtractError> {
+) -> Result<Extracted<'body>, ExtractError> {
     let event_id = header_identifier(headers, "x-github-delivery", "X-GitHub-Delivery")?;
     let event_name = header_identifier(headers, "x-github-event", "X-GitHub-Event")?;
     let fields: GithubFields = parse_fields(payload_json)?;
@@ -276,7 +276,7 @@ fn extract_github<'body>(
     if event_type.len() > MAX_IDENTIFIER_LEN {
         return Err(malformed("event type is too long"));
     }
-    Ok(Delivery::Event(Event {
+    Ok(Extracted::Event(Event {
         event_id: EventId::new(event_id),
         event_type,
         route_keys,
@@ -313,12 +313,12 @@ struct SlackInnerEvent<'a> {
 fn extract_slack<'body>(
     integration: &Integration,
     payload_json: &'body str,
-) -> Result<Delivery<'body>, ExtractError> {
+) -> Result<Extracted<'body>, ExtractError> {
     let fields: SlackFields = parse_fields(payload_json)?;
     if fields.envelope_type.as_deref() == Some("url_verification") {
         // It carries no team, so no scope check applies (docs/contract.md).
         let challenge = fields.challenge.ok_or_else(|| malformed("no challenge"))?;
-        return Ok(Delivery::UrlVerification {
+        return Ok(Extracted::UrlVerification {
             challenge: challenge.into_owned(),
         });
     }
@@ -339,7 +339,7 @@ fn extract_slack<'body>(
         Some(&api_app_id),
         "unexpected app",
     )?;
-    Ok(Delivery::Event(Event {
+    Ok(Extracted::Event(Event {
         event_id: EventId::new(event_id),
         route_keys: vec![event_type.clone()],
         event_type,
@@ -358,7 +358,7 @@ fn extract_standard<'body>(
     integration: &Integration,
     headers: &Headers<'_>,
     payload_json: &'body str,
-) -> Result<Delivery<'body>, ExtractError> {
+) -> Result<Extracted<'body>, ExtractError> {
     let event_id = required_identifier(
         headers
             .get_any(&["webhook-id", "svix-id"])
@@ -367,7 +367,7 @@ fn extract_standard<'body>(
     )?;
     let fields: StandardFields = parse_fields(payload_json)?;
     let event_type = required_identifier(fields.event_type, "event type")?;
-    Ok(Delivery::Event(Event {
+    Ok(Extracted::Event(Event {
         event_id: EventId::new(event_id),
         route_keys: vec![event_type.clone()],
         event_type,

@@ -130,7 +130,7 @@ proptest! {
         let nested = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
         let text = body.to_string().replacen("\"data\":{}", &format!("\"data\":{nested}"), 1);
         match event::extract(stripe, &Headers::default(), text.as_bytes()) {
-            Ok(event::Delivery::Event(event)) => {
+            Ok(event::Extracted::Event(event)) => {
                 prop_assert_eq!(Some(event.event_id.as_str()), id.as_deref());
                 prop_assert!(depth < event::MAX_JSON_DEPTH);
             }

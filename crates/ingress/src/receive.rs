@@ -10,7 +10,7 @@ use std::sync::Arc;
 use http::request::Parts;
 use hyper::body::Incoming;
 use inbound_core::config::Integration;
-use inbound_core::event::{self, Delivery, ExtractError};
+use inbound_core::event::{self, ExtractError, Extracted};
 use inbound_core::headers::Headers;
 use inbound_core::keys::{self, EventId};
 use inbound_core::store::{InsertOutcome, NewReceipt};
@@ -68,8 +68,8 @@ pub async fn receive(
         return Reply::UnsupportedMediaType;
     }
     let event = match event::extract(integration, &headers, body) {
-        Ok(Delivery::UrlVerification { challenge }) => return Reply::Challenge(challenge),
-        Ok(Delivery::Event(event)) => event,
+        Ok(Extracted::UrlVerification { challenge }) => return Reply::Challenge(challenge),
+        Ok(Extracted::Event(event)) => event,
         Err(ExtractError::Malformed(reason)) => {
             details.reason = Some(reason.to_string());
             return Reply::Malformed(reason.into_owned());

@@ -49,7 +49,7 @@ use crate::dispatcher::sinks::SinkGates;
 
 pub use app::{WorkerBuilder, main};
 pub use args::{Role, WorkerArgs};
-pub use runner::{Step, dispatch_once, run, run_once};
+pub use runner::{Round, dispatch_once, run, run_once};
 
 /// The largest `batch_size`: a batch rerun with a savepoint per receipt stays within
 /// PostgreSQL's per-backend cache of 64 subtransactions (overflowing it slows every

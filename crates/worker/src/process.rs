@@ -20,7 +20,7 @@ use inbound_core::config::{Integration, Route};
 use inbound_core::handlers::{Handler, HandlerError, HandlerInput, Transition};
 use inbound_core::keys::ReceiptLease;
 use inbound_core::store::effects::{self, SourceEvent};
-use inbound_core::store::queue::{self, ClaimedReceipt, Finish, Finished, StoredPayload};
+use inbound_core::store::queue::{self, ClaimedReceipt, Finish, FinishedReceipt, StoredPayload};
 use inbound_service::failpoint;
 use sqlx::{Acquire, PgConnection};
 
@@ -222,7 +222,7 @@ async fn transitions_together(
     batch: &[ClaimedReceipt],
 ) -> Result<Vec<Result<Transition, Abort>>, Abort> {
     let leases: Vec<ReceiptLease> = batch.iter().map(ClaimedReceipt::lease).collect();
-    let fenced: HashSet<i64> = queue::take_fenced_all(transaction, &leases)
+    let fenced: HashSet<i64> = queue::dequeue_fenced_all(transaction, &leases)
         .await?
         .into_iter()
         .collect();
@@ -257,12 +257,12 @@ async fn transitions_together(
         }
     }
     apply_run(transaction, &mut run, &mut results).await?;
-    let finished: Vec<Finished<'_>> = batch
+    let finished: Vec<FinishedReceipt<'_>> = batch
         .iter()
         .zip(&results)
         .filter_map(|(claimed, result)| {
             let transition = result.as_ref().ok()?;
-            Some(Finished {
+            Some(FinishedReceipt {
                 receipt_id: claimed.receipt_id,
                 attempts: claimed.attempts,
                 finish: finish_of(transition),
@@ -307,7 +307,7 @@ async fn apply_one(
     claimed: &ClaimedReceipt,
 ) -> Result<Transition, Abort> {
     let route = resolve(worker, claimed)?;
-    if !queue::take_fenced(transaction, claimed.lease()).await? {
+    if !queue::dequeue_fenced(transaction, claimed.lease()).await? {
         return Err(Abort::LeaseLost);
     }
     failpoint::hit("worker_in_business_tx");

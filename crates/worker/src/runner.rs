@@ -25,9 +25,9 @@ use crate::dispatcher::sinks::SinkPermit;
 use crate::process::{Attempt, process_batch};
 use crate::telemetry::RECEIPT_ATTEMPTS_TOTAL;
 
-/// What one [`run_once`] did.
+/// What one round of [`run_once`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Step {
+pub enum Round {
     /// Receipts were claimed and processed.
     Processed(Vec<Attempt>),
     /// Nothing was claimable.
@@ -37,10 +37,10 @@ pub enum Step {
 /// Claims up to `concurrency` batches of receipts and processes the batches concurrently
 /// (for tests and tools that drive the worker step by step). Attempts come back in
 /// receipt order.
-pub async fn run_once(worker: &Arc<Worker>) -> Result<Step, sqlx::Error> {
+pub async fn run_once(worker: &Arc<Worker>) -> Result<Round, sqlx::Error> {
     let batches = claim_receipts(worker, worker.settings.concurrency).await?;
     if batches.is_empty() {
-        return Ok(Step::Idle);
+        return Ok(Round::Idle);
     }
     let mut tasks = JoinSet::new();
     for batch in batches {
@@ -55,7 +55,7 @@ pub async fn run_once(worker: &Arc<Worker>) -> Result<Step, sqlx::Error> {
     }
     let mut results = tasks.join_all().await;
     results.sort_by_key(|(first, _)| *first);
-    Ok(Step::Processed(
+    Ok(Round::Processed(
         results
             .into_iter()
             .flat_map(|(_, attempts)| attempts)

@@ -63,7 +63,7 @@ fn run<'b>(
     integration: &str,
     headers: &[(&str, &str)],
     body: &'b str,
-) -> Result<Delivery<'b>, ExtractError> {
+) -> Result<Extracted<'b>, ExtractError> {
     let config = config();
     let integration = config.integration(integration).expect("integration");
     let headers: Headers = headers
@@ -73,14 +73,14 @@ fn run<'b>(
     extract(integration, &headers, body.as_bytes())
 }
 
-fn event(delivery: Result<Delivery<'_>, ExtractError>) -> Event<'_> {
+fn event(delivery: Result<Extracted<'_>, ExtractError>) -> Event<'_> {
     match delivery {
-        Ok(Delivery::Event(event)) => event,
+        Ok(Extracted::Event(event)) => event,
         other => panic!("expected an event, got {other:?}"),
     }
 }
 
-fn is_malformed(result: Result<Delivery<'_>, ExtractError>) -> bool {
+fn is_malformed(result: Result<Extracted<'_>, ExtractError>) -> bool {
     matches!(result, Err(ExtractError::Malformed(_)))
 }
 
@@ -285,7 +285,7 @@ fn slack_url_verification_and_events() {
     );
     assert_eq!(
         challenge,
-        Ok(Delivery::UrlVerification {
+        Ok(Extracted::UrlVerification {
             challenge: "abc123".into()
         })
     );

@@ -318,7 +318,7 @@ pub fn cannot_render_a_row(error: &sqlx::Error) -> bool {
 /// The first statement of a business transaction: removes the queue row if this attempt
 /// still holds the lease. `false` means the lease was lost: roll back. The row stays
 /// locked until the transaction ends, so no other worker can claim it meanwhile.
-pub async fn take_fenced(
+pub async fn dequeue_fenced(
     conn: &mut PgConnection,
     lease: ReceiptLease,
 ) -> Result<bool, sqlx::Error> {
@@ -331,10 +331,10 @@ pub async fn take_fenced(
     Ok(removed.rows_affected() == 1)
 }
 
-/// [`take_fenced`] for a whole batch in one statement: removes each queue row whose
+/// [`dequeue_fenced`] for a whole batch in one statement: removes each queue row whose
 /// attempt still holds its lease and returns those receipt ids; the rest lost their lease.
 /// The removed rows stay locked until the transaction ends.
-pub async fn take_fenced_all(
+pub async fn dequeue_fenced_all(
     conn: &mut PgConnection,
     leases: &[ReceiptLease],
 ) -> Result<Vec<i64>, sqlx::Error> {
@@ -381,7 +381,7 @@ impl<'a> Finish<'a> {
 
 /// One receipt's terminal state for [`finish_all`].
 #[derive(Debug, Clone, Copy)]
-pub struct Finished<'a> {
+pub struct FinishedReceipt<'a> {
     /// `receipts.id`.
     pub receipt_id: i64,
     /// Attempts including the one that finished it.
@@ -390,7 +390,7 @@ pub struct Finished<'a> {
     pub finish: Finish<'a>,
 }
 
-/// Records the terminal state, inside the business transaction (after [`take_fenced`]).
+/// Records the terminal state, inside the business transaction (after [`dequeue_fenced`]).
 pub async fn finish(
     conn: &mut PgConnection,
     receipt_id: i64,
@@ -418,10 +418,10 @@ pub async fn finish(
 }
 
 /// [`finish`] for a whole batch in one statement, inside the business transaction (after
-/// [`take_fenced_all`]).
+/// [`dequeue_fenced_all`]).
 pub async fn finish_all(
     conn: &mut PgConnection,
-    finished: &[Finished<'_>],
+    finished: &[FinishedReceipt<'_>],
 ) -> Result<(), sqlx::Error> {
     let mut receipt_ids = Vec::with_capacity(finished.len());
     let mut attempts = Vec::with_capacity(finished.len());
