@@ -10,9 +10,12 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use crate::handlers;
 use crate::secret::{Secret, SecretUrl, is_reference, resolve_reference};
 use crate::verify::{Provider, decode_standard_secret};
+
+/// The handler that changes nothing locally and only carries the event to its sinks (the
+/// one route handler that may name several sinks).
+pub const FORWARD: &str = "forward";
 
 /// Default distance allowed between a signed timestamp and now.
 pub const DEFAULT_TOLERANCE_SECS: u64 = 300;
@@ -573,13 +576,13 @@ fn validate_route(
             ));
         }
     }
-    if raw.handler == handlers::FORWARD && sinks_named.is_empty() {
+    if raw.handler == FORWARD && sinks_named.is_empty() {
         return Err(invalid(
             format!("{route_path}.sink"),
             "the forward handler needs a sink to forward to",
         ));
     }
-    if raw.handler != handlers::FORWARD && sinks_named.len() > 1 {
+    if raw.handler != FORWARD && sinks_named.len() > 1 {
         return Err(invalid(
             format!("{route_path}.sinks"),
             "only forward sends to several sinks; a business handler names one",

@@ -14,6 +14,19 @@ use serde_json::{Value, json};
 use crate::secret::Secret;
 use crate::verify;
 
+/// A request to deliver something to a sink once the transition commits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EffectIntent {
+    /// Stable, derived from the business key; the Idempotency-Key sent to the sink.
+    pub operation_key: String,
+    /// The sink id.
+    pub sink: String,
+    /// What happened, e.g. `order.paid`.
+    pub kind: String,
+    /// The effect's data.
+    pub data: serde_json::Value,
+}
+
 /// The longest any effect waits before its next step, whatever a sink's `Retry-After`
 /// or the backoff says: an hour.
 pub const MAX_STEP_DELAY: Duration = Duration::from_secs(3600);

@@ -14,28 +14,18 @@ use tokio::time::Instant;
 
 use crate::body::BodyBudget;
 use crate::group_commit::GroupCommit;
-use crate::receive::{self, Details};
+pub use crate::receive::AppSettings;
+use crate::receive::{self, Details, Pipeline};
 use crate::reply::{Body, Reply};
 use crate::telemetry;
-
-/// Timing policy of the application (the server's own limits are in `ServerLimits`).
-#[derive(Debug, Clone)]
-pub struct AppSettings {
-    /// Whole-request budget: body read, verification and commit.
-    pub request_timeout: Duration,
-    /// Budget for acquiring a connection and committing the receipt.
-    pub database_timeout: Duration,
-}
 
 /// Shared state of every request.
 pub struct App {
     config: Arc<Config>,
     pool: PgPool,
-    group_commit: GroupCommit,
-    body_budget: BodyBudget,
     readiness: Readiness,
-    clock: Arc<dyn Clock>,
-    settings: AppSettings,
+    pipeline: Pipeline,
+    request_timeout: Duration,
 }
 
 impl App {
@@ -54,37 +44,15 @@ impl App {
         Self {
             config,
             pool,
-            group_commit,
-            body_budget,
             readiness,
-            clock,
-            settings,
+            request_timeout: settings.request_timeout,
+            pipeline: Pipeline::new(group_commit, body_budget, clock, settings),
         }
-    }
-
-    /// The bytes of request bodies held at once.
-    pub fn body_budget(&self) -> &BodyBudget {
-        &self.body_budget
-    }
-
-    /// Where receipts are committed.
-    pub fn group_commit(&self) -> &GroupCommit {
-        &self.group_commit
     }
 
     /// The database pool.
     pub fn pool(&self) -> &PgPool {
         &self.pool
-    }
-
-    /// The clock freshness checks read.
-    pub fn clock(&self) -> &dyn Clock {
-        self.clock.as_ref()
-    }
-
-    /// The timing policy.
-    pub fn settings(&self) -> &AppSettings {
-        &self.settings
     }
 
     /// Answers one request.
@@ -110,14 +78,22 @@ impl App {
         request: Request<Incoming>,
     ) -> Response<Body> {
         let started = Instant::now();
-        let deadline = started + self.settings.request_timeout;
+        let deadline = started + self.request_timeout;
         let mut details = Details::default();
         let integration = self.config.integration(&integration_id);
         let reply = if request.method() != Method::POST {
             Reply::MethodNotAllowed("POST")
         } else if let Some(integration) = integration {
             let (parts, body) = request.into_parts();
-            receive::receive(self, integration, &parts, body, deadline, &mut details).await
+            receive::receive(
+                &self.pipeline,
+                integration,
+                &parts,
+                body,
+                deadline,
+                &mut details,
+            )
+            .await
         } else {
             Reply::UnknownIntegration
         };

@@ -6,9 +6,11 @@
 //! committed.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use http::request::Parts;
 use hyper::body::Incoming;
+use inbound_core::clock::Clock;
 use inbound_core::config::Integration;
 use inbound_core::event::{self, ExtractError, Extracted};
 use inbound_core::headers::Headers;
@@ -18,11 +20,46 @@ use inbound_core::verify::{self, VerifyContext};
 use inbound_service::failpoint;
 use tokio::time::Instant;
 
-use crate::app::App;
-use crate::body::{self, BodyError, HeldBody};
-use crate::group_commit::CommitError;
+use crate::body::{self, BodyBudget, BodyError, HeldBody};
+use crate::group_commit::{CommitError, GroupCommit};
 use crate::reply::Reply;
 use crate::telemetry;
+
+/// The timing policy of a request.
+#[derive(Debug, Clone, Copy)]
+pub struct AppSettings {
+    /// Whole-request budget: body read, verification and commit.
+    pub request_timeout: Duration,
+    /// Budget for acquiring a connection and committing the receipt.
+    pub database_timeout: Duration,
+}
+
+/// What the pipeline needs of the process: where receipts are committed, the budget
+/// request bodies share, the clock freshness checks read, and the timing policy. The
+/// application owns one (`app::App`); the pipeline knows nothing else of it.
+pub struct Pipeline {
+    group_commit: GroupCommit,
+    body_budget: BodyBudget,
+    clock: Arc<dyn Clock>,
+    settings: AppSettings,
+}
+
+impl Pipeline {
+    /// Assembles the pipeline's parts.
+    pub fn new(
+        group_commit: GroupCommit,
+        body_budget: BodyBudget,
+        clock: Arc<dyn Clock>,
+        settings: AppSettings,
+    ) -> Self {
+        Self {
+            group_commit,
+            body_budget,
+            clock,
+            settings,
+        }
+    }
+}
 
 /// What the request log line needs besides the reply.
 #[derive(Debug, Default)]
@@ -37,14 +74,14 @@ pub struct Details {
 
 /// Runs the pipeline for one webhook request to a known integration.
 pub async fn receive(
-    app: &App,
+    pipeline: &Pipeline,
     integration: &Integration,
     parts: &Parts,
     body: Incoming,
     deadline: Instant,
     details: &mut Details,
 ) -> Reply {
-    let held = match read_body(app, parts, body, integration.max_body_bytes, deadline).await {
+    let held = match read_body(pipeline, parts, body, integration.max_body_bytes, deadline).await {
         Ok(held) => Arc::new(held),
         Err(reply) => return reply,
     };
@@ -57,7 +94,7 @@ pub async fn receive(
     let context = VerifyContext {
         secrets: &integration.secrets,
         tolerance_secs: integration.tolerance_secs,
-        now_unix_secs: app.clock().now_unix_secs(),
+        now_unix_secs: pipeline.clock.now_unix_secs(),
     };
     if let Err(error) = verify::verify(integration.provider, &headers, body, context) {
         details.reason = Some(error.to_string());
@@ -98,7 +135,7 @@ pub async fn receive(
         payload_json: event.payload_json,
         content_digest: digest.as_ref().map(|digest| &digest[..]),
     };
-    match commit_receipt(app, receipt, Arc::clone(&held), deadline).await {
+    match commit_receipt(pipeline, receipt, Arc::clone(&held), deadline).await {
         Ok(InsertOutcome::Accepted(receipt_id)) => {
             failpoint::hit("after_receipt_commit");
             Reply::Accepted(receipt_id)
@@ -147,7 +184,7 @@ fn unsupported_media(headers: &http::HeaderMap) -> Option<String> {
 
 /// Reads the whole body within the integration's limit and the in-flight budget.
 async fn read_body(
-    app: &App,
+    pipeline: &Pipeline,
     parts: &Parts,
     body: Incoming,
     limit: usize,
@@ -158,7 +195,7 @@ async fn read_body(
         .get(http::header::CONTENT_LENGTH)
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.parse::<u64>().ok());
-    let reading = body::read_body(body, declared, limit, app.body_budget());
+    let reading = body::read_body(body, declared, limit, &pipeline.body_budget);
     match tokio::time::timeout_at(deadline, reading).await {
         Err(_elapsed) => Err(Reply::RequestTimeout),
         Ok(Ok(held)) => Ok(held),
@@ -176,13 +213,13 @@ const UNSTORABLE: &str = "the event cannot be stored as sent";
 /// deadline. `Unavailable` → 503 and the provider redelivers (then `accepted` or
 /// `duplicate`); `Unstorable` → 400, since a redelivery would fail the same way.
 async fn commit_receipt(
-    app: &App,
+    pipeline: &Pipeline,
     receipt: NewReceipt<'_>,
     body: Arc<HeldBody>,
     deadline: Instant,
 ) -> Result<InsertOutcome, CommitError> {
-    let database_deadline = deadline.min(Instant::now() + app.settings().database_timeout);
-    let committing = app.group_commit().commit(&receipt, body);
+    let database_deadline = deadline.min(Instant::now() + pipeline.settings.database_timeout);
+    let committing = pipeline.group_commit.commit(&receipt, body);
     match tokio::time::timeout_at(database_deadline, committing).await {
         Ok(outcome) => outcome,
         Err(_elapsed) => Err(CommitError::Unavailable(

@@ -22,8 +22,8 @@ use sqlx::PgConnection;
 use crate::config::Integration;
 use crate::keys::ReceiptId;
 
-/// No local change; only an effect intent carrying the event to a sink.
-pub const FORWARD: &str = "forward";
+pub use crate::config::FORWARD;
+pub use crate::effects::EffectIntent;
 
 /// Every handler built into inbound itself (business handlers come from other crates).
 pub const BUILTIN_HANDLERS: &[&str] = &[FORWARD];
@@ -94,19 +94,6 @@ pub fn operation_key(kind: &str, business_key: &[&str]) -> String {
         key.push_str(&part.replace('%', "%25").replace(':', "%3A"));
     }
     key
-}
-
-/// A request to deliver something to a sink once the transition commits.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EffectIntent {
-    /// Stable, derived from the business key; the Idempotency-Key sent to the sink.
-    pub operation_key: String,
-    /// The sink id.
-    pub sink: String,
-    /// What happened, e.g. `order.paid`.
-    pub kind: String,
-    /// The effect's data.
-    pub data: serde_json::Value,
 }
 
 /// How a receipt ends when its handler succeeds.

@@ -15,7 +15,7 @@ pub use operate::*;
 
 use sqlx::PgConnection;
 
-use crate::handlers::EffectIntent;
+use crate::effects::EffectIntent;
 
 /// The source event an effect carries (`event` in the sink request).
 #[derive(Debug, Clone, Copy)]
