@@ -60,39 +60,44 @@ pub enum EffectsCommand {
   inboundctl effects resolve 512 --completed --note \"confirmed in the fulfillment console\"
   inboundctl effects resolve --status review --sink fulfillment --since 2h --dry-run
   inboundctl effects resolve --status review --sink fulfillment --since 2h --retry --yes --note \"INC-42 fixed\"")]
-    Resolve {
-        #[command(flatten)]
-        database: DatabaseArgs,
-        /// Effect ids: all are resolved, or none.
-        #[arg(required_unless_present = "status", conflicts_with = "status")]
-        ids: Vec<i64>,
-        /// Resolve every effect in this status the filter selects.
-        #[arg(long, value_parser = crate::selection::effect_status())]
-        status: Option<EffectStatus>,
-        #[command(flatten)]
-        filter: EffectFilterArgs,
-        #[command(flatten)]
-        confirmation: Confirmation,
-        /// It did happen (you checked with the receiver).
-        #[arg(long, group = "action")]
-        completed: bool,
-        /// Send it again with the same operation key ("may have landed", the
-        /// first-attempt time and the reconciliation count start afresh); a pending
-        /// effect goes now.
-        #[arg(long, group = "action")]
-        retry: bool,
-        /// Give it up unsent (it becomes abandoned, which retention may purge).
-        #[arg(long, group = "action")]
-        abandon: bool,
-        /// Why (recorded).
-        #[arg(long, required_unless_present = "dry_run")]
-        note: Option<String>,
-        #[command(flatten)]
-        operator: Operator,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    Resolve(ResolveArgs),
+}
+
+/// `effects resolve`: which effects (ids, or a filter with its confirmation), what
+/// happened, who decides and why.
+#[derive(Debug, Args)]
+pub struct ResolveArgs {
+    #[command(flatten)]
+    database: DatabaseArgs,
+    /// Effect ids: all are resolved, or none.
+    #[arg(required_unless_present = "status", conflicts_with = "status")]
+    ids: Vec<i64>,
+    /// Resolve every effect in this status the filter selects.
+    #[arg(long, value_parser = crate::selection::effect_status())]
+    status: Option<EffectStatus>,
+    #[command(flatten)]
+    filter: EffectFilterArgs,
+    #[command(flatten)]
+    confirmation: Confirmation,
+    /// It did happen (you checked with the receiver).
+    #[arg(long, group = "action")]
+    completed: bool,
+    /// Send it again with the same operation key ("may have landed", the
+    /// first-attempt time and the reconciliation count start afresh); a pending
+    /// effect goes now.
+    #[arg(long, group = "action")]
+    retry: bool,
+    /// Give it up unsent (it becomes abandoned, which retention may purge).
+    #[arg(long, group = "action")]
+    abandon: bool,
+    /// Why (recorded).
+    #[arg(long, required_unless_present = "dry_run")]
+    note: Option<String>,
+    #[command(flatten)]
+    operator: Operator,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 /// Which effects, besides their status.
@@ -201,169 +206,186 @@ pub async fn run(command: EffectsCommand) -> anyhow::Result<()> {
             before,
             limit,
             json,
-        } => {
+        } => list(database, status, filter, before, limit, json).await,
+        EffectsCommand::Show { database, id, json } => show(database, id, json).await,
+        EffectsCommand::Resolve(args) => resolve(args).await,
+    }
+}
+
+/// Lists effects in one state, a page at a time.
+async fn list(
+    database: DatabaseArgs,
+    status: EffectStatus,
+    filter: EffectFilterArgs,
+    before: Option<i64>,
+    limit: i64,
+    json: bool,
+) -> anyhow::Result<()> {
+    let config = filter.config.load()?;
+    let mut connection = database.connect().await?;
+    let rows = select(
+        &mut connection,
+        status,
+        &filter,
+        config.as_ref(),
+        before,
+        limit,
+    )
+    .await?;
+    print_effects(&rows, config.as_ref(), json)?;
+    next_page_hint(rows.len(), limit, rows.last().map(|row| row.id), json);
+    Ok(())
+}
+
+/// Shows one effect with its history.
+async fn show(database: DatabaseArgs, id: i64, json: bool) -> anyhow::Result<()> {
+    let mut connection = database.connect().await?;
+    let Some(effect) = effects::find(&mut connection, id).await? else {
+        bail!("effect {id} does not exist");
+    };
+    let attempts = effects::attempts(&mut connection, id).await?;
+    let resolutions = effects::resolutions(&mut connection, id).await?;
+    if json {
+        out!(
+            "{}",
+            json!({"effect": effect, "attempts": attempts, "resolutions": resolutions})
+        );
+        return Ok(());
+    }
+    out!(
+        "effect {} ({} → {})",
+        effect.id,
+        effect.operation_key,
+        effect.sink
+    );
+    out!("  kind            {}", effect.kind);
+    out!("  receipt         {}", effect.receipt_id);
+    out!(
+        "  status          {} after {} attempt(s){}",
+        effect.status,
+        effect.attempts,
+        if effect.maybe_delivered {
+            ", may have been delivered"
+        } else {
+            ""
+        }
+    );
+    if let Some(error) = &effect.last_error {
+        out!("  last error      {error}");
+    }
+    out!("  recorded        {}", effect.created_at);
+    if let Some(next) = effect.next_attempt_at {
+        if effect.status == EffectStatus::Pending {
+            out!("  next attempt    {next} (effects resolve {id} --retry sends it now)");
+        } else {
+            out!("  next check      {next} (its status URL is asked then)");
+        }
+    }
+    out!("  history");
+    for attempt in &attempts {
+        out!(
+            "    #{} {:<9} {} → {}  {}{}{}",
+            attempt.attempt,
+            attempt.kind,
+            attempt.started_at,
+            attempt
+                .finished_at
+                .map(|at| at.to_string())
+                .unwrap_or_else(|| "(not recorded)".to_owned()),
+            attempt.outcome.as_deref().unwrap_or("-"),
+            attempt
+                .status_code
+                .map(|code| format!(" {code}"))
+                .unwrap_or_default(),
+            attempt
+                .error
+                .as_deref()
+                .map(|error| format!(" — {error}"))
+                .unwrap_or_default()
+        );
+    }
+    for resolution in &resolutions {
+        out!(
+            "  resolved        {} by {} at {} (was {}): {}",
+            resolution.action,
+            resolution.resolved_by,
+            resolution.resolved_at,
+            resolution.previous_status,
+            resolution.note
+        );
+    }
+    Ok(())
+}
+
+/// Decides about effects, by id or by filter.
+async fn resolve(args: ResolveArgs) -> anyhow::Result<()> {
+    let ResolveArgs {
+        database,
+        ids,
+        status,
+        filter,
+        confirmation,
+        completed,
+        retry,
+        abandon,
+        note,
+        operator,
+        json,
+    } = args;
+    let resolution = match (completed, retry, abandon) {
+        (true, _, _) => Some(Resolution::Completed),
+        (_, true, _) => Some(Resolution::Retry),
+        (_, _, true) => Some(Resolution::Abandon),
+        _ => None,
+    };
+    check_bulk(status.is_some(), filter.narrows(), &confirmation)?;
+    let mut connection = database.connect().await?;
+    let ids = match status {
+        None => ids,
+        Some(status) => {
             let config = filter.config.load()?;
-            let mut connection = database.connect().await?;
-            let rows = select(
+            let selected = select(
                 &mut connection,
                 status,
                 &filter,
                 config.as_ref(),
-                before,
-                limit,
+                None,
+                confirmation.max,
             )
             .await?;
-            print_effects(&rows, config.as_ref(), json)?;
-            next_page_hint(rows.len(), limit, rows.last().map(|row| row.id), json);
-            Ok(())
-        }
-        EffectsCommand::Show { database, id, json } => {
-            let mut connection = database.connect().await?;
-            let Some(effect) = effects::find(&mut connection, id).await? else {
-                bail!("effect {id} does not exist");
-            };
-            let attempts = effects::attempts(&mut connection, id).await?;
-            let resolutions = effects::resolutions(&mut connection, id).await?;
-            if json {
-                out!(
-                    "{}",
-                    json!({"effect": effect, "attempts": attempts, "resolutions": resolutions})
-                );
+            let ids = selected.iter().map(|row| row.id).collect();
+            let print = || print_effects(&selected, config.as_ref(), json);
+            let Some(ids) = confirmation.ids(ids, "effect", "resolve", json, print)? else {
                 return Ok(());
-            }
-            out!(
-                "effect {} ({} → {})",
-                effect.id,
-                effect.operation_key,
-                effect.sink
-            );
-            out!("  kind            {}", effect.kind);
-            out!("  receipt         {}", effect.receipt_id);
-            out!(
-                "  status          {} after {} attempt(s){}",
-                effect.status,
-                effect.attempts,
-                if effect.maybe_delivered {
-                    ", may have been delivered"
-                } else {
-                    ""
-                }
-            );
-            if let Some(error) = &effect.last_error {
-                out!("  last error      {error}");
-            }
-            out!("  recorded        {}", effect.created_at);
-            if let Some(next) = effect.next_attempt_at {
-                if effect.status == EffectStatus::Pending {
-                    out!("  next attempt    {next} (effects resolve {id} --retry sends it now)");
-                } else {
-                    out!("  next check      {next} (its status URL is asked then)");
-                }
-            }
-            out!("  history");
-            for attempt in &attempts {
-                out!(
-                    "    #{} {:<9} {} → {}  {}{}{}",
-                    attempt.attempt,
-                    attempt.kind,
-                    attempt.started_at,
-                    attempt
-                        .finished_at
-                        .map(|at| at.to_string())
-                        .unwrap_or_else(|| "(not recorded)".to_owned()),
-                    attempt.outcome.as_deref().unwrap_or("-"),
-                    attempt
-                        .status_code
-                        .map(|code| format!(" {code}"))
-                        .unwrap_or_default(),
-                    attempt
-                        .error
-                        .as_deref()
-                        .map(|error| format!(" — {error}"))
-                        .unwrap_or_default()
-                );
-            }
-            for resolution in &resolutions {
-                out!(
-                    "  resolved        {} by {} at {} (was {}): {}",
-                    resolution.action,
-                    resolution.resolved_by,
-                    resolution.resolved_at,
-                    resolution.previous_status,
-                    resolution.note
-                );
-            }
-            Ok(())
+            };
+            ids
         }
-        EffectsCommand::Resolve {
-            database,
-            ids,
-            status,
-            filter,
-            confirmation,
-            completed,
-            retry,
-            abandon,
-            note,
-            operator,
-            json,
-        } => {
-            let resolution = match (completed, retry, abandon) {
-                (true, _, _) => Some(Resolution::Completed),
-                (_, true, _) => Some(Resolution::Retry),
-                (_, _, true) => Some(Resolution::Abandon),
-                _ => None,
-            };
-            check_bulk(status.is_some(), filter.narrows(), &confirmation)?;
-            let mut connection = database.connect().await?;
-            let ids = match status {
-                None => ids,
-                Some(status) => {
-                    let config = filter.config.load()?;
-                    let selected = select(
-                        &mut connection,
-                        status,
-                        &filter,
-                        config.as_ref(),
-                        None,
-                        confirmation.max,
-                    )
-                    .await?;
-                    let ids = selected.iter().map(|row| row.id).collect();
-                    let print = || print_effects(&selected, config.as_ref(), json);
-                    let Some(ids) = confirmation.ids(ids, "effect", "resolve", json, print)? else {
-                        return Ok(());
-                    };
-                    ids
-                }
-            };
-            let Some(resolution) = resolution else {
-                bail!("say what happened: --completed, --retry or --abandon");
-            };
-            let note = match note {
-                Some(note) if !note.trim().is_empty() => note,
-                _ => bail!("--note must say why"),
-            };
-            let by = operator.name()?;
-            // One transaction (each resolution a savepoint within it): a refusal of any
-            // id leaves every one as it was.
-            let mut transaction = connection.begin().await?;
-            let expected = status;
-            for &id in &ids {
-                effects::resolve(&mut transaction, id, resolution, expected, &by, &note).await?;
-            }
-            transaction.commit().await?;
-            if json {
-                out!("{}", json!({"effects": ids, "action": resolution.action()}));
-            } else {
-                for id in &ids {
-                    out!("effect {id}: {} (recorded for {by})", resolution.action());
-                }
-                if status.is_some() {
-                    confirmation.more_may_match(ids.len(), false);
-                }
-            }
-            Ok(())
+    };
+    let Some(resolution) = resolution else {
+        bail!("say what happened: --completed, --retry or --abandon");
+    };
+    let note = match note {
+        Some(note) if !note.trim().is_empty() => note,
+        _ => bail!("--note must say why"),
+    };
+    let by = operator.name()?;
+    // One transaction (each resolution a savepoint within it): a refusal of any
+    // id leaves every one as it was.
+    let mut transaction = connection.begin().await?;
+    let expected = status;
+    for &id in &ids {
+        effects::resolve(&mut transaction, id, resolution, expected, &by, &note).await?;
+    }
+    transaction.commit().await?;
+    if json {
+        out!("{}", json!({"effects": ids, "action": resolution.action()}));
+    } else {
+        for id in &ids {
+            out!("effect {id}: {} (recorded for {by})", resolution.action());
+        }
+        if status.is_some() {
+            confirmation.more_may_match(ids.len(), false);
         }
     }
+    Ok(())
 }

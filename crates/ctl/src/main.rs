@@ -294,56 +294,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             secret,
             fail_first,
             hang,
-        } => {
-            let secrets = match secret {
-                None => Vec::new(),
-                Some(secret) => {
-                    let value = if secret.starts_with("env:") || secret.starts_with("file:") {
-                        inbound_core::secret::resolve_reference(&secret, &|name| {
-                            std::env::var(name).ok()
-                        })?
-                    } else {
-                        secret
-                    };
-                    vec![
-                        inbound_core::verify::decode_standard_secret(&value)
-                            .context("--secret is not a whsec_ base64 secret")?,
-                    ]
-                }
-            };
-            dev_sink::run(listen, dev_sink::DevSink::new(secrets, fail_first, hang)).await
-        }
+        } => dev_sink_command(listen, secret, fail_first, hang).await,
         Command::CheckConfig {
             config,
             handlers,
             deny_warnings,
-        } => {
-            let loaded = Config::load(&config)?;
-            if let Some(handlers) = handlers {
-                let mut known: Vec<&str> = handlers
-                    .iter()
-                    .map(|name| name.trim())
-                    .filter(|name| !name.is_empty())
-                    .collect();
-                known.extend(inbound_core::handlers::BUILTIN_HANDLERS);
-                loaded.check_handlers(&known, &|_| true)?;
-            }
-            // A misspelled event type would be answered 200 `ignored` for ever: say so.
-            let warnings = inbound_core::known_events::route_key_warnings(&loaded);
-            for warning in &warnings {
-                eprintln!("warning: {warning}");
-            }
-            if deny_warnings && !warnings.is_empty() {
-                anyhow::bail!("{} warning(s) (--deny-warnings)", warnings.len());
-            }
-            out!(
-                "{}: ok ({} integrations, {} sinks)",
-                config.display(),
-                loaded.integrations().len(),
-                loaded.sinks().len()
-            );
-            Ok(())
-        }
+        } => check_config(config, handlers, deny_warnings),
         Command::SignEvent {
             config,
             integration,
@@ -359,6 +315,63 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// `inboundctl dev-sink`.
+async fn dev_sink_command(
+    listen: std::net::SocketAddr,
+    secret: Option<String>,
+    fail_first: u64,
+    hang: bool,
+) -> anyhow::Result<()> {
+    let secrets = match secret {
+        None => Vec::new(),
+        Some(secret) => {
+            let value = if secret.starts_with("env:") || secret.starts_with("file:") {
+                inbound_core::secret::resolve_reference(&secret, &|name| std::env::var(name).ok())?
+            } else {
+                secret
+            };
+            vec![
+                inbound_core::verify::decode_standard_secret(&value)
+                    .context("--secret is not a whsec_ base64 secret")?,
+            ]
+        }
+    };
+    dev_sink::run(listen, dev_sink::DevSink::new(secrets, fail_first, hang)).await
+}
+
+/// `inboundctl check-config`.
+fn check_config(
+    config: PathBuf,
+    handlers: Option<Vec<String>>,
+    deny_warnings: bool,
+) -> anyhow::Result<()> {
+    let loaded = Config::load(&config)?;
+    if let Some(handlers) = handlers {
+        let mut known: Vec<&str> = handlers
+            .iter()
+            .map(|name| name.trim())
+            .filter(|name| !name.is_empty())
+            .collect();
+        known.extend(inbound_core::handlers::BUILTIN_HANDLERS);
+        loaded.check_handlers(&known, &|_| true)?;
+    }
+    // A misspelled event type would be answered 200 `ignored` for ever: say so.
+    let warnings = inbound_core::known_events::route_key_warnings(&loaded);
+    for warning in &warnings {
+        eprintln!("warning: {warning}");
+    }
+    if deny_warnings && !warnings.is_empty() {
+        anyhow::bail!("{} warning(s) (--deny-warnings)", warnings.len());
+    }
+    out!(
+        "{}: ok ({} integrations, {} sinks)",
+        config.display(),
+        loaded.integrations().len(),
+        loaded.sinks().len()
+    );
+    Ok(())
 }
 
 /// What `inboundctl migrate` does besides applying inbound's migrations.

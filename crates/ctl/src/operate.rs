@@ -198,12 +198,9 @@ fn redelivery_floor(config: Option<&Config>) -> (u32, &'static str) {
         .unwrap_or((0, "none"))
 }
 
-/// `inboundctl purge`.
-pub async fn purge(
-    database: &DatabaseArgs,
-    options: PurgeOptions,
-    as_json: bool,
-) -> anyhow::Result<()> {
+/// Refuses ages that would purge keys before their payloads, keys younger than the
+/// configured providers' redelivery horizon (unless forced), and empty batches.
+fn check_purge(options: &PurgeOptions) -> anyhow::Result<()> {
     if let Some(key_days) = options.key_days {
         if key_days < options.payload_days {
             bail!(
@@ -226,6 +223,16 @@ pub async fn purge(
     if options.batch_size < 1 {
         bail!("--batch-size must be at least 1");
     }
+    Ok(())
+}
+
+/// `inboundctl purge`.
+pub async fn purge(
+    database: &DatabaseArgs,
+    options: PurgeOptions,
+    as_json: bool,
+) -> anyhow::Result<()> {
+    check_purge(&options)?;
     let mut connection = database.connect().await?;
     if options.dry_run {
         let (payloads, keys) =

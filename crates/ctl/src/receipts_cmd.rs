@@ -90,28 +90,7 @@ pub enum ReceiptsCommand {
   inboundctl receipts replay 81234 81240 --reason \"order sync fixed (INC-42)\"
   inboundctl receipts replay --status failed --integration stripe-live --since 6h --dry-run
   inboundctl receipts replay --status failed --integration stripe-live --since 6h --yes --reason \"INC-42\"")]
-    Replay {
-        #[command(flatten)]
-        database: DatabaseArgs,
-        /// Receipt ids: all are replayed, or none.
-        #[arg(required_unless_present = "status", conflicts_with = "status")]
-        ids: Vec<i64>,
-        /// Replay every receipt in this status the filter selects (failed or quarantined).
-        #[arg(long, value_parser = crate::selection::receipt_status())]
-        status: Option<ReceiptStatus>,
-        #[command(flatten)]
-        filter: ReceiptFilterArgs,
-        #[command(flatten)]
-        confirmation: Confirmation,
-        /// Why (recorded).
-        #[arg(long, required_unless_present = "dry_run")]
-        reason: Option<String>,
-        #[command(flatten)]
-        operator: Operator,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    Replay(ReplayArgs),
     /// Close failed or quarantined receipts that will not be processed: each ends done
     /// (outcome ignored, the reason kept), its key stays so a redelivery is a duplicate,
     /// and the alert about it clears.
@@ -132,6 +111,32 @@ pub enum ReceiptsCommand {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// `receipts replay`: which receipts (ids, or a filter with its confirmation), who
+/// decides and why.
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    #[command(flatten)]
+    database: DatabaseArgs,
+    /// Receipt ids: all are replayed, or none.
+    #[arg(required_unless_present = "status", conflicts_with = "status")]
+    ids: Vec<i64>,
+    /// Replay every receipt in this status the filter selects (failed or quarantined).
+    #[arg(long, value_parser = crate::selection::receipt_status())]
+    status: Option<ReceiptStatus>,
+    #[command(flatten)]
+    filter: ReceiptFilterArgs,
+    #[command(flatten)]
+    confirmation: Confirmation,
+    /// Why (recorded).
+    #[arg(long, required_unless_present = "dry_run")]
+    reason: Option<String>,
+    #[command(flatten)]
+    operator: Operator,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 /// Which receipts, besides their status.
@@ -191,43 +196,13 @@ pub async fn run(command: ReceiptsCommand) -> anyhow::Result<()> {
             before,
             limit,
             json,
-        } => {
-            let config = filter.config.load()?;
-            let mut connection = database.connect().await?;
-            let selected = select(
-                &mut connection,
-                status,
-                &filter,
-                config.as_ref(),
-                before,
-                limit,
-            )
-            .await?;
-            print_receipts(&selected, config.as_ref(), json)?;
-            next_page_hint(
-                selected.len(),
-                limit,
-                selected.last().map(|row| row.id),
-                json,
-            );
-            Ok(())
-        }
+        } => list(database, status, filter, before, limit, json).await,
         ReceiptsCommand::Find {
             database,
             event_id,
             config,
             json,
-        } => {
-            let config = config.load()?;
-            let mut connection = database.connect().await?;
-            let found = admin::receipts_by_event_id(&mut connection, &event_id).await?;
-            if found.is_empty() {
-                bail!(
-                    "no receipt holds event id {event_id:?}: it never arrived, was answered `ignored` (no route: see inbound_ingress_ignored_total), or its key was purged"
-                );
-            }
-            print_receipts(&found, config.as_ref(), json)
-        }
+        } => find(database, event_id, config, json).await,
         ReceiptsCommand::Show { database, id, json } => show(database, id, json).await,
         ReceiptsCommand::Quarantine { resolution } => {
             resolve_pending(resolution, admin::PendingResolution::Quarantine).await
@@ -235,68 +210,129 @@ pub async fn run(command: ReceiptsCommand) -> anyhow::Result<()> {
         ReceiptsCommand::Fail { resolution } => {
             resolve_pending(resolution, admin::PendingResolution::Fail).await
         }
-        ReceiptsCommand::Replay {
-            database,
-            ids,
-            status,
-            filter,
-            confirmation,
-            reason,
-            operator,
-            json,
-        } => {
-            check_bulk(status.is_some(), filter.narrows(), &confirmation)?;
-            let mut connection = database.connect().await?;
-            let ids = match status {
-                None => ids,
-                Some(status @ (ReceiptStatus::Failed | ReceiptStatus::Quarantined)) => {
-                    let config = filter.config.load()?;
-                    let selected = select(
-                        &mut connection,
-                        status,
-                        &filter,
-                        config.as_ref(),
-                        None,
-                        confirmation.max,
-                    )
-                    .await?;
-                    let ids = selected.iter().map(|row| row.id).collect();
-                    let print = || print_receipts(&selected, config.as_ref(), json);
-                    let Some(ids) = confirmation.ids(ids, "receipt", "replay", json, print)? else {
-                        return Ok(());
-                    };
-                    ids
-                }
-                Some(other) => bail!(
-                    "--status {} cannot be replayed by filter: only failed or quarantined (a pending receipt is replayed by id)",
-                    other.as_str()
-                ),
-            };
-            let reason = required_reason(reason.as_deref())?;
-            let by = operator.name()?;
-            let expected = status;
-            admin::replay(&mut connection, &ids, expected, &by, &reason).await?;
-            report(&ids, "replayed", json);
-            if status.is_some() {
-                confirmation.more_may_match(ids.len(), json);
-            }
-            Ok(())
-        }
+        ReceiptsCommand::Replay(args) => replay(args).await,
         ReceiptsCommand::Close {
             database,
             ids,
             reason,
             operator,
             json,
-        } => {
-            let reason = required_reason(Some(&reason))?;
-            let by = operator.name()?;
-            let mut connection = database.connect().await?;
-            admin::close(&mut connection, &ids, &by, &reason).await?;
-            report(&ids, "closed", json);
-            Ok(())
-        }
+        } => close(database, ids, reason, operator, json).await,
     }
+}
+
+/// Lists receipts in one state, a page at a time.
+async fn list(
+    database: DatabaseArgs,
+    status: ReceiptStatus,
+    filter: ReceiptFilterArgs,
+    before: Option<i64>,
+    limit: i64,
+    json: bool,
+) -> anyhow::Result<()> {
+    let config = filter.config.load()?;
+    let mut connection = database.connect().await?;
+    let selected = select(
+        &mut connection,
+        status,
+        &filter,
+        config.as_ref(),
+        before,
+        limit,
+    )
+    .await?;
+    print_receipts(&selected, config.as_ref(), json)?;
+    next_page_hint(
+        selected.len(),
+        limit,
+        selected.last().map(|row| row.id),
+        json,
+    );
+    Ok(())
+}
+
+/// Finds the receipts holding a provider's event id.
+async fn find(
+    database: DatabaseArgs,
+    event_id: String,
+    config: ConfigArg,
+    json: bool,
+) -> anyhow::Result<()> {
+    let config = config.load()?;
+    let mut connection = database.connect().await?;
+    let found = admin::receipts_by_event_id(&mut connection, &event_id).await?;
+    if found.is_empty() {
+        bail!(
+            "no receipt holds event id {event_id:?}: it never arrived, was answered `ignored` (no route: see inbound_ingress_ignored_total), or its key was purged"
+        );
+    }
+    print_receipts(&found, config.as_ref(), json)
+}
+
+/// Replays receipts, by id or by filter.
+async fn replay(args: ReplayArgs) -> anyhow::Result<()> {
+    let ReplayArgs {
+        database,
+        ids,
+        status,
+        filter,
+        confirmation,
+        reason,
+        operator,
+        json,
+    } = args;
+    check_bulk(status.is_some(), filter.narrows(), &confirmation)?;
+    let mut connection = database.connect().await?;
+    let ids = match status {
+        None => ids,
+        Some(status @ (ReceiptStatus::Failed | ReceiptStatus::Quarantined)) => {
+            let config = filter.config.load()?;
+            let selected = select(
+                &mut connection,
+                status,
+                &filter,
+                config.as_ref(),
+                None,
+                confirmation.max,
+            )
+            .await?;
+            let ids = selected.iter().map(|row| row.id).collect();
+            let print = || print_receipts(&selected, config.as_ref(), json);
+            let Some(ids) = confirmation.ids(ids, "receipt", "replay", json, print)? else {
+                return Ok(());
+            };
+            ids
+        }
+        Some(other) => bail!(
+            "--status {} cannot be replayed by filter: only failed or quarantined (a pending receipt is replayed by id)",
+            other.as_str()
+        ),
+    };
+    let reason = required_reason(reason.as_deref())?;
+    let by = operator.name()?;
+    let expected = status;
+    admin::replay(&mut connection, &ids, expected, &by, &reason).await?;
+    report(&ids, "replayed", json);
+    if status.is_some() {
+        confirmation.more_may_match(ids.len(), json);
+    }
+    Ok(())
+}
+
+/// Closes failed or quarantined receipts for good.
+async fn close(
+    database: DatabaseArgs,
+    ids: Vec<i64>,
+    reason: String,
+    operator: Operator,
+    json: bool,
+) -> anyhow::Result<()> {
+    let reason = required_reason(Some(&reason))?;
+    let by = operator.name()?;
+    let mut connection = database.connect().await?;
+    admin::close(&mut connection, &ids, &by, &reason).await?;
+    report(&ids, "closed", json);
+    Ok(())
 }
 
 /// The receipts `status` and `filter` select, newest first; exit 1 when the filter names
@@ -444,6 +480,16 @@ async fn show(database: DatabaseArgs, id: i64, json: bool) -> anyhow::Result<()>
         out!("{}", serde_json::to_string(&shown)?);
         return Ok(());
     }
+    print_receipt(&detail, &effects, &history, complete)
+}
+
+/// `receipts show` as text.
+fn print_receipt(
+    detail: &admin::ReceiptDetail,
+    effects: &[admin::EffectSummary],
+    history: &[admin::ReceiptDecision],
+    complete: bool,
+) -> anyhow::Result<()> {
     out!(
         "receipt {} ({} / {})",
         detail.id,
@@ -494,7 +540,7 @@ async fn show(database: DatabaseArgs, id: i64, json: bool) -> anyhow::Result<()>
                 .unwrap_or_default()
         );
     }
-    for decision in &history {
+    for decision in history {
         let done = match decision.action.as_str() {
             "replay" => "replayed",
             "quarantine" => "quarantined",
@@ -513,7 +559,7 @@ async fn show(database: DatabaseArgs, id: i64, json: bool) -> anyhow::Result<()>
         "  effects      {}",
         if effects.is_empty() { "none" } else { "" }
     );
-    for effect in &effects {
+    for effect in effects {
         out!(
             "    {} {} → {} [{}] attempts {}",
             effect.id,
