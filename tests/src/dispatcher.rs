@@ -69,10 +69,16 @@ impl Harness {
             event_type: "payment_intent.succeeded",
         };
         let mut connection = self.pool().acquire().await.expect("conn");
-        effects::insert_intent(&mut connection, receipt, "acme", event, &intent)
-            .await
-            .expect("insert")
-            .expect("a new operation key");
+        effects::insert_intent(
+            &mut connection,
+            inbound_core::keys::ReceiptId(receipt),
+            "acme",
+            event,
+            &intent,
+        )
+        .await
+        .expect("insert")
+        .expect("a new operation key");
         key.to_owned()
     }
 

@@ -131,7 +131,7 @@ async fn finishing_receipts_raises_a_weak_session_setting_for_the_business_commi
             queue::finish_all(
                 &mut transaction,
                 &[FinishedReceipt {
-                    receipt_id,
+                    receipt_id: inbound_core::keys::ReceiptId(receipt_id),
                     attempts: 1,
                     finish: Finish::Applied,
                 }],
@@ -139,9 +139,14 @@ async fn finishing_receipts_raises_a_weak_session_setting_for_the_business_commi
             .await
             .expect("finish all");
         } else {
-            queue::finish(&mut transaction, receipt_id, 1, Finish::Applied)
-                .await
-                .expect("finish");
+            queue::finish(
+                &mut transaction,
+                inbound_core::keys::ReceiptId(receipt_id),
+                1,
+                Finish::Applied,
+            )
+            .await
+            .expect("finish");
         }
         let in_force: String = sqlx::query_scalar("SELECT current_setting('synchronous_commit')")
             .fetch_one(&mut *transaction)

@@ -505,7 +505,7 @@ async fn purge_keeps_receipts_whose_effects_are_not_closed() {
         .expect("effect");
     store::resolve(
         &mut connection,
-        id,
+        inbound_core::keys::EffectId(id),
         store::Resolution::Abandon,
         None,
         "alice",

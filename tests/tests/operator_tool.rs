@@ -539,7 +539,7 @@ async fn effects_are_filtered_by_sink_and_owner_and_resolved_in_bulk() {
     let mut connection = pool.acquire().await.expect("connection");
     let moved = inbound_core::store::effects::resolve(
         &mut connection,
-        other,
+        inbound_core::keys::EffectId(other),
         inbound_core::store::effects::Resolution::Completed,
         Some(inbound_core::states::EffectStatus::Review),
         "ops-test",

@@ -93,10 +93,13 @@ async fn a_payment_for_an_order_of_another_tenant_says_where_the_order_is() {
     let receipt =
         accept_succeeded(pool, &config, "evt_e", "pi_e", "o_elsewhere", 1000, "usd").await;
     step(&worker).await;
-    let detail = admin::receipt_detail(&mut pool.acquire().await.expect("conn"), receipt)
-        .await
-        .expect("query")
-        .expect("row");
+    let detail = admin::receipt_detail(
+        &mut pool.acquire().await.expect("conn"),
+        inbound_core::keys::ReceiptId(receipt),
+    )
+    .await
+    .expect("query")
+    .expect("row");
     let error = detail.last_error.unwrap_or_default();
     assert!(
         error.contains("o_elsewhere") && error.contains("tenant globex") && error.contains("acme"),
@@ -171,10 +174,13 @@ async fn mark_paid_applies_once_and_classifies_every_zero_row_update() {
     // The order does not exist yet: transient, still pending with its error, backing off.
     let (status, _, _) = domain::receipt_state(pool, missing).await;
     assert_eq!(status, "pending");
-    let detail = admin::receipt_detail(&mut pool.acquire().await.expect("conn"), missing)
-        .await
-        .expect("query")
-        .expect("row");
+    let detail = admin::receipt_detail(
+        &mut pool.acquire().await.expect("conn"),
+        inbound_core::keys::ReceiptId(missing),
+    )
+    .await
+    .expect("query")
+    .expect("row");
     assert!(
         detail
             .last_error
@@ -740,7 +746,7 @@ async fn a_worker_whose_lease_was_taken_over_cannot_complete() {
             .expect("query")
     );
     assert_eq!(
-        domain::receipt_state(pool, stale.receipt_id).await.0,
+        domain::receipt_state(pool, stale.receipt_id.0).await.0,
         "done"
     );
 }
@@ -762,16 +768,22 @@ async fn a_stale_token_from_before_a_replay_never_matches_again() {
         .remove(0);
     admin::resolve_pending(
         &mut connection,
-        &[receipt],
+        &[inbound_core::keys::ReceiptId(receipt)],
         admin::PendingResolution::Quarantine,
         "ops",
         "looks wrong",
     )
     .await
     .expect("quarantine");
-    admin::replay(&mut connection, &[receipt], None, "ops", "looked again")
-        .await
-        .expect("replay");
+    admin::replay(
+        &mut connection,
+        &[inbound_core::keys::ReceiptId(receipt)],
+        None,
+        "ops",
+        "looked again",
+    )
+    .await
+    .expect("replay");
     // Life two: as many claims as life one had, and more.
     let mut tokens = Vec::new();
     for _ in 0..3 {
@@ -1069,10 +1081,13 @@ async fn a_poison_receipt_fails_after_max_attempts_on_schedule_and_a_replay_appl
             index + 1
         );
     }
-    let detail = admin::receipt_detail(&mut pool.acquire().await.expect("conn"), poison)
-        .await
-        .expect("query")
-        .expect("row");
+    let detail = admin::receipt_detail(
+        &mut pool.acquire().await.expect("conn"),
+        inbound_core::keys::ReceiptId(poison),
+    )
+    .await
+    .expect("query")
+    .expect("row");
     assert_eq!(
         (detail.status.as_str(), detail.attempts, detail.visible_at),
         ("failed", 4, None)
@@ -1083,16 +1098,25 @@ async fn a_poison_receipt_fails_after_max_attempts_on_schedule_and_a_replay_appl
     let mut connection = pool.acquire().await.expect("conn");
     let refused = admin::replay(
         &mut connection,
-        &[poison, 999_999],
+        &[
+            inbound_core::keys::ReceiptId(poison),
+            inbound_core::keys::ReceiptId(999_999),
+        ],
         None,
         "ops",
         "order created",
     )
     .await;
     assert!(refused.is_err_and(|error| error.to_string() == "receipt 999999 does not exist"));
-    admin::replay(&mut connection, &[poison], None, "ops", "order created")
-        .await
-        .expect("replay");
+    admin::replay(
+        &mut connection,
+        &[inbound_core::keys::ReceiptId(poison)],
+        None,
+        "ops",
+        "order created",
+    )
+    .await
+    .expect("replay");
     drop(connection);
     step(&worker).await;
     assert_eq!(
@@ -1100,7 +1124,14 @@ async fn a_poison_receipt_fails_after_max_attempts_on_schedule_and_a_replay_appl
         ("done".into(), Some("applied".into()), None)
     );
     let mut connection = pool.acquire().await.expect("conn");
-    let wrong_state = admin::replay(&mut connection, &[poison], None, "ops", "again").await;
+    let wrong_state = admin::replay(
+        &mut connection,
+        &[inbound_core::keys::ReceiptId(poison)],
+        None,
+        "ops",
+        "again",
+    )
+    .await;
     assert!(wrong_state.is_err_and(|error| {
         error
             .to_string()
@@ -1148,7 +1179,7 @@ async fn purge_drops_payloads_then_keys_and_duplicates_stay_detected_until_then(
             .expect("purge"),
         1
     );
-    let detail = admin::receipt_detail(&mut connection, receipt)
+    let detail = admin::receipt_detail(&mut connection, inbound_core::keys::ReceiptId(receipt))
         .await
         .expect("query")
         .expect("row");
@@ -1172,7 +1203,7 @@ async fn purge_drops_payloads_then_keys_and_duplicates_stay_detected_until_then(
         1
     );
     assert!(
-        admin::receipt_detail(&mut connection, receipt)
+        admin::receipt_detail(&mut connection, inbound_core::keys::ReceiptId(receipt))
             .await
             .expect("query")
             .is_none()

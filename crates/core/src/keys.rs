@@ -88,7 +88,7 @@ impl fmt::Display for LeaseToken {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReceiptLease {
     /// `receipts.id`.
-    pub receipt_id: i64,
+    pub receipt_id: ReceiptId,
     /// The claim's token.
     pub token: LeaseToken,
 }
@@ -123,12 +123,47 @@ pub fn content_digest(body: &[u8]) -> [u8; 32] {
     sha2::Sha256::digest(body).into()
 }
 
-/// `receipts.id`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// `receipts.id`. A type of its own so that a receipt id is never passed where an
+/// effect id or a lease token is meant; stored and serialized as the number.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, sqlx::Type,
+)]
+#[sqlx(transparent)]
+#[serde(transparent)]
 pub struct ReceiptId(pub i64);
 
 impl fmt::Display for ReceiptId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.0)
+    }
+}
+
+impl std::str::FromStr for ReceiptId {
+    type Err = std::num::ParseIntError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        text.parse().map(Self)
+    }
+}
+
+/// `effects.id`, as [`ReceiptId`] is a receipt's.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, sqlx::Type,
+)]
+#[sqlx(transparent)]
+#[serde(transparent)]
+pub struct EffectId(pub i64);
+
+impl fmt::Display for EffectId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+impl std::str::FromStr for EffectId {
+    type Err = std::num::ParseIntError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        text.parse().map(Self)
     }
 }

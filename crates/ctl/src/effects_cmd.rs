@@ -12,6 +12,7 @@ use crate::selection::{
 use anyhow::bail;
 use clap::{Args, Subcommand};
 use inbound_core::config::Config;
+use inbound_core::keys::EffectId;
 use inbound_core::store::effects::{self, Resolution};
 use serde_json::json;
 use sqlx::{Connection, PgConnection};
@@ -36,7 +37,7 @@ pub enum EffectsCommand {
         filter: EffectFilterArgs,
         /// Only ids below this: the `--before` a previous page printed.
         #[arg(long)]
-        before: Option<i64>,
+        before: Option<EffectId>,
         /// At most this many.
         #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(i64).range(1..=10_000))]
         limit: i64,
@@ -49,7 +50,7 @@ pub enum EffectsCommand {
         #[command(flatten)]
         database: DatabaseArgs,
         /// The effect id.
-        id: i64,
+        id: EffectId,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -71,7 +72,7 @@ pub struct ResolveArgs {
     database: DatabaseArgs,
     /// Effect ids: all are resolved, or none.
     #[arg(required_unless_present = "status", conflicts_with = "status")]
-    ids: Vec<i64>,
+    ids: Vec<EffectId>,
     /// Resolve every effect in this status the filter selects.
     #[arg(long, value_parser = crate::selection::effect_status())]
     status: Option<EffectStatus>,
@@ -132,7 +133,7 @@ async fn select(
     status: EffectStatus,
     filter: &EffectFilterArgs,
     config: Option<&Config>,
-    before: Option<i64>,
+    before: Option<EffectId>,
     limit: i64,
 ) -> anyhow::Result<Vec<effects::EffectLine>> {
     let core_filter = effects::EffectFilter {
@@ -217,7 +218,7 @@ async fn list(
     database: DatabaseArgs,
     status: EffectStatus,
     filter: EffectFilterArgs,
-    before: Option<i64>,
+    before: Option<EffectId>,
     limit: i64,
     json: bool,
 ) -> anyhow::Result<()> {
@@ -238,7 +239,7 @@ async fn list(
 }
 
 /// Shows one effect with its history.
-async fn show(database: DatabaseArgs, id: i64, json: bool) -> anyhow::Result<()> {
+async fn show(database: DatabaseArgs, id: EffectId, json: bool) -> anyhow::Result<()> {
     let mut connection = database.connect().await?;
     let Some(effect) = effects::find(&mut connection, id).await? else {
         bail!("effect {id} does not exist");

@@ -9,6 +9,7 @@ use crate::selection::{
     ConfigArg, Confirmation, Operator, ReceiptStatus, Window, check_bulk, integration_owner,
     integrations_selected, next_page_hint,
 };
+use inbound_core::keys::ReceiptId;
 
 use anyhow::bail;
 use clap::{Args, Subcommand};
@@ -38,7 +39,7 @@ pub enum ReceiptsCommand {
         filter: ReceiptFilterArgs,
         /// Only ids below this: the `--before` a previous page printed.
         #[arg(long)]
-        before: Option<i64>,
+        before: Option<ReceiptId>,
         /// At most this many.
         #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(i64).range(1..=10_000))]
         limit: i64,
@@ -68,7 +69,7 @@ pub enum ReceiptsCommand {
         #[command(flatten)]
         database: DatabaseArgs,
         /// The receipt id.
-        id: i64,
+        id: ReceiptId,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -101,7 +102,7 @@ pub enum ReceiptsCommand {
         database: DatabaseArgs,
         /// Receipt ids: all are closed, or none.
         #[arg(required = true)]
-        ids: Vec<i64>,
+        ids: Vec<ReceiptId>,
         /// Why (recorded).
         #[arg(long)]
         reason: String,
@@ -121,7 +122,7 @@ pub struct ReplayArgs {
     database: DatabaseArgs,
     /// Receipt ids: all are replayed, or none.
     #[arg(required_unless_present = "status", conflicts_with = "status")]
-    ids: Vec<i64>,
+    ids: Vec<ReceiptId>,
     /// Replay every receipt in this status the filter selects (failed or quarantined).
     #[arg(long, value_parser = crate::selection::receipt_status())]
     status: Option<ReceiptStatus>,
@@ -175,7 +176,7 @@ pub struct ResolutionArgs {
     database: DatabaseArgs,
     /// Receipt ids.
     #[arg(required = true)]
-    ids: Vec<i64>,
+    ids: Vec<ReceiptId>,
     /// Why (recorded).
     #[arg(long)]
     reason: String,
@@ -226,7 +227,7 @@ async fn list(
     database: DatabaseArgs,
     status: ReceiptStatus,
     filter: ReceiptFilterArgs,
-    before: Option<i64>,
+    before: Option<ReceiptId>,
     limit: i64,
     json: bool,
 ) -> anyhow::Result<()> {
@@ -322,7 +323,7 @@ async fn replay(args: ReplayArgs) -> anyhow::Result<()> {
 /// Closes failed or quarantined receipts for good.
 async fn close(
     database: DatabaseArgs,
-    ids: Vec<i64>,
+    ids: Vec<ReceiptId>,
     reason: String,
     operator: Operator,
     json: bool,
@@ -342,7 +343,7 @@ async fn select(
     status: ReceiptStatus,
     filter: &ReceiptFilterArgs,
     config: Option<&Config>,
-    before: Option<i64>,
+    before: Option<ReceiptId>,
     limit: i64,
 ) -> anyhow::Result<Vec<admin::ReceiptSummary>> {
     let integrations = integrations_selected(
@@ -385,11 +386,11 @@ fn required_reason(reason: Option<&str>) -> anyhow::Result<String> {
     }
 }
 
-fn report(ids: &[i64], verb: &str, json: bool) {
+fn report(ids: &[ReceiptId], verb: &str, json: bool) {
     if json {
         out!("{}", json!({ verb: ids }));
     } else {
-        let listed: Vec<String> = ids.iter().map(i64::to_string).collect();
+        let listed: Vec<String> = ids.iter().map(ReceiptId::to_string).collect();
         out!("{verb} {} receipt(s): {}", ids.len(), listed.join(", "));
     }
 }
@@ -449,7 +450,7 @@ async fn resolve_pending(
 }
 
 /// `inboundctl receipts show`.
-async fn show(database: DatabaseArgs, id: i64, json: bool) -> anyhow::Result<()> {
+async fn show(database: DatabaseArgs, id: ReceiptId, json: bool) -> anyhow::Result<()> {
     let mut connection = database.connect().await?;
     let Some(detail) = admin::receipt_detail(&mut connection, id).await? else {
         bail!("receipt {id} does not exist");

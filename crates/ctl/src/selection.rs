@@ -207,14 +207,14 @@ impl Confirmation {
     /// What a change chosen by a filter applies to: `None` after a dry run (`print` shows
     /// the selection), an error without `--yes`, the ids with it. `noun` is what is
     /// changed (`receipt`), `verb` how (`replay`).
-    pub fn ids(
+    pub fn ids<Id>(
         &self,
-        ids: Vec<i64>,
+        ids: Vec<Id>,
         noun: &str,
         verb: &str,
         json: bool,
         print: impl FnOnce() -> anyhow::Result<()>,
-    ) -> anyhow::Result<Option<Vec<i64>>> {
+    ) -> anyhow::Result<Option<Vec<Id>>> {
         let capped = if ids.len() as i64 == self.max {
             format!(" (at most --max {}; run again for the rest)", self.max)
         } else {
@@ -272,7 +272,12 @@ pub fn check_bulk(
 }
 
 /// After a full page of a listing: how to ask for the next one.
-pub fn next_page_hint(shown: usize, limit: i64, last_id: Option<i64>, json: bool) {
+pub fn next_page_hint(
+    shown: usize,
+    limit: i64,
+    last_id: Option<impl std::fmt::Display>,
+    json: bool,
+) {
     if !json
         && shown as i64 == limit
         && let Some(last) = last_id

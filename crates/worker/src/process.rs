@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use inbound_core::config::{Integration, Route};
 use inbound_core::handlers::{Handler, HandlerError, HandlerInput, Transition};
-use inbound_core::keys::ReceiptLease;
+use inbound_core::keys::{ReceiptId, ReceiptLease};
 use inbound_core::store::effects::{self, SourceEvent};
 use inbound_core::store::queue::{self, ClaimedReceipt, Finish, FinishedReceipt, StoredPayload};
 use inbound_service::failpoint;
@@ -222,7 +222,7 @@ async fn transitions_together(
     batch: &[ClaimedReceipt],
 ) -> Result<Vec<Result<Transition, Abort>>, Abort> {
     let leases: Vec<ReceiptLease> = batch.iter().map(ClaimedReceipt::lease).collect();
-    let fenced: HashSet<i64> = queue::dequeue_fenced_all(transaction, &leases)
+    let fenced: HashSet<ReceiptId> = queue::dequeue_fenced_all(transaction, &leases)
         .await?
         .into_iter()
         .collect();
@@ -523,7 +523,7 @@ async fn record_failure(worker: &Worker, claimed: &ClaimedReceipt, error: String
         Ok(false) => return Attempt::LeaseLost,
         Ok(true) => {}
         Err(record_error) => {
-            tracing::warn!(receipt_id = claimed.receipt_id, error = %record_error, "could not record the failed attempt; the lease will expire");
+            tracing::warn!(receipt_id = claimed.receipt_id.0, error = %record_error, "could not record the failed attempt; the lease will expire");
         }
     }
     if exhausted {
@@ -561,7 +561,7 @@ fn log_attempt(claimed: &ClaimedReceipt, attempt: &Attempt, started: Instant) {
     ) {
         tracing::warn!(
             integration = claimed.integration,
-            receipt_id = claimed.receipt_id,
+            receipt_id = claimed.receipt_id.0,
             event_id = claimed.event_id,
             attempt = claimed.attempts,
             outcome,
@@ -572,7 +572,7 @@ fn log_attempt(claimed: &ClaimedReceipt, attempt: &Attempt, started: Instant) {
     } else {
         tracing::info!(
             integration = claimed.integration,
-            receipt_id = claimed.receipt_id,
+            receipt_id = claimed.receipt_id.0,
             event_id = claimed.event_id,
             attempt = claimed.attempts,
             outcome,

@@ -49,7 +49,7 @@ pub async fn run_once(worker: &Arc<Worker>) -> Result<Round, sqlx::Error> {
             let first = batch
                 .receipts
                 .first()
-                .map_or(0, |receipt| receipt.receipt_id);
+                .map_or(0, |receipt| receipt.receipt_id.0);
             (first, batch.process(&worker).await)
         });
     }
@@ -159,7 +159,7 @@ fn record_exhausted(exhausted: &ExhaustedReceipt, max_attempts: i32) {
         .increment(1);
     tracing::warn!(
         integration = exhausted.integration,
-        receipt_id = exhausted.receipt_id,
+        receipt_id = exhausted.receipt_id.0,
         event_id = exhausted.event_id,
         attempt = exhausted.attempts,
         max_attempts,

@@ -21,7 +21,7 @@ use crate::payload;
 #[derive(Debug, Clone)]
 pub struct ClaimedReceipt {
     /// `receipts.id`.
-    pub receipt_id: i64,
+    pub receipt_id: ReceiptId,
     /// The fencing token of this attempt.
     pub lease_token: LeaseToken,
     /// Attempts including this one.
@@ -59,7 +59,7 @@ impl ClaimedReceipt {
 impl ClaimedReceipt {
     /// The receipt id as a newtype.
     pub fn id(&self) -> ReceiptId {
-        ReceiptId(self.receipt_id)
+        self.receipt_id
     }
 }
 
@@ -92,7 +92,7 @@ impl StoredPayload {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExhaustedReceipt {
     /// `receipts.id`.
-    pub receipt_id: i64,
+    pub receipt_id: ReceiptId,
     /// The integration id.
     pub integration: String,
     /// The provider's event id.
@@ -127,7 +127,7 @@ pub struct ClaimLimits {
 #[derive(sqlx::FromRow)]
 struct ClaimRow {
     exhausted: bool,
-    receipt_id: i64,
+    receipt_id: ReceiptId,
     lease_token: LeaseToken,
     attempts: i32,
     reclaimed: bool,
@@ -213,7 +213,7 @@ pub async fn claim_batch(
     .bind(limits.allow_one_larger)
     .fetch_all(&mut *conn)
     .await?;
-    let claimed_ids: Vec<i64> = rows
+    let claimed_ids: Vec<ReceiptId> = rows
         .iter()
         .filter(|row| !row.exhausted)
         .map(|row| row.receipt_id)
@@ -257,12 +257,12 @@ pub async fn claim_batch(
 /// failure is the caller's (the claimed leases then expire).
 async fn stored_payloads(
     conn: &mut PgConnection,
-    receipt_ids: &[i64],
-) -> Result<HashMap<i64, StoredPayload>, sqlx::Error> {
+    receipt_ids: &[ReceiptId],
+) -> Result<HashMap<ReceiptId, StoredPayload>, sqlx::Error> {
     if receipt_ids.is_empty() {
         return Ok(HashMap::new());
     }
-    let decoded = |rows: Vec<(i64, Option<String>)>| {
+    let decoded = |rows: Vec<(ReceiptId, Option<String>)>| {
         rows.into_iter()
             .map(|(id, text)| (id, StoredPayload::from_text(text)))
     };
@@ -289,8 +289,8 @@ async fn stored_payloads(
 /// `(receipt id, payload as text)` for each of `receipt_ids`.
 async fn payload_texts(
     conn: &mut PgConnection,
-    receipt_ids: &[i64],
-) -> Result<Vec<(i64, Option<String>)>, sqlx::Error> {
+    receipt_ids: &[ReceiptId],
+) -> Result<Vec<(ReceiptId, Option<String>)>, sqlx::Error> {
     sqlx::query_as("SELECT id, payload::text FROM receipts WHERE id = ANY ($1)")
         .bind(receipt_ids)
         .fetch_all(conn)
@@ -337,8 +337,8 @@ pub async fn dequeue_fenced(
 pub async fn dequeue_fenced_all(
     conn: &mut PgConnection,
     leases: &[ReceiptLease],
-) -> Result<Vec<i64>, sqlx::Error> {
-    let receipt_ids: Vec<i64> = leases.iter().map(|lease| lease.receipt_id).collect();
+) -> Result<Vec<ReceiptId>, sqlx::Error> {
+    let receipt_ids: Vec<ReceiptId> = leases.iter().map(|lease| lease.receipt_id).collect();
     let lease_tokens: Vec<LeaseToken> = leases.iter().map(|lease| lease.token).collect();
     sqlx::query_scalar(
         "DELETE FROM receipt_queue q
@@ -383,7 +383,7 @@ impl<'a> Finish<'a> {
 #[derive(Debug, Clone, Copy)]
 pub struct FinishedReceipt<'a> {
     /// `receipts.id`.
-    pub receipt_id: i64,
+    pub receipt_id: ReceiptId,
     /// Attempts including the one that finished it.
     pub attempts: i32,
     /// How it ended.
@@ -393,7 +393,7 @@ pub struct FinishedReceipt<'a> {
 /// Records the terminal state, inside the business transaction (after [`dequeue_fenced`]).
 pub async fn finish(
     conn: &mut PgConnection,
-    receipt_id: i64,
+    receipt_id: ReceiptId,
     attempts: i32,
     finish: Finish<'_>,
 ) -> Result<(), sqlx::Error> {

@@ -94,7 +94,7 @@ pub fn http_client() -> reqwest::Result<reqwest::Client> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Step {
     /// The effect.
-    pub effect_id: i64,
+    pub effect_id: inbound_core::keys::EffectId,
     /// The status written.
     pub status: EffectStatus,
     /// The outcome label counted.
@@ -275,7 +275,7 @@ fn finish_step(
     let recorded = match recorded {
         Ok(recorded) => recorded,
         Err(error) => {
-            tracing::warn!(effect_id = effect.id, operation_key = effect.operation_key, %error, "could not record the effect step; its lease will expire");
+            tracing::warn!(effect_id = effect.id.0, operation_key = effect.operation_key, %error, "could not record the effect step; its lease will expire");
             false
         }
     };
@@ -290,8 +290,8 @@ fn finish_step(
     let event_id = effect.event["id"].as_str();
     if matches!(decision, Decision::Fail(_) | Decision::Review(_)) {
         tracing::warn!(
-            effect_id = effect.id,
-            receipt_id = effect.receipt_id,
+            effect_id = effect.id.0,
+            receipt_id = effect.receipt_id.0,
             integration,
             event_id,
             operation_key = effect.operation_key,
@@ -307,8 +307,8 @@ fn finish_step(
         );
     } else {
         tracing::info!(
-            effect_id = effect.id,
-            receipt_id = effect.receipt_id,
+            effect_id = effect.id.0,
+            receipt_id = effect.receipt_id.0,
             integration,
             event_id,
             operation_key = effect.operation_key,

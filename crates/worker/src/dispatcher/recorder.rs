@@ -124,7 +124,7 @@ async fn write_until_deadlines(pool: &PgPool, mut waiting: Vec<Waiting>) {
             .partition(|one| one.deadline <= now + pause);
         let error = NotRecorded::from(error);
         for one in late {
-            tracing::warn!(effect_id = one.outcome.effect_id, %error, "could not record a delivery outcome before its in-flight lease ends");
+            tracing::warn!(effect_id = one.outcome.effect_id.0, %error, "could not record a delivery outcome before its in-flight lease ends");
             one.answer(Err(error.clone()));
         }
         waiting = rest;
@@ -148,7 +148,7 @@ async fn write_one_by_one(pool: &PgPool, waiting: Vec<Waiting>) -> Vec<Waiting> 
             }
             Err(error) if store::is_unavailability(&error) => unavailable.push(one),
             Err(error) => {
-                tracing::warn!(effect_id = one.outcome.effect_id, %error, "the database refused this delivery outcome");
+                tracing::warn!(effect_id = one.outcome.effect_id.0, %error, "the database refused this delivery outcome");
                 one.answer(Err(error.into()));
             }
         }
@@ -156,7 +156,10 @@ async fn write_one_by_one(pool: &PgPool, waiting: Vec<Waiting>) -> Vec<Waiting> 
     unavailable
 }
 
-async fn write(pool: &PgPool, waiting: &[Waiting]) -> Result<Vec<i64>, sqlx::Error> {
+async fn write(
+    pool: &PgPool,
+    waiting: &[Waiting],
+) -> Result<Vec<inbound_core::keys::EffectId>, sqlx::Error> {
     let outcomes: Vec<FinishedDelivery> = waiting.iter().map(|one| one.outcome.clone()).collect();
     let mut connection = inbound_service::process_metrics::acquire(pool).await?;
     store::effects::finish_deliveries(&mut connection, &outcomes).await

@@ -4,6 +4,7 @@
 
 use sqlx::{Connection, PgConnection};
 
+use crate::keys::ReceiptId;
 use crate::states::ReceiptStatus;
 
 /// Why a replay was refused. Nothing is replayed when any id is refused.
@@ -11,14 +12,14 @@ use crate::states::ReceiptStatus;
 pub enum ReplayError {
     /// No receipt has this id.
     #[error("receipt {0} does not exist")]
-    Unknown(i64),
+    Unknown(ReceiptId),
     /// Chosen by a filter on one status, it has moved on since.
     #[error(
         "receipt {id} is {status} now, no longer {expected}: list again (--dry-run) and decide on what is there"
     )]
     Moved {
         /// The receipt.
-        id: i64,
+        id: ReceiptId,
         /// Its status now.
         status: ReceiptStatus,
         /// The status the filter selected it in.
@@ -30,13 +31,13 @@ pub enum ReplayError {
     )]
     WrongState {
         /// The receipt.
-        id: i64,
+        id: ReceiptId,
         /// Its status.
         status: ReceiptStatus,
     },
     /// A worker holds the receipt's lease: it is being processed now.
     #[error("receipt {0} is being processed by a worker now; replay it if it comes back to wait")]
-    Leased(i64),
+    Leased(ReceiptId),
     /// The database failed.
     #[error("database: {0}")]
     Database(#[from] sqlx::Error),
@@ -48,7 +49,7 @@ pub enum ReplayError {
 /// must still be in that status (a replay chosen by a filter).
 pub async fn replay(
     conn: &mut PgConnection,
-    receipt_ids: &[i64],
+    receipt_ids: &[ReceiptId],
     expected: Option<ReceiptStatus>,
     replayed_by: &str,
     reason: &str,
@@ -160,12 +161,12 @@ impl PendingResolution {
 pub enum ResolveError {
     /// No receipt has this id.
     #[error("receipt {0} does not exist")]
-    Unknown(i64),
+    Unknown(ReceiptId),
     /// Only pending receipts can be quarantined or failed by hand.
     #[error("receipt {id} is {status}; only pending receipts can be quarantined or failed by hand")]
     WrongState {
         /// The receipt.
-        id: i64,
+        id: ReceiptId,
         /// Its status.
         status: ReceiptStatus,
     },
@@ -173,7 +174,7 @@ pub enum ResolveError {
     #[error("receipt {id} is {status}; only failed or quarantined receipts can be closed")]
     NotClosable {
         /// The receipt.
-        id: i64,
+        id: ReceiptId,
         /// Its status.
         status: ReceiptStatus,
     },
@@ -188,7 +189,7 @@ pub enum ResolveError {
 /// pending (refused); if not, the worker's fenced bookkeeping finds its lease gone.
 pub async fn resolve_pending(
     conn: &mut PgConnection,
-    receipt_ids: &[i64],
+    receipt_ids: &[ReceiptId],
     resolution: PendingResolution,
     resolved_by: &str,
     reason: &str,
@@ -247,7 +248,7 @@ pub async fn resolve_pending(
 /// One transaction: every id is closed, or none.
 pub async fn close(
     conn: &mut PgConnection,
-    receipt_ids: &[i64],
+    receipt_ids: &[ReceiptId],
     closed_by: &str,
     reason: &str,
 ) -> Result<(), ResolveError> {

@@ -5,6 +5,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::PgConnection;
 
+use crate::keys::{EffectId, ReceiptId};
 use crate::states::{EffectStatus, ReceiptOutcome, ReceiptStatus};
 use crate::store::queue;
 
@@ -12,7 +13,7 @@ use crate::store::queue;
 #[derive(Debug, Clone, Serialize, sqlx::FromRow)]
 pub struct ReceiptSummary {
     /// `receipts.id`.
-    pub id: i64,
+    pub id: ReceiptId,
     /// The integration id.
     pub integration: String,
     /// The provider's event id.
@@ -46,7 +47,7 @@ pub struct ReceiptFilter {
     /// Accepted before this.
     pub until: Option<DateTime<Utc>>,
     /// Only ids below this (the previous page's last id).
-    pub before_id: Option<i64>,
+    pub before_id: Option<ReceiptId>,
 }
 
 /// Receipts matching `filter`, newest first, at most `limit`: the primary key read
@@ -147,7 +148,7 @@ pub struct ReceiptDecision {
 /// Every operator decision about receipt `id`, oldest first.
 pub async fn receipt_history(
     conn: &mut PgConnection,
-    id: i64,
+    id: ReceiptId,
 ) -> Result<Vec<ReceiptDecision>, sqlx::Error> {
     sqlx::query_as(
         "SELECT replayed_at AS at, 'replay' AS action, previous_status, replayed_by AS by, reason
@@ -166,7 +167,7 @@ pub async fn receipt_history(
 #[derive(Debug, Clone, Serialize, sqlx::FromRow)]
 pub struct ReceiptDetail {
     /// `receipts.id`.
-    pub id: i64,
+    pub id: ReceiptId,
     /// The integration id.
     pub integration: String,
     /// First half of the receipt key.
@@ -220,7 +221,7 @@ fn raw_json<S: serde::Serializer>(text: &Option<String>, serializer: S) -> Resul
 #[derive(Debug, Clone, Serialize, sqlx::FromRow)]
 pub struct EffectSummary {
     /// `effects.id`.
-    pub id: i64,
+    pub id: EffectId,
     /// The idempotency key.
     pub operation_key: String,
     /// The sink id.
@@ -239,7 +240,7 @@ pub struct EffectSummary {
 /// (stored before the storability contract) is left out, with the reason.
 pub async fn receipt_detail(
     conn: &mut PgConnection,
-    receipt_id: i64,
+    receipt_id: ReceiptId,
 ) -> Result<Option<ReceiptDetail>, sqlx::Error> {
     match read_receipt_detail(conn, receipt_id, true).await {
         Err(error) if queue::cannot_render_a_row(&error) => {
@@ -255,7 +256,7 @@ pub async fn receipt_detail(
 
 async fn read_receipt_detail(
     conn: &mut PgConnection,
-    receipt_id: i64,
+    receipt_id: ReceiptId,
     with_payload: bool,
 ) -> Result<Option<ReceiptDetail>, sqlx::Error> {
     sqlx::query_as(
@@ -275,7 +276,7 @@ async fn read_receipt_detail(
 /// The effects of a receipt, oldest first.
 pub async fn receipt_effects(
     conn: &mut PgConnection,
-    receipt_id: i64,
+    receipt_id: ReceiptId,
 ) -> Result<Vec<EffectSummary>, sqlx::Error> {
     sqlx::query_as(
         "SELECT id, operation_key, sink, kind, status, attempts, last_error

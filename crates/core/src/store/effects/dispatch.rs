@@ -8,16 +8,16 @@ use std::time::Duration;
 use sqlx::PgConnection;
 
 use crate::effects::MAX_STEP_DELAY;
-use crate::keys::LeaseToken;
+use crate::keys::{EffectId, LeaseToken, ReceiptId};
 use crate::states::EffectStatus;
 
 /// An effect claimed by one dispatcher for one step (a delivery or a reconciliation).
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct ClaimedEffect {
     /// `effects.id`.
-    pub id: i64,
+    pub id: EffectId,
     /// The receipt whose transition recorded it.
-    pub receipt_id: i64,
+    pub receipt_id: ReceiptId,
     /// The idempotency key.
     pub operation_key: String,
     /// The sink id.
@@ -201,7 +201,7 @@ pub struct StepRecord<'a> {
 #[derive(Debug, Clone)]
 pub struct FinishedDelivery {
     /// The effect.
-    pub effect_id: i64,
+    pub effect_id: EffectId,
     /// The fencing token of the claim that began the attempt.
     pub lease_token: LeaseToken,
     /// The attempt number (its history row is closed).
@@ -225,8 +225,8 @@ pub struct FinishedDelivery {
 pub async fn finish_deliveries(
     conn: &mut PgConnection,
     finished: &[FinishedDelivery],
-) -> Result<Vec<i64>, sqlx::Error> {
-    let ids: Vec<i64> = finished.iter().map(|one| one.effect_id).collect();
+) -> Result<Vec<EffectId>, sqlx::Error> {
+    let ids: Vec<EffectId> = finished.iter().map(|one| one.effect_id).collect();
     let tokens: Vec<LeaseToken> = finished.iter().map(|one| one.lease_token).collect();
     let attempts: Vec<i32> = finished.iter().map(|one| one.attempt).collect();
     let statuses: Vec<EffectStatus> = finished.iter().map(|one| one.status).collect();
@@ -298,7 +298,7 @@ pub enum StepKind {
 /// operator's decision, or another worker, took the effect over).
 pub async fn record_step(
     conn: &mut PgConnection,
-    effect_id: i64,
+    effect_id: EffectId,
     lease_token: LeaseToken,
     kind: StepKind,
     record: &StepRecord<'_>,

@@ -16,6 +16,7 @@ pub use operate::*;
 use sqlx::PgConnection;
 
 use crate::effects::EffectIntent;
+use crate::keys::{EffectId, ReceiptId};
 
 /// The source event an effect carries (`event` in the sink request).
 #[derive(Debug, Clone, Copy)]
@@ -38,9 +39,9 @@ pub struct KeyCollision {
     /// The key.
     pub operation_key: String,
     /// The effect that holds it.
-    pub effect_id: i64,
+    pub effect_id: EffectId,
     /// That effect's receipt.
-    pub receipt_id: i64,
+    pub receipt_id: ReceiptId,
 }
 
 /// Records `intent` for `receipt_id`. `Ok(Err(collision))` when an intent with the same
@@ -48,17 +49,17 @@ pub struct KeyCollision {
 /// transition as complete (its intent would silently never be sent).
 pub async fn insert_intent(
     conn: &mut PgConnection,
-    receipt_id: i64,
+    receipt_id: ReceiptId,
     tenant: &str,
     event: SourceEvent<'_>,
     intent: &EffectIntent,
-) -> Result<Result<i64, KeyCollision>, sqlx::Error> {
+) -> Result<Result<EffectId, KeyCollision>, sqlx::Error> {
     let event_json = serde_json::json!({
         "integration": event.integration,
         "id": event.id,
         "type": event.event_type,
     });
-    let inserted: Option<i64> = sqlx::query_scalar(
+    let inserted: Option<EffectId> = sqlx::query_scalar(
         "INSERT INTO effects (receipt_id, operation_key, sink, kind, tenant, data, event)
          VALUES ($1, $2, $3, $4, $5, $6, $7)
          ON CONFLICT (operation_key) DO NOTHING
@@ -76,7 +77,7 @@ pub async fn insert_intent(
     if let Some(id) = inserted {
         return Ok(Ok(id));
     }
-    let (effect_id, holder): (i64, i64) =
+    let (effect_id, holder): (EffectId, ReceiptId) =
         sqlx::query_as("SELECT id, receipt_id FROM effects WHERE operation_key = $1")
             .bind(&intent.operation_key)
             .fetch_one(conn)

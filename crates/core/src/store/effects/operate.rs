@@ -3,15 +3,16 @@
 
 use sqlx::PgConnection;
 
+use crate::keys::{EffectId, ReceiptId};
 use crate::states::EffectStatus;
 
 /// One line of `inboundctl effects list`.
 #[derive(Debug, Clone, serde::Serialize, sqlx::FromRow)]
 pub struct EffectLine {
     /// `effects.id`.
-    pub id: i64,
+    pub id: EffectId,
     /// The receipt whose transition recorded it.
-    pub receipt_id: i64,
+    pub receipt_id: ReceiptId,
     /// The idempotency key.
     pub operation_key: String,
     /// The sink id.
@@ -55,7 +56,7 @@ pub struct EffectFilter {
     /// Recorded before this.
     pub until: Option<chrono::DateTime<chrono::Utc>>,
     /// Only ids below this (the previous page's last id).
-    pub before_id: Option<i64>,
+    pub before_id: Option<EffectId>,
 }
 
 /// Effects matching `filter`, newest first, at most `limit`.
@@ -96,7 +97,7 @@ pub async fn sink_has_effects(conn: &mut PgConnection, sink: &str) -> Result<boo
 /// The effect with this id.
 pub async fn find(
     conn: &mut PgConnection,
-    effect_id: i64,
+    effect_id: EffectId,
 ) -> Result<Option<EffectLine>, sqlx::Error> {
     sqlx::query_as(concat!(effect_line_columns!(), "WHERE id = $1"))
         .bind(effect_id)
@@ -126,7 +127,7 @@ pub struct AttemptLine {
 /// An effect's attempt history, oldest first.
 pub async fn attempts(
     conn: &mut PgConnection,
-    effect_id: i64,
+    effect_id: EffectId,
 ) -> Result<Vec<AttemptLine>, sqlx::Error> {
     sqlx::query_as(
         "SELECT attempt, kind, started_at, finished_at, outcome, status_code, error
@@ -155,7 +156,7 @@ pub struct ResolutionLine {
 /// An effect's operator decisions, oldest first.
 pub async fn resolutions(
     conn: &mut PgConnection,
-    effect_id: i64,
+    effect_id: EffectId,
 ) -> Result<Vec<ResolutionLine>, sqlx::Error> {
     sqlx::query_as(
         "SELECT previous_status, action, resolved_by, note, resolved_at
@@ -216,12 +217,12 @@ impl Resolution {
 pub enum ResolveError {
     /// No effect has this id.
     #[error("effect {0} does not exist")]
-    Unknown(i64),
+    Unknown(EffectId),
     /// The state machine forbids it.
     #[error("effect {id} is {status}; --{action} applies only to {allowed}")]
     NotAllowed {
         /// The effect.
-        id: i64,
+        id: EffectId,
         /// Its status.
         status: EffectStatus,
         /// The action refused.
@@ -236,7 +237,7 @@ pub enum ResolveError {
     )]
     Moved {
         /// The effect.
-        id: i64,
+        id: EffectId,
         /// Its status now.
         status: EffectStatus,
         /// The status the filter selected it in.
@@ -251,7 +252,7 @@ pub enum ResolveError {
 /// `expected`, the effect must still be in that status (a resolution chosen by a filter).
 pub async fn resolve(
     conn: &mut PgConnection,
-    effect_id: i64,
+    effect_id: EffectId,
     resolution: Resolution,
     expected: Option<EffectStatus>,
     by: &str,
