@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 # Crash-table fixtures need the failpoints feature; release builds never enable it.
-TEST_FEATURES := --features inbound-service/failpoints
+TEST_FEATURES := --features inbound-runtime/failpoints
 
 .PHONY: run demo test soak fuzz deny lint fmt build release bench bench-memory deploy-check check-metrics postgres pgbouncer
 

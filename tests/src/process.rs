@@ -21,7 +21,7 @@ pub fn binary(name: &str) -> PathBuf {
     let path = directory.join(name);
     assert!(
         path.exists(),
-        "{} is missing: build the binaries first (`make test` runs `cargo build --workspace --bins --features inbound-service/failpoints`)",
+        "{} is missing: build the binaries first (`make test` runs `cargo build --workspace --bins --features inbound-runtime/failpoints`)",
         path.display()
     );
     path

@@ -309,7 +309,7 @@ async fn nothing_is_committed_before_the_session_check_passed() {
     use http_body_util::Full;
     use inbound_ingress::body::{BodyBudget, read_body};
     use inbound_ingress::group_commit::{GroupCommit, GroupCommitSettings};
-    use inbound_service::sessions::SessionGate;
+    use inbound_runtime::sessions::SessionGate;
 
     let database = TestDatabase::create().await;
     let group = GroupCommit::start(

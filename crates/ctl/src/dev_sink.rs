@@ -19,8 +19,8 @@ use inbound_core::clock::{Clock, SystemClock};
 use inbound_core::headers::Headers;
 use inbound_core::secret::Secret;
 use inbound_core::verify::{self, Provider, VerifyContext};
-use inbound_service::http::{Body, json_response};
-use inbound_service::{ServerLimits, serve};
+use inbound_runtime::http::{Body, json_response};
+use inbound_runtime::{ServerLimits, serve};
 use serde_json::json;
 
 /// How the dev sink behaves.
@@ -67,7 +67,7 @@ pub async fn run(listen: SocketAddr, sink: DevSink) -> anyhow::Result<()> {
         listener,
         limits,
         move |request| answer(Arc::clone(&sink), request),
-        inbound_service::signals::shutdown_signal(),
+        inbound_runtime::signals::shutdown_signal(),
     )
     .await;
     Ok(())

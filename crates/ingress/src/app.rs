@@ -8,7 +8,7 @@ use http::{Method, Request, Response};
 use hyper::body::Incoming;
 use inbound_core::clock::Clock;
 use inbound_core::config::Config;
-use inbound_service::ops::{self, Readiness};
+use inbound_runtime::ops::{self, Readiness};
 use sqlx::PgPool;
 use tokio::time::Instant;
 

@@ -2,7 +2,7 @@
 
 use std::net::SocketAddr;
 
-use inbound_service::args::CommonArgs;
+use inbound_runtime::args::CommonArgs;
 
 /// The inbound webhook receiver: verify, durably accept, answer.
 #[derive(Debug, clap::Parser)]

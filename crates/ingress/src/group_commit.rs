@@ -22,8 +22,8 @@ use std::sync::Arc;
 
 use inbound_core::keys::{EventId, SourceScope};
 use inbound_core::store::{self, InsertOutcome, NewReceipt};
-use inbound_service::failpoint;
-use inbound_service::sessions::SessionGate;
+use inbound_runtime::failpoint;
+use inbound_runtime::sessions::SessionGate;
 use sqlx::{Connection, PgConnection, PgPool};
 use tokio::sync::{Mutex, mpsc, oneshot};
 
@@ -190,7 +190,7 @@ fn batch_length(jobs: &[Job], max_batch: usize) -> usize {
 
 /// One answer per job, in order.
 async fn commit_batch(pool: &PgPool, batch: &[Job]) -> Vec<Answer> {
-    let mut connection = match inbound_service::process_metrics::acquire(pool).await {
+    let mut connection = match inbound_runtime::process_metrics::acquire(pool).await {
         Ok(connection) => connection,
         Err(error) => {
             let reason = CommitError::Unavailable(format!("database: {error}"));

@@ -17,7 +17,7 @@ use inbound_core::headers::Headers;
 use inbound_core::keys::{self, EventId};
 use inbound_core::store::{InsertOutcome, NewReceipt};
 use inbound_core::verify::{self, VerifyContext};
-use inbound_service::failpoint;
+use inbound_runtime::failpoint;
 use tokio::time::Instant;
 
 use crate::body::{self, BodyBudget, BodyError, HeldBody};

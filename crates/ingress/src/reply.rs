@@ -5,7 +5,7 @@
 use http::header::{ALLOW, RETRY_AFTER};
 use http::{HeaderValue, Response, StatusCode};
 use inbound_core::keys::ReceiptId;
-pub use inbound_service::http::{Body, json_response};
+pub use inbound_runtime::http::{Body, json_response};
 use serde_json::json;
 
 /// Seconds a client should wait before retrying after a 503.

@@ -11,9 +11,9 @@ use clap::Parser;
 use inbound_core::clock::SystemClock;
 use inbound_core::config::Config;
 use inbound_core::store::{self, PoolSettings};
-use inbound_service::sessions::SessionGuard;
-use inbound_service::signals::shutdown_signal;
-use inbound_service::{Drain, ServerLimits, logging, ops, serve};
+use inbound_runtime::sessions::SessionGuard;
+use inbound_runtime::signals::shutdown_signal;
+use inbound_runtime::{Drain, ServerLimits, logging, ops, serve};
 use tokio::net::TcpListener;
 
 use crate::args::IngressArgs;
@@ -27,7 +27,7 @@ use crate::{App, AppSettings};
 pub fn main() -> ExitCode {
     let args = IngressArgs::parse();
     logging::init_logging(args.common.log_format);
-    inbound_service::process::run_to_exit_code(run(args, shutdown_signal()))
+    inbound_runtime::process::run_to_exit_code(run(args, shutdown_signal()))
 }
 
 /// Serves until `shutdown` resolves, then drains. Refuses to start on an invalid
@@ -50,7 +50,7 @@ pub async fn run(
         );
     }
     let metrics = telemetry::install_metrics().context("cannot install the metrics recorder")?;
-    inbound_service::process_metrics::export_config(&config);
+    inbound_runtime::process_metrics::export_config(&config);
     telemetry::initialise(&config);
     let statement_timeout = cli.common.statement_timeout();
     let acquire_timeout = cli.common.acquire_timeout();
@@ -95,7 +95,7 @@ pub async fn run(
         header_read_timeout: Duration::from_secs(cli.header_read_timeout_secs),
         max_connections: cli.max_connections,
         shutdown_grace: cli.common.shutdown_grace(),
-        max_buf_size: inbound_service::server::MAX_REQUEST_HEAD_BYTES,
+        max_buf_size: inbound_runtime::server::MAX_REQUEST_HEAD_BYTES,
     };
 
     let listener = TcpListener::bind(cli.listen)

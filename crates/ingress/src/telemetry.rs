@@ -39,7 +39,7 @@ const DURATION_BUCKETS_SECONDS: &[f64] = &[
 
 /// Installs the global Prometheus recorder and describes every metric (HELP text).
 pub fn install_metrics() -> anyhow::Result<PrometheusHandle> {
-    let handle = inbound_service::ops::install_recorder(
+    let handle = inbound_runtime::ops::install_recorder(
         "ingress",
         &[
             (REQUEST_DURATION_SECONDS, DURATION_BUCKETS_SECONDS),

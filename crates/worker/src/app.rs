@@ -29,9 +29,9 @@ use clap::Parser;
 use inbound_core::config::Config;
 use inbound_core::handlers::{Handler, Registry};
 use inbound_core::store::{self, PoolSettings};
-use inbound_service::sessions::SessionGuard;
-use inbound_service::signals::shutdown_signal;
-use inbound_service::{logging, ops};
+use inbound_runtime::sessions::SessionGuard;
+use inbound_runtime::signals::shutdown_signal;
+use inbound_runtime::{logging, ops};
 use tokio::net::TcpListener;
 
 use crate::args::WorkerArgs;
@@ -118,7 +118,7 @@ impl WorkerBuilder {
         let settings = args.settings();
         let worker_id = settings.worker_id.clone();
         let role = settings.role;
-        inbound_service::process_metrics::export_config(&config);
+        inbound_runtime::process_metrics::export_config(&config);
         let worker = Arc::new(Worker::new(
             pool.clone(),
             Arc::new(config),
@@ -222,5 +222,5 @@ pub fn main(configure: impl FnOnce(WorkerBuilder) -> WorkerBuilder) -> ExitCode 
     let args = WorkerArgs::parse();
     logging::init_logging(args.common.log_format);
     let builder = configure(Worker::builder(args));
-    inbound_service::process::run_to_exit_code(builder.run(shutdown_signal()))
+    inbound_runtime::process::run_to_exit_code(builder.run(shutdown_signal()))
 }

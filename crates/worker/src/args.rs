@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::ensure;
-use inbound_service::args::CommonArgs;
+use inbound_runtime::args::CommonArgs;
 
 use crate::{MAX_BATCH_SIZE, WorkerSettings};
 

@@ -21,7 +21,7 @@ use inbound_core::handlers::{Handler, HandlerError, HandlerInput, Transition};
 use inbound_core::keys::{ReceiptId, ReceiptLease};
 use inbound_core::store::effects::{self, SourceEvent};
 use inbound_core::store::queue::{self, ClaimedReceipt, Finish, FinishedReceipt, StoredPayload};
-use inbound_service::failpoint;
+use inbound_runtime::failpoint;
 use sqlx::{Acquire, PgConnection};
 
 use crate::Worker;
@@ -150,7 +150,7 @@ async fn apply_batch(
     worker: &Worker,
     batch: &[ClaimedReceipt],
 ) -> Result<Vec<Result<Transition, Abort>>, sqlx::Error> {
-    let mut connection = inbound_service::process_metrics::acquire(&worker.pool).await?;
+    let mut connection = inbound_runtime::process_metrics::acquire(&worker.pool).await?;
     let applied = apply_together_or_isolated(worker, &mut connection, batch).await;
     // Large payloads grew the connection's buffers: give them back rather than let every
     // pooled connection keep the largest batch it ever carried.
@@ -510,7 +510,7 @@ async fn record_failure(worker: &Worker, claimed: &ClaimedReceipt, error: String
         worker.settings.backoff_cap,
         rand::random::<f64>(),
     );
-    let recorded = match inbound_service::process_metrics::acquire(&worker.pool).await {
+    let recorded = match inbound_runtime::process_metrics::acquire(&worker.pool).await {
         Ok(mut connection) if exhausted => {
             queue::fail_exhausted(&mut connection, claimed.lease(), &error).await
         }

@@ -114,7 +114,7 @@ async fn claim_receipts(worker: &Worker, slots: usize) -> Result<Vec<ClaimedBatc
         max_attempts: worker.settings.max_attempts,
     };
     let claim = {
-        let mut connection = inbound_service::process_metrics::acquire(&worker.pool).await?;
+        let mut connection = inbound_runtime::process_metrics::acquire(&worker.pool).await?;
         let claim = queue::claim_batch(
             &mut connection,
             limits,
@@ -196,7 +196,7 @@ async fn claim_effects(
         return Ok(Vec::new());
     }
     let claimed = {
-        let mut connection = inbound_service::process_metrics::acquire(&worker.pool).await?;
+        let mut connection = inbound_runtime::process_metrics::acquire(&worker.pool).await?;
         effects::claim_batch(
             &mut connection,
             i64::try_from(limit).unwrap_or(i64::MAX),

@@ -58,7 +58,7 @@ const DELIVERY_BUCKETS_SECONDS: &[f64] = &[
 /// build info's role is `worker` for a process that applies receipts, `dispatcher` for one
 /// that only delivers effects (so the absent-worker alert sees a split deployment).
 pub fn install_metrics(role: crate::args::Role) -> anyhow::Result<PrometheusHandle> {
-    let handle = inbound_service::ops::install_recorder(
+    let handle = inbound_runtime::ops::install_recorder(
         if role.runs_receipts() {
             "worker"
         } else {

@@ -30,7 +30,7 @@ use inbound_core::effects::{
 use inbound_core::store::effects::{
     self as store, ClaimedEffect, FinishedDelivery, SinkClaim, StepKind, StepRecord,
 };
-use inbound_service::failpoint;
+use inbound_runtime::failpoint;
 
 use self::recorder::{NotRecorded, Recorded, Recorder};
 use self::sinks::SinkPermit;
@@ -236,7 +236,7 @@ async fn record_step(
     started: Instant,
 ) -> Step {
     let record = step_record(decision, maybe_delivered, outcome, None);
-    let recorded = match inbound_service::process_metrics::acquire(&worker.pool).await {
+    let recorded = match inbound_runtime::process_metrics::acquire(&worker.pool).await {
         Ok(mut connection) => {
             store::record_step(
                 &mut connection,

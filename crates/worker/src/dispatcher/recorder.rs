@@ -161,6 +161,6 @@ async fn write(
     waiting: &[Waiting],
 ) -> Result<Vec<inbound_core::keys::EffectId>, sqlx::Error> {
     let outcomes: Vec<FinishedDelivery> = waiting.iter().map(|one| one.outcome.clone()).collect();
-    let mut connection = inbound_service::process_metrics::acquire(pool).await?;
+    let mut connection = inbound_runtime::process_metrics::acquire(pool).await?;
     store::effects::finish_deliveries(&mut connection, &outcomes).await
 }

@@ -1,4 +1,5 @@
-//! `inbound-service`: the process plumbing both binaries share and neither owns.
+//! `inbound-runtime`: the process runtime both binaries share and neither owns — flags,
+//! serving, the ops port, logging, signals and the start-up session check.
 //!
 //! - [`args`]: the flags every binary shares (config, database, logging, drain).
 //! - [`server`]: the hyper 1.x accept loop with limits and a graceful drain.
