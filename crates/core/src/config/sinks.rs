@@ -1,0 +1,197 @@
+//! Sinks and secret references: a sink's URL (or the reference that holds it), its
+//! idempotency, reconciliation and time budgets, and every `env:`/`file:` secret resolved
+//! without its value ever reaching a message.
+
+use serde::Deserialize;
+
+use super::validate::{ID_RULE, invalid, is_valid_id, validate_owner};
+use super::*;
+use crate::secret::{Secret, SecretUrl, is_reference, resolve_reference};
+use crate::verify::decode_standard_secret;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSink {
+    pub(super) id: String,
+    url: String,
+    idempotency_header: Option<String>,
+    idempotency_retention_secs: Option<u64>,
+    status_url: Option<String>,
+    timeout_secs: Option<u64>,
+    #[serde(default)]
+    secrets: Vec<String>,
+    max_concurrency: Option<usize>,
+    give_up_after_secs: Option<u64>,
+    reconcile_for_secs: Option<u64>,
+    breaker_failures: Option<u32>,
+    breaker_pause_secs: Option<u64>,
+    owner: Option<String>,
+}
+
+pub(super) fn resolve_secrets(
+    path: &str,
+    references: &[String],
+    standard_encoding: bool,
+    env_lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<Secret>, ConfigError> {
+    references
+        .iter()
+        .enumerate()
+        .map(|(index, reference)| {
+            let field = format!("{path}.secrets[{index}]");
+            let value = resolve_reference(reference, env_lookup)
+                .map_err(|error| invalid(&field, error.to_string()))?;
+            if standard_encoding {
+                decode_standard_secret(&value).map_err(|_| {
+                    invalid(
+                        &field,
+                        format!(
+                            "{reference} is not a Standard Webhooks secret (expected whsec_ followed by base64)"
+                        ),
+                    )
+                })
+            } else {
+                Ok(Secret::new(value.into_bytes()))
+            }
+        })
+        .collect()
+}
+
+pub(super) fn validate_sink(
+    path: &str,
+    raw: RawSink,
+    env_lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<Sink, ConfigError> {
+    if !is_valid_id(&raw.id) {
+        return Err(invalid(format!("{path}.id"), ID_RULE));
+    }
+    let url = resolve_url(&format!("{path}.url"), &raw.url, env_lookup)?;
+    if !is_http_url(url.expose()) {
+        return Err(invalid(
+            format!("{path}.url"),
+            "must be an http:// or https:// URL",
+        ));
+    }
+    let status_url = raw
+        .status_url
+        .as_deref()
+        .map(|status_url| resolve_url(&format!("{path}.status_url"), status_url, env_lookup))
+        .transpose()?;
+    if let Some(status_url) = &status_url
+        && (!is_http_url(status_url.expose()) || !status_url.expose().contains("{key}"))
+    {
+        return Err(invalid(
+            format!("{path}.status_url"),
+            "must be an http:// or https:// URL containing {key}",
+        ));
+    }
+    if let Some(header) = &raw.idempotency_header
+        && (header.is_empty()
+            || !header
+                .bytes()
+                .all(|byte| byte.is_ascii_alphanumeric() || byte == b'-'))
+    {
+        return Err(invalid(
+            format!("{path}.idempotency_header"),
+            "must be a header name of letters, digits and '-'",
+        ));
+    }
+    let seconds = |field: &str, value: Option<u64>, default: u64, least: u64| {
+        let value = value.unwrap_or(default);
+        if (least..=MAX_SINK_SECS).contains(&value) {
+            Ok(value)
+        } else {
+            Err(invalid(
+                format!("{path}.{field}"),
+                format!("must be {least} to {MAX_SINK_SECS} seconds"),
+            ))
+        }
+    };
+    let timeout_secs = seconds(
+        "timeout_secs",
+        raw.timeout_secs,
+        DEFAULT_SINK_TIMEOUT_SECS,
+        1,
+    )?;
+    let idempotency_retention_secs = seconds(
+        "idempotency_retention_secs",
+        raw.idempotency_retention_secs,
+        DEFAULT_IDEMPOTENCY_RETENTION_SECS,
+        0,
+    )?;
+    let give_up_after_secs = seconds(
+        "give_up_after_secs",
+        raw.give_up_after_secs,
+        DEFAULT_GIVE_UP_AFTER_SECS,
+        1,
+    )?;
+    let reconcile_for_secs = seconds(
+        "reconcile_for_secs",
+        raw.reconcile_for_secs,
+        DEFAULT_RECONCILE_FOR_SECS,
+        1,
+    )?;
+    let breaker_pause_secs = seconds(
+        "breaker_pause_secs",
+        raw.breaker_pause_secs,
+        DEFAULT_BREAKER_PAUSE_SECS,
+        1,
+    )?;
+    if raw
+        .max_concurrency
+        .is_some_and(|limit| !(1..=1024).contains(&limit))
+    {
+        return Err(invalid(
+            format!("{path}.max_concurrency"),
+            "must be 1 to 1024",
+        ));
+    }
+    let breaker_failures = raw.breaker_failures.unwrap_or(DEFAULT_BREAKER_FAILURES);
+    if !(1..=1000).contains(&breaker_failures) {
+        return Err(invalid(
+            format!("{path}.breaker_failures"),
+            "must be 1 to 1000",
+        ));
+    }
+    let secrets = resolve_secrets(path, &raw.secrets, true, env_lookup)?;
+    Ok(Sink {
+        id: raw.id,
+        url,
+        idempotency_header: raw.idempotency_header,
+        idempotency_retention_secs,
+        status_url,
+        timeout_secs,
+        secrets,
+        max_concurrency: raw.max_concurrency,
+        give_up_after_secs,
+        reconcile_for_secs,
+        breaker_failures,
+        breaker_pause_secs,
+        owner: validate_owner(path, raw.owner)?,
+    })
+}
+
+/// A sink URL as written, or resolved from its `env:`/`file:` reference. Errors name the
+/// field and the reference, never the value.
+fn resolve_url(
+    field: &str,
+    value: &str,
+    env_lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<SecretUrl, ConfigError> {
+    if !is_reference(value) {
+        return Ok(SecretUrl::new(value));
+    }
+    resolve_reference(value, env_lookup)
+        .map(SecretUrl::new)
+        .map_err(|error| invalid(field, error.to_string()))
+}
+
+fn is_http_url(url: &str) -> bool {
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"));
+    rest.is_some_and(|rest| {
+        let host = rest.split(['/', '?', '#']).next().unwrap_or("");
+        !host.is_empty() && !rest.contains(char::is_whitespace)
+    })
+}

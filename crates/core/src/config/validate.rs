@@ -1,0 +1,388 @@
+//! From TOML to a validated [`Config`](super::Config): the raw structs serde reads, and
+//! the checks on integrations, routes and scopes, each failing with one line that names
+//! the field. Sinks and secret references are [`super::sinks`]'s.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Deserialize;
+
+use super::sinks::{RawSink, resolve_secrets, validate_sink};
+use super::*;
+use crate::verify::Provider;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRoute {
+    handler: String,
+    sink: Option<String>,
+    sinks: Option<Vec<String>>,
+    options: Option<toml::Table>,
+}
+
+/// Parses and validates `text` (the body of [`Config::from_toml`]).
+pub(super) fn parse(
+    text: &str,
+    env_lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<Config, ConfigError> {
+    let raw: RawConfig = toml::from_str(text).map_err(|error| syntax_error(text, &error))?;
+    validate(raw, env_lookup)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    #[serde(default)]
+    integration: Vec<RawIntegration>,
+    #[serde(default)]
+    sink: Vec<RawSink>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawIntegration {
+    id: String,
+    provider: String,
+    tenant: String,
+    secrets: Vec<String>,
+    tolerance_secs: Option<u64>,
+    max_body_bytes: Option<usize>,
+    #[serde(default)]
+    expect: Expect,
+    #[serde(default)]
+    routes: BTreeMap<String, RawRoute>,
+    #[serde(default)]
+    entitlements: BTreeMap<String, String>,
+    #[serde(default)]
+    content_dedupe: bool,
+    owner: Option<String>,
+    alert_when_silent_secs: Option<u64>,
+    provider_timeout_secs: Option<u64>,
+}
+
+fn syntax_error(text: &str, error: &toml::de::Error) -> ConfigError {
+    let offset = error.span().map_or(0, |span| span.start).min(text.len());
+    let before = &text[..offset];
+    let line = before.matches('\n').count() + 1;
+    let column = before
+        .rfind('\n')
+        .map_or(offset, |newline| offset - newline - 1)
+        + 1;
+    ConfigError::Syntax {
+        line,
+        column,
+        message: error
+            .message()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" "),
+    }
+}
+
+pub(super) fn invalid(field: impl Into<String>, message: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+/// Ids appear in URLs and metric labels: keep them to a safe, boring alphabet.
+pub(super) fn is_valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 64
+        && id
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.'))
+}
+
+pub(super) const ID_RULE: &str = "must be 1-64 characters of letters, digits, '-', '_' or '.'";
+
+/// The shortest silence worth an alert: below it, the gap between two ordinary
+/// deliveries would page.
+const MIN_SILENCE_SECS: u64 = 60;
+/// The longest: the alert looks back a week for the last delivery (so that restarts
+/// forget nothing), and a threshold must fit inside with room to fire.
+const MAX_SILENCE_SECS: u64 = 6 * 86_400;
+
+/// An owner is a metric label and an alert route: the id alphabet, or nothing.
+pub(super) fn validate_owner(
+    path: &str,
+    owner: Option<String>,
+) -> Result<Option<String>, ConfigError> {
+    match owner {
+        Some(owner) if !is_valid_id(&owner) => Err(invalid(format!("{path}.owner"), ID_RULE)),
+        owner => Ok(owner),
+    }
+}
+
+fn validate(
+    raw: RawConfig,
+    env_lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<Config, ConfigError> {
+    let mut sinks = Vec::with_capacity(raw.sink.len());
+    for (index, raw_sink) in raw.sink.into_iter().enumerate() {
+        let path = format!("sink[{index}] ({})", raw_sink.id);
+        if sinks.iter().any(|sink: &Sink| sink.id == raw_sink.id) {
+            return Err(invalid(format!("{path}.id"), "duplicate sink id"));
+        }
+        sinks.push(validate_sink(&path, raw_sink, env_lookup)?);
+    }
+
+    let mut integrations = Vec::with_capacity(raw.integration.len());
+    let mut integration_index = HashMap::new();
+    for (index, raw_integration) in raw.integration.into_iter().enumerate() {
+        let path = format!("integration[{index}] ({})", raw_integration.id);
+        if integration_index.contains_key(&raw_integration.id) {
+            return Err(invalid(format!("{path}.id"), "duplicate integration id"));
+        }
+        let integration = validate_integration(&path, raw_integration, &sinks, env_lookup)?;
+        integration_index.insert(integration.id.clone(), integrations.len());
+        integrations.push(integration);
+    }
+    Ok(Config {
+        integrations,
+        integration_index,
+        sinks,
+    })
+}
+
+fn validate_integration(
+    path: &str,
+    raw: RawIntegration,
+    sinks: &[Sink],
+    env_lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<Integration, ConfigError> {
+    if !is_valid_id(&raw.id) {
+        return Err(invalid(format!("{path}.id"), ID_RULE));
+    }
+    let provider = Provider::from_name(&raw.provider).ok_or_else(|| {
+        let names: Vec<&str> = Provider::ALL
+            .iter()
+            .map(|provider| provider.name())
+            .collect();
+        invalid(
+            format!("{path}.provider"),
+            format!(
+                "unknown provider {:?} (expected one of {})",
+                raw.provider,
+                names.join(", ")
+            ),
+        )
+    })?;
+    if raw.tenant.trim().is_empty() {
+        return Err(invalid(format!("{path}.tenant"), "must not be empty"));
+    }
+    let secrets = resolve_secrets(
+        path,
+        &raw.secrets,
+        provider == Provider::Standard,
+        env_lookup,
+    )?;
+    if secrets.is_empty() {
+        return Err(invalid(
+            format!("{path}.secrets"),
+            "needs at least one secret reference",
+        ));
+    }
+    let tolerance_secs = raw.tolerance_secs.unwrap_or(DEFAULT_TOLERANCE_SECS);
+    if tolerance_secs == 0 {
+        return Err(invalid(
+            format!("{path}.tolerance_secs"),
+            "must be at least 1",
+        ));
+    }
+    let max_body_bytes = raw.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES);
+    if max_body_bytes == 0 || max_body_bytes > MAX_MAX_BODY_BYTES {
+        return Err(invalid(
+            format!("{path}.max_body_bytes"),
+            format!("must be between 1 and {MAX_MAX_BODY_BYTES}"),
+        ));
+    }
+    validate_expect(path, provider, &raw.expect)?;
+    let alert_when_silent_secs = raw.alert_when_silent_secs;
+    if alert_when_silent_secs
+        .is_some_and(|secs| !(MIN_SILENCE_SECS..=MAX_SILENCE_SECS).contains(&secs))
+    {
+        return Err(invalid(
+            format!("{path}.alert_when_silent_secs"),
+            format!(
+                "must be between {MIN_SILENCE_SECS} and {MAX_SILENCE_SECS} (6 days: the alert looks back a week)"
+            ),
+        ));
+    }
+    let provider_timeout_secs = raw
+        .provider_timeout_secs
+        .unwrap_or_else(|| provider.delivery_timeout_secs());
+    if provider_timeout_secs == 0 {
+        return Err(invalid(
+            format!("{path}.provider_timeout_secs"),
+            "must be at least 1",
+        ));
+    }
+    if raw.content_dedupe && provider != Provider::Github {
+        return Err(invalid(
+            format!("{path}.content_dedupe"),
+            format!(
+                "applies to provider github only ({} signs its event ids)",
+                provider.name()
+            ),
+        ));
+    }
+    let mut routes = BTreeMap::new();
+    for (key, raw_route) in raw.routes {
+        let route_path = format!("{path}.routes.{key:?}");
+        let route = validate_route(&route_path, &key, raw_route, sinks)?;
+        routes.insert(key, route);
+    }
+    Ok(Integration {
+        id: raw.id,
+        provider,
+        tenant: raw.tenant,
+        secrets,
+        tolerance_secs,
+        max_body_bytes,
+        expect: raw.expect,
+        routes,
+        entitlements: raw.entitlements,
+        content_dedupe: raw.content_dedupe,
+        owner: validate_owner(path, raw.owner)?,
+        alert_when_silent_secs,
+        provider_timeout_secs,
+    })
+}
+
+/// A route key, its sinks and its options.
+fn validate_route(
+    route_path: &str,
+    key: &str,
+    raw: RawRoute,
+    sinks: &[Sink],
+) -> Result<Route, ConfigError> {
+    if key.is_empty() {
+        return Err(invalid(route_path, "event type must not be empty"));
+    }
+    let prefix = key.strip_suffix(PATTERN_SUFFIX).unwrap_or(key);
+    if key != CATCH_ALL && (prefix.contains('*') || prefix.is_empty()) {
+        return Err(invalid(
+            route_path,
+            "`*` may only end a pattern as `prefix.*` (every type starting with `prefix.`) or be the whole key `*`",
+        ));
+    }
+    if raw.handler.trim().is_empty() {
+        return Err(invalid(
+            format!("{route_path}.handler"),
+            "must not be empty",
+        ));
+    }
+    let sinks_named = match (raw.sink, raw.sinks) {
+        (Some(_), Some(_)) => {
+            return Err(invalid(
+                route_path,
+                "give either `sink` or `sinks`, not both",
+            ));
+        }
+        (Some(sink), None) => vec![sink],
+        (None, Some(list)) => list,
+        (None, None) => Vec::new(),
+    };
+    for (index, sink) in sinks_named.iter().enumerate() {
+        if !sinks.iter().any(|known| &known.id == sink) {
+            return Err(invalid(
+                format!("{route_path}.sink"),
+                format!("unknown sink {sink:?} (no [[sink]] has that id)"),
+            ));
+        }
+        if sinks_named[..index].contains(sink) {
+            return Err(invalid(
+                format!("{route_path}.sinks"),
+                format!("sink {sink:?} is named twice"),
+            ));
+        }
+    }
+    if raw.handler == FORWARD && sinks_named.is_empty() {
+        return Err(invalid(
+            format!("{route_path}.sink"),
+            "the forward handler needs a sink to forward to",
+        ));
+    }
+    if raw.handler != FORWARD && sinks_named.len() > 1 {
+        return Err(invalid(
+            format!("{route_path}.sinks"),
+            "only forward sends to several sinks; a business handler names one",
+        ));
+    }
+    let options = options_as_json(raw.options.unwrap_or_default()).ok_or_else(|| {
+        invalid(
+            format!("{route_path}.options"),
+            "cannot be passed to a handler (dates and non-finite numbers are not supported; write them as strings)",
+        )
+    })?;
+    Ok(Route {
+        handler: raw.handler,
+        sinks: sinks_named,
+        options,
+    })
+}
+
+/// A route's options as the JSON its handler reads; `None` for a TOML date or a
+/// non-finite float, which JSON cannot carry faithfully.
+fn options_as_json(table: toml::Table) -> Option<serde_json::Value> {
+    fn convert(value: toml::Value) -> Option<serde_json::Value> {
+        Some(match value {
+            toml::Value::String(text) => serde_json::Value::String(text),
+            toml::Value::Integer(number) => serde_json::Value::from(number),
+            toml::Value::Float(number) => {
+                serde_json::Value::Number(serde_json::Number::from_f64(number)?)
+            }
+            toml::Value::Boolean(flag) => serde_json::Value::Bool(flag),
+            toml::Value::Datetime(_) => return None,
+            toml::Value::Array(items) => {
+                serde_json::Value::Array(items.into_iter().map(convert).collect::<Option<_>>()?)
+            }
+            toml::Value::Table(table) => table_as_json(table)?,
+        })
+    }
+    fn table_as_json(table: toml::Table) -> Option<serde_json::Value> {
+        let mut object = serde_json::Map::new();
+        for (key, value) in table {
+            object.insert(key, convert(value)?);
+        }
+        Some(serde_json::Value::Object(object))
+    }
+    table_as_json(table)
+}
+
+fn validate_expect(path: &str, provider: Provider, expect: &Expect) -> Result<(), ConfigError> {
+    let present = [
+        ("account", expect.account.is_some()),
+        ("livemode", expect.livemode.is_some()),
+        ("installation_id", expect.installation_id.is_some()),
+        ("organization_id", expect.organization_id.is_some()),
+        ("repository_id", expect.repository_id.is_some()),
+        (
+            "installation_target_id",
+            expect.installation_target_id.is_some(),
+        ),
+        ("team_id", expect.team_id.is_some()),
+        ("api_app_id", expect.api_app_id.is_some()),
+    ];
+    let allowed: &[&str] = match provider {
+        Provider::Stripe => &["account", "livemode"],
+        Provider::Github => &[
+            "installation_id",
+            "organization_id",
+            "repository_id",
+            "installation_target_id",
+        ],
+        Provider::Slack => &["team_id", "api_app_id"],
+        Provider::Standard => &[],
+    };
+    for (key, is_set) in present {
+        if is_set && !allowed.contains(&key) {
+            return Err(invalid(
+                format!("{path}.expect.{key}"),
+                format!("does not apply to provider {}", provider.name()),
+            ));
+        }
+    }
+    Ok(())
+}
