@@ -30,12 +30,9 @@ pub fn main() -> ExitCode {
     inbound_runtime::process::run_to_exit_code(run(args, shutdown_signal()))
 }
 
-/// Serves until `shutdown` resolves, then drains. Refuses to start on an invalid
-/// configuration or flags that could never work.
-pub async fn run(
-    cli: IngressArgs,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> anyhow::Result<()> {
+/// The configuration, refused when a flag makes it unusable (a body budget smaller than
+/// an integration's largest body could never read one).
+fn load_config(cli: &IngressArgs) -> anyhow::Result<Config> {
     let config = Config::load(&cli.common.config).context("invalid configuration")?;
     if let Some(integration) = config
         .integrations()
@@ -49,6 +46,16 @@ pub async fn run(
             integration.max_body_bytes
         );
     }
+    Ok(config)
+}
+
+/// Serves until `shutdown` resolves, then drains. Refuses to start on an invalid
+/// configuration or flags that could never work.
+pub async fn run(
+    cli: IngressArgs,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let config = load_config(&cli)?;
     let metrics = telemetry::install_metrics().context("cannot install the metrics recorder")?;
     inbound_runtime::process_metrics::export_config(&config);
     telemetry::initialise(&config);

@@ -69,6 +69,13 @@ pub fn install_metrics(role: crate::args::Role) -> anyhow::Result<PrometheusHand
             (EFFECT_DELIVERY_SECONDS, DELIVERY_BUCKETS_SECONDS),
         ],
     )?;
+    describe_receipt_metrics();
+    describe_effect_metrics();
+    Ok(handle)
+}
+
+/// HELP text of the receipt side: ages, counts, attempts, batches.
+fn describe_receipt_metrics() {
     metrics::describe_gauge!(
         OLDEST_PENDING_AGE_SECONDS,
         metrics::Unit::Seconds,
@@ -105,6 +112,11 @@ pub fn install_metrics(role: crate::args::Role) -> anyhow::Result<PrometheusHand
         BATCHES_TOTAL,
         "Business transactions by mode: together (no savepoints), isolated (rerun with a savepoint per receipt after a failure)."
     );
+}
+
+/// HELP text of what needs a person (receipts, effects in review) and of the effect
+/// side: open effects, deliveries, sinks.
+fn describe_effect_metrics() {
     metrics::describe_gauge!(
         RECEIPTS_FOR_REVIEW,
         "Receipts that need a person, by integration and state (failed, quarantined)."
@@ -144,5 +156,4 @@ pub fn install_metrics(role: crate::args::Role) -> anyhow::Result<PrometheusHand
         EFFECTS_FOR_UNKNOWN_SINKS,
         "Undelivered effects whose sink this worker's configuration does not name."
     );
-    Ok(handle)
 }

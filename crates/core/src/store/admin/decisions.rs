@@ -75,57 +75,78 @@ pub async fn replay(
                 });
             }
             Some(ReceiptStatus::Pending) => {
-                // Waiting out a retry delay (after a fix, say): due now, attempts kept.
-                let made_due = sqlx::query(
-                    "WITH due AS (
-                         UPDATE receipt_queue SET visible_at = now()
-                         WHERE receipt_id = $1
-                           AND NOT (leased_by IS NOT NULL AND visible_at > now())
-                         RETURNING receipt_id
-                     )
-                     INSERT INTO receipt_replays (receipt_id, previous_status, replayed_by, reason)
-                     SELECT receipt_id, 'pending', $2, $3 FROM due",
-                )
-                .bind(id)
-                .bind(replayed_by)
-                .bind(reason)
-                .execute(&mut *transaction)
-                .await?;
-                if made_due.rows_affected() == 0 {
+                if !make_due(&mut transaction, id, replayed_by, reason).await? {
                     return Err(ReplayError::Leased(id));
                 }
             }
             Some(status) if !ReceiptStatus::NEEDS_A_PERSON.contains(&status) => {
                 return Err(ReplayError::WrongState { id, status });
             }
-            Some(status) => {
-                sqlx::query(
-                    "WITH logged AS (
-                         INSERT INTO receipt_replays (receipt_id, previous_status, replayed_by, reason)
-                         VALUES ($1, $2, $3, $4)
-                     ), queued AS (
-                         INSERT INTO receipt_queue (receipt_id, integration, visible_at, enqueued_at,
-                                                    payload_bytes)
-                         -- Its stored size: rendering it could fail for the very payload
-                         -- that made the receipt fail.
-                         SELECT id, integration, now(), now(), coalesce(pg_column_size(payload), 0)
-                         FROM receipts WHERE id = $1
-                     )
-                     UPDATE receipts
-                     SET status = 'pending', outcome = NULL, outcome_reason = NULL, attempts = 0,
-                         finished_at = NULL
-                     WHERE id = $1",
-                )
-                .bind(id)
-                .bind(status)
-                .bind(replayed_by)
-                .bind(reason)
-                .execute(&mut *transaction)
-                .await?;
-            }
+            Some(status) => requeue(&mut transaction, id, status, replayed_by, reason).await?,
         }
     }
     transaction.commit().await?;
+    Ok(())
+}
+
+/// A pending receipt waiting out a retry delay (after a fix, say): due now, attempts kept,
+/// recorded. `false` when a worker holds its lease (it is being processed now).
+async fn make_due(
+    conn: &mut PgConnection,
+    id: ReceiptId,
+    replayed_by: &str,
+    reason: &str,
+) -> Result<bool, sqlx::Error> {
+    let made_due = sqlx::query(
+        "WITH due AS (
+             UPDATE receipt_queue SET visible_at = now()
+             WHERE receipt_id = $1
+               AND NOT (leased_by IS NOT NULL AND visible_at > now())
+             RETURNING receipt_id
+         )
+         INSERT INTO receipt_replays (receipt_id, previous_status, replayed_by, reason)
+         SELECT receipt_id, 'pending', $2, $3 FROM due",
+    )
+    .bind(id)
+    .bind(replayed_by)
+    .bind(reason)
+    .execute(conn)
+    .await?;
+    Ok(made_due.rows_affected() == 1)
+}
+
+/// A failed or quarantined receipt queued again, claimable now with its attempts reset,
+/// recorded.
+async fn requeue(
+    conn: &mut PgConnection,
+    id: ReceiptId,
+    status: ReceiptStatus,
+    replayed_by: &str,
+    reason: &str,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "WITH logged AS (
+             INSERT INTO receipt_replays (receipt_id, previous_status, replayed_by, reason)
+             VALUES ($1, $2, $3, $4)
+         ), queued AS (
+             INSERT INTO receipt_queue (receipt_id, integration, visible_at, enqueued_at,
+                                        payload_bytes)
+             -- Its stored size: rendering it could fail for the very payload that made
+             -- the receipt fail.
+             SELECT id, integration, now(), now(), coalesce(pg_column_size(payload), 0)
+             FROM receipts WHERE id = $1
+         )
+         UPDATE receipts
+         SET status = 'pending', outcome = NULL, outcome_reason = NULL, attempts = 0,
+             finished_at = NULL
+         WHERE id = $1",
+    )
+    .bind(id)
+    .bind(status)
+    .bind(replayed_by)
+    .bind(reason)
+    .execute(conn)
+    .await?;
     Ok(())
 }
 
