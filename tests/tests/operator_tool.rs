@@ -689,3 +689,31 @@ fn completions_are_printed_for_each_shell() {
         );
     }
 }
+
+/// An id named twice is one decision: a failed receipt replayed as `ID ID` is queued once
+/// and audited once (the second mention must not find it pending and "run it now" again),
+/// and the ids are taken in one lock order whatever order they were given in.
+#[tokio::test]
+async fn an_id_named_twice_is_decided_once() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let first = receipt_in(pool, "evt_twice_a", "failed").await;
+    let second = receipt_in(pool, "evt_twice_b", "failed").await;
+    let (a, b) = (first.to_string(), second.to_string());
+    let replayed = inboundctl(
+        &database,
+        &["receipts", "replay", &b, &a, &b, "--reason", "fixed"],
+        &[],
+    );
+    assert!(replayed.status.success(), "{}", text(&replayed.stderr));
+    let audits: Vec<(i64, String)> =
+        sqlx::query_as("SELECT receipt_id, previous_status FROM receipt_replays ORDER BY id")
+            .fetch_all(pool)
+            .await
+            .expect("replays");
+    assert_eq!(
+        audits,
+        vec![(first, "failed".to_owned()), (second, "failed".to_owned())],
+        "one replay each, in id order"
+    );
+}

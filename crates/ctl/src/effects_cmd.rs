@@ -374,6 +374,7 @@ async fn resolve(args: ResolveArgs) -> anyhow::Result<()> {
     // id leaves every one as it was.
     let mut transaction = connection.begin().await?;
     let expected = status;
+    let ids = inbound_core::store::in_lock_order(&ids);
     for &id in &ids {
         effects::resolve(&mut transaction, id, resolution, expected, &by, &note).await?;
     }

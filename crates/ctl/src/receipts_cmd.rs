@@ -312,6 +312,7 @@ async fn replay(args: ReplayArgs) -> anyhow::Result<()> {
     let reason = required_reason(reason.as_deref())?;
     let by = operator.name()?;
     let expected = status;
+    let ids = inbound_core::store::in_lock_order(&ids);
     admin::replay(&mut connection, &ids, expected, &by, &reason).await?;
     report(&ids, "replayed", json);
     if status.is_some() {
@@ -331,6 +332,7 @@ async fn close(
     let reason = required_reason(Some(&reason))?;
     let by = operator.name()?;
     let mut connection = database.connect().await?;
+    let ids = inbound_core::store::in_lock_order(&ids);
     admin::close(&mut connection, &ids, &by, &reason).await?;
     report(&ids, "closed", json);
     Ok(())

@@ -62,6 +62,16 @@ pub static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
 /// they ever carried.
 pub const SHRINK_BUFFERS_AFTER_BYTES: usize = 256 * 1024;
 
+/// `ids` deduplicated, in the one order every operator decision locks rows in: an id
+/// named twice is one decision, and two operators deciding about overlapping sets at once
+/// never deadlock each other.
+pub fn in_lock_order<Id: Ord + Copy>(ids: &[Id]) -> Vec<Id> {
+    let mut ordered = ids.to_vec();
+    ordered.sort_unstable();
+    ordered.dedup();
+    ordered
+}
+
 /// Why a pool could not be set up. (Statements return `sqlx::Error`; callers decide what
 /// a failure means, e.g. the ingress answers 503.)
 #[derive(Debug, thiserror::Error)]

@@ -55,7 +55,7 @@ pub async fn replay(
     reason: &str,
 ) -> Result<(), ReplayError> {
     let mut transaction = conn.begin().await?;
-    for &id in receipt_ids {
+    for id in crate::store::in_lock_order(receipt_ids) {
         let status: Option<ReceiptStatus> =
             sqlx::query_scalar("SELECT status FROM receipts WHERE id = $1 FOR UPDATE")
                 .bind(id)
@@ -215,12 +215,8 @@ pub async fn resolve_pending(
     resolved_by: &str,
     reason: &str,
 ) -> Result<(), ResolveError> {
-    let mut ids = receipt_ids.to_vec();
-    // One lock order for every caller: two operators never deadlock each other.
-    ids.sort_unstable();
-    ids.dedup();
     let mut transaction = conn.begin().await?;
-    for id in ids {
+    for id in crate::store::in_lock_order(receipt_ids) {
         // The queue row first, as the worker's transaction locks it (then the receipt).
         let dequeued: Option<i64> = sqlx::query_scalar(
             "DELETE FROM receipt_queue WHERE receipt_id = $1 RETURNING receipt_id",
@@ -273,11 +269,8 @@ pub async fn close(
     closed_by: &str,
     reason: &str,
 ) -> Result<(), ResolveError> {
-    let mut ids = receipt_ids.to_vec();
-    ids.sort_unstable();
-    ids.dedup();
     let mut transaction = conn.begin().await?;
-    for id in ids {
+    for id in crate::store::in_lock_order(receipt_ids) {
         let status: Option<ReceiptStatus> =
             sqlx::query_scalar("SELECT status FROM receipts WHERE id = $1 FOR UPDATE")
                 .bind(id)
