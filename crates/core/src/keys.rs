@@ -70,13 +70,6 @@ impl fmt::Display for EventId {
 #[serde(transparent)]
 pub struct LeaseToken(i64);
 
-impl LeaseToken {
-    /// The token as stored.
-    pub fn get(self) -> i64 {
-        self.0
-    }
-}
-
 impl fmt::Display for LeaseToken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.0.fmt(f)

@@ -2,6 +2,7 @@
 //! lock with SKIP LOCKED (purge runs beside the workers), never a receipt with an effect
 //! that is not closed; and the dry run that counts what a purge would remove.
 
+use crate::states::EffectStatus;
 use sqlx::PgConnection;
 
 /// What a purge with these ages would remove now: payloads dropped and receipt rows
@@ -18,15 +19,16 @@ pub async fn purge_preview(
               WHERE r.status = 'done' AND r.payload IS NOT NULL
                 AND r.finished_at < now() - make_interval(days => $1)
                 AND NOT EXISTS (SELECT 1 FROM effects e WHERE e.receipt_id = r.id
-                                AND e.status NOT IN ('completed', 'abandoned'))),
+                                AND e.status <> ALL ($3))),
              (SELECT count(*) FROM receipts r
               WHERE $2::int IS NOT NULL AND r.status = 'done'
                 AND r.finished_at < now() - make_interval(days => $2)
                 AND NOT EXISTS (SELECT 1 FROM effects e WHERE e.receipt_id = r.id
-                                AND e.status NOT IN ('completed', 'abandoned')))",
+                                AND e.status <> ALL ($3)))",
     )
     .bind(i32::try_from(payload_days).unwrap_or(i32::MAX))
     .bind(key_days.map(|days| i32::try_from(days).unwrap_or(i32::MAX)))
+    .bind(EffectStatus::CLOSED)
     .fetch_one(conn)
     .await
 }
@@ -47,7 +49,7 @@ pub async fn purge_payloads_batch(
                -- The person deciding about an open effect reads the event behind it.
                AND NOT EXISTS (
                    SELECT 1 FROM effects e
-                   WHERE e.receipt_id = r.id AND e.status NOT IN ('completed', 'abandoned')
+                   WHERE e.receipt_id = r.id AND e.status <> ALL ($3)
                )
              ORDER BY r.finished_at LIMIT $2
              FOR UPDATE OF r SKIP LOCKED
@@ -56,6 +58,7 @@ pub async fn purge_payloads_batch(
     )
     .bind(i32::try_from(days).unwrap_or(i32::MAX))
     .bind(batch)
+    .bind(EffectStatus::CLOSED)
     .execute(conn)
     .await?;
     Ok(purged.rows_affected())
@@ -78,7 +81,7 @@ pub async fn purge_keys_batch(
              WHERE r.status = 'done' AND r.finished_at < now() - make_interval(days => $1)
                AND NOT EXISTS (
                    SELECT 1 FROM effects e
-                   WHERE e.receipt_id = r.id AND e.status NOT IN ('completed', 'abandoned')
+                   WHERE e.receipt_id = r.id AND e.status <> ALL ($3)
                )
              ORDER BY r.finished_at LIMIT $2
              FOR UPDATE SKIP LOCKED
@@ -87,6 +90,7 @@ pub async fn purge_keys_batch(
     )
     .bind(i32::try_from(days).unwrap_or(i32::MAX))
     .bind(batch)
+    .bind(EffectStatus::CLOSED)
     .execute(conn)
     .await?;
     Ok(purged.rows_affected())
