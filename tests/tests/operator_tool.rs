@@ -717,3 +717,36 @@ async fn an_id_named_twice_is_decided_once() {
         "one replay each, in id order"
     );
 }
+
+/// Several effect ids are decided all or none in one transaction: when one is refused (an
+/// effect in flight), the one before it is left exactly as it was, with no resolution
+/// recorded.
+#[tokio::test]
+async fn effect_ids_are_resolved_all_or_none() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let review = effect_in(pool, "k-all-1", "review").await;
+    let in_flight = effect_in(pool, "k-all-2", "in_flight").await;
+    let refused_call = inboundctl(
+        &database,
+        &[
+            "effects",
+            "resolve",
+            &review.to_string(),
+            &in_flight.to_string(),
+            "--abandon",
+            "--note",
+            "n",
+        ],
+        &[],
+    );
+    refused(&refused_call, "is in_flight");
+    let (status, resolutions): (String, i64) = sqlx::query_as(
+        "SELECT e.status, (SELECT count(*) FROM effect_resolutions) FROM effects e WHERE e.id = $1",
+    )
+    .bind(review)
+    .fetch_one(pool)
+    .await
+    .expect("effect");
+    assert_eq!((status.as_str(), resolutions), ("review", 0));
+}

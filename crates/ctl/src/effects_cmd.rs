@@ -370,13 +370,12 @@ async fn resolve(args: ResolveArgs) -> anyhow::Result<()> {
         _ => bail!("--note must say why"),
     };
     let by = operator.name()?;
-    // One transaction (each resolution a savepoint within it): a refusal of any
-    // id leaves every one as it was.
+    // One transaction, no savepoints: a refusal of any id leaves every one as it was.
     let mut transaction = connection.begin().await?;
     let expected = status;
     let ids = inbound_core::store::in_lock_order(&ids);
     for &id in &ids {
-        effects::resolve(&mut transaction, id, resolution, expected, &by, &note).await?;
+        effects::resolve_in(&mut transaction, id, resolution, expected, &by, &note).await?;
     }
     transaction.commit().await?;
     if json {
