@@ -4,7 +4,7 @@ CARGO ?= cargo
 # Crash-table fixtures need the failpoints feature; release builds never enable it.
 TEST_FEATURES := --features inbound-runtime/failpoints
 
-.PHONY: run demo test soak fuzz deny lint fmt build release bench bench-memory deploy-check check-metrics postgres pgbouncer
+.PHONY: run demo test soak fuzz deny lint fmt sqlx-prepare build release bench bench-memory deploy-check check-metrics postgres pgbouncer
 
 ## Everything up locally: PostgreSQL, database, example config and secrets, ingress and worker.
 run:
@@ -50,16 +50,24 @@ deny:
 	@command -v cargo-deny >/dev/null 2>&1 || $(CARGO) install --locked cargo-deny
 	$(CARGO) deny check licenses bans sources
 
-## Formatting, clippy with warnings as errors, and shellcheck over every script.
-lint:
+## Formatting, clippy with warnings as errors, shellcheck over every script, and the SQL:
+## every statement checked at compile time (or saying why it cannot be), and the offline
+## query cache (.sqlx/) current against the migrations (sqlx-cli; needs PostgreSQL).
+lint: postgres
 	@command -v shellcheck >/dev/null 2>&1 || { echo "shellcheck not found: apt-get install shellcheck" >&2; exit 1; }
 	shellcheck -x scripts/*.sh .ci/run
+	python3 scripts/check-sql-checked.py
+	scripts/sqlx-prepare.sh --check
 	$(CARGO) fmt --all -- --check
 	rustfmt --edition 2024 --check fuzz/fuzz_targets/*.rs
 	$(CARGO) clippy --workspace --all-targets $(TEST_FEATURES) -- -D warnings
 
 fmt:
 	$(CARGO) fmt --all
+
+## Rewrites the offline query cache (.sqlx/) after a statement or migration changed.
+sqlx-prepare: postgres
+	scripts/sqlx-prepare.sh
 
 build:
 	$(CARGO) build --workspace

@@ -50,11 +50,13 @@ impl DatabaseArgs {
         )
         .await?;
         if target.pooler == store::Pooler::None {
-            sqlx::query("SELECT set_config('statement_timeout', $1, false)")
-                .bind(format!("{}s", self.statement_timeout_secs))
-                .execute(&mut connection)
-                .await
-                .context("cannot set the statement timeout")?;
+            sqlx::query_scalar!(
+                "SELECT set_config('statement_timeout', $1, false)",
+                format!("{}s", self.statement_timeout_secs)
+            )
+            .fetch_one(&mut connection)
+            .await
+            .context("cannot set the statement timeout")?;
         }
         Ok(connection)
     }

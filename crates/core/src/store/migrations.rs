@@ -167,10 +167,12 @@ async fn migrate_locked(
     // Asked for again and again rather than waited for in one statement: a concurrent
     // index build of the peer waits for every older snapshot to end, and a statement
     // blocked on the lock would hold one — each waiting for the other.
-    while !sqlx::query_scalar::<_, bool>("SELECT pg_try_advisory_lock($1)")
-        .bind(MIGRATION_LOCK_ID)
-        .fetch_one(&mut *connection)
-        .await?
+    while !sqlx::query_scalar!(
+        r#"SELECT pg_try_advisory_lock($1) AS "locked!""#,
+        MIGRATION_LOCK_ID
+    )
+    .fetch_one(&mut *connection)
+    .await?
     {
         tokio::time::sleep(LOCK_POLL_INTERVAL).await;
     }
@@ -190,7 +192,7 @@ async fn migrate_locked(
     create_schema_if_missing(connection, plan.schema).await?;
     // Unqualified statements create where the session's search_path points: make sure it
     // is the schema (a pooler that drops startup options would leave it at `public`).
-    let current: Option<String> = sqlx::query_scalar("SELECT current_schema()::text")
+    let current = sqlx::query_scalar!("SELECT current_schema()::text")
         .fetch_one(&mut *connection)
         .await?;
     if current.as_deref() != Some(plan.schema.as_str()) {
@@ -232,13 +234,10 @@ async fn newer_migrations(
     migrator: &Migrator,
 ) -> Result<Vec<i64>, MigrationError> {
     let table = plan.schema.qualify("_sqlx_migrations");
-    let exists: bool = sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")
-        .bind(&table)
-        .fetch_one(&mut *connection)
-        .await?;
-    if !exists {
+    if !table_exists(connection, &table).await? {
         return Ok(Vec::new());
     }
+    // Runtime SQL: the history's table is in the schema being migrated, named only now.
     let applied: Vec<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
         "SELECT version FROM {table} ORDER BY version"
     )))
@@ -267,6 +266,19 @@ async fn newer_migrations(
     Ok(unknown)
 }
 
+/// Whether `qualified` (`schema.table`, quoted as needed) names an existing relation.
+pub(super) async fn table_exists(
+    connection: &mut PgConnection,
+    qualified: &str,
+) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT to_regclass($1) IS NOT NULL AS "exists!""#,
+        qualified
+    )
+    .fetch_one(connection)
+    .await
+}
+
 /// Creates `schema` only when it does not exist: `CREATE SCHEMA IF NOT EXISTS` needs the
 /// CREATE privilege on the database even when the schema is there, and a role on managed
 /// PostgreSQL often has only a schema a DBA created for it.
@@ -274,12 +286,14 @@ pub(super) async fn create_schema_if_missing(
     connection: &mut PgConnection,
     schema: &Schema,
 ) -> Result<(), sqlx::Error> {
-    let exists: bool =
-        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)")
-            .bind(schema.as_str())
-            .fetch_one(&mut *connection)
-            .await?;
+    let exists = sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1) AS "exists!""#,
+        schema.as_str()
+    )
+    .fetch_one(&mut *connection)
+    .await?;
     if !exists {
+        // Runtime SQL: DDL takes no parameters; the name is quoted by Schema.
         sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
             "CREATE SCHEMA IF NOT EXISTS {}",
             schema.quoted()
@@ -295,11 +309,13 @@ async fn set_lock_timeout(
     connection: &mut PgConnection,
     wait: Duration,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query("SELECT set_config('lock_timeout', $1, false)")
-        .bind(format!("{}ms", wait.as_millis()))
-        .execute(connection)
-        .await
-        .map(|_| ())
+    sqlx::query_scalar!(
+        "SELECT set_config('lock_timeout', $1, false)",
+        format!("{}ms", wait.as_millis())
+    )
+    .fetch_one(connection)
+    .await
+    .map(|_| ())
 }
 
 /// Whether the run failed only because a lock was not granted in time.
@@ -323,24 +339,27 @@ async fn repair_interrupted_index_builds(
     connection: &mut PgConnection,
     schema: &Schema,
 ) -> Result<(), sqlx::Error> {
-    let invalid: Vec<(String, String)> = sqlx::query_as(
-        "SELECT format('%I.%I', n.nspname, c.relname), c.relname
+    let invalid = sqlx::query!(
+        r#"SELECT format('%I.%I', n.nspname, c.relname) AS "qualified_name!",
+                  c.relname::text AS "name!"
          FROM pg_index i
          JOIN pg_class c ON c.oid = i.indexrelid
          JOIN pg_namespace n ON n.oid = c.relnamespace
          WHERE NOT i.indisvalid AND n.nspname = $1
-         ORDER BY c.relname",
+         ORDER BY c.relname"#,
+        schema.as_str()
     )
-    .bind(schema.as_str())
     .fetch_all(&mut *connection)
     .await?;
-    for (qualified_name, name) in invalid {
+    for index in invalid {
+        let (qualified_name, name) = (index.qualified_name, index.name);
         // The name was quoted by PostgreSQL itself (`format('%I')`), so it is one identifier.
         let statement = if is_rebuild_leftover(&name) {
             format!("DROP INDEX CONCURRENTLY IF EXISTS {qualified_name}")
         } else {
             format!("REINDEX INDEX CONCURRENTLY {qualified_name}")
         };
+        // Runtime SQL: DDL takes no parameters; the name was quoted by PostgreSQL.
         sqlx::raw_sql(sqlx::AssertSqlSafe(statement))
             .execute(&mut *connection)
             .await?;

@@ -22,14 +22,14 @@
 /// connection may predate the role's setting — so the statements whose commit a promise
 /// rests on (a 2xx, a `done`) carry it themselves. Join it (`LEFT JOIN durable ON true`):
 /// a CTE nothing references is not evaluated.
-macro_rules! durable_commit_cte {
-    () => {
-        "durable AS (
+///
+/// `query!` takes only literal SQL, so each such statement spells the CTE out; a test
+/// holds every spelling to this one, and every statement that commits a receipt or its
+/// terminal state to joining it.
+pub const DURABLE: &str = "durable AS (
              SELECT set_config('synchronous_commit', 'on', true)
              WHERE current_setting('synchronous_commit') IN ('off', 'local')
-         )"
-    };
-}
+         )";
 
 pub mod admin;
 pub mod effects;
@@ -186,5 +186,33 @@ fn redact_url_error(error: &sqlx::Error) -> String {
 pub async fn ping<'c, E: Executor<'c, Database = Postgres>>(
     executor: E,
 ) -> Result<(), sqlx::Error> {
+    // Runtime SQL: the simple protocol prepares nothing, which any pooler passes through.
     executor.execute("SELECT 1").await.map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every statement a promise rests on (the insert behind a 2xx, the `done` of
+    /// `finish` and `finish_all`) spells [`super::DURABLE`] exactly and joins it.
+    #[test]
+    fn every_durable_commit_is_spelled_as_the_one_and_joined() {
+        let words = |text: &str| text.split_whitespace().collect::<Vec<_>>().join(" ");
+        let durable = words(super::DURABLE);
+        for (file, source, statements) in [
+            ("receipts.rs", include_str!("receipts.rs"), 1),
+            ("queue.rs", include_str!("queue.rs"), 2),
+        ] {
+            let source = words(source);
+            let spelled: Vec<_> = source.match_indices("durable AS (").collect();
+            assert_eq!(spelled.len(), statements, "{file}: durable CTEs");
+            for (at, _) in spelled {
+                assert!(
+                    source[at..].starts_with(&durable),
+                    "{file}: a durable CTE differs"
+                );
+            }
+            let joined = source.matches("LEFT JOIN durable ON true").count();
+            assert_eq!(joined, statements, "{file}: statements joining durable");
+        }
+    }
 }

@@ -124,7 +124,6 @@ pub struct ClaimLimits {
     pub max_attempts: i32,
 }
 
-#[derive(sqlx::FromRow)]
 struct ClaimRow {
     exhausted: bool,
     receipt_id: ReceiptId,
@@ -152,8 +151,9 @@ pub async fn claim_batch(
     worker_id: &str,
     integrations: Option<&[String]>,
 ) -> Result<Claim, sqlx::Error> {
-    let rows: Vec<ClaimRow> = sqlx::query_as(
-        "WITH locked AS MATERIALIZED (
+    let rows = sqlx::query_as!(
+        ClaimRow,
+        r#"WITH locked AS MATERIALIZED (
              -- MATERIALIZED with LIMIT: exactly these rows are locked, never more.
              SELECT receipt_id, attempts, payload_bytes, visible_at,
                     leased_by IS NOT NULL AS reclaimed
@@ -182,7 +182,7 @@ pub async fn claim_batch(
              WINDOW claim_order AS (ORDER BY visible_at, receipt_id)
          ), claimed AS (
              UPDATE receipt_queue q
-             SET visible_at = now() + $2 * interval '1 millisecond',
+             SET visible_at = now() + $2::int8 * interval '1 millisecond',
                  attempts = q.attempts + 1,
                  -- From the sequence, and past the row's own token in any case (a worker of
                  -- the previous version, mid-upgrade, still counts up per row).
@@ -194,23 +194,26 @@ pub async fn claim_batch(
                AND (s.running_bytes <= $5 OR (s.position = 1 AND $7))
              RETURNING q.receipt_id, q.lease_token, q.attempts, s.reclaimed, q.payload_bytes
          )
-         SELECT false AS exhausted, c.receipt_id, c.lease_token, c.attempts, c.reclaimed,
-                r.integration, r.source_scope, r.event_id, r.event_type, r.route_key,
-                c.payload_bytes, r.received_at
+         SELECT false AS "exhausted!", c.receipt_id AS "receipt_id!: ReceiptId",
+                c.lease_token AS "lease_token!: LeaseToken", c.attempts AS "attempts!",
+                c.reclaimed AS "reclaimed!", r.integration AS "integration!",
+                r.source_scope AS "source_scope!", r.event_id AS "event_id!",
+                r.event_type AS "event_type!", r.route_key AS "route_key!",
+                c.payload_bytes AS "payload_bytes!", r.received_at AS "received_at!"
          FROM claimed c JOIN receipts r ON r.id = c.receipt_id
          UNION ALL
          SELECT true, f.id, 0, f.attempts, false, f.integration, '', f.event_id, '', '',
                 0, now()
          FROM failed f
-         ORDER BY receipt_id",
+         ORDER BY 2 -- receipt_id: claim order, exhausted ones among them"#,
+        limits.receipts,
+        i64::try_from(lease.as_millis()).unwrap_or(i64::MAX),
+        worker_id,
+        integrations as Option<&[String]>,
+        limits.payload_bytes,
+        limits.max_attempts,
+        limits.allow_one_larger,
     )
-    .bind(limits.receipts)
-    .bind(i64::try_from(lease.as_millis()).unwrap_or(i64::MAX))
-    .bind(worker_id)
-    .bind(integrations)
-    .bind(limits.payload_bytes)
-    .bind(limits.max_attempts)
-    .bind(limits.allow_one_larger)
     .fetch_all(&mut *conn)
     .await?;
     let claimed_ids: Vec<ReceiptId> = rows
@@ -291,10 +294,13 @@ async fn payload_texts(
     conn: &mut PgConnection,
     receipt_ids: &[ReceiptId],
 ) -> Result<Vec<(ReceiptId, Option<String>)>, sqlx::Error> {
-    sqlx::query_as("SELECT id, payload::text FROM receipts WHERE id = ANY ($1)")
-        .bind(receipt_ids)
-        .fetch_all(conn)
-        .await
+    let rows = sqlx::query!(
+        r#"SELECT id AS "id: ReceiptId", payload::text FROM receipts WHERE id = ANY ($1)"#,
+        receipt_ids as &[ReceiptId],
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows.into_iter().map(|row| (row.id, row.payload)).collect())
 }
 
 /// Whether PostgreSQL refused to render a row's value for the row's own sake: a data
@@ -322,12 +328,13 @@ pub async fn dequeue_fenced(
     conn: &mut PgConnection,
     lease: ReceiptLease,
 ) -> Result<bool, sqlx::Error> {
-    let removed =
-        sqlx::query("DELETE FROM receipt_queue WHERE receipt_id = $1 AND lease_token = $2")
-            .bind(lease.receipt_id)
-            .bind(lease.token)
-            .execute(conn)
-            .await?;
+    let removed = sqlx::query!(
+        "DELETE FROM receipt_queue WHERE receipt_id = $1 AND lease_token = $2",
+        lease.receipt_id as ReceiptId,
+        lease.token as LeaseToken,
+    )
+    .execute(conn)
+    .await?;
     Ok(removed.rows_affected() == 1)
 }
 
@@ -340,14 +347,14 @@ pub async fn dequeue_fenced_all(
 ) -> Result<Vec<ReceiptId>, sqlx::Error> {
     let receipt_ids: Vec<ReceiptId> = leases.iter().map(|lease| lease.receipt_id).collect();
     let lease_tokens: Vec<LeaseToken> = leases.iter().map(|lease| lease.token).collect();
-    sqlx::query_scalar(
-        "DELETE FROM receipt_queue q
+    sqlx::query_scalar!(
+        r#"DELETE FROM receipt_queue q
          USING unnest($1::bigint[], $2::bigint[]) AS fence(receipt_id, lease_token)
          WHERE q.receipt_id = fence.receipt_id AND q.lease_token = fence.lease_token
-         RETURNING q.receipt_id",
+         RETURNING q.receipt_id AS "receipt_id: ReceiptId""#,
+        receipt_ids as Vec<ReceiptId>,
+        lease_tokens as Vec<LeaseToken>,
     )
-    .bind(receipt_ids)
-    .bind(lease_tokens)
     .fetch_all(conn)
     .await
 }
@@ -398,20 +405,21 @@ pub async fn finish(
     finish: Finish<'_>,
 ) -> Result<(), sqlx::Error> {
     let (status, outcome, reason) = finish.columns();
-    sqlx::query(concat!(
-        "WITH ",
-        durable_commit_cte!(),
-        "
+    sqlx::query!(
+        "WITH durable AS (
+             SELECT set_config('synchronous_commit', 'on', true)
+             WHERE current_setting('synchronous_commit') IN ('off', 'local')
+         )
          UPDATE receipts
          SET status = $2, outcome = $3, outcome_reason = $4, attempts = $5, finished_at = now()
-         FROM (SELECT) AS one LEFT JOIN durable ON true
-         WHERE id = $1"
-    ))
-    .bind(receipt_id)
-    .bind(status)
-    .bind(outcome)
-    .bind(reason)
-    .bind(attempts)
+         FROM (SELECT) AS one LEFT JOIN durable ON true -- a durable `done` (store::DURABLE)
+         WHERE id = $1",
+        receipt_id as ReceiptId,
+        status as ReceiptStatus,
+        outcome as Option<ReceiptOutcome>,
+        reason,
+        attempts,
+    )
     .execute(conn)
     .await?;
     Ok(())
@@ -436,23 +444,24 @@ pub async fn finish_all(
         outcomes.push(outcome);
         reasons.push(reason);
     }
-    sqlx::query(concat!(
-        "WITH ",
-        durable_commit_cte!(),
-        "
+    sqlx::query!(
+        "WITH durable AS (
+             SELECT set_config('synchronous_commit', 'on', true)
+             WHERE current_setting('synchronous_commit') IN ('off', 'local')
+         )
          UPDATE receipts r
          SET status = f.status, outcome = f.outcome, outcome_reason = f.reason,
              attempts = f.attempts, finished_at = now()
          FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::int4[])
               AS f(receipt_id, status, outcome, reason, attempts)
-              LEFT JOIN durable ON true
-         WHERE r.id = f.receipt_id"
-    ))
-    .bind(receipt_ids)
-    .bind(statuses)
-    .bind(outcomes)
-    .bind(reasons)
-    .bind(attempts)
+              LEFT JOIN durable ON true -- a durable `done` (store::DURABLE)
+         WHERE r.id = f.receipt_id",
+        receipt_ids as Vec<ReceiptId>,
+        statuses as Vec<ReceiptStatus>,
+        outcomes as Vec<Option<ReceiptOutcome>>,
+        reasons as Vec<Option<&str>>,
+        &attempts,
+    )
     .execute(conn)
     .await?;
     Ok(())
@@ -467,21 +476,21 @@ pub async fn release_for_retry(
     delay: Duration,
     error: &str,
 ) -> Result<bool, sqlx::Error> {
-    let updated = sqlx::query(
+    let updated = sqlx::query!(
         "WITH released AS (
              UPDATE receipt_queue
-             SET visible_at = now() + $3 * interval '1 millisecond', leased_by = NULL,
+             SET visible_at = now() + $3::int8 * interval '1 millisecond', leased_by = NULL,
                  leased_at = NULL, last_error = $4
              WHERE receipt_id = $1 AND lease_token = $2
              RETURNING receipt_id, attempts
          )
          UPDATE receipts r SET attempts = released.attempts, last_error = $4
          FROM released WHERE r.id = released.receipt_id",
+        lease.receipt_id as ReceiptId,
+        lease.token as LeaseToken,
+        i64::try_from(delay.as_millis()).unwrap_or(i64::MAX),
+        error,
     )
-    .bind(lease.receipt_id)
-    .bind(lease.token)
-    .bind(i64::try_from(delay.as_millis()).unwrap_or(i64::MAX))
-    .bind(error)
     .execute(conn)
     .await?;
     Ok(updated.rows_affected() == 1)
@@ -494,7 +503,7 @@ pub async fn fail_exhausted(
     lease: ReceiptLease,
     error: &str,
 ) -> Result<bool, sqlx::Error> {
-    let updated = sqlx::query(
+    let updated = sqlx::query!(
         "WITH removed AS (
              DELETE FROM receipt_queue WHERE receipt_id = $1 AND lease_token = $2
              RETURNING receipt_id, attempts
@@ -502,10 +511,10 @@ pub async fn fail_exhausted(
          UPDATE receipts r
          SET status = 'failed', attempts = removed.attempts, last_error = $3, finished_at = now()
          FROM removed WHERE r.id = removed.receipt_id",
+        lease.receipt_id as ReceiptId,
+        lease.token as LeaseToken,
+        error,
     )
-    .bind(lease.receipt_id)
-    .bind(lease.token)
-    .bind(error)
     .execute(conn)
     .await?;
     Ok(updated.rows_affected() == 1)
@@ -533,25 +542,37 @@ pub async fn receipt_names(
     path: &[&str],
     value: &str,
 ) -> Result<bool, sqlx::Error> {
-    let statement = match state {
+    let found = match state {
+        // Through the integration's queue rows only (receipt_queue_integration_age).
         ReceiptState::Unfinished => {
-            "SELECT EXISTS (
+            sqlx::query_scalar!(
+                r#"SELECT EXISTS (
                  SELECT 1 FROM receipt_queue q JOIN receipts r ON r.id = q.receipt_id
                  WHERE q.integration = $1 AND r.event_type = ANY ($2)
-                   AND r.payload #>> $3::text[] = $4)"
+                   AND r.payload #>> $3::text[] = $4) AS "found!""#,
+                integration,
+                event_types as &[&str],
+                path as &[&str],
+                value,
+            )
+            .fetch_one(conn)
+            .await?
         }
+        // Through receipts_status_received: the unapplied are few.
         ReceiptState::Unapplied => {
-            "SELECT EXISTS (
+            sqlx::query_scalar!(
+                r#"SELECT EXISTS (
                  SELECT 1 FROM receipts r
                  WHERE r.status IN ('quarantined', 'failed') AND r.integration = $1
-                   AND r.event_type = ANY ($2) AND r.payload #>> $3::text[] = $4)"
+                   AND r.event_type = ANY ($2) AND r.payload #>> $3::text[] = $4) AS "found!""#,
+                integration,
+                event_types as &[&str],
+                path as &[&str],
+                value,
+            )
+            .fetch_one(conn)
+            .await?
         }
     };
-    sqlx::query_scalar(statement)
-        .bind(integration)
-        .bind(event_types)
-        .bind(path)
-        .bind(value)
-        .fetch_one(conn)
-        .await
+    Ok(found)
 }

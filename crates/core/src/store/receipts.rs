@@ -78,8 +78,8 @@ pub async fn insert_receipts<'a>(
         .iter()
         .map(|&index| receipts[index].content_digest)
         .collect();
-    let inserted: Vec<(i64, i64)> = sqlx::query_as(concat!(
-        "WITH input AS (
+    let inserted = sqlx::query!(
+        r#"WITH input AS (
              SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
                                   $6::text[], $7::bytea[])
                  WITH ORDINALITY AS input (integration, source_scope, event_id, event_type,
@@ -103,29 +103,30 @@ pub async fn insert_receipts<'a>(
              SELECT inserted.id, inserted.integration, inserted.received_at,
                     inserted.received_at, octet_length(input.payload)
              FROM inserted JOIN input USING (source_scope, event_id)
-         ), ",
-        durable_commit_cte!(),
-        "
-         SELECT input.position, inserted.id
+         ), durable AS (
+             SELECT set_config('synchronous_commit', 'on', true)
+             WHERE current_setting('synchronous_commit') IN ('off', 'local')
+         )
+         SELECT input.position AS "position!", inserted.id AS "id!"
          FROM inserted JOIN input USING (source_scope, event_id)
-         -- The commit behind a 2xx is durable whatever the session says.
-         LEFT JOIN durable ON true"
-    ))
-    .bind(column(|receipt| receipt.integration))
-    .bind(column(|receipt| receipt.source_scope.as_str()))
-    .bind(column(|receipt| receipt.event_id.as_str()))
-    .bind(column(|receipt| receipt.event_type))
-    .bind(column(|receipt| receipt.route_key))
-    .bind(column(|receipt| receipt.payload_json))
-    .bind(digests)
+         -- The commit behind a 2xx is durable whatever the session says (store::DURABLE).
+         LEFT JOIN durable ON true"#,
+        column(|receipt| receipt.integration) as Vec<&str>,
+        column(|receipt| receipt.source_scope.as_str()) as Vec<&str>,
+        column(|receipt| receipt.event_id.as_str()) as Vec<&str>,
+        column(|receipt| receipt.event_type) as Vec<&str>,
+        column(|receipt| receipt.route_key) as Vec<&str>,
+        column(|receipt| receipt.payload_json) as Vec<&str>,
+        digests as Vec<Option<&[u8]>>,
+    )
     .fetch_all(&mut *conn)
     .await?;
     // `position` is 1-based over `unique`.
     let mut accepted: HashMap<usize, i64> = inserted
         .into_iter()
-        .filter_map(|(position, id)| {
-            let position = usize::try_from(position).ok()?.checked_sub(1)?;
-            Some((unique[position], id))
+        .filter_map(|row| {
+            let position = usize::try_from(row.position).ok()?.checked_sub(1)?;
+            Some((unique[position], row.id))
         })
         .collect();
     Ok((0..receipts.len())

@@ -47,22 +47,20 @@ pub async fn from_legacy(
     schema: &Schema,
     migrator: &Migrator,
 ) -> Result<Option<String>, MigrationError> {
-    let migrated: bool = sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")
-        .bind(schema.qualify("_sqlx_migrations"))
-        .fetch_one(&mut *connection)
-        .await?;
+    let migrated =
+        super::migrations::table_exists(connection, &schema.qualify("_sqlx_migrations")).await?;
     // A schema other than ours (and one we may read) holding both our queue and a
     // migration history.
-    let candidates: Vec<String> = sqlx::query_scalar(
-        "SELECT n.nspname::text FROM pg_namespace n
+    let candidates = sqlx::query_scalar!(
+        r#"SELECT n.nspname::text AS "schema!" FROM pg_namespace n
          WHERE n.nspname <> $1 AND has_schema_privilege(n.oid, 'USAGE')
            AND EXISTS (SELECT 1 FROM pg_class c WHERE c.relnamespace = n.oid
                        AND c.relname = 'receipt_queue' AND c.relkind = 'r')
            AND EXISTS (SELECT 1 FROM pg_class c WHERE c.relnamespace = n.oid
                        AND c.relname = '_sqlx_migrations' AND c.relkind = 'r')
-         ORDER BY 1",
+         ORDER BY 1"#,
+        schema.as_str()
     )
-    .bind(schema.as_str())
     .fetch_all(&mut *connection)
     .await?;
     // Only a history the pre-schema migrations wrote (its first migration is theirs): the
@@ -73,6 +71,7 @@ pub async fn from_legacy(
             legacy_candidates.push(candidate);
             continue;
         };
+        // Runtime SQL: the history's table is in a schema found only now.
         let first: Option<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
             "SELECT description FROM {} WHERE version = 1",
             candidate_schema.qualify("_sqlx_migrations")
@@ -111,6 +110,7 @@ pub async fn from_legacy(
             "the pre-schema installation is in schema {legacy:?}, whose name inbound cannot use; rename it"
         ))
     })?;
+    // Runtime SQL: the history's table is in a schema found only now.
     let (last, applied): (Option<i64>, i64) = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT max(version), count(*) FILTER (WHERE success) FROM {}",
         legacy_schema.qualify("_sqlx_migrations")
@@ -147,6 +147,7 @@ pub async fn from_legacy(
         legacy_schema.qualify("_sqlx_migrations")
     ));
     for statement in statements {
+        // Runtime SQL: DDL takes no parameters; every name is quoted by Schema.
         sqlx::raw_sql(sqlx::AssertSqlSafe(statement))
             .execute(&mut *transaction)
             .await?;

@@ -203,11 +203,12 @@ pub async fn create_roles(
     business_schemas: &[Schema],
 ) -> Result<Vec<String>, sqlx::Error> {
     use sqlx::Connection;
-    let database: String = sqlx::query_scalar("SELECT current_database()::text")
+    let database = sqlx::query_scalar!(r#"SELECT current_database()::text AS "database!""#)
         .fetch_one(&mut *connection)
         .await?;
     let mut transaction = connection.begin().await?;
     for statement in statements(schema, prefix, &database, business_schemas) {
+        // Runtime SQL: DDL and grants take no parameters; every name is quoted.
         sqlx::raw_sql(sqlx::AssertSqlSafe(statement))
             .execute(&mut *transaction)
             .await?;

@@ -101,11 +101,11 @@ pub fn durable_sessions(options: PgPoolOptions, target: &SessionTarget) -> PgPoo
         let target = target.clone();
         Box::pin(async move {
             match target.pooler {
-                Pooler::None => sqlx::query(
+                Pooler::None => sqlx::query_scalar!(
                     "SELECT set_config('synchronous_commit', 'on', false)
                      WHERE current_setting('synchronous_commit') IN ('off', 'local')",
                 )
-                .execute(connection)
+                .fetch_optional(connection)
                 .await
                 .map(|_| ()),
                 Pooler::Transaction => role_settings_hold(connection, &target.schema)
@@ -135,12 +135,15 @@ pub async fn role_settings_hold(
     connection: &mut PgConnection,
     schema: &Schema,
 ) -> Result<(), sqlx::Error> {
-    let (current_schema, synchronous_commit, role): (Option<String>, String, String) =
-        sqlx::query_as(
-            "SELECT current_schema()::text, current_setting('synchronous_commit'), current_user::text",
-        )
-        .fetch_one(&mut *connection)
-        .await?;
+    let settings = sqlx::query!(
+        r#"SELECT current_schema()::text AS schema,
+                  current_setting('synchronous_commit') AS "synchronous_commit!",
+                  current_user::text AS "role!""#
+    )
+    .fetch_one(&mut *connection)
+    .await?;
+    let (current_schema, synchronous_commit, role) =
+        (settings.schema, settings.synchronous_commit, settings.role);
     if current_schema.as_deref() != Some(schema.as_str()) {
         return Err(sqlx::Error::Configuration(
             SessionMismatch::RoleSettings(format!(
@@ -227,6 +230,7 @@ async fn moves_between_servers(
 /// named statements are safe.
 async fn backend_pid(connection: &mut PgConnection) -> Result<i32, sqlx::Error> {
     use sqlx::Row;
+    // Runtime SQL: the simple protocol, before named statements are known to be safe.
     sqlx::raw_sql("SELECT pg_backend_pid()")
         .fetch_one(connection)
         .await?

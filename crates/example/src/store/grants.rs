@@ -23,16 +23,17 @@ pub async fn insert(
     grant: Grant<'_>,
     receipt_id: i64,
 ) -> Result<bool, sqlx::Error> {
-    let inserted = sqlx::query(
+    // The business key's UNIQUE index decides; a concurrent twin waits for this transaction.
+    let inserted = sqlx::query!(
         "INSERT INTO inbound_example.entitlement_grants (tenant_id, account_id, invoice_id, entitlement, receipt_id)
          VALUES ($1, $2, $3, $4, $5)
          ON CONFLICT (tenant_id, invoice_id, entitlement) DO NOTHING",
+        grant.tenant,
+        grant.account_id,
+        grant.invoice_id,
+        grant.entitlement,
+        receipt_id,
     )
-    .bind(grant.tenant)
-    .bind(grant.account_id)
-    .bind(grant.invoice_id)
-    .bind(grant.entitlement)
-    .bind(receipt_id)
     .execute(conn)
     .await?;
     Ok(inserted.rows_affected() == 1)
@@ -45,13 +46,13 @@ pub async fn other_customer_of_invoice(
     invoice_id: &str,
     customer: &str,
 ) -> Result<Option<String>, sqlx::Error> {
-    sqlx::query_scalar(
+    sqlx::query_scalar!(
         "SELECT account_id FROM inbound_example.entitlement_grants
          WHERE tenant_id = $1 AND invoice_id = $2 AND account_id <> $3 LIMIT 1",
+        tenant,
+        invoice_id,
+        customer,
     )
-    .bind(tenant)
-    .bind(invoice_id)
-    .bind(customer)
     .fetch_optional(conn)
     .await
 }
@@ -63,10 +64,12 @@ pub async fn lock_invoice(
     tenant: &str,
     invoice_id: &str,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('inbound_example.grants:' || $1 || ':' || $2, 0))")
-        .bind(tenant)
-        .bind(invoice_id)
-        .execute(conn)
-        .await
-        .map(|_| ())
+    sqlx::query_scalar!(
+        "SELECT pg_advisory_xact_lock(hashtextextended('inbound_example.grants:' || $1 || ':' || $2, 0))",
+        tenant,
+        invoice_id,
+    )
+    .fetch_one(conn)
+    .await
+    .map(|_| ())
 }

@@ -19,7 +19,7 @@ pub struct Payment<'a> {
 }
 
 /// An order as the handlers need to classify a zero-row update.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OrderState {
     /// The order id.
     pub id: String,
@@ -44,19 +44,19 @@ pub async fn mark_paid(
     payment: Payment<'_>,
     receipt_id: i64,
 ) -> Result<bool, sqlx::Error> {
-    let updated = sqlx::query(
+    let updated = sqlx::query!(
         "UPDATE inbound_example.orders
          SET status = 'paid', amount_received_minor = $4, paid_receipt_id = $6,
              paid_at = now(), updated_at = now()
          WHERE tenant_id = $1 AND id = $2 AND status = 'awaiting_payment'
            AND provider_payment_id = $3 AND total_minor = $4 AND lower(currency) = lower($5)",
+        payment.tenant,
+        payment.order_id,
+        payment.payment_id,
+        payment.amount_minor,
+        payment.currency,
+        receipt_id,
     )
-    .bind(payment.tenant)
-    .bind(payment.order_id)
-    .bind(payment.payment_id)
-    .bind(payment.amount_minor)
-    .bind(payment.currency)
-    .bind(receipt_id)
     .execute(conn)
     .await?;
     Ok(updated.rows_affected() == 1)
@@ -86,19 +86,19 @@ pub async fn mark_paid_all(
     // Lock the orders in key order first: the UPDATE's join would lock them in whatever
     // order it meets them (the receipts' arrival order, or the table's), and two batches
     // paying the same orders in opposite orders would then deadlock.
-    sqlx::query(
+    sqlx::query_scalar!(
         "SELECT 1 FROM inbound_example.orders o
          JOIN unnest($1::text[], $2::text[]) AS p(tenant_id, order_id)
            ON o.tenant_id = p.tenant_id AND o.id = p.order_id
          ORDER BY o.tenant_id, o.id
          FOR UPDATE OF o",
+        &tenants as &[&str],
+        &order_ids as &[&str],
     )
-    .bind(&tenants)
-    .bind(&order_ids)
-    .execute(&mut *conn)
+    .fetch_all(&mut *conn)
     .await?;
-    sqlx::query_scalar(
-        "UPDATE inbound_example.orders o
+    sqlx::query_scalar!(
+        r#"UPDATE inbound_example.orders o
          SET status = 'paid', amount_received_minor = p.amount_minor,
              paid_receipt_id = p.receipt_id, paid_at = now(), updated_at = now()
          FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::text[], $6::int8[])
@@ -106,28 +106,16 @@ pub async fn mark_paid_all(
          WHERE o.tenant_id = p.tenant_id AND o.id = p.order_id AND o.status = 'awaiting_payment'
            AND o.provider_payment_id = p.payment_id AND o.total_minor = p.amount_minor
            AND lower(o.currency) = lower(p.currency)
-         RETURNING o.paid_receipt_id",
+         RETURNING o.paid_receipt_id AS "receipt_id!""#,
+        tenants as Vec<&str>,
+        order_ids as Vec<&str>,
+        payment_ids as Vec<&str>,
+        &amounts,
+        currencies as Vec<&str>,
+        &receipt_ids,
     )
-    .bind(tenants)
-    .bind(order_ids)
-    .bind(payment_ids)
-    .bind(amounts)
-    .bind(currencies)
-    .bind(receipt_ids)
     .fetch_all(conn)
     .await
-}
-
-/// An [`OrderState`] query: its columns, then `$filter`.
-macro_rules! select_order_state {
-    ($filter:literal) => {
-        concat!(
-            "SELECT id, provider_payment_id, total_minor, currency, status, amount_received_minor,
-                    paid_receipt_id IS NOT NULL AS was_paid
-             FROM inbound_example.orders ",
-            $filter
-        )
-    };
 }
 
 /// The order with this id, if any, locked for this transaction. The lock waits out a
@@ -138,11 +126,16 @@ pub async fn find_for_update(
     tenant: &str,
     order_id: &str,
 ) -> Result<Option<OrderState>, sqlx::Error> {
-    sqlx::query_as(select_order_state!(
-        "WHERE tenant_id = $1 AND id = $2 FOR UPDATE"
-    ))
-    .bind(tenant)
-    .bind(order_id)
+    // The columns are find_by_payment_for_update's.
+    sqlx::query_as!(
+        OrderState,
+        r#"SELECT id, provider_payment_id, total_minor, currency, status, amount_received_minor,
+                  paid_receipt_id IS NOT NULL AS "was_paid!"
+           FROM inbound_example.orders
+           WHERE tenant_id = $1 AND id = $2 FOR UPDATE"#,
+        tenant,
+        order_id,
+    )
     .fetch_optional(conn)
     .await
 }
@@ -153,10 +146,10 @@ pub async fn tenants_with_order(
     conn: &mut PgConnection,
     order_id: &str,
 ) -> Result<Vec<String>, sqlx::Error> {
-    sqlx::query_scalar(
+    sqlx::query_scalar!(
         "SELECT tenant_id FROM inbound_example.orders WHERE id = $1 ORDER BY tenant_id LIMIT 3",
+        order_id
     )
-    .bind(order_id)
     .fetch_all(conn)
     .await
 }
@@ -167,11 +160,16 @@ pub async fn find_by_payment_for_update(
     tenant: &str,
     payment_id: &str,
 ) -> Result<Option<OrderState>, sqlx::Error> {
-    sqlx::query_as(select_order_state!(
-        "WHERE tenant_id = $1 AND provider_payment_id = $2 FOR UPDATE"
-    ))
-    .bind(tenant)
-    .bind(payment_id)
+    // The columns are find_for_update's.
+    sqlx::query_as!(
+        OrderState,
+        r#"SELECT id, provider_payment_id, total_minor, currency, status, amount_received_minor,
+                  paid_receipt_id IS NOT NULL AS "was_paid!"
+           FROM inbound_example.orders
+           WHERE tenant_id = $1 AND provider_payment_id = $2 FOR UPDATE"#,
+        tenant,
+        payment_id,
+    )
     .fetch_optional(conn)
     .await
 }
@@ -186,17 +184,17 @@ pub async fn mark_refunded(
     refunded_minor: i64,
     receipt_id: i64,
 ) -> Result<Option<String>, sqlx::Error> {
-    sqlx::query_scalar(
+    sqlx::query_scalar!(
         "UPDATE inbound_example.orders
          SET status = 'refunded', refunded_receipt_id = $4, refunded_at = now(), updated_at = now()
          WHERE tenant_id = $1 AND provider_payment_id = $2 AND amount_received_minor = $3
            AND (status = 'paid' OR (status = 'canceled' AND paid_receipt_id IS NOT NULL))
          RETURNING id",
+        tenant,
+        payment_id,
+        refunded_minor,
+        receipt_id,
     )
-    .bind(tenant)
-    .bind(payment_id)
-    .bind(refunded_minor)
-    .bind(receipt_id)
     .fetch_optional(conn)
     .await
 }

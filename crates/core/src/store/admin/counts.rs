@@ -8,7 +8,7 @@ use sqlx::PgConnection;
 use crate::states::ReceiptStatus;
 
 /// Receipts by state, as `inbound_receipts{state}` and `inboundctl status` report them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct ReceiptCounts {
     /// Claimable now (including expired leases).
     pub pending: i64,
@@ -37,13 +37,15 @@ impl ReceiptCounts {
 
 /// Counts receipts by state from the queue table and the non-done partial index.
 pub async fn receipt_counts(conn: &mut PgConnection) -> Result<ReceiptCounts, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT
-             (SELECT count(*) FROM receipt_queue WHERE visible_at <= now()) AS pending,
-             (SELECT count(*) FROM receipt_queue WHERE visible_at > now() AND leased_by IS NOT NULL) AS leased,
-             (SELECT count(*) FROM receipt_queue WHERE visible_at > now() AND leased_by IS NULL) AS waiting,
-             (SELECT count(*) FROM receipts WHERE status = 'quarantined') AS quarantined,
-             (SELECT count(*) FROM receipts WHERE status = 'failed') AS failed",
+    // The queue table is small; the two statuses are read through receipts_status_received.
+    sqlx::query_as!(
+        ReceiptCounts,
+        r#"SELECT
+             (SELECT count(*) FROM receipt_queue WHERE visible_at <= now()) AS "pending!",
+             (SELECT count(*) FROM receipt_queue WHERE visible_at > now() AND leased_by IS NOT NULL) AS "leased!",
+             (SELECT count(*) FROM receipt_queue WHERE visible_at > now() AND leased_by IS NULL) AS "waiting!",
+             (SELECT count(*) FROM receipts WHERE status = 'quarantined') AS "quarantined!",
+             (SELECT count(*) FROM receipts WHERE status = 'failed') AS "failed!""#
     )
     .fetch_one(conn)
     .await
@@ -54,16 +56,21 @@ pub async fn receipt_counts(conn: &mut PgConnection) -> Result<ReceiptCounts, sq
 pub async fn review_counts(
     conn: &mut PgConnection,
 ) -> Result<Vec<(String, ReceiptStatus, i64)>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT integration, status, count(*) FROM receipts
-         WHERE status IN ('failed', 'quarantined') GROUP BY integration, status",
+    let rows = sqlx::query!(
+        r#"SELECT integration, status AS "status: ReceiptStatus", count(*) AS "count!"
+         FROM receipts
+         WHERE status IN ('failed', 'quarantined') GROUP BY integration, status"#
     )
     .fetch_all(conn)
-    .await
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|row| (row.integration, row.status, row.count))
+        .collect())
 }
 
 /// The ages that page and scale, per integration (0 when none), in seconds.
-#[derive(Debug, Clone, Copy, PartialEq, sqlx::FromRow, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct QueueAges {
     /// How long the longest-claimable receipt has been claimable without a worker taking
     /// it (since it was accepted, or since its retry came due): what more workers help.
@@ -83,25 +90,26 @@ pub async fn queue_ages(
     // whole queue (which a backlog makes large): the claimable one walks
     // receipt_queue_claimable (visible_at) over the claimable rows only; the waiting one
     // walks receipt_queue_integration_age (integration, enqueued_at).
-    sqlx::query_as(
-        "SELECT
+    sqlx::query_as!(
+        QueueAges,
+        r#"SELECT
              COALESCE(EXTRACT(EPOCH FROM now() - (
                  SELECT visible_at FROM receipt_queue
                  WHERE integration = $1 AND visible_at <= now()
-                 ORDER BY visible_at LIMIT 1)), 0)::float8 AS pending,
+                 ORDER BY visible_at LIMIT 1)), 0)::float8 AS "pending!",
              COALESCE(EXTRACT(EPOCH FROM now() - (
                  SELECT enqueued_at FROM receipt_queue
                  WHERE integration = $1 AND visible_at > now() AND leased_by IS NULL
-                 ORDER BY enqueued_at LIMIT 1)), 0)::float8 AS waiting",
+                 ORDER BY enqueued_at LIMIT 1)), 0)::float8 AS "waiting!""#,
+        integration,
     )
-    .bind(integration)
     .fetch_one(conn)
     .await
 }
 
 /// The integrations with unfinished receipts.
 pub async fn queued_integrations(conn: &mut PgConnection) -> Result<Vec<String>, sqlx::Error> {
-    sqlx::query_scalar("SELECT DISTINCT integration FROM receipt_queue ORDER BY 1")
+    sqlx::query_scalar!("SELECT DISTINCT integration FROM receipt_queue ORDER BY 1")
         .fetch_all(conn)
         .await
 }

@@ -56,12 +56,7 @@ pub async fn replay(
 ) -> Result<(), ReplayError> {
     let mut transaction = conn.begin().await?;
     for id in crate::store::in_lock_order(receipt_ids) {
-        let status: Option<ReceiptStatus> =
-            sqlx::query_scalar("SELECT status FROM receipts WHERE id = $1 FOR UPDATE")
-                .bind(id)
-                .fetch_optional(&mut *transaction)
-                .await?;
-        match status {
+        match locked_status(&mut transaction, id).await? {
             None => return Err(ReplayError::Unknown(id)),
             // Chosen by a filter on one status, and moved on since: not what was shown.
             Some(status)
@@ -91,13 +86,27 @@ pub async fn replay(
 
 /// A pending receipt waiting out a retry delay (after a fix, say): due now, attempts kept,
 /// recorded. `false` when a worker holds its lease (it is being processed now).
+/// The receipt's status, its row locked until the decision commits (a worker finishing
+/// it waits, and the decision sees what it changes).
+async fn locked_status(
+    conn: &mut PgConnection,
+    id: ReceiptId,
+) -> Result<Option<ReceiptStatus>, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT status AS "status: ReceiptStatus" FROM receipts WHERE id = $1 FOR UPDATE"#,
+        id as ReceiptId,
+    )
+    .fetch_optional(conn)
+    .await
+}
+
 async fn make_due(
     conn: &mut PgConnection,
     id: ReceiptId,
     replayed_by: &str,
     reason: &str,
 ) -> Result<bool, sqlx::Error> {
-    let made_due = sqlx::query(
+    let made_due = sqlx::query!(
         "WITH due AS (
              UPDATE receipt_queue SET visible_at = now()
              WHERE receipt_id = $1
@@ -106,10 +115,10 @@ async fn make_due(
          )
          INSERT INTO receipt_replays (receipt_id, previous_status, replayed_by, reason)
          SELECT receipt_id, 'pending', $2, $3 FROM due",
+        id as ReceiptId,
+        replayed_by,
+        reason,
     )
-    .bind(id)
-    .bind(replayed_by)
-    .bind(reason)
     .execute(conn)
     .await?;
     Ok(made_due.rows_affected() == 1)
@@ -124,7 +133,7 @@ async fn requeue(
     replayed_by: &str,
     reason: &str,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "WITH logged AS (
              INSERT INTO receipt_replays (receipt_id, previous_status, replayed_by, reason)
              VALUES ($1, $2, $3, $4)
@@ -140,11 +149,11 @@ async fn requeue(
          SET status = 'pending', outcome = NULL, outcome_reason = NULL, attempts = 0,
              finished_at = NULL
          WHERE id = $1",
+        id as ReceiptId,
+        status as ReceiptStatus,
+        replayed_by,
+        reason,
     )
-    .bind(id)
-    .bind(status)
-    .bind(replayed_by)
-    .bind(reason)
     .execute(conn)
     .await?;
     Ok(())
@@ -218,24 +227,19 @@ pub async fn resolve_pending(
     let mut transaction = conn.begin().await?;
     for id in crate::store::in_lock_order(receipt_ids) {
         // The queue row first, as the worker's transaction locks it (then the receipt).
-        let dequeued: Option<i64> = sqlx::query_scalar(
+        let dequeued = sqlx::query_scalar!(
             "DELETE FROM receipt_queue WHERE receipt_id = $1 RETURNING receipt_id",
+            id as ReceiptId,
         )
-        .bind(id)
         .fetch_optional(&mut *transaction)
         .await?;
         if dequeued.is_none() {
-            let status: Option<ReceiptStatus> =
-                sqlx::query_scalar("SELECT status FROM receipts WHERE id = $1")
-                    .bind(id)
-                    .fetch_optional(&mut *transaction)
-                    .await?;
-            return Err(match status {
+            return Err(match locked_status(&mut transaction, id).await? {
                 None => ResolveError::Unknown(id),
                 Some(status) => ResolveError::WrongState { id, status },
             });
         }
-        sqlx::query(
+        sqlx::query!(
             "WITH logged AS (
                  INSERT INTO receipt_resolutions (receipt_id, previous_status, action, resolved_by, reason)
                  VALUES ($1, 'pending', $2, $3, $4)
@@ -247,11 +251,11 @@ pub async fn resolve_pending(
                  last_error = CASE $2 WHEN 'fail' THEN $4 ELSE last_error END,
                  finished_at = now()
              WHERE id = $1",
+            id as ReceiptId,
+            resolution.action(),
+            resolved_by,
+            reason,
         )
-        .bind(id)
-        .bind(resolution.action())
-        .bind(resolved_by)
-        .bind(reason)
         .execute(&mut *transaction)
         .await?;
     }
@@ -271,18 +275,13 @@ pub async fn close(
 ) -> Result<(), ResolveError> {
     let mut transaction = conn.begin().await?;
     for id in crate::store::in_lock_order(receipt_ids) {
-        let status: Option<ReceiptStatus> =
-            sqlx::query_scalar("SELECT status FROM receipts WHERE id = $1 FOR UPDATE")
-                .bind(id)
-                .fetch_optional(&mut *transaction)
-                .await?;
-        match status {
+        match locked_status(&mut transaction, id).await? {
             None => return Err(ResolveError::Unknown(id)),
             Some(status) if !ReceiptStatus::NEEDS_A_PERSON.contains(&status) => {
                 return Err(ResolveError::NotClosable { id, status });
             }
             Some(status) => {
-                sqlx::query(
+                sqlx::query!(
                     "WITH logged AS (
                          INSERT INTO receipt_resolutions (receipt_id, previous_status, action, resolved_by, reason)
                          VALUES ($1, $2, $5, $3, $4)
@@ -291,12 +290,12 @@ pub async fn close(
                      SET status = 'done', outcome = 'ignored',
                          outcome_reason = 'closed by an operator: ' || $4, finished_at = now()
                      WHERE id = $1",
+                    id as ReceiptId,
+                    status as ReceiptStatus,
+                    closed_by,
+                    reason,
+                    CLOSE_ACTION,
                 )
-                .bind(id)
-                .bind(status)
-                .bind(closed_by)
-                .bind(reason)
-                .bind(CLOSE_ACTION)
                 .execute(&mut *transaction)
                 .await?;
             }

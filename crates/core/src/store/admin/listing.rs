@@ -10,7 +10,7 @@ use crate::states::{EffectStatus, ReceiptOutcome, ReceiptStatus};
 use crate::store::queue;
 
 /// One line of `inboundctl receipts list`.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Serialize)]
 pub struct ReceiptSummary {
     /// `receipts.id`.
     pub id: ReceiptId,
@@ -59,9 +59,12 @@ pub async fn list_receipts(
     filter: &ReceiptFilter,
     limit: i64,
 ) -> Result<Vec<ReceiptSummary>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT id, integration, event_id, event_type, status, outcome, attempts, received_at,
-                left(coalesce(outcome_reason, last_error), 200) AS reason
+    // Through receipts_status_received (one status), newest first.
+    sqlx::query_as!(
+        ReceiptSummary,
+        r#"SELECT id AS "id: ReceiptId", integration, event_id, event_type,
+                status AS "status: ReceiptStatus", outcome AS "outcome: ReceiptOutcome",
+                attempts, received_at, left(coalesce(outcome_reason, last_error), 200) AS reason
          FROM receipts
          WHERE status = $1
            AND ($2::text[] IS NULL OR integration = ANY ($2))
@@ -69,28 +72,18 @@ pub async fn list_receipts(
            AND ($4::timestamptz IS NULL OR received_at >= $4)
            AND ($5::timestamptz IS NULL OR received_at < $5)
            AND ($6::int8 IS NULL OR id < $6)
-         ORDER BY id DESC LIMIT $7",
+         ORDER BY id DESC LIMIT $7"#,
+        filter.status as ReceiptStatus,
+        filter.integrations.as_deref() as Option<&[String]>,
+        filter.event_type.as_deref(),
+        filter.since,
+        filter.until,
+        filter.before_id as Option<ReceiptId>,
+        limit,
     )
-    .bind(filter.status)
-    .bind(filter.integrations.as_deref())
-    .bind(filter.event_type.as_deref())
-    .bind(filter.since)
-    .bind(filter.until)
-    .bind(filter.before_id)
-    .bind(limit)
     .fetch_all(conn)
     .await
 }
-
-/// The distinct receipt scopes, by a loose scan of the receipt-key index (one index probe
-/// per scope, not a read of every receipt): there are few (integrations × accounts).
-const DISTINCT_SCOPES: &str = "WITH RECURSIVE scopes (scope) AS (
-         (SELECT source_scope FROM receipts ORDER BY source_scope LIMIT 1)
-         UNION ALL
-         SELECT (SELECT r.source_scope FROM receipts r WHERE r.source_scope > s.scope
-                 ORDER BY r.source_scope LIMIT 1)
-         FROM scopes s WHERE s.scope IS NOT NULL
-     )";
 
 /// The receipts holding the provider's event id `event_id` (Stripe `evt_…`, GitHub's
 /// `X-GitHub-Delivery`, Slack's `event_id`, a Standard Webhooks `webhook-id`), in any
@@ -99,14 +92,25 @@ pub async fn receipts_by_event_id(
     conn: &mut PgConnection,
     event_id: &str,
 ) -> Result<Vec<ReceiptSummary>, sqlx::Error> {
-    sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "{DISTINCT_SCOPES}
-         SELECT r.id, r.integration, r.event_id, r.event_type, r.status, r.outcome, r.attempts,
-                r.received_at, left(coalesce(r.outcome_reason, r.last_error), 200) AS reason
+    // A loose index scan: each distinct source_scope is one descent of the receipt-key
+    // index, then (scope, event_id) is another; no scan of all receipts.
+    sqlx::query_as!(
+        ReceiptSummary,
+        r#"WITH RECURSIVE scopes (scope) AS (
+             (SELECT source_scope FROM receipts ORDER BY source_scope LIMIT 1)
+             UNION ALL
+             SELECT (SELECT r.source_scope FROM receipts r WHERE r.source_scope > s.scope
+                     ORDER BY r.source_scope LIMIT 1)
+             FROM scopes s WHERE s.scope IS NOT NULL
+         )
+         SELECT r.id AS "id: ReceiptId", r.integration, r.event_id, r.event_type,
+                r.status AS "status: ReceiptStatus", r.outcome AS "outcome: ReceiptOutcome",
+                r.attempts, r.received_at,
+                left(coalesce(r.outcome_reason, r.last_error), 200) AS reason
          FROM scopes s JOIN receipts r ON r.source_scope = s.scope AND r.event_id = $1
-         ORDER BY r.id"
-    )))
-    .bind(event_id)
+         ORDER BY r.id"#,
+        event_id,
+    )
     .fetch_all(conn)
     .await
 }
@@ -115,9 +119,17 @@ pub async fn receipts_by_event_id(
 pub async fn integrations_with_receipts(
     conn: &mut PgConnection,
 ) -> Result<Vec<String>, sqlx::Error> {
-    let scopes: Vec<Option<String>> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-        "{DISTINCT_SCOPES} SELECT scope FROM scopes"
-    )))
+    // The same loose index scan as receipts_by_event_id: one descent per scope.
+    let scopes = sqlx::query_scalar!(
+        "WITH RECURSIVE scopes (scope) AS (
+             (SELECT source_scope FROM receipts ORDER BY source_scope LIMIT 1)
+             UNION ALL
+             SELECT (SELECT r.source_scope FROM receipts r WHERE r.source_scope > s.scope
+                     ORDER BY r.source_scope LIMIT 1)
+             FROM scopes s WHERE s.scope IS NOT NULL
+         )
+         SELECT scope FROM scopes"
+    )
     .fetch_all(&mut *conn)
     .await?;
     let mut integrations: Vec<String> = scopes
@@ -131,7 +143,7 @@ pub async fn integrations_with_receipts(
 }
 
 /// One operator decision about a receipt: a replay or a resolution (quarantine, fail).
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Serialize)]
 pub struct ReceiptDecision {
     /// When.
     pub at: DateTime<Utc>,
@@ -150,21 +162,23 @@ pub async fn receipt_history(
     conn: &mut PgConnection,
     id: ReceiptId,
 ) -> Result<Vec<ReceiptDecision>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT replayed_at AS at, 'replay' AS action, previous_status, replayed_by AS by, reason
+    sqlx::query_as!(
+        ReceiptDecision,
+        r#"SELECT replayed_at AS "at!", 'replay' AS "action!", previous_status AS "previous_status!",
+                replayed_by AS "by!", reason AS "reason!"
          FROM receipt_replays WHERE receipt_id = $1
          UNION ALL
          SELECT resolved_at, action, previous_status, resolved_by, reason
          FROM receipt_resolutions WHERE receipt_id = $1
-         ORDER BY at",
+         ORDER BY 1 -- at"#,
+        id as ReceiptId,
     )
-    .bind(id)
     .fetch_all(conn)
     .await
 }
 
 /// Everything `inboundctl receipts show` prints.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Serialize)]
 pub struct ReceiptDetail {
     /// `receipts.id`.
     pub id: ReceiptId,
@@ -202,7 +216,6 @@ pub struct ReceiptDetail {
     #[serde(serialize_with = "raw_json")]
     pub payload: Option<String>,
     /// Why the payload could not be rendered (stored before the storability contract).
-    #[sqlx(default)]
     pub payload_unreadable: Option<String>,
 }
 
@@ -218,7 +231,7 @@ fn raw_json<S: serde::Serializer>(text: &Option<String>, serializer: S) -> Resul
 }
 
 /// One effect of a receipt.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Serialize)]
 pub struct EffectSummary {
     /// `effects.id`.
     pub id: EffectId,
@@ -259,16 +272,21 @@ async fn read_receipt_detail(
     receipt_id: ReceiptId,
     with_payload: bool,
 ) -> Result<Option<ReceiptDetail>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT r.id, r.integration, r.source_scope, r.event_id, r.event_type, r.route_key, r.status,
-                r.outcome, r.outcome_reason, r.attempts, COALESCE(q.last_error, r.last_error) AS last_error,
-                r.received_at, r.finished_at, q.visible_at, q.leased_by,
-                CASE WHEN $2 THEN r.payload::text END AS payload
+    sqlx::query_as!(
+        ReceiptDetail,
+        r#"SELECT r.id AS "id: ReceiptId", r.integration, r.source_scope, r.event_id,
+                r.event_type, r.route_key, r.status AS "status: ReceiptStatus",
+                r.outcome AS "outcome: ReceiptOutcome", r.outcome_reason, r.attempts,
+                COALESCE(q.last_error, r.last_error) AS last_error,
+                r.received_at, r.finished_at, q.visible_at AS "visible_at?",
+                q.leased_by AS "leased_by?",
+                CASE WHEN $2 THEN r.payload::text END AS payload,
+                NULL::text AS payload_unreadable
          FROM receipts r LEFT JOIN receipt_queue q ON q.receipt_id = r.id
-         WHERE r.id = $1",
+         WHERE r.id = $1"#,
+        receipt_id as ReceiptId,
+        with_payload,
     )
-    .bind(receipt_id)
-    .bind(with_payload)
     .fetch_optional(conn)
     .await
 }
@@ -278,11 +296,14 @@ pub async fn receipt_effects(
     conn: &mut PgConnection,
     receipt_id: ReceiptId,
 ) -> Result<Vec<EffectSummary>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT id, operation_key, sink, kind, status, attempts, last_error
-         FROM effects WHERE receipt_id = $1 ORDER BY id",
+    // Through effects_by_receipt.
+    sqlx::query_as!(
+        EffectSummary,
+        r#"SELECT id AS "id: EffectId", operation_key, sink, kind,
+                status AS "status: EffectStatus", attempts, last_error
+         FROM effects WHERE receipt_id = $1 ORDER BY id"#,
+        receipt_id as ReceiptId,
     )
-    .bind(receipt_id)
     .fetch_all(conn)
     .await
 }

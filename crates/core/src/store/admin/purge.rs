@@ -13,24 +13,25 @@ pub async fn purge_preview(
     payload_days: u32,
     key_days: Option<u32>,
 ) -> Result<(i64, i64), sqlx::Error> {
-    sqlx::query_as(
-        "SELECT
+    let counts = sqlx::query!(
+        r#"SELECT
              (SELECT count(*) FROM receipts r
               WHERE r.status = 'done' AND r.payload IS NOT NULL
                 AND r.finished_at < now() - make_interval(days => $1)
                 AND NOT EXISTS (SELECT 1 FROM effects e WHERE e.receipt_id = r.id
-                                AND e.status <> ALL ($3))),
+                                AND e.status <> ALL ($3))) AS "payloads!",
              (SELECT count(*) FROM receipts r
               WHERE $2::int IS NOT NULL AND r.status = 'done'
                 AND r.finished_at < now() - make_interval(days => $2)
                 AND NOT EXISTS (SELECT 1 FROM effects e WHERE e.receipt_id = r.id
-                                AND e.status <> ALL ($3)))",
+                                AND e.status <> ALL ($3))) AS "keys!""#,
+        i32::try_from(payload_days).unwrap_or(i32::MAX),
+        key_days.map(|days| i32::try_from(days).unwrap_or(i32::MAX)),
+        EffectStatus::CLOSED as &[EffectStatus],
     )
-    .bind(i32::try_from(payload_days).unwrap_or(i32::MAX))
-    .bind(key_days.map(|days| i32::try_from(days).unwrap_or(i32::MAX)))
-    .bind(EffectStatus::CLOSED)
     .fetch_one(conn)
-    .await
+    .await?;
+    Ok((counts.payloads, counts.keys))
 }
 
 /// Drops the payloads of up to `batch` done receipts finished more than `days` ago, except
@@ -41,7 +42,7 @@ pub async fn purge_payloads_batch(
     days: u32,
     batch: i64,
 ) -> Result<u64, sqlx::Error> {
-    let purged = sqlx::query(
+    let purged = sqlx::query!(
         "WITH old AS MATERIALIZED (
              SELECT r.id FROM receipts r
              WHERE r.status = 'done' AND r.payload IS NOT NULL
@@ -55,10 +56,10 @@ pub async fn purge_payloads_batch(
              FOR UPDATE OF r SKIP LOCKED
          )
          UPDATE receipts r SET payload = NULL FROM old WHERE r.id = old.id",
+        i32::try_from(days).unwrap_or(i32::MAX),
+        batch,
+        EffectStatus::CLOSED as &[EffectStatus],
     )
-    .bind(i32::try_from(days).unwrap_or(i32::MAX))
-    .bind(batch)
-    .bind(EffectStatus::CLOSED)
     .execute(conn)
     .await?;
     Ok(purged.rows_affected())
@@ -75,7 +76,7 @@ pub async fn purge_keys_batch(
     days: u32,
     batch: i64,
 ) -> Result<u64, sqlx::Error> {
-    let purged = sqlx::query(
+    let purged = sqlx::query!(
         "WITH old AS MATERIALIZED (
              SELECT r.id FROM receipts r
              WHERE r.status = 'done' AND r.finished_at < now() - make_interval(days => $1)
@@ -87,10 +88,10 @@ pub async fn purge_keys_batch(
              FOR UPDATE SKIP LOCKED
          )
          DELETE FROM receipts r USING old WHERE r.id = old.id",
+        i32::try_from(days).unwrap_or(i32::MAX),
+        batch,
+        EffectStatus::CLOSED as &[EffectStatus],
     )
-    .bind(i32::try_from(days).unwrap_or(i32::MAX))
-    .bind(batch)
-    .bind(EffectStatus::CLOSED)
     .execute(conn)
     .await?;
     Ok(purged.rows_affected())

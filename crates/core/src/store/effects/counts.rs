@@ -12,16 +12,20 @@ pub async fn counts(
     conn: &mut PgConnection,
     statuses: &[EffectStatus],
 ) -> Result<Vec<(EffectStatus, i64)>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT s.status, COALESCE(c.n, 0)
+    let rows = sqlx::query!(
+        r#"SELECT s.status AS "status!: EffectStatus", COALESCE(c.n, 0) AS "count!"
          FROM unnest($1::text[]) WITH ORDINALITY AS s (status, position)
          LEFT JOIN (SELECT status, count(*) AS n FROM effects
                     WHERE status = ANY ($1) GROUP BY status) c ON c.status = s.status
-         ORDER BY s.position",
+         ORDER BY s.position"#,
+        statuses as &[EffectStatus],
     )
-    .bind(statuses)
     .fetch_all(conn)
-    .await
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|row| (row.status, row.count))
+        .collect())
 }
 
 /// Open effects ([`EffectStatus::OPEN`]) per sink and status, through the status index
@@ -29,13 +33,17 @@ pub async fn counts(
 pub async fn open_counts_by_sink(
     conn: &mut PgConnection,
 ) -> Result<Vec<(String, EffectStatus, i64)>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT sink, status, count(*) FROM effects
-         WHERE status = ANY ($1) GROUP BY sink, status",
+    let rows = sqlx::query!(
+        r#"SELECT sink, status AS "status: EffectStatus", count(*) AS "count!" FROM effects
+         WHERE status = ANY ($1) GROUP BY sink, status"#,
+        EffectStatus::OPEN as &[EffectStatus],
     )
-    .bind(EffectStatus::OPEN)
     .fetch_all(conn)
-    .await
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|row| (row.sink, row.status, row.count))
+        .collect())
 }
 
 /// Seconds since the oldest undelivered (pending, in flight or uncertain) effect of `sink`
@@ -44,11 +52,11 @@ pub async fn oldest_open_age_seconds(
     conn: &mut PgConnection,
     sink: &str,
 ) -> Result<f64, sqlx::Error> {
-    sqlx::query_scalar(
-        "SELECT COALESCE(EXTRACT(EPOCH FROM now() - min(created_at)), 0)::float8
-         FROM effects WHERE sink = $1 AND status IN ('pending', 'in_flight', 'uncertain')",
+    sqlx::query_scalar!(
+        r#"SELECT COALESCE(EXTRACT(EPOCH FROM now() - min(created_at)), 0)::float8 AS "age!"
+         FROM effects WHERE sink = $1 AND status IN ('pending', 'in_flight', 'uncertain')"#,
+        sink,
     )
-    .bind(sink)
     .fetch_one(conn)
     .await
 }
@@ -61,12 +69,12 @@ pub async fn oldest_due_wait_seconds(
     conn: &mut PgConnection,
     sink: &str,
 ) -> Result<f64, sqlx::Error> {
-    sqlx::query_scalar(
-        "SELECT COALESCE(EXTRACT(EPOCH FROM now() - min(visible_at)), 0)::float8
+    sqlx::query_scalar!(
+        r#"SELECT COALESCE(EXTRACT(EPOCH FROM now() - min(visible_at)), 0)::float8 AS "wait!"
          FROM effects
-         WHERE sink = $1 AND status IN ('pending', 'in_flight') AND visible_at <= now()",
+         WHERE sink = $1 AND status IN ('pending', 'in_flight') AND visible_at <= now()"#,
+        sink,
     )
-    .bind(sink)
     .fetch_one(conn)
     .await
 }
@@ -77,12 +85,13 @@ pub async fn open_for_unknown_sinks(
     conn: &mut PgConnection,
     known: &[&str],
 ) -> Result<Vec<(String, i64)>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT sink, count(*) FROM effects
+    let rows = sqlx::query!(
+        r#"SELECT sink, count(*) AS "count!" FROM effects
          WHERE status IN ('pending', 'in_flight', 'uncertain') AND sink <> ALL($1::text[])
-         GROUP BY sink ORDER BY sink LIMIT 20",
+         GROUP BY sink ORDER BY sink LIMIT 20"#,
+        known as &[&str],
     )
-    .bind(known)
     .fetch_all(conn)
-    .await
+    .await?;
+    Ok(rows.into_iter().map(|row| (row.sink, row.count)).collect())
 }

@@ -12,7 +12,7 @@ use crate::keys::{EffectId, LeaseToken, ReceiptId};
 use crate::states::EffectStatus;
 
 /// An effect claimed by one dispatcher for one step (a delivery or a reconciliation).
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone)]
 pub struct ClaimedEffect {
     /// `effects.id`.
     pub id: EffectId,
@@ -93,8 +93,9 @@ pub async fn claim_batch(
         .iter()
         .map(|one| one.resend_horizon.map(millis))
         .collect();
-    sqlx::query_as(
-        "WITH s AS (
+    sqlx::query_as!(
+        ClaimedEffect,
+        r#"WITH s AS (
              SELECT * FROM unnest($4::text[], $5::int8[], $6::int8[], $7::int8[])
                  AS s(sink, slots, lease_ms, horizon_ms)
          ), due AS MATERIALIZED (
@@ -127,7 +128,7 @@ pub async fn claim_batch(
                  -- least as long as a request to its sink may take, so its answer is never
                  -- fenced out by a second claim of the same effect.
                  visible_at = now() + CASE WHEN due.begins THEN due.lease_ms
-                                           ELSE GREATEST($2, due.lease_ms) END
+                                           ELSE GREATEST($2::int8, due.lease_ms) END
                                       * interval '1 millisecond'
              FROM due
              WHERE e.id = due.id
@@ -141,15 +142,23 @@ pub async fn claim_batch(
              INSERT INTO effect_attempts (effect_id, attempt, kind)
              SELECT id, attempts, 'delivery' FROM claimed WHERE delivery_begun
          )
-         SELECT * FROM claimed ORDER BY id",
+         SELECT id AS "id!: EffectId", receipt_id AS "receipt_id!: ReceiptId",
+                operation_key AS "operation_key!", sink AS "sink!", kind AS "kind!",
+                tenant AS "tenant!", data AS "data!", event AS "event!",
+                status AS "status!: EffectStatus", attempts AS "attempts!",
+                lease_token AS "lease_token!: LeaseToken",
+                first_attempt_age_secs AS "first_attempt_age_secs!",
+                maybe_delivered AS "maybe_delivered!", reconciliations AS "reconciliations!",
+                uncertain_age_secs AS "uncertain_age_secs!", delivery_begun AS "delivery_begun!"
+         FROM claimed ORDER BY id"#,
+        limit,
+        millis(lease),
+        worker_id,
+        ids as Vec<&str>,
+        &limits,
+        &leases,
+        horizons as Vec<Option<i64>>,
     )
-    .bind(limit)
-    .bind(millis(lease))
-    .bind(worker_id)
-    .bind(ids)
-    .bind(limits)
-    .bind(leases)
-    .bind(horizons)
     .fetch_all(conn)
     .await
 }
@@ -244,8 +253,8 @@ pub async fn finish_deliveries(
         .iter()
         .map(|one| one.status_code.map(i32::from))
         .collect();
-    sqlx::query_scalar(
-        "WITH f AS (
+    sqlx::query_scalar!(
+        r#"WITH f AS (
              SELECT * FROM unnest($1::int8[], $2::int8[], $3::int4[], $4::text[], $5::int8[],
                                   $6::text[], $7::bool[], $8::text[], $9::int4[])
                  AS f(id, lease_token, attempt, status, delay_ms, error, maybe_delivered,
@@ -268,17 +277,17 @@ pub async fn finish_deliveries(
              FROM f JOIN updated u ON u.id = f.id
              WHERE a.effect_id = f.id AND a.attempt = f.attempt AND a.kind = 'delivery'
          )
-         SELECT id FROM updated",
+         SELECT id AS "id!: EffectId" FROM updated"#,
+        ids as Vec<EffectId>,
+        tokens as Vec<LeaseToken>,
+        &attempts,
+        statuses as Vec<EffectStatus>,
+        &delays,
+        errors as Vec<Option<&str>>,
+        &maybe,
+        outcomes as Vec<&str>,
+        codes as Vec<Option<i32>>,
     )
-    .bind(ids)
-    .bind(tokens)
-    .bind(attempts)
-    .bind(statuses)
-    .bind(delays)
-    .bind(errors)
-    .bind(maybe)
-    .bind(outcomes)
-    .bind(codes)
     .fetch_all(conn)
     .await
 }
@@ -304,10 +313,10 @@ pub async fn record_step(
     record: &StepRecord<'_>,
 ) -> Result<bool, sqlx::Error> {
     let reconcile = kind == StepKind::Reconcile;
-    let recorded: i64 = sqlx::query_scalar(
-        "WITH updated AS (
+    let recorded = sqlx::query_scalar!(
+        r#"WITH updated AS (
              UPDATE effects
-             SET status = $3, visible_at = now() + $4 * interval '1 millisecond', last_error = $5,
+             SET status = $3, visible_at = now() + $4::int8 * interval '1 millisecond', last_error = $5,
                  maybe_delivered = $6, leased_by = NULL,
                  reconciliations = reconciliations + $9::bool::int,
                  uncertain_since = CASE WHEN $3 = 'uncertain' THEN COALESCE(uncertain_since, now())
@@ -324,17 +333,17 @@ pub async fn record_step(
              INSERT INTO effect_attempts (effect_id, attempt, kind, finished_at, outcome, status_code, error)
              SELECT id, attempts, 'reconcile', now(), $7, $8, $5 FROM updated WHERE $9
          )
-         SELECT count(*) FROM updated",
+         SELECT count(*) AS "recorded!" FROM updated"#,
+        effect_id as EffectId,
+        lease_token as LeaseToken,
+        record.status as EffectStatus,
+        delay_ms(record.visible_after),
+        bounded_error(record.error),
+        record.maybe_delivered,
+        record.outcome,
+        record.status_code.map(i32::from),
+        reconcile,
     )
-    .bind(effect_id)
-    .bind(lease_token)
-    .bind(record.status)
-    .bind(delay_ms(record.visible_after))
-    .bind(bounded_error(record.error))
-    .bind(record.maybe_delivered)
-    .bind(record.outcome)
-    .bind(record.status_code.map(i32::from))
-    .bind(reconcile)
     .fetch_one(conn)
     .await?;
     Ok(recorded == 1)

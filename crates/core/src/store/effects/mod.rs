@@ -59,29 +59,33 @@ pub async fn insert_intent(
         "id": event.id,
         "type": event.event_type,
     });
-    let inserted: Option<EffectId> = sqlx::query_scalar(
-        "INSERT INTO effects (receipt_id, operation_key, sink, kind, tenant, data, event)
+    // The key's UNIQUE index decides: a concurrent twin waits for this transaction.
+    let inserted = sqlx::query_scalar!(
+        r#"INSERT INTO effects (receipt_id, operation_key, sink, kind, tenant, data, event)
          VALUES ($1, $2, $3, $4, $5, $6, $7)
          ON CONFLICT (operation_key) DO NOTHING
-         RETURNING id",
+         RETURNING id AS "id: EffectId""#,
+        receipt_id as ReceiptId,
+        &intent.operation_key,
+        &intent.sink,
+        &intent.kind,
+        tenant,
+        &intent.data,
+        event_json,
     )
-    .bind(receipt_id)
-    .bind(&intent.operation_key)
-    .bind(&intent.sink)
-    .bind(&intent.kind)
-    .bind(tenant)
-    .bind(&intent.data)
-    .bind(event_json)
     .fetch_optional(&mut *conn)
     .await?;
     if let Some(id) = inserted {
         return Ok(Ok(id));
     }
-    let (effect_id, holder): (EffectId, ReceiptId) =
-        sqlx::query_as("SELECT id, receipt_id FROM effects WHERE operation_key = $1")
-            .bind(&intent.operation_key)
-            .fetch_one(conn)
-            .await?;
+    let holder = sqlx::query!(
+        r#"SELECT id AS "effect_id: EffectId", receipt_id AS "receipt_id: ReceiptId"
+         FROM effects WHERE operation_key = $1"#,
+        &intent.operation_key,
+    )
+    .fetch_one(conn)
+    .await?;
+    let (effect_id, holder) = (holder.effect_id, holder.receipt_id);
     Ok(Err(KeyCollision {
         operation_key: intent.operation_key.clone(),
         effect_id,

@@ -7,7 +7,7 @@ use crate::keys::{EffectId, ReceiptId};
 use crate::states::EffectStatus;
 
 /// One line of `inboundctl effects list`.
-#[derive(Debug, Clone, serde::Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct EffectLine {
     /// `effects.id`.
     pub id: EffectId,
@@ -33,16 +33,6 @@ pub struct EffectLine {
     pub next_attempt_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
-/// The columns of an [`EffectLine`].
-macro_rules! effect_line_columns {
-    () => {
-        "SELECT id, receipt_id, operation_key, sink, kind, status, attempts, maybe_delivered,
-                last_error, created_at,
-                CASE WHEN status IN ('pending', 'uncertain') THEN visible_at END AS next_attempt_at
-         FROM effects "
-    };
-}
-
 /// Which effects an operator means: one status, and optionally sinks, a window of
 /// creation times and a cursor (ids below `before_id`).
 #[derive(Debug, Clone)]
@@ -65,21 +55,27 @@ pub async fn list(
     filter: &EffectFilter,
     limit: i64,
 ) -> Result<Vec<EffectLine>, sqlx::Error> {
-    sqlx::query_as(concat!(
-        effect_line_columns!(),
-        "WHERE status = $1
+    // Through effects_status (one status); the columns are find's.
+    sqlx::query_as!(
+        EffectLine,
+        r#"SELECT id AS "id: EffectId", receipt_id AS "receipt_id: ReceiptId", operation_key,
+                sink, kind, status AS "status: EffectStatus", attempts, maybe_delivered,
+                last_error, created_at,
+                CASE WHEN status IN ('pending', 'uncertain') THEN visible_at END AS next_attempt_at
+         FROM effects
+         WHERE status = $1
            AND ($2::text[] IS NULL OR sink = ANY ($2))
            AND ($3::timestamptz IS NULL OR created_at >= $3)
            AND ($4::timestamptz IS NULL OR created_at < $4)
            AND ($5::int8 IS NULL OR id < $5)
-         ORDER BY id DESC LIMIT $6"
-    ))
-    .bind(filter.status)
-    .bind(filter.sinks.as_deref())
-    .bind(filter.since)
-    .bind(filter.until)
-    .bind(filter.before_id)
-    .bind(limit)
+         ORDER BY id DESC LIMIT $6"#,
+        filter.status as EffectStatus,
+        filter.sinks.as_deref() as Option<&[String]>,
+        filter.since,
+        filter.until,
+        filter.before_id as Option<EffectId>,
+        limit,
+    )
     .fetch_all(conn)
     .await
 }
@@ -88,10 +84,12 @@ pub async fn list(
 /// with no effects yet). Reads until the first match; only an operator's empty result
 /// pays for it.
 pub async fn sink_has_effects(conn: &mut PgConnection, sink: &str) -> Result<bool, sqlx::Error> {
-    sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM effects WHERE sink = $1)")
-        .bind(sink)
-        .fetch_one(conn)
-        .await
+    sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM effects WHERE sink = $1) AS "exists!""#,
+        sink
+    )
+    .fetch_one(conn)
+    .await
 }
 
 /// The effect with this id.
@@ -99,14 +97,22 @@ pub async fn find(
     conn: &mut PgConnection,
     effect_id: EffectId,
 ) -> Result<Option<EffectLine>, sqlx::Error> {
-    sqlx::query_as(concat!(effect_line_columns!(), "WHERE id = $1"))
-        .bind(effect_id)
-        .fetch_optional(conn)
-        .await
+    // The columns are list's.
+    sqlx::query_as!(
+        EffectLine,
+        r#"SELECT id AS "id: EffectId", receipt_id AS "receipt_id: ReceiptId", operation_key,
+                sink, kind, status AS "status: EffectStatus", attempts, maybe_delivered,
+                last_error, created_at,
+                CASE WHEN status IN ('pending', 'uncertain') THEN visible_at END AS next_attempt_at
+         FROM effects WHERE id = $1"#,
+        effect_id as EffectId,
+    )
+    .fetch_optional(conn)
+    .await
 }
 
 /// One delivery or reconciliation in an effect's history.
-#[derive(Debug, Clone, serde::Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct AttemptLine {
     /// The delivery attempt number it belongs to.
     pub attempt: i32,
@@ -129,17 +135,18 @@ pub async fn attempts(
     conn: &mut PgConnection,
     effect_id: EffectId,
 ) -> Result<Vec<AttemptLine>, sqlx::Error> {
-    sqlx::query_as(
+    sqlx::query_as!(
+        AttemptLine,
         "SELECT attempt, kind, started_at, finished_at, outcome, status_code, error
          FROM effect_attempts WHERE effect_id = $1 ORDER BY id",
+        effect_id as EffectId,
     )
-    .bind(effect_id)
     .fetch_all(conn)
     .await
 }
 
 /// One operator decision about an effect.
-#[derive(Debug, Clone, serde::Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct ResolutionLine {
     /// The status before.
     pub previous_status: String,
@@ -158,11 +165,12 @@ pub async fn resolutions(
     conn: &mut PgConnection,
     effect_id: EffectId,
 ) -> Result<Vec<ResolutionLine>, sqlx::Error> {
-    sqlx::query_as(
+    sqlx::query_as!(
+        ResolutionLine,
         "SELECT previous_status, action, resolved_by, note, resolved_at
          FROM effect_resolutions WHERE effect_id = $1 ORDER BY id",
+        effect_id as EffectId,
     )
-    .bind(effect_id)
     .fetch_all(conn)
     .await
 }
@@ -276,11 +284,13 @@ pub async fn resolve_in(
     by: &str,
     note: &str,
 ) -> Result<(), ResolveError> {
-    let status: Option<EffectStatus> =
-        sqlx::query_scalar("SELECT status FROM effects WHERE id = $1 FOR UPDATE")
-            .bind(effect_id)
-            .fetch_optional(&mut *conn)
-            .await?;
+    // The row lock holds off a dispatcher's claim until the decision commits.
+    let status = sqlx::query_scalar!(
+        r#"SELECT status AS "status: EffectStatus" FROM effects WHERE id = $1 FOR UPDATE"#,
+        effect_id as EffectId,
+    )
+    .fetch_optional(&mut *conn)
+    .await?;
     let Some(status) = status else {
         return Err(ResolveError::Unknown(effect_id));
     };
@@ -310,7 +320,7 @@ pub async fn resolve_in(
         // Waiting out a delay: due now, nothing else changes (whether an attempt may have
         // landed still decides how it is sent; the claim checks the sink's breaker and
         // horizon as for any due effect).
-        sqlx::query(
+        sqlx::query!(
             "WITH logged AS (
                  INSERT INTO effect_resolutions (effect_id, previous_status, action, resolved_by, note)
                  VALUES ($1, 'pending', 'retry', $2, $3)
@@ -319,15 +329,15 @@ pub async fn resolve_in(
              -- sends nothing (a wait it was about to record), as every resolution does.
              UPDATE effects SET visible_at = now(), leased_by = NULL, lease_token = lease_token + 1
              WHERE id = $1",
+            effect_id as EffectId,
+            by,
+            note,
         )
-        .bind(effect_id)
-        .bind(by)
-        .bind(note)
         .execute(&mut *conn)
         .await?;
         return Ok(());
     }
-    sqlx::query(
+    sqlx::query!(
         "WITH logged AS (
              INSERT INTO effect_resolutions (effect_id, previous_status, action, resolved_by, note)
              VALUES ($1, $2, $3, $4, $5)
@@ -345,13 +355,13 @@ pub async fn resolve_in(
              uncertain_since = CASE WHEN $3 = 'retry' THEN NULL ELSE uncertain_since END,
              reconciliations = CASE WHEN $3 = 'retry' THEN 0 ELSE reconciliations END
          WHERE id = $1",
+        effect_id as EffectId,
+        status as EffectStatus,
+        resolution.action(),
+        by,
+        note,
+        resolution.new_status() as EffectStatus,
     )
-    .bind(effect_id)
-    .bind(status)
-    .bind(resolution.action())
-    .bind(by)
-    .bind(note)
-    .bind(resolution.new_status())
     .execute(&mut *conn)
     .await?;
     Ok(())
