@@ -2,6 +2,7 @@
 //! with effect intents recorded the way the worker records them.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use inbound_core::config::Config;
 use inbound_core::handlers::EffectIntent;
@@ -89,23 +90,37 @@ impl Harness {
             .expect("dispatch")
     }
 
-    /// The effect's [`EffectState`].
+    /// The effect's [`EffectState`], its due time counted from the worker's clock.
     pub async fn effect(&self, key: &str) -> EffectState {
         sqlx::query_as(
-            "SELECT status, attempts, maybe_delivered, EXTRACT(EPOCH FROM visible_at - now())::float8
+            "SELECT status, attempts, maybe_delivered,
+                    EXTRACT(EPOCH FROM visible_at - coalesce($2, now()))::float8
              FROM effects WHERE operation_key = $1",
         )
         .bind(key)
+        .bind(self.worker.clock.now())
         .fetch_one(self.pool())
         .await
         .expect("effect")
     }
 
-    /// Makes every effect due now, instead of sleeping through backoffs.
+    /// Moves the worker's clock to when every effect is due, instead of sleeping through
+    /// backoffs or rewriting rows.
     pub async fn expedite(&self) {
-        sqlx::query("UPDATE effects SET visible_at = now() WHERE visible_at > now()")
-            .execute(self.pool())
-            .await
-            .expect("expedite");
+        let latest: Option<f64> = sqlx::query_scalar(
+            "SELECT EXTRACT(EPOCH FROM max(visible_at) - coalesce($1, now()))::float8 FROM effects",
+        )
+        .bind(self.worker.clock.now())
+        .fetch_one(self.pool())
+        .await
+        .expect("the latest due time");
+        if let Some(seconds) = latest.filter(|seconds| *seconds > 0.0) {
+            self.advance(Duration::from_secs_f64(seconds) + Duration::from_millis(1));
+        }
+    }
+
+    /// Moves the worker's clock ahead by `by` (a horizon or a retention passes at once).
+    pub fn advance(&self, by: Duration) {
+        self.worker.clock.advance(by);
     }
 }

@@ -266,13 +266,24 @@ pub async fn claim(
     lease: Duration,
     worker_id: &str,
 ) -> Vec<store::queue::ClaimedReceipt> {
+    claim_at(connection, receipts, lease, worker_id, None).await
+}
+
+/// [`claim`] at the time `now` (`None`: the database's), as a worker whose clock reads it.
+pub async fn claim_at(
+    connection: &mut sqlx::PgConnection,
+    receipts: i64,
+    lease: Duration,
+    worker_id: &str,
+    now: Option<chrono::DateTime<chrono::Utc>>,
+) -> Vec<store::queue::ClaimedReceipt> {
     let limits = store::queue::ClaimLimits {
         receipts,
         payload_bytes: i64::MAX,
         allow_one_larger: true,
         max_attempts: settings().max_attempts,
     };
-    store::queue::claim_batch(connection, limits, lease, worker_id, None)
+    store::queue::claim_batch(connection, limits, lease, worker_id, None, now)
         .await
         .expect("claim")
         .claimed

@@ -121,13 +121,7 @@ async fn a_retry_never_lands_after_the_idempotency_retention() {
 
     // Due again only after the retention (a worker that was down, a long queue): the
     // claim refuses to send it and hands it to reconciliation.
-    sqlx::query(
-        "UPDATE effects SET first_attempt_at = now() - interval '10 seconds', visible_at = now()
-         WHERE operation_key = 'short'",
-    )
-    .execute(harness.pool())
-    .await
-    .expect("age the effect");
+    harness.advance(Duration::from_secs(10));
     harness.step().await;
     assert_eq!(harness.sink.received().len(), 1, "not sent past retention");
     assert_eq!(harness.effect("short").await.0, "uncertain");
@@ -200,6 +194,7 @@ async fn outcomes_are_recorded_while_the_pool_is_exhausted() {
     let recorder = inbound_worker::dispatcher::recorder::Recorder::start(
         harness.pool(),
         &domain::settings().session,
+        &harness.worker.clock,
     );
     let claimed = {
         let mut connection = harness.pool().acquire().await.expect("conn");
@@ -209,6 +204,7 @@ async fn outcomes_are_recorded_while_the_pool_is_exhausted() {
             Duration::from_secs(30),
             "test",
             &inbound_worker::dispatcher::sink_claims(&harness.worker, 1),
+            None,
         )
         .await
         .expect("claim")
@@ -477,20 +473,21 @@ async fn purge_keeps_receipts_whose_effects_are_not_closed() {
     harness.intent("plain", "refused").await;
     harness.step().await;
     assert_eq!(harness.effect("refused").await.0, "failed");
-    sqlx::query(
-        "UPDATE receipts SET status = 'done', outcome = 'applied', finished_at = now() - interval '30 days'",
-    )
-    .execute(harness.pool())
-    .await
-    .expect("an old done receipt");
+    // The intent was recorded by hand: its receipt is finished by hand too.
+    sqlx::query("UPDATE receipts SET status = 'done', outcome = 'applied', finished_at = now()")
+        .execute(harness.pool())
+        .await
+        .expect("a done receipt");
+    // Purged as if 30 days had passed.
+    let later = inbound_core::store::clock::ahead(Duration::from_secs(30 * 24 * 3600));
     let mut connection = harness.pool().acquire().await.expect("conn");
-    let purged = inbound_core::store::admin::purge_keys_batch(&mut connection, 7, 100)
+    let purged = inbound_core::store::admin::purge_keys_batch(&mut connection, 7, 100, later)
         .await
         .expect("purge");
     assert_eq!(purged, 0);
     assert_eq!(harness.effect("refused").await.0, "failed");
     // Nor its payload: the person deciding about the effect reads the event behind it.
-    let payloads = inbound_core::store::admin::purge_payloads_batch(&mut connection, 7, 100)
+    let payloads = inbound_core::store::admin::purge_payloads_batch(&mut connection, 7, 100, later)
         .await
         .expect("purge payloads");
     assert_eq!(
@@ -513,11 +510,11 @@ async fn purge_keeps_receipts_whose_effects_are_not_closed() {
     )
     .await
     .expect("abandon");
-    let payloads = inbound_core::store::admin::purge_payloads_batch(&mut connection, 7, 100)
+    let payloads = inbound_core::store::admin::purge_payloads_batch(&mut connection, 7, 100, later)
         .await
         .expect("purge payloads");
     assert_eq!(payloads, 1);
-    let purged = inbound_core::store::admin::purge_keys_batch(&mut connection, 7, 100)
+    let purged = inbound_core::store::admin::purge_keys_batch(&mut connection, 7, 100, later)
         .await
         .expect("purge");
     assert_eq!(purged, 1);
@@ -622,10 +619,7 @@ async fn an_outage_never_fails_an_effect_that_was_never_sent() {
     assert_eq!((status.as_str(), maybe_delivered), ("pending", false));
     assert!(attempts >= 12, "{attempts}");
 
-    sqlx::query("UPDATE effects SET first_attempt_at = now() - interval '3 days'")
-        .execute(harness.pool())
-        .await
-        .expect("three days of outage");
+    harness.advance(Duration::from_secs(3 * 24 * 3600));
     harness.step().await;
     let (status, _, maybe_delivered, _) = harness.effect("outage").await;
     assert_eq!((status.as_str(), maybe_delivered), ("review", false));
@@ -683,6 +677,7 @@ async fn an_operator_decision_fences_out_a_reconciliation_in_progress() {
         Duration::from_secs(30),
         "reconciler",
         &inbound_worker::dispatcher::sink_claims(&harness.worker, 1),
+        None,
     )
     .await
     .expect("claim");
@@ -712,6 +707,7 @@ async fn an_operator_decision_fences_out_a_reconciliation_in_progress() {
             outcome: "reconciled_unknown",
             status_code: Some(404),
         },
+        None,
     )
     .await
     .expect("record");

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use inbound_core::handlers::{Handler, HandlerError, HandlerFuture, HandlerInput, Transition};
-use inbound_core::store::{admin, queue};
+use inbound_core::store::{admin, clock, queue};
 use inbound_example::ORDERS_MARK_PAID;
 use inbound_tests::TestDatabase;
 use inbound_tests::domain::{self, charge, invoice, payment_intent, stripe_event};
@@ -710,14 +710,20 @@ async fn a_worker_whose_lease_was_taken_over_cannot_complete() {
     accept_succeeded(pool, &config, "evt_1", "pi_1", "o1", 1000, "usd").await;
 
     let mut connection = pool.acquire().await.expect("conn");
-    // Worker A claims with a lease that expires at once; worker B takes over.
-    let stale = domain::claim(&mut connection, 1, Duration::ZERO, "worker-a")
+    // Worker A claims with a 30 s lease; 31 s later worker B takes over.
+    let stale = domain::claim(&mut connection, 1, Duration::from_secs(30), "worker-a")
         .await
         .remove(0);
-    tokio::time::sleep(Duration::from_millis(20)).await;
-    let current = domain::claim(&mut connection, 1, Duration::from_secs(30), "worker-b")
-        .await
-        .remove(0);
+    let later = clock::ahead(Duration::from_secs(31));
+    let current = domain::claim_at(
+        &mut connection,
+        1,
+        Duration::from_secs(30),
+        "worker-b",
+        later,
+    )
+    .await
+    .remove(0);
     assert!(current.reclaimed && current.lease_token > stale.lease_token);
     drop(connection);
 
@@ -736,7 +742,7 @@ async fn a_worker_whose_lease_was_taken_over_cannot_complete() {
     // A's late bookkeeping is fenced too.
     let mut connection = pool.acquire().await.expect("conn");
     assert!(
-        !queue::release_for_retry(&mut connection, stale.lease(), Duration::ZERO, "late")
+        !queue::release_for_retry(&mut connection, stale.lease(), Duration::ZERO, "late", None)
             .await
             .expect("query")
     );
@@ -760,10 +766,12 @@ async fn a_stale_token_from_before_a_replay_never_matches_again() {
     let config = domain::config();
     let receipt = domain::order_with_pending_payment(pool, &config).await;
     let mut connection = pool.acquire().await.expect("conn");
-    // Life one: two claims (the first lease expires at once), then an operator gives up.
-    domain::claim(&mut connection, 1, Duration::ZERO, "worker-a").await;
-    tokio::time::sleep(Duration::from_millis(20)).await;
-    let stale = domain::claim(&mut connection, 1, Duration::ZERO, "worker-a")
+    // Life one: two claims (the second after the first lease ran out), then an operator
+    // gives up.
+    let lease = Duration::from_secs(30);
+    let after_leases = |leases: u32| clock::ahead((lease + Duration::from_secs(1)) * leases);
+    domain::claim(&mut connection, 1, lease, "worker-a").await;
+    let stale = domain::claim_at(&mut connection, 1, lease, "worker-a", after_leases(1))
         .await
         .remove(0);
     admin::resolve_pending(
@@ -786,9 +794,8 @@ async fn a_stale_token_from_before_a_replay_never_matches_again() {
     .expect("replay");
     // Life two: as many claims as life one had, and more.
     let mut tokens = Vec::new();
-    for _ in 0..3 {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        let claimed = domain::claim(&mut connection, 1, Duration::ZERO, "worker-b")
+    for leases in 2..5 {
+        let claimed = domain::claim_at(&mut connection, 1, lease, "worker-b", after_leases(leases))
             .await
             .remove(0);
         assert!(
@@ -1051,30 +1058,32 @@ async fn a_poison_receipt_fails_after_max_attempts_on_schedule_and_a_replay_appl
     let config = domain::config();
     let mut settings = domain::settings();
     settings.max_attempts = 4;
-    settings.backoff_base = Duration::from_millis(200);
+    // Minutes of backoff, passed on the worker's clock instead of waited out.
+    settings.backoff_base = Duration::from_secs(60);
+    settings.backoff_cap = Duration::from_secs(3600);
     let worker = domain::worker(pool, settings);
     let poison = accept_succeeded(pool, &config, "evt_p", "pi_p", "o_late", 1000, "usd").await;
 
+    // The worker's clock stands in for waiting: each delay is kept, then passed.
     let mut delays = Vec::new();
     for attempt in 1..=4 {
-        let attempts = loop {
-            let attempts = step(&worker).await;
-            if !attempts.is_empty() {
-                break attempts;
+        match &step(&worker).await[..] {
+            [Attempt::Retrying { delay_ms, .. }] if attempt < 4 => {
+                delays.push(*delay_ms);
+                let delay = Duration::from_millis(u64::try_from(*delay_ms).expect("ms"));
+                worker.clock.advance(delay - Duration::from_secs(1));
+                assert!(step(&worker).await.is_empty(), "claimed before its delay");
+                worker.clock.advance(Duration::from_secs(2));
             }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        };
-        match &attempts[..] {
-            [Attempt::Retrying { delay_ms, .. }] if attempt < 4 => delays.push(*delay_ms),
             [Attempt::Failed { error }] if attempt == 4 => {
                 assert!(error.contains("o_late does not exist"))
             }
             other => panic!("attempt {attempt}: {other:?}"),
         }
     }
-    // Equal jitter around 200 ms · 2^(n-1): [100, 200), [200, 400), [400, 800).
+    // Equal jitter around 60 s · 2^(n-1): [30, 60), [60, 120), [120, 240) seconds.
     for (index, delay) in delays.iter().enumerate() {
-        let full = 200u128 << index;
+        let full = 60_000u128 << index;
         assert!(
             (full / 2..=full).contains(delay),
             "attempt {} waited {delay} ms",
@@ -1167,14 +1176,12 @@ async fn purge_drops_payloads_then_keys_and_duplicates_stay_detected_until_then(
         .execute(pool)
         .await
         .expect("complete");
-    sqlx::query("UPDATE receipts SET finished_at = now() - interval '10 days'")
-        .execute(pool)
-        .await
-        .expect("age");
+    // Purged as if 10 days had passed.
+    let later = clock::ahead(Duration::from_secs(10 * 24 * 3600));
 
     let mut connection = pool.acquire().await.expect("conn");
     assert_eq!(
-        admin::purge_payloads_batch(&mut connection, 7, 100)
+        admin::purge_payloads_batch(&mut connection, 7, 100, later)
             .await
             .expect("purge"),
         1
@@ -1190,14 +1197,14 @@ async fn purge_drops_payloads_then_keys_and_duplicates_stay_detected_until_then(
         "the key row still detects the duplicate"
     );
     assert_eq!(
-        admin::purge_keys_batch(&mut connection, 30, 100)
+        admin::purge_keys_batch(&mut connection, 30, 100, later)
             .await
             .expect("purge"),
         0,
         "not old enough"
     );
     assert_eq!(
-        admin::purge_keys_batch(&mut connection, 7, 100)
+        admin::purge_keys_batch(&mut connection, 7, 100, later)
             .await
             .expect("purge"),
         1
@@ -1224,13 +1231,10 @@ async fn key_rows_with_undelivered_effects_are_kept() {
     domain::seed_order(pool, "o1", "pi_1", 1000, "usd").await;
     accept_succeeded(pool, &config, "evt_1", "pi_1", "o1", 1000, "usd").await;
     step(&worker).await;
-    sqlx::query("UPDATE receipts SET finished_at = now() - interval '10 days'")
-        .execute(pool)
-        .await
-        .expect("age");
+    let later = clock::ahead(Duration::from_secs(10 * 24 * 3600));
     let mut connection = pool.acquire().await.expect("conn");
     assert_eq!(
-        admin::purge_keys_batch(&mut connection, 7, 100)
+        admin::purge_keys_batch(&mut connection, 7, 100, later)
             .await
             .expect("purge"),
         0,

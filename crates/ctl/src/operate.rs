@@ -237,8 +237,13 @@ pub async fn purge(
     check_purge(&options)?;
     let mut connection = database.connect().await?;
     if options.dry_run {
-        let (payloads, keys) =
-            admin::purge_preview(&mut connection, options.payload_days, options.key_days).await?;
+        let (payloads, keys) = admin::purge_preview(
+            &mut connection,
+            options.payload_days,
+            options.key_days,
+            None,
+        )
+        .await?;
         if as_json {
             out!(
                 "{}",
@@ -265,9 +270,13 @@ pub async fn purge(
             finished = false;
             break;
         }
-        let purged =
-            admin::purge_payloads_batch(&mut connection, options.payload_days, options.batch_size)
-                .await?;
+        let purged = admin::purge_payloads_batch(
+            &mut connection,
+            options.payload_days,
+            options.batch_size,
+            None,
+        )
+        .await?;
         payloads += purged;
         progress.report(payloads, 0);
         if purged < options.batch_size as u64 {
@@ -284,7 +293,8 @@ pub async fn purge(
                 break;
             }
             let purged =
-                admin::purge_keys_batch(&mut connection, key_days, options.batch_size).await?;
+                admin::purge_keys_batch(&mut connection, key_days, options.batch_size, None)
+                    .await?;
             keys += purged;
             progress.report(payloads, keys);
             if purged < options.batch_size as u64 {

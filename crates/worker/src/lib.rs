@@ -42,6 +42,7 @@ use std::time::Duration;
 
 use inbound_core::config::Config;
 use inbound_core::handlers::Registry;
+use inbound_core::store;
 use sqlx::PgPool;
 use tokio::sync::Semaphore;
 
@@ -116,6 +117,8 @@ pub struct Worker {
     payload_budget: Arc<Semaphore>,
     /// Each sink's slots and circuit breaker.
     sink_gates: SinkGates,
+    /// The time its statements compare with (the database's, unless a test moves it).
+    pub clock: Arc<store::Clock>,
 }
 
 impl Worker {
@@ -140,6 +143,7 @@ impl Worker {
             settings,
             payload_budget: Arc::new(Semaphore::new(budget)),
             sink_gates,
+            clock: Arc::default(),
         }
     }
 

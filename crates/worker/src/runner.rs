@@ -70,7 +70,7 @@ pub async fn dispatch_once(
     client: &reqwest::Client,
 ) -> Result<Vec<dispatcher::Step>, sqlx::Error> {
     let claimed = claim_effects(worker, worker.settings.effect_concurrency).await?;
-    let recorder = Recorder::start(&worker.pool, &worker.settings.session);
+    let recorder = Recorder::start(&worker.pool, &worker.settings.session, &worker.clock);
     let mut tasks = JoinSet::new();
     for (effect, permit) in claimed {
         let (worker, client, recorder) = (Arc::clone(worker), client.clone(), recorder.clone());
@@ -121,6 +121,7 @@ async fn claim_receipts(worker: &Worker, slots: usize) -> Result<Vec<ClaimedBatc
             worker.settings.lease,
             &worker.settings.worker_id,
             worker.settings.integrations.as_deref(),
+            worker.clock.now(),
         )
         .await?;
         let bytes: i64 = claim
@@ -203,6 +204,7 @@ async fn claim_effects(
             worker.settings.lease,
             &worker.settings.worker_id,
             &sinks,
+            worker.clock.now(),
         )
         .await?
     };
@@ -255,7 +257,7 @@ pub async fn run(
             return;
         }
         let worker = Arc::clone(&worker);
-        let recorder = Recorder::start(&worker.pool, &worker.settings.session);
+        let recorder = Recorder::start(&worker.pool, &worker.settings.session, &worker.clock);
         claim_loop(
             "effects",
             worker.settings.effect_concurrency,

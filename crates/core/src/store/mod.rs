@@ -32,6 +32,7 @@ pub const DURABLE: &str = "durable AS (
          )";
 
 pub mod admin;
+pub mod clock;
 pub mod effects;
 pub mod migrations;
 pub mod queue;
@@ -41,6 +42,7 @@ pub mod roles;
 mod schema;
 pub mod session;
 
+pub use clock::Clock;
 pub use migrations::{Migrated, MigrationError, migrate, migrate_schema};
 pub use receipts::{InsertOutcome, NewReceipt, insert_receipt, insert_receipts};
 pub use schema::{DEFAULT_SCHEMA, InvalidSchema, Schema};

@@ -150,6 +150,7 @@ pub async fn claim_batch(
     lease: Duration,
     worker_id: &str,
     integrations: Option<&[String]>,
+    now: Option<DateTime<Utc>>,
 ) -> Result<Claim, sqlx::Error> {
     let rows = sqlx::query_as!(
         ClaimRow,
@@ -158,7 +159,7 @@ pub async fn claim_batch(
              SELECT receipt_id, attempts, payload_bytes, visible_at,
                     leased_by IS NOT NULL AS reclaimed
              FROM receipt_queue
-             WHERE visible_at <= now()
+             WHERE visible_at <= coalesce($8::timestamptz, now())
                AND ($4::text[] IS NULL OR integration = ANY ($4))
              ORDER BY visible_at, receipt_id
              LIMIT $1
@@ -169,7 +170,7 @@ pub async fn claim_batch(
              RETURNING q.receipt_id, q.attempts, q.last_error
          ), failed AS (
              UPDATE receipts r
-             SET status = 'failed', attempts = e.attempts, finished_at = now(),
+             SET status = 'failed', attempts = e.attempts, finished_at = coalesce($8::timestamptz, now()),
                  last_error = format('attempt %s of %s never recorded an outcome (its worker stopped or hung)%s',
                                      e.attempts, $6::int4, coalesce('; last error: ' || e.last_error, ''))
              FROM exhausted e WHERE r.id = e.receipt_id
@@ -182,13 +183,13 @@ pub async fn claim_batch(
              WINDOW claim_order AS (ORDER BY visible_at, receipt_id)
          ), claimed AS (
              UPDATE receipt_queue q
-             SET visible_at = now() + $2::int8 * interval '1 millisecond',
+             SET visible_at = coalesce($8::timestamptz, now()) + $2::int8 * interval '1 millisecond',
                  attempts = q.attempts + 1,
                  -- From the sequence, and past the row's own token in any case (a worker of
                  -- the previous version, mid-upgrade, still counts up per row).
                  lease_token = GREATEST(nextval('receipt_lease_tokens'), q.lease_token + 1),
                  leased_by = $3,
-                 leased_at = now()
+                 leased_at = coalesce($8::timestamptz, now())
              FROM sized s
              WHERE q.receipt_id = s.receipt_id
                AND (s.running_bytes <= $5 OR (s.position = 1 AND $7))
@@ -203,7 +204,7 @@ pub async fn claim_batch(
          FROM claimed c JOIN receipts r ON r.id = c.receipt_id
          UNION ALL
          SELECT true, f.id, 0, f.attempts, false, f.integration, '', f.event_id, '', '',
-                0, now()
+                0, coalesce($8::timestamptz, now())
          FROM failed f
          ORDER BY 2 -- receipt_id: claim order, exhausted ones among them"#,
         limits.receipts,
@@ -213,6 +214,7 @@ pub async fn claim_batch(
         limits.payload_bytes,
         limits.max_attempts,
         limits.allow_one_larger,
+        now,
     )
     .fetch_all(&mut *conn)
     .await?;
@@ -475,11 +477,12 @@ pub async fn release_for_retry(
     lease: ReceiptLease,
     delay: Duration,
     error: &str,
+    now: Option<DateTime<Utc>>,
 ) -> Result<bool, sqlx::Error> {
     let updated = sqlx::query!(
         "WITH released AS (
              UPDATE receipt_queue
-             SET visible_at = now() + $3::int8 * interval '1 millisecond', leased_by = NULL,
+             SET visible_at = coalesce($5::timestamptz, now()) + $3::int8 * interval '1 millisecond', leased_by = NULL,
                  leased_at = NULL, last_error = $4
              WHERE receipt_id = $1 AND lease_token = $2
              RETURNING receipt_id, attempts
@@ -490,7 +493,8 @@ pub async fn release_for_retry(
         lease.token as LeaseToken,
         i64::try_from(delay.as_millis()).unwrap_or(i64::MAX),
         error,
-    )
+
+        now,    )
     .execute(conn)
     .await?;
     Ok(updated.rows_affected() == 1)

@@ -235,6 +235,7 @@ async fn record_step(
                 effect.lease_token,
                 kind,
                 &record,
+                worker.clock.now(),
             )
             .await
         }

@@ -13,6 +13,7 @@
 //!   outcome's deadline — the end of its in-flight lease, after which another worker may
 //!   judge the attempt lost — and only then gives that outcome up.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use inbound_core::store::{self, effects::FinishedDelivery};
@@ -69,10 +70,10 @@ pub struct Recorder {
 impl Recorder {
     /// Starts the recorder task on the current runtime, with a connection of its own to
     /// `pool`'s database (so a worker's pool needs one connection more than its slots).
-    pub fn start(pool: &PgPool, session: &store::SessionTarget) -> Self {
+    pub fn start(pool: &PgPool, session: &store::SessionTarget, clock: &Arc<store::Clock>) -> Self {
         let (sender, receiver) = mpsc::channel(MAX_BATCH);
         let own = store::dedicated_connection(pool, session, CONNECT_TIMEOUT);
-        tokio::spawn(record_loop(own, receiver));
+        tokio::spawn(record_loop(own, Arc::clone(clock), receiver));
         Self { sender }
     }
 
@@ -93,19 +94,30 @@ impl Recorder {
     }
 }
 
-async fn record_loop(pool: PgPool, mut receiver: mpsc::Receiver<Waiting>) {
+async fn record_loop(
+    pool: PgPool,
+    clock: Arc<store::Clock>,
+    mut receiver: mpsc::Receiver<Waiting>,
+) {
     let mut waiting = Vec::with_capacity(MAX_BATCH);
+    let database = Database { pool, clock };
     while receiver.recv_many(&mut waiting, MAX_BATCH).await > 0 {
-        write_until_deadlines(&pool, std::mem::take(&mut waiting)).await;
+        write_until_deadlines(&database, std::mem::take(&mut waiting)).await;
     }
 }
 
 /// Writes `waiting` together; on a statement error, member by member; on unavailability,
 /// again after a pause, answering each outcome once written or once its deadline passed.
-async fn write_until_deadlines(pool: &PgPool, mut waiting: Vec<Waiting>) {
+/// The recorder's connection and the time its statements compare with.
+struct Database {
+    pool: PgPool,
+    clock: Arc<store::Clock>,
+}
+
+async fn write_until_deadlines(database: &Database, mut waiting: Vec<Waiting>) {
     let mut pause = Duration::from_millis(50);
     loop {
-        let error = match write(pool, &waiting).await {
+        let error = match write(database, &waiting).await {
             Ok(recorded) => {
                 for one in waiting {
                     let id = one.outcome.effect_id;
@@ -116,7 +128,7 @@ async fn write_until_deadlines(pool: &PgPool, mut waiting: Vec<Waiting>) {
             Err(error) => error,
         };
         if !store::is_unavailability(&error) {
-            waiting = write_one_by_one(pool, waiting).await;
+            waiting = write_one_by_one(database, waiting).await;
         }
         let now = Instant::now();
         let (late, rest): (Vec<Waiting>, Vec<Waiting>) = waiting
@@ -138,10 +150,10 @@ async fn write_until_deadlines(pool: &PgPool, mut waiting: Vec<Waiting>) {
 
 /// Writes each outcome alone: answers those written and those refused for their own
 /// sake, and returns those the database was unavailable for.
-async fn write_one_by_one(pool: &PgPool, waiting: Vec<Waiting>) -> Vec<Waiting> {
+async fn write_one_by_one(database: &Database, waiting: Vec<Waiting>) -> Vec<Waiting> {
     let mut unavailable = Vec::new();
     for one in waiting {
-        match write(pool, std::slice::from_ref(&one)).await {
+        match write(database, std::slice::from_ref(&one)).await {
             Ok(recorded) => {
                 let id = one.outcome.effect_id;
                 one.answer(Ok(recorded.contains(&id)));
@@ -157,10 +169,10 @@ async fn write_one_by_one(pool: &PgPool, waiting: Vec<Waiting>) -> Vec<Waiting> 
 }
 
 async fn write(
-    pool: &PgPool,
+    database: &Database,
     waiting: &[Waiting],
 ) -> Result<Vec<inbound_core::keys::EffectId>, sqlx::Error> {
     let outcomes: Vec<FinishedDelivery> = waiting.iter().map(|one| one.outcome.clone()).collect();
-    let mut connection = inbound_runtime::process_metrics::acquire(pool).await?;
-    store::effects::finish_deliveries(&mut connection, &outcomes).await
+    let mut connection = inbound_runtime::process_metrics::acquire(&database.pool).await?;
+    store::effects::finish_deliveries(&mut connection, &outcomes, database.clock.now()).await
 }

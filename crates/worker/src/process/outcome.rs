@@ -46,7 +46,8 @@ pub(super) async fn record_failure(
             queue::fail_exhausted(&mut connection, claimed.lease(), &error).await
         }
         Ok(mut connection) => {
-            queue::release_for_retry(&mut connection, claimed.lease(), delay, &error).await
+            let now = worker.clock.now();
+            queue::release_for_retry(&mut connection, claimed.lease(), delay, &error, now).await
         }
         Err(acquire_error) => Err(acquire_error),
     };

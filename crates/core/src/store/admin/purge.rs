@@ -3,6 +3,7 @@
 //! that is not closed; and the dry run that counts what a purge would remove.
 
 use crate::states::EffectStatus;
+use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
 
 /// What a purge with these ages would remove now: payloads dropped and receipt rows
@@ -12,22 +13,24 @@ pub async fn purge_preview(
     conn: &mut PgConnection,
     payload_days: u32,
     key_days: Option<u32>,
+    now: Option<DateTime<Utc>>,
 ) -> Result<(i64, i64), sqlx::Error> {
     let counts = sqlx::query!(
         r#"SELECT
              (SELECT count(*) FROM receipts r
               WHERE r.status = 'done' AND r.payload IS NOT NULL
-                AND r.finished_at < now() - make_interval(days => $1)
+                AND r.finished_at < coalesce($4::timestamptz, now()) - make_interval(days => $1)
                 AND NOT EXISTS (SELECT 1 FROM effects e WHERE e.receipt_id = r.id
                                 AND e.status <> ALL ($3))) AS "payloads!",
              (SELECT count(*) FROM receipts r
               WHERE $2::int IS NOT NULL AND r.status = 'done'
-                AND r.finished_at < now() - make_interval(days => $2)
+                AND r.finished_at < coalesce($4::timestamptz, now()) - make_interval(days => $2)
                 AND NOT EXISTS (SELECT 1 FROM effects e WHERE e.receipt_id = r.id
                                 AND e.status <> ALL ($3))) AS "keys!""#,
         i32::try_from(payload_days).unwrap_or(i32::MAX),
         key_days.map(|days| i32::try_from(days).unwrap_or(i32::MAX)),
         EffectStatus::CLOSED as &[EffectStatus],
+        now,
     )
     .fetch_one(conn)
     .await?;
@@ -41,12 +44,15 @@ pub async fn purge_payloads_batch(
     conn: &mut PgConnection,
     days: u32,
     batch: i64,
+    now: Option<DateTime<Utc>>,
 ) -> Result<u64, sqlx::Error> {
     let purged = sqlx::query!(
         "WITH old AS MATERIALIZED (
+             -- MATERIALIZED with LIMIT: exactly one batch is locked, oldest first; SKIP
+             -- LOCKED passes over a receipt a worker or operator holds.
              SELECT r.id FROM receipts r
              WHERE r.status = 'done' AND r.payload IS NOT NULL
-               AND r.finished_at < now() - make_interval(days => $1)
+               AND r.finished_at < coalesce($4::timestamptz, now()) - make_interval(days => $1)
                -- The person deciding about an open effect reads the event behind it.
                AND NOT EXISTS (
                    SELECT 1 FROM effects e
@@ -59,6 +65,7 @@ pub async fn purge_payloads_batch(
         i32::try_from(days).unwrap_or(i32::MAX),
         batch,
         EffectStatus::CLOSED as &[EffectStatus],
+        now,
     )
     .execute(conn)
     .await?;
@@ -75,11 +82,14 @@ pub async fn purge_keys_batch(
     conn: &mut PgConnection,
     days: u32,
     batch: i64,
+    now: Option<DateTime<Utc>>,
 ) -> Result<u64, sqlx::Error> {
     let purged = sqlx::query!(
         "WITH old AS MATERIALIZED (
+             -- MATERIALIZED with LIMIT: exactly one batch is locked, oldest first; SKIP
+             -- LOCKED passes over a receipt a worker or operator holds.
              SELECT r.id FROM receipts r
-             WHERE r.status = 'done' AND r.finished_at < now() - make_interval(days => $1)
+             WHERE r.status = 'done' AND r.finished_at < coalesce($4::timestamptz, now()) - make_interval(days => $1)
                AND NOT EXISTS (
                    SELECT 1 FROM effects e
                    WHERE e.receipt_id = r.id AND e.status <> ALL ($3)
@@ -91,6 +101,7 @@ pub async fn purge_keys_batch(
         i32::try_from(days).unwrap_or(i32::MAX),
         batch,
         EffectStatus::CLOSED as &[EffectStatus],
+        now,
     )
     .execute(conn)
     .await?;

@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
 
 use crate::effects::MAX_STEP_DELAY;
@@ -82,6 +83,7 @@ pub async fn claim_batch(
     lease: Duration,
     worker_id: &str,
     sinks: &[SinkClaim],
+    now: Option<DateTime<Utc>>,
 ) -> Result<Vec<ClaimedEffect>, sqlx::Error> {
     let ids: Vec<&str> = sinks.iter().map(|one| one.sink.as_str()).collect();
     let limits: Vec<i64> = sinks.iter().map(|one| one.limit.min(limit)).collect();
@@ -99,17 +101,19 @@ pub async fn claim_batch(
              SELECT * FROM unnest($4::text[], $5::int8[], $6::int8[], $7::int8[])
                  AS s(sink, slots, lease_ms, horizon_ms)
          ), due AS MATERIALIZED (
+             -- MATERIALIZED: the rows locked are exactly those claimed, each sink's oldest
+             -- due first through effects_due_by_sink, at most its free slots.
              SELECT id, status, lease_ms,
                     status = 'pending' AND COALESCE(
                         NOT maybe_delivered
-                        OR first_attempt_at + horizon_ms * interval '1 millisecond' > now(),
+                        OR first_attempt_at + horizon_ms * interval '1 millisecond' > coalesce($8::timestamptz, now()),
                         false) AS begins
              FROM (
                  SELECT d.*, s.lease_ms, s.horizon_ms
                  FROM s CROSS JOIN LATERAL (
                      SELECT id, status, visible_at, maybe_delivered, first_attempt_at FROM effects
                      WHERE sink = s.sink AND status IN ('pending', 'in_flight', 'uncertain')
-                       AND visible_at <= now()
+                       AND visible_at <= coalesce($8::timestamptz, now())
                      ORDER BY visible_at, id
                      LIMIT s.slots
                      FOR UPDATE SKIP LOCKED
@@ -122,21 +126,21 @@ pub async fn claim_batch(
              SET lease_token = e.lease_token + 1, leased_by = $3,
                  status = CASE WHEN due.begins THEN 'in_flight' ELSE e.status END,
                  attempts = e.attempts + due.begins::int,
-                 first_attempt_at = CASE WHEN due.begins THEN COALESCE(e.first_attempt_at, now())
+                 first_attempt_at = CASE WHEN due.begins THEN COALESCE(e.first_attempt_at, coalesce($8::timestamptz, now()))
                                          ELSE e.first_attempt_at END,
                  -- A step that sends nothing (a reconciliation, a verdict) is leased at
                  -- least as long as a request to its sink may take, so its answer is never
                  -- fenced out by a second claim of the same effect.
-                 visible_at = now() + CASE WHEN due.begins THEN due.lease_ms
+                 visible_at = coalesce($8::timestamptz, now()) + CASE WHEN due.begins THEN due.lease_ms
                                            ELSE GREATEST($2::int8, due.lease_ms) END
                                       * interval '1 millisecond'
              FROM due
              WHERE e.id = due.id
              RETURNING e.id, e.receipt_id, e.operation_key, e.sink, e.kind, e.tenant, e.data, e.event,
                        due.status, e.attempts, e.lease_token,
-                       COALESCE(EXTRACT(EPOCH FROM now() - e.first_attempt_at), 0)::float8 AS first_attempt_age_secs,
+                       COALESCE(EXTRACT(EPOCH FROM coalesce($8::timestamptz, now()) - e.first_attempt_at), 0)::float8 AS first_attempt_age_secs,
                        e.maybe_delivered, e.reconciliations,
-                       COALESCE(EXTRACT(EPOCH FROM now() - e.uncertain_since), 0)::float8 AS uncertain_age_secs,
+                       COALESCE(EXTRACT(EPOCH FROM coalesce($8::timestamptz, now()) - e.uncertain_since), 0)::float8 AS uncertain_age_secs,
                        due.begins AS delivery_begun
          ), logged AS (
              INSERT INTO effect_attempts (effect_id, attempt, kind)
@@ -158,6 +162,7 @@ pub async fn claim_batch(
         &limits,
         &leases,
         horizons as Vec<Option<i64>>,
+        now,
     )
     .fetch_all(conn)
     .await
@@ -234,6 +239,7 @@ pub struct FinishedDelivery {
 pub async fn finish_deliveries(
     conn: &mut PgConnection,
     finished: &[FinishedDelivery],
+    now: Option<DateTime<Utc>>,
 ) -> Result<Vec<EffectId>, sqlx::Error> {
     let ids: Vec<EffectId> = finished.iter().map(|one| one.effect_id).collect();
     let tokens: Vec<LeaseToken> = finished.iter().map(|one| one.lease_token).collect();
@@ -261,18 +267,18 @@ pub async fn finish_deliveries(
                       outcome, status_code)
          ), updated AS (
              UPDATE effects e
-             SET status = f.status, visible_at = now() + f.delay_ms * interval '1 millisecond',
+             SET status = f.status, visible_at = coalesce($10::timestamptz, now()) + f.delay_ms * interval '1 millisecond',
                  last_error = f.error, maybe_delivered = f.maybe_delivered,
                  last_status_code = f.status_code, leased_by = NULL,
                  uncertain_since = CASE WHEN f.status = 'uncertain'
-                                        THEN COALESCE(e.uncertain_since, now())
+                                        THEN COALESCE(e.uncertain_since, coalesce($10::timestamptz, now()))
                                         ELSE e.uncertain_since END,
-                 completed_at = CASE WHEN f.status = 'completed' THEN now() END
+                 completed_at = CASE WHEN f.status = 'completed' THEN coalesce($10::timestamptz, now()) END
              FROM f WHERE e.id = f.id AND e.lease_token = f.lease_token
              RETURNING e.id
          ), closed AS (
              UPDATE effect_attempts a
-             SET finished_at = now(), outcome = f.outcome, status_code = f.status_code,
+             SET finished_at = coalesce($10::timestamptz, now()), outcome = f.outcome, status_code = f.status_code,
                  error = f.error
              FROM f JOIN updated u ON u.id = f.id
              WHERE a.effect_id = f.id AND a.attempt = f.attempt AND a.kind = 'delivery'
@@ -287,6 +293,7 @@ pub async fn finish_deliveries(
         &maybe,
         outcomes as Vec<&str>,
         codes as Vec<Option<i32>>,
+        now,
     )
     .fetch_all(conn)
     .await
@@ -311,27 +318,28 @@ pub async fn record_step(
     lease_token: LeaseToken,
     kind: StepKind,
     record: &StepRecord<'_>,
+    now: Option<DateTime<Utc>>,
 ) -> Result<bool, sqlx::Error> {
     let reconcile = kind == StepKind::Reconcile;
     let recorded = sqlx::query_scalar!(
         r#"WITH updated AS (
              UPDATE effects
-             SET status = $3, visible_at = now() + $4::int8 * interval '1 millisecond', last_error = $5,
+             SET status = $3, visible_at = coalesce($10::timestamptz, now()) + $4::int8 * interval '1 millisecond', last_error = $5,
                  maybe_delivered = $6, leased_by = NULL,
                  reconciliations = reconciliations + $9::bool::int,
-                 uncertain_since = CASE WHEN $3 = 'uncertain' THEN COALESCE(uncertain_since, now())
+                 uncertain_since = CASE WHEN $3 = 'uncertain' THEN COALESCE(uncertain_since, coalesce($10::timestamptz, now()))
                                         ELSE uncertain_since END,
-                 completed_at = CASE WHEN $3 = 'completed' THEN now() END
+                 completed_at = CASE WHEN $3 = 'completed' THEN coalesce($10::timestamptz, now()) END
              WHERE id = $1 AND lease_token = $2
              RETURNING id, attempts
          ), closed AS (
              -- A delivery left open by a dead worker is closed with this verdict.
-             UPDATE effect_attempts a SET finished_at = now(), outcome = $7, error = $5
+             UPDATE effect_attempts a SET finished_at = coalesce($10::timestamptz, now()), outcome = $7, error = $5
              FROM updated WHERE NOT $9 AND a.effect_id = updated.id AND a.attempt = updated.attempts
                AND a.kind = 'delivery' AND a.finished_at IS NULL
          ), logged AS (
              INSERT INTO effect_attempts (effect_id, attempt, kind, finished_at, outcome, status_code, error)
-             SELECT id, attempts, 'reconcile', now(), $7, $8, $5 FROM updated WHERE $9
+             SELECT id, attempts, 'reconcile', coalesce($10::timestamptz, now()), $7, $8, $5 FROM updated WHERE $9
          )
          SELECT count(*) AS "recorded!" FROM updated"#,
         effect_id as EffectId,
@@ -343,6 +351,7 @@ pub async fn record_step(
         record.outcome,
         record.status_code.map(i32::from),
         reconcile,
+        now,
     )
     .fetch_one(conn)
     .await?;
