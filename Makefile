@@ -30,7 +30,7 @@ test: postgres pgbouncer
 DURATION ?= 60
 SOAK_ARGS ?=
 soak: postgres pgbouncer
-	$(CARGO) build --release -p inbound-ingress -p inbound-worker -p inbound-tests --bins
+	$(CARGO) build --release -p inbound-ingress -p inbound-worker -p inbound-programs --bins
 	url="$$(scripts/ensure-postgres.sh)" && DATABASE_URL="$$url" INBOUND_BIN_DIR=$${CARGO_TARGET_DIR:-target}/release \
 		$${CARGO_TARGET_DIR:-target}/release/inbound-soak --duration-secs $(DURATION) $(SOAK_ARGS)
 

@@ -25,7 +25,7 @@ growth_rows="${BENCH_GROWTH_ROWS:-5000000}"
 DATABASE_URL=$(scripts/ensure-postgres.sh)
 export DATABASE_URL
 cargo build --quiet --release -p inbound-ingress -p inbound-worker -p inboundctl
-cargo build --quiet --release -p inbound-tests --bin inbound-loadgen
+cargo build --quiet --release -p inbound-programs --bin inbound-loadgen
 # shellcheck source=scripts/bench-lib.sh
 source scripts/bench-lib.sh
 trap bench_cleanup EXIT

@@ -6,6 +6,7 @@
 //! Binaries are taken from the workspace's target directory (`make test` builds them
 //! first, with the `failpoints` feature); `INBOUND_BIN_DIR` overrides the location.
 
+pub mod audit;
 pub mod cluster;
 pub mod database;
 pub mod dispatcher;
@@ -17,7 +18,6 @@ pub mod process;
 pub mod proxy;
 pub mod signing;
 pub mod sink;
-pub mod soak;
 
 pub use database::TestDatabase;
 pub use process::{Service, ServiceOptions};

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use inbound_tests::cluster::PrivateCluster;
 use inbound_tests::domain::{self, payment_intent, stripe_event};
 use inbound_tests::http::HttpClient;
-use inbound_tests::{Service, TestDatabase, fixtures, signing, soak};
+use inbound_tests::{Service, TestDatabase, audit, fixtures, signing};
 
 const ORDERS: usize = 300;
 
@@ -183,7 +183,7 @@ async fn a_postgres_crash_and_restart_loses_no_acknowledged_receipt_and_pays_eac
     .await;
 
     let acknowledged = acknowledged.lock().expect("lock").clone();
-    let audit = soak::audit(&pool, &acknowledged).await;
+    let audit = audit::audit(&pool, &acknowledged).await;
     assert_eq!(audit.acked_missing, 0, "{audit:?}");
     assert_eq!(audit.receipts, ORDERS as i64, "{audit:?}");
     assert_eq!(audit.orders_paid, ORDERS as i64, "{audit:?}");

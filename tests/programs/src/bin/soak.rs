@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use clap::Parser;
-use inbound_tests::soak::{self, SoakOptions};
+use inbound_programs::soak::{self, SoakOptions};
 
 #[derive(Debug, Parser)]
 struct Args {

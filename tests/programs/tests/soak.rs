@@ -5,7 +5,7 @@
 //! Every "must be 0" column must be 0, and the run must actually have seen 2xx, 503 and
 //! kills.
 
-use inbound_tests::soak::{self, Replication, SoakOptions, SoakReport};
+use inbound_programs::soak::{self, Replication, SoakOptions, SoakReport};
 
 /// Prints the summary line and fails on any "must be 0" column that is not.
 fn assert_every_promise_kept(report: &SoakReport) {
@@ -79,7 +79,7 @@ async fn the_audit_sees_a_double_payment_hidden_behind_a_missing_one() {
     .execute(pool)
     .await
     .expect("both paid");
-    let audit = soak::audit(pool, &[]).await;
+    let audit = inbound_tests::audit::audit(pool, &[]).await;
     assert_eq!(audit.duplicate_transitions, 2, "{audit:?}");
 }
 

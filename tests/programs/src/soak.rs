@@ -15,19 +15,20 @@ use std::time::{Duration, Instant};
 
 use inbound_core::store::roles::Process;
 use rand::Rng;
-use sqlx::{PgConnection, PgPool};
+use sqlx::PgPool;
 
-use crate::cluster::PrivateCluster;
-use crate::database::TestRoles;
-use crate::domain::{self, TENANT};
-use crate::fixtures;
-use crate::http::HttpClient;
-use crate::pgbouncer::{PgBouncer, PoolerOptions};
-use crate::process::Service;
-use crate::proxy::{DbProxy, database_addr};
-use crate::signing;
-use crate::sink::{Answer, TestSink};
-use crate::{ServiceOptions, TestDatabase};
+use inbound_tests::audit::{Audit, audit};
+use inbound_tests::cluster::PrivateCluster;
+use inbound_tests::database::TestRoles;
+use inbound_tests::domain::{self, TENANT};
+use inbound_tests::fixtures;
+use inbound_tests::http::HttpClient;
+use inbound_tests::pgbouncer::{PgBouncer, PoolerOptions};
+use inbound_tests::process::Service;
+use inbound_tests::proxy::{DbProxy, database_addr};
+use inbound_tests::signing;
+use inbound_tests::sink::{Answer, TestSink};
+use inbound_tests::{ServiceOptions, TestDatabase};
 
 /// How big and how long.
 #[derive(Debug, Clone)]
@@ -399,7 +400,7 @@ pub async fn run(options: &SoakOptions) -> SoakReport {
     let proxy = DbProxy::start(server).await;
     // After a failover only the proxy knows where the database is.
     let audit_pool = if servers.is_some() {
-        crate::database::connect(&proxy.rewrite_url(database.url())).await
+        inbound_tests::database::connect(&proxy.rewrite_url(database.url())).await
     } else {
         pool.clone()
     };
@@ -814,134 +815,10 @@ fn rolling_restart(fleet: &Mutex<Fleet>, urls: &Mutex<Vec<String>>) -> (u64, u64
 }
 
 async fn pending(pool: &PgPool) -> i64 {
-    let mut conn = pool.acquire().await.expect("connection");
-    scalar(
-        &mut conn,
-        "SELECT count(*) FROM receipts WHERE status = 'pending'",
-    )
-    .await
-}
-
-async fn scalar(conn: &mut PgConnection, sql: &'static str) -> i64 {
-    sqlx::query_scalar(sql)
-        .fetch_one(conn)
+    sqlx::query_scalar("SELECT count(*) FROM receipts WHERE status = 'pending'")
+        .fetch_one(pool)
         .await
-        .expect("audit query")
-}
-
-/// What the database holds after a run, checked against the promises.
-#[derive(Debug, Clone, Default)]
-pub struct Audit {
-    /// Rows in `receipts`.
-    pub receipts: i64,
-    /// Orders paid at some point (`paid` or `refunded`).
-    pub orders_paid: i64,
-    /// |applied payments − paid orders| + |applied refunds − refunded orders| + orders
-    /// paid by more than one applied receipt + paid orders whose paying receipt is not an
-    /// applied one: every term counts on its own, so none can hide another.
-    pub duplicate_transitions: i64,
-    /// The most effect intents one operation key has.
-    pub max_intents_per_operation: i64,
-    /// |applied transitions − effect intents|: each applied transition here has one.
-    pub transitions_without_one_intent: i64,
-    /// Acknowledged event ids with no receipt.
-    pub acked_missing: i64,
-    /// Receipts not `done`.
-    pub stuck: i64,
-    /// A few of them: event type, status and reason.
-    pub stuck_examples: Vec<String>,
-}
-
-/// Checks the reference domain after a run in which `acknowledged` event ids (of
-/// `stripe-acme`) were answered 2xx.
-pub async fn audit(pool: &PgPool, acknowledged: &[String]) -> Audit {
-    // One snapshot for every count, so they agree with each other.
-    let mut snapshot = pool.begin().await.expect("begin audit");
-    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        .execute(&mut *snapshot)
-        .await
-        .expect("snapshot");
-    let conn = &mut *snapshot;
-    let applied_payments = scalar(
-        conn,
-        "SELECT count(*) FROM receipts WHERE outcome = 'applied' AND event_type = 'payment_intent.succeeded'",
-    )
-    .await;
-    let applied_refunds = scalar(
-        conn,
-        "SELECT count(*) FROM receipts WHERE outcome = 'applied' AND event_type = 'charge.refunded'",
-    )
-    .await;
-    let orders_paid = scalar(
-        conn,
-        "SELECT count(*) FROM orders WHERE status IN ('paid', 'refunded')",
-    )
-    .await;
-    let orders_refunded = scalar(
-        conn,
-        "SELECT count(*) FROM orders WHERE status = 'refunded'",
-    )
-    .await;
-    let intents = scalar(conn, "SELECT count(*) FROM effects").await;
-    let acked_missing = sqlx::query_scalar(
-        "SELECT count(*) FROM unnest($1::text[]) AS acked(event_id)
-         WHERE NOT EXISTS (SELECT 1 FROM receipts r
-                           WHERE r.integration = 'stripe-acme' AND r.event_id = acked.event_id)",
-    )
-    .bind(acknowledged)
-    .fetch_one(&mut *conn)
-    .await
-    .expect("acked-but-missing");
-    Audit {
-        receipts: scalar(conn, "SELECT count(*) FROM receipts").await,
-        orders_paid,
-        // Each term on its own and never negative, so that errors cannot cancel out.
-        duplicate_transitions: (applied_payments - orders_paid).abs()
-            + (applied_refunds - orders_refunded).abs()
-            + scalar(
-                conn,
-                "SELECT count(*) FROM (
-                     SELECT payload #>> '{data,object,metadata,order_id}'
-                     FROM receipts WHERE outcome = 'applied' AND event_type = 'payment_intent.succeeded'
-                     GROUP BY 1 HAVING count(*) > 1) AS paid_twice",
-            )
-            .await
-            + scalar(
-                conn,
-                "SELECT count(*) FROM orders o
-                 WHERE o.status IN ('paid', 'refunded')
-                   AND NOT EXISTS (SELECT 1 FROM receipts r
-                                   WHERE r.id = o.paid_receipt_id AND r.outcome = 'applied')",
-            )
-            .await,
-        max_intents_per_operation: scalar(
-            conn,
-            "SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM effects GROUP BY operation_key) AS per_key",
-        )
-        .await,
-        transitions_without_one_intent: (applied_payments + applied_refunds - intents).abs(),
-        acked_missing,
-        stuck: scalar(conn, "SELECT count(*) FROM receipts WHERE status <> 'done'").await,
-        stuck_examples: sqlx::query_scalar(
-            "SELECT concat_ws(' ', r.event_id, r.event_type, r.status, r.outcome_reason,
-                              'attempts', r.attempts, q.attempts, r.last_error, q.last_error,
-                              'visible', q.visible_at - now(),
-                              'same payment:', (
-                                  SELECT string_agg(concat_ws(' ', p.event_id, p.event_type, p.status,
-                                                              p.outcome, p.outcome_reason), '; ')
-                                  FROM receipts p
-                                  WHERE p.id <> r.id
-                                    AND coalesce(p.payload #>> '{data,object,payment_intent}',
-                                                 p.payload #>> '{data,object,id}')
-                                      = coalesce(r.payload #>> '{data,object,payment_intent}',
-                                                 r.payload #>> '{data,object,id}')))
-             FROM receipts r LEFT JOIN receipt_queue q ON q.receipt_id = r.id
-             WHERE r.status <> 'done' ORDER BY r.id LIMIT 5",
-        )
-        .fetch_all(&mut *conn)
-        .await
-        .expect("stuck examples"),
-    }
+        .expect("pending receipts")
 }
 
 /// Lines (of a log or a metrics page) that hold a configured secret, a Stripe
@@ -977,7 +854,7 @@ pub fn find_leaks(lines: impl Iterator<Item = String>) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::find_leaks;
-    use crate::fixtures;
+    use inbound_tests::fixtures;
 
     #[test]
     fn payloads_secrets_and_signatures_are_found_and_masked_but_column_names_are_not() {
