@@ -125,4 +125,3 @@ pub async fn audit(pool: &PgPool, acknowledged: &[String]) -> Audit {
         .expect("stuck examples"),
     }
 }
-

@@ -1,7 +1,7 @@
 //! The configuration and signed requests shared by the end-to-end suites: one integration
 //! per provider, each with routes, an `expect` scope and (Stripe) a rotated file secret.
 
-use crate::signing::{self, HeaderList};
+use crate::signing::{self, HeaderList, SignedRequest};
 
 /// Stripe's current secret (from the environment).
 pub const STRIPE_SECRET: &str = "whsec_stripe_current_8c1f";
@@ -192,8 +192,13 @@ impl Provider {
         self != Self::Standard
     }
 
-    /// Builds the headers and body for `variant`.
-    pub fn request(self, variant: Variant<'_>) -> (HeaderList, String) {
+    /// The request for `variant`, to this provider's integration.
+    pub fn request(self, variant: Variant<'_>) -> SignedRequest {
+        let (headers, body) = self.headers_and_body(variant);
+        SignedRequest::new(self.integration(), headers, body)
+    }
+
+    fn headers_and_body(self, variant: Variant<'_>) -> (HeaderList, String) {
         let (event_id, routed, age, wrong_secret, foreign) = match variant {
             Variant::Routed(id) => (Some(id), true, 0, false, false),
             Variant::Unrouted(id) => (Some(id), false, 0, false, false),

@@ -1,7 +1,10 @@
-//! Test support for the end-to-end suites: a fresh migrated database per test, the real
-//! binaries started as child processes (with their logs captured), a small HTTP client,
-//! provider signers, a TCP proxy that can cut the database away, and a private PostgreSQL
-//! server that a test may crash and restart.
+//! Test support for the end-to-end suites. One harness for a running stack, [`Stack`] (a
+//! fresh migrated database, the real ingress and perhaps a worker as child processes with
+//! their logs captured, optionally behind a proxy that cuts or stalls the database), and
+//! one way to deliver a signed request, [`SignedRequest`] (built by the provider signers or
+//! [`fixtures::Provider::request`]). Besides: the in-process dispatcher harness
+//! ([`dispatcher::Harness`]), a test sink, the reference domain's helpers, PgBouncer, a
+//! private PostgreSQL cluster a test may crash and restart, and the audit of a run.
 //!
 //! Binaries are taken from the workspace's target directory (`make test` builds them
 //! first, with the `failpoints` feature); `INBOUND_BIN_DIR` overrides the location.
@@ -18,6 +21,9 @@ pub mod process;
 pub mod proxy;
 pub mod signing;
 pub mod sink;
+pub mod stack;
 
 pub use database::TestDatabase;
 pub use process::{Service, ServiceOptions};
+pub use signing::SignedRequest;
+pub use stack::Stack;

@@ -95,3 +95,79 @@ pub fn standard_headers(whsec: &str, id: &str, body: &str, age_secs: i64) -> Hea
         ),
     ]
 }
+
+/// A webhook request as a provider sends it: the integration it is addressed to, its
+/// headers and its raw body. Every suite builds its requests as this — from the signers
+/// above, or [`crate::fixtures::Provider::request`] — and sends them one way:
+/// [`SignedRequest::send`] (or [`crate::stack::Stack::deliver`]).
+#[derive(Debug, Clone)]
+pub struct SignedRequest {
+    /// The integration id (`/webhooks/{integration}`).
+    pub integration: String,
+    /// The headers, signature included.
+    pub headers: HeaderList,
+    /// The raw body, exactly as signed.
+    pub body: String,
+}
+
+impl SignedRequest {
+    /// `body` to `integration` with `headers`.
+    pub fn new(integration: &str, headers: HeaderList, body: impl Into<String>) -> Self {
+        Self {
+            integration: integration.to_owned(),
+            headers,
+            body: body.into(),
+        }
+    }
+
+    /// `body` to `integration` with no header at all (no signature, no content type).
+    pub fn unsigned(integration: &str, body: impl Into<String>) -> Self {
+        Self::new(integration, Vec::new(), body)
+    }
+
+    /// The same request addressed to `integration` instead.
+    pub fn to(mut self, integration: &str) -> Self {
+        self.integration = integration.to_owned();
+        self
+    }
+
+    /// A Stripe event to the fixture's `stripe-acme`, signed now with its current secret.
+    pub fn stripe(body: impl Into<String>) -> Self {
+        Self::stripe_signed(crate::fixtures::STRIPE_SECRET, body, 0)
+    }
+
+    /// A Stripe event to `stripe-acme` signed with `secret`, `age_secs` ago.
+    pub fn stripe_signed(secret: &str, body: impl Into<String>, age_secs: i64) -> Self {
+        let body = body.into();
+        let headers = stripe_headers(secret, &body, age_secs);
+        Self::new("stripe-acme", headers, body)
+    }
+
+    /// The same request with one more header (or a second value of one it has).
+    pub fn with_header(mut self, name: &str, value: &str) -> Self {
+        self.headers.push(pair(name, value));
+        self
+    }
+
+    /// The same request without the headers named `name`.
+    pub fn without_header(mut self, name: &str) -> Self {
+        self.headers
+            .retain(|(header, _)| !header.eq_ignore_ascii_case(name));
+        self
+    }
+
+    /// `POST`s it to `ingress` with `client`; `Err` when no answer came.
+    pub async fn send(
+        &self,
+        client: &crate::http::HttpClient,
+        ingress: &crate::Service,
+    ) -> Result<crate::http::Answer, String> {
+        client
+            .post(
+                &ingress.webhook_url(&self.integration),
+                &self.headers,
+                self.body.clone(),
+            )
+            .await
+    }
+}

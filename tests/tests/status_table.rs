@@ -2,38 +2,9 @@
 //! `inbound-ingress` binary against a real database — and no configured secret in its logs.
 
 use inbound_tests::fixtures::{self, PROVIDERS, Provider, Variant};
-use inbound_tests::http::{Answer, HttpClient};
-use inbound_tests::{Service, TestDatabase};
-
-struct Harness {
-    database: TestDatabase,
-    ingress: Service,
-    client: HttpClient,
-}
-
-async fn start() -> Harness {
-    let database = TestDatabase::create().await;
-    let ingress = Service::ingress(&fixtures::ingress_options(database.url()));
-    Harness {
-        database,
-        ingress,
-        client: HttpClient::new(),
-    }
-}
-
-impl Harness {
-    async fn send(&self, provider: Provider, variant: Variant<'_>) -> Answer {
-        let (headers, body) = provider.request(variant);
-        self.client
-            .post(
-                &self.ingress.webhook_url(provider.integration()),
-                &headers,
-                body,
-            )
-            .await
-            .expect("an answer")
-    }
-}
+use inbound_tests::http::Answer;
+use inbound_tests::{Service, Stack};
+use inbound_tests::signing::{self, SignedRequest};
 
 fn assert_status(answer: &Answer, status: u16, context: &str) {
     assert_eq!(answer.status, status, "{context}: {answer:?}");
@@ -48,23 +19,25 @@ fn assert_status(answer: &Answer, status: u16, context: &str) {
 }
 
 async fn status_table_for(provider: Provider) {
-    let harness = start().await;
+    let stack = Stack::start().await;
     let name = format!("{provider:?}");
     let event_id = format!("evt-{}", name.to_lowercase());
 
     // 200 accepted, with the committed receipt's id.
-    let accepted = harness.send(provider, Variant::Routed(&event_id)).await;
+    let accepted = stack
+        .deliver(&provider.request(Variant::Routed(&event_id)))
+        .await;
     assert_status(&accepted, 200, &format!("{name} accepted"));
     assert_eq!(accepted.json["status"], "accepted", "{name}");
     let receipt_id = accepted.json["receipt_id"].as_i64().expect("receipt_id");
     assert!(
-        harness.database.receipt_is_committed(receipt_id).await,
+        stack.database.receipt_is_committed(receipt_id).await,
         "{name}: receipt committed"
     );
     let (stored_event_id, integration): (String, String) =
         sqlx::query_as("SELECT event_id, integration FROM receipts WHERE id = $1")
             .bind(receipt_id)
-            .fetch_one(harness.database.pool())
+            .fetch_one(stack.database.pool())
             .await
             .expect("receipt row");
     assert_eq!(
@@ -73,29 +46,31 @@ async fn status_table_for(provider: Provider) {
     );
 
     // 200 duplicate: same receipt key, nothing new stored.
-    let duplicate = harness.send(provider, Variant::Routed(&event_id)).await;
+    let duplicate = stack
+        .deliver(&provider.request(Variant::Routed(&event_id)))
+        .await;
     assert_status(&duplicate, 200, &format!("{name} duplicate"));
     assert_eq!(duplicate.json, serde_json::json!({"status": "duplicate"}));
     assert_eq!(
-        harness.database.receipt_count().await,
+        stack.database.receipt_count().await,
         1,
         "{name}: one receipt"
     );
 
     // 200 ignored: verified, unrouted, not stored.
-    let ignored = harness
-        .send(provider, Variant::Unrouted(&format!("{event_id}-unrouted")))
+    let ignored = stack
+        .deliver(&provider.request(Variant::Unrouted(&format!("{event_id}-unrouted"))))
         .await;
     assert_status(&ignored, 200, &format!("{name} ignored"));
     assert_eq!(ignored.json, serde_json::json!({"status": "ignored"}));
     assert_eq!(
-        harness.database.receipt_count().await,
+        stack.database.receipt_count().await,
         1,
         "{name}: ignored is not stored"
     );
 
     // 400 malformed: verified, but no event id (type, for Standard Webhooks).
-    let malformed = harness.send(provider, Variant::NoEventId).await;
+    let malformed = stack.deliver(&provider.request(Variant::NoEventId)).await;
     assert_status(&malformed, 400, &format!("{name} malformed"));
     assert_eq!(malformed.json["error"], "malformed", "{name}");
 
@@ -104,7 +79,7 @@ async fn status_table_for(provider: Provider) {
         Variant::WrongSecret("evt-wrong"),
         Variant::GarbageWithBadSignature,
     ] {
-        let unauthorized = harness.send(provider, variant).await;
+        let unauthorized = stack.deliver(&provider.request(variant)).await;
         assert_status(&unauthorized, 401, &format!("{name} {variant:?}"));
         assert_eq!(
             unauthorized.json,
@@ -113,50 +88,46 @@ async fn status_table_for(provider: Provider) {
         );
     }
     // 401 without any signature headers.
-    let (_, body) = provider.request(Variant::Routed("evt-unsigned"));
-    let unsigned = harness
-        .client
-        .post(
-            &harness.ingress.webhook_url(provider.integration()),
-            &[],
-            body,
-        )
-        .await
-        .expect("answer");
+    let signed = provider.request(Variant::Routed("evt-unsigned"));
+    let unsigned = stack
+        .deliver(&SignedRequest::unsigned(
+            provider.integration(),
+            signed.body,
+        ))
+        .await;
     assert_status(&unsigned, 401, &format!("{name} unsigned"));
 
     // 401: timestamp outside tolerance, both ways.
     if provider.signs_timestamp() {
         for age in [301 + 60, -(301 + 60)] {
-            let stale = harness.send(provider, Variant::Aged("evt-aged", age)).await;
+            let stale = stack
+                .deliver(&provider.request(Variant::Aged("evt-aged", age)))
+                .await;
             assert_status(&stale, 401, &format!("{name} aged {age}"));
         }
-        let fresh_enough = harness
-            .send(provider, Variant::Aged(&format!("{event_id}-aged-ok"), 200))
+        let fresh_enough = stack
+            .deliver(&provider.request(Variant::Aged(&format!("{event_id}-aged-ok"), 200)))
             .await;
         assert_status(&fresh_enough, 200, &format!("{name} inside tolerance"));
     }
 
     // 403: verified, but another account/installation/team.
     if provider.has_scope() {
-        let forbidden = harness
-            .send(provider, Variant::ForeignScope("evt-foreign"))
+        let forbidden = stack
+            .deliver(&provider.request(Variant::ForeignScope("evt-foreign")))
             .await;
         assert_status(&forbidden, 403, &format!("{name} forbidden"));
         assert_eq!(forbidden.json["error"], "forbidden");
     }
 
     // 404 unknown integration.
-    let (headers, body) = provider.request(Variant::Routed("evt-404"));
-    let unknown = harness
-        .client
-        .post(
-            &harness.ingress.webhook_url("no-such-integration"),
-            &headers,
-            body,
+    let unknown = stack
+        .deliver(
+            &provider
+                .request(Variant::Routed("evt-404"))
+                .to("no-such-integration"),
         )
-        .await
-        .expect("answer");
+        .await;
     assert_status(&unknown, 404, &format!("{name} unknown integration"));
     assert_eq!(
         unknown.json,
@@ -165,15 +136,9 @@ async fn status_table_for(provider: Provider) {
 
     // 413 over the limit, checked before the signature (this one is unsigned).
     let oversized = "x".repeat(fixtures::MAX_BODY_BYTES + 1);
-    let too_large = harness
-        .client
-        .post(
-            &harness.ingress.webhook_url(provider.integration()),
-            &[],
-            oversized,
-        )
-        .await
-        .expect("answer");
+    let too_large = stack
+        .deliver(&SignedRequest::unsigned(provider.integration(), oversized))
+        .await;
     assert_status(&too_large, 413, &format!("{name} too large"));
     assert_eq!(
         too_large.json,
@@ -181,9 +146,9 @@ async fn status_table_for(provider: Provider) {
     );
 
     // 405 for another method on the webhook route.
-    let get = harness
+    let get = stack
         .client
-        .get(&harness.ingress.webhook_url(provider.integration()))
+        .get(&stack.ingress.webhook_url(provider.integration()))
         .await
         .expect("answer");
     assert_status(&get, 405, &format!("{name} GET"));
@@ -196,11 +161,11 @@ async fn status_table_for(provider: Provider) {
 
     let expected_receipts = if provider.signs_timestamp() { 2 } else { 1 };
     assert_eq!(
-        harness.database.receipt_count().await,
+        stack.database.receipt_count().await,
         expected_receipts,
         "{name}: nothing else stored"
     );
-    assert_no_secret_in_logs(&harness.ingress);
+    assert_no_secret_in_logs(&stack.ingress);
 }
 
 fn assert_no_secret_in_logs(ingress: &Service) {
@@ -238,94 +203,63 @@ async fn standard_status_table() {
 
 #[tokio::test]
 async fn slack_url_verification_echoes_the_challenge_only_when_verified() {
-    let harness = start().await;
+    let stack = Stack::start().await;
     let body = r#"{"token":"legacy","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}"#;
-    let headers = inbound_tests::signing::slack_headers(fixtures::SLACK_SECRET, body, 0);
-    let url = harness.ingress.webhook_url("slack-acme");
-    let answer = harness
-        .client
-        .post(&url, &headers, body)
-        .await
-        .expect("answer");
+    let signed =
+        |secret| SignedRequest::new("slack-acme", signing::slack_headers(secret, body, 0), body);
+    let answer = stack.deliver(&signed(fixtures::SLACK_SECRET)).await;
     assert_status(&answer, 200, "challenge");
     assert_eq!(
         answer.json,
         serde_json::json!({"challenge": "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P"})
     );
-    let forged = inbound_tests::signing::slack_headers("not-the-secret", body, 0);
-    let answer = harness
-        .client
-        .post(&url, &forged, body)
-        .await
-        .expect("answer");
+    let answer = stack.deliver(&signed("not-the-secret")).await;
     assert_status(&answer, 401, "forged challenge");
-    assert_eq!(harness.database.receipt_count().await, 0);
+    assert_eq!(stack.database.receipt_count().await, 0);
 }
 
 #[tokio::test]
 async fn rotated_secret_from_file_still_verifies() {
-    let harness = start().await;
-    let body = inbound_tests::signing::stripe_body(
+    let stack = Stack::start().await;
+    let body = signing::stripe_body(
         "evt_rotated",
         "payment_intent.succeeded",
         Some("acct_123"),
         true,
     );
-    let headers =
-        inbound_tests::signing::stripe_headers(fixtures::STRIPE_PREVIOUS_SECRET, &body, 0);
-    let answer = harness
-        .client
-        .post(&harness.ingress.webhook_url("stripe-acme"), &headers, body)
-        .await
-        .expect("answer");
+    let answer = stack
+        .deliver(&SignedRequest::stripe_signed(
+            fixtures::STRIPE_PREVIOUS_SECRET,
+            body,
+            0,
+        ))
+        .await;
     assert_status(&answer, 200, "previous secret");
     assert_eq!(answer.json["status"], "accepted");
 }
 
 #[tokio::test]
 async fn github_action_route_is_tried_before_the_bare_event_and_ping_is_ignored() {
-    let harness = start().await;
-    let url = harness.ingress.webhook_url("gh-acme");
+    let stack = Stack::start().await;
+    let github = |body: &'static str, delivery, event| {
+        let headers = signing::github_headers(fixtures::GITHUB_SECRET, body, delivery, event, "42");
+        SignedRequest::new("gh-acme", headers, body)
+    };
     let push_body = r#"{"ref":"refs/heads/main","repository":{"id":42}}"#;
-    let push = inbound_tests::signing::github_headers(
-        fixtures::GITHUB_SECRET,
-        push_body,
-        "d-push",
-        "push",
-        "42",
-    );
-    let answer = harness
-        .client
-        .post(&url, &push, push_body)
-        .await
-        .expect("answer");
+    let answer = stack.deliver(&github(push_body, "d-push", "push")).await;
     assert_eq!(
         answer.json["status"], "accepted",
         "bare event route: {answer:?}"
     );
     let ping_body = r#"{"zen":"Keep it logically awesome.","hook_id":1,"repository":{"id":42}}"#;
-    let ping = inbound_tests::signing::github_headers(
-        fixtures::GITHUB_SECRET,
-        ping_body,
-        "d-ping",
-        "ping",
-        "42",
-    );
-    let answer = harness
-        .client
-        .post(&url, &ping, ping_body)
-        .await
-        .expect("answer");
+    let answer = stack.deliver(&github(ping_body, "d-ping", "ping")).await;
     assert_eq!(answer.json["status"], "ignored");
-    let (headers, body) = Provider::Github.request(Variant::Routed("d-opened"));
-    harness
-        .client
-        .post(&url, &headers, body)
-        .await
-        .expect("answer");
+    stack
+        .deliver(&Provider::Github.request(Variant::Routed("d-opened")))
+        .await;
     let route_keys: Vec<(String, String)> =
         sqlx::query_as("SELECT event_type, route_key FROM receipts ORDER BY id")
-            .fetch_all(harness.database.pool())
+            .fetch_all(stack.database.pool())
             .await
             .expect("rows");
     assert_eq!(
@@ -342,23 +276,23 @@ async fn github_action_route_is_tried_before_the_bare_event_and_ping_is_ignored(
 
 #[tokio::test]
 async fn health_readiness_and_metrics_are_served() {
-    let harness = start().await;
+    let stack = Stack::start().await;
     for url in [
-        harness.ingress.url("/healthz"),
-        harness.ingress.metrics_url("/healthz"),
+        stack.ingress.url("/healthz"),
+        stack.ingress.metrics_url("/healthz"),
     ] {
         assert_eq!(
-            harness.client.get(&url).await.expect("answer").status,
+            stack.client.get(&url).await.expect("answer").status,
             200,
             "{url}"
         );
     }
     for url in [
-        harness.ingress.url("/readyz"),
-        harness.ingress.metrics_url("/readyz"),
+        stack.ingress.url("/readyz"),
+        stack.ingress.metrics_url("/readyz"),
     ] {
-        harness.client.get_status_once(&url, 200).await;
-        let ready = harness.client.get(&url).await.expect("answer");
+        stack.client.get_status_once(&url, 200).await;
+        let ready = stack.client.get(&url).await.expect("answer");
         assert_eq!(
             (ready.status, ready.json["status"].as_str()),
             (200, Some("ready")),
@@ -366,23 +300,25 @@ async fn health_readiness_and_metrics_are_served() {
         );
     }
     assert_eq!(
-        harness
+        stack
             .client
-            .get(&harness.ingress.url("/nope"))
+            .get(&stack.ingress.url("/nope"))
             .await
             .expect("answer")
             .status,
         404
     );
     for provider in PROVIDERS {
-        harness.send(provider, Variant::Routed("evt-metrics")).await;
-        harness
-            .send(provider, Variant::WrongSecret("evt-metrics-bad"))
+        stack
+            .deliver(&provider.request(Variant::Routed("evt-metrics")))
+            .await;
+        stack
+            .deliver(&provider.request(Variant::WrongSecret("evt-metrics-bad")))
             .await;
     }
-    let metrics = harness
+    let metrics = stack
         .client
-        .get(&harness.ingress.metrics_url("/metrics"))
+        .get(&stack.ingress.metrics_url("/metrics"))
         .await
         .expect("answer");
     let text = String::from_utf8(metrics.body.to_vec()).expect("utf-8");
