@@ -77,20 +77,7 @@ async fn answer(sink: Arc<DevSink>, request: Request<Incoming>) -> Response<Body
     if request.method() == Method::GET
         && let Some(key) = request.uri().path().strip_prefix("/operations/")
     {
-        let key = inbound_core::effects::percent_decode(key);
-        let seen = sink
-            .seen
-            .lock()
-            .map(|seen| seen.contains_key(&key))
-            .unwrap_or(false);
-        return if seen {
-            json_response(StatusCode::OK, &json!({"status": "completed"}))
-        } else {
-            json_response(
-                StatusCode::NOT_FOUND,
-                &json!({"error": "unknown operation"}),
-            )
-        };
+        return status_of(&sink, key);
     }
     if request.method() != Method::POST {
         return json_response(
@@ -121,28 +108,65 @@ async fn answer(sink: Arc<DevSink>, request: Request<Incoming>) -> Response<Body
             &json!({"error": "failing on purpose"}),
         );
     }
-    let signature = if sink.secrets.is_empty() {
-        "not checked"
-    } else {
-        let headers: Headers = parts
-            .headers
-            .iter()
-            .map(|(name, value)| (name.as_str(), value.as_bytes()))
-            .collect();
-        let context = VerifyContext {
-            secrets: &sink.secrets,
-            tolerance_secs: 300,
-            now_unix_secs: SystemClock.now_unix_secs(),
-        };
-        match verify::verify(Provider::Standard, &headers, &body, context) {
-            Ok(()) => "valid",
-            Err(error) => {
-                out!("rejected a request: signature {error}");
-                return json_response(StatusCode::UNAUTHORIZED, &json!({"error": "unauthorized"}));
-            }
-        }
+    let Some(signature) = check_signature(&sink, &parts.headers, &body) else {
+        return json_response(StatusCode::UNAUTHORIZED, &json!({"error": "unauthorized"}));
     };
-    let effect: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+    apply(&sink, &parts.headers, &body, signature)
+}
+
+/// `GET /operations/{key}`: whether the sink has applied the operation.
+fn status_of(sink: &DevSink, key: &str) -> Response<Body> {
+    let key = inbound_core::effects::percent_decode(key);
+    let seen = sink
+        .seen
+        .lock()
+        .map(|seen| seen.contains_key(&key))
+        .unwrap_or(false);
+    if seen {
+        json_response(StatusCode::OK, &json!({"status": "completed"}))
+    } else {
+        json_response(
+            StatusCode::NOT_FOUND,
+            &json!({"error": "unknown operation"}),
+        )
+    }
+}
+
+/// How the request's signature was judged (`None`: refused, and said so).
+fn check_signature(
+    sink: &DevSink,
+    headers: &hyper::HeaderMap,
+    body: &[u8],
+) -> Option<&'static str> {
+    if sink.secrets.is_empty() {
+        return Some("not checked");
+    }
+    let headers: Headers = headers
+        .iter()
+        .map(|(name, value)| (name.as_str(), value.as_bytes()))
+        .collect();
+    let context = VerifyContext {
+        secrets: &sink.secrets,
+        tolerance_secs: 300,
+        now_unix_secs: SystemClock.now_unix_secs(),
+    };
+    match verify::verify(Provider::Standard, &headers, body, context) {
+        Ok(()) => Some("valid"),
+        Err(error) => {
+            out!("rejected a request: signature {error}");
+            None
+        }
+    }
+}
+
+/// Applies the effect once per operation key and prints it (a repeat says so).
+fn apply(
+    sink: &DevSink,
+    headers: &hyper::HeaderMap,
+    body: &[u8],
+    signature: &str,
+) -> Response<Body> {
+    let effect: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
     let key = effect["operation_key"]
         .as_str()
         .unwrap_or("(no operation_key)")
@@ -158,8 +182,7 @@ async fn answer(sink: Arc<DevSink>, request: Request<Incoming>) -> Response<Body
         *times += 1;
         *times
     };
-    let idempotency = parts
-        .headers
+    let idempotency = headers
         .get("idempotency-key")
         .and_then(|value| value.to_str().ok())
         .unwrap_or("-");

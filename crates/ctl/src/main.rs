@@ -16,6 +16,7 @@ mod dev_sink;
 mod effects_cmd;
 mod operate;
 mod output;
+mod receipt_text;
 mod receipts_cmd;
 mod selection;
 mod sign;
@@ -28,7 +29,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use inbound_core::config::Config;
 use inbound_core::store;
 use sqlx::Connection;
@@ -59,42 +60,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Apply the database migrations.
-    Migrate {
-        /// PostgreSQL URL.
-        #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
-        database_url: String,
-        /// The schema of inbound's tables.
-        #[arg(long, env = "INBOUND_SCHEMA", default_value = store::DEFAULT_SCHEMA,
-          value_parser = store::Schema::parse_own)]
-        schema: store::Schema,
-        /// Create the database first when it does not exist.
-        #[arg(long)]
-        create_database: bool,
-        /// Also install the reference domain of the stock worker (`orders.*`,
-        /// `entitlements.grant`) in schema `inbound_example`.
-        #[arg(long)]
-        example: bool,
-        /// Give up connecting after this many seconds.
-        #[arg(long, default_value_t = 10)]
-        connect_timeout_secs: u64,
-        /// Also create (when missing) and grant one login role per process — ingress,
-        /// worker, dispatcher, operator — with only what it needs, and the settings a
-        /// transaction pooler cannot carry. Idempotent: run it with every migration.
-        #[arg(long)]
-        create_roles: bool,
-        /// With `--create-roles`: a schema of your handlers' tables, granted to the worker
-        /// role (repeatable; `--example` adds `inbound_example`).
-        #[arg(long = "grant-schema")]
-        grant_schemas: Vec<store::Schema>,
-        /// The roles' name prefix (`inbound_` gives `inbound_ingress`, …).
-        #[arg(long, default_value = store::roles::RolePrefix::DEFAULT,
-              value_parser = store::roles::RolePrefix::parse)]
-        role_prefix: store::roles::RolePrefix,
-        /// Migrations need a session of their own (a lock held across transactions, DDL in
-        /// the schema): `transaction` is refused with a message saying so.
-        #[arg(long, env = "INBOUND_DB_POOLER", default_value = "none")]
-        db_pooler: store::Pooler,
-    },
+    Migrate(MigrateArgs),
     /// Validate a configuration file (secrets are resolved, never printed).
     CheckConfig {
         /// Configuration file (TOML).
@@ -151,37 +117,7 @@ enum Command {
     },
     /// Retention: drop payloads of done receipts, later their key rows, in bounded batches
     /// (`--dry-run` counts; keys are kept past each provider's redelivery horizon).
-    Purge {
-        #[command(flatten)]
-        database: operate::DatabaseArgs,
-        /// Drop payloads of receipts done more than this many days ago.
-        #[arg(long)]
-        payloads_older_than_days: u32,
-        /// Delete receipt rows (their keys) done more than this many days ago; at least
-        /// the payload age. Omit to keep every key.
-        #[arg(long)]
-        keys_older_than_days: Option<u32>,
-        /// Rows per batch (one short transaction each).
-        #[arg(long, default_value_t = 1000)]
-        batch_size: i64,
-        /// Count what would be purged; remove nothing.
-        #[arg(long)]
-        dry_run: bool,
-        /// Stop after this many seconds, between batches (for a CronJob: the next run
-        /// continues); progress goes to stderr every 10 s.
-        #[arg(long)]
-        time_budget_secs: Option<u64>,
-        /// Delete keys younger than a provider's redelivery horizon (Stripe and Standard
-        /// Webhooks 30 days, GitHub 3, Slack 1: of the configured integrations with
-        /// --config, else the longest).
-        #[arg(long)]
-        force: bool,
-        #[command(flatten)]
-        config: selection::ConfigArg,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    Purge(PurgeArgs),
     /// Print a shell completion script: `inboundctl completions bash > /etc/bash_completion.d/inboundctl`.
     Completions {
         /// The shell.
@@ -209,6 +145,115 @@ enum Command {
     },
 }
 
+/// `inboundctl migrate`.
+#[derive(Debug, Args)]
+struct MigrateArgs {
+    /// PostgreSQL URL.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    database_url: String,
+    /// The schema of inbound's tables.
+    #[arg(long, env = "INBOUND_SCHEMA", default_value = store::DEFAULT_SCHEMA,
+      value_parser = store::Schema::parse_own)]
+    schema: store::Schema,
+    /// Create the database first when it does not exist.
+    #[arg(long)]
+    create_database: bool,
+    /// Also install the reference domain of the stock worker (`orders.*`,
+    /// `entitlements.grant`) in schema `inbound_example`.
+    #[arg(long)]
+    example: bool,
+    /// Give up connecting after this many seconds.
+    #[arg(long, default_value_t = 10)]
+    connect_timeout_secs: u64,
+    /// Also create (when missing) and grant one login role per process — ingress,
+    /// worker, dispatcher, operator — with only what it needs, and the settings a
+    /// transaction pooler cannot carry. Idempotent: run it with every migration.
+    #[arg(long)]
+    create_roles: bool,
+    /// With `--create-roles`: a schema of your handlers' tables, granted to the worker
+    /// role (repeatable; `--example` adds `inbound_example`).
+    #[arg(long = "grant-schema")]
+    grant_schemas: Vec<store::Schema>,
+    /// The roles' name prefix (`inbound_` gives `inbound_ingress`, …).
+    #[arg(long, default_value = store::roles::RolePrefix::DEFAULT,
+          value_parser = store::roles::RolePrefix::parse)]
+    role_prefix: store::roles::RolePrefix,
+    /// Migrations need a session of their own (a lock held across transactions, DDL in
+    /// the schema): `transaction` is refused with a message saying so.
+    #[arg(long, env = "INBOUND_DB_POOLER", default_value = "none")]
+    db_pooler: store::Pooler,
+}
+
+impl MigrateArgs {
+    async fn run(self) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            self.db_pooler == store::Pooler::None,
+            "migrations hold a session-level lock across transactions, which a transaction pooler cannot keep: run inboundctl migrate with a direct DATABASE_URL (or through a session-mode pool)"
+        );
+        migrate(
+            &self.database_url,
+            &self.schema,
+            MigrateOptions {
+                create_database: self.create_database,
+                example: self.example,
+                connect_timeout: Duration::from_secs(self.connect_timeout_secs),
+                roles: self.create_roles.then_some(self.role_prefix),
+                grant_schemas: self.grant_schemas,
+            },
+        )
+        .await
+    }
+}
+
+/// `inboundctl purge`.
+#[derive(Debug, Args)]
+struct PurgeArgs {
+    #[command(flatten)]
+    database: operate::DatabaseArgs,
+    /// Drop payloads of receipts done more than this many days ago.
+    #[arg(long)]
+    payloads_older_than_days: u32,
+    /// Delete receipt rows (their keys) done more than this many days ago; at least
+    /// the payload age. Omit to keep every key.
+    #[arg(long)]
+    keys_older_than_days: Option<u32>,
+    /// Rows per batch (one short transaction each).
+    #[arg(long, default_value_t = 1000)]
+    batch_size: i64,
+    /// Count what would be purged; remove nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Stop after this many seconds, between batches (for a CronJob: the next run
+    /// continues); progress goes to stderr every 10 s.
+    #[arg(long)]
+    time_budget_secs: Option<u64>,
+    /// Delete keys younger than a provider's redelivery horizon (Stripe and Standard
+    /// Webhooks 30 days, GitHub 3, Slack 1: of the configured integrations with
+    /// --config, else the longest).
+    #[arg(long)]
+    force: bool,
+    #[command(flatten)]
+    config: selection::ConfigArg,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+impl PurgeArgs {
+    async fn run(self) -> anyhow::Result<()> {
+        let options = operate::PurgeOptions {
+            payload_days: self.payloads_older_than_days,
+            key_days: self.keys_older_than_days,
+            batch_size: self.batch_size,
+            dry_run: self.dry_run,
+            time_budget: self.time_budget_secs.map(Duration::from_secs),
+            force: self.force,
+            config: self.config.load()?,
+        };
+        operate::purge(&self.database, options, self.json).await
+    }
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
     match run(Cli::parse()).await {
@@ -222,34 +267,7 @@ async fn main() -> ExitCode {
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Migrate {
-            database_url,
-            schema,
-            create_database,
-            example,
-            connect_timeout_secs,
-            create_roles,
-            grant_schemas,
-            role_prefix,
-            db_pooler,
-        } => {
-            anyhow::ensure!(
-                db_pooler == store::Pooler::None,
-                "migrations hold a session-level lock across transactions, which a transaction pooler cannot keep: run inboundctl migrate with a direct DATABASE_URL (or through a session-mode pool)"
-            );
-            migrate(
-                &database_url,
-                &schema,
-                MigrateOptions {
-                    create_database,
-                    example,
-                    connect_timeout: Duration::from_secs(connect_timeout_secs),
-                    roles: create_roles.then_some(role_prefix),
-                    grant_schemas,
-                },
-            )
-            .await
-        }
+        Command::Migrate(args) => args.run().await,
         Command::Status {
             database,
             config,
@@ -266,28 +284,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             );
             Ok(())
         }
-        Command::Purge {
-            database,
-            payloads_older_than_days,
-            keys_older_than_days,
-            batch_size,
-            dry_run,
-            time_budget_secs,
-            force,
-            config,
-            json,
-        } => {
-            let options = operate::PurgeOptions {
-                payload_days: payloads_older_than_days,
-                key_days: keys_older_than_days,
-                batch_size,
-                dry_run,
-                time_budget: time_budget_secs.map(Duration::from_secs),
-                force,
-                config: config.load()?,
-            };
-            operate::purge(&database, options, json).await
-        }
+        Command::Purge(args) => args.run().await,
         Command::Effects { command } => effects_cmd::run(command).await,
         Command::DevSink {
             listen,

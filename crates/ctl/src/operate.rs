@@ -237,70 +237,30 @@ pub async fn purge(
     check_purge(&options)?;
     let mut connection = database.connect().await?;
     if options.dry_run {
-        let (payloads, keys) = admin::purge_preview(
-            &mut connection,
-            options.payload_days,
-            options.key_days,
-            None,
-        )
-        .await?;
-        if as_json {
-            out!(
-                "{}",
-                json!({"dry_run": true, "payloads": payloads, "keys": keys})
-            );
-        } else {
-            out!(
-                "would purge {payloads} payload(s) and {keys} receipt key row(s); nothing changed"
-            );
-        }
-        return Ok(());
+        return preview_purge(&mut connection, &options, as_json).await;
     }
     let started = std::time::Instant::now();
     let mut progress = Progress::new();
-    let over_budget = |started: std::time::Instant| {
-        options
-            .time_budget
-            .is_some_and(|budget| started.elapsed() >= budget)
-    };
-    let mut payloads = 0;
-    let mut finished = true;
-    loop {
-        if over_budget(started) {
-            finished = false;
-            break;
-        }
-        let purged = admin::purge_payloads_batch(
-            &mut connection,
-            options.payload_days,
-            options.batch_size,
-            None,
-        )
-        .await?;
-        payloads += purged;
-        progress.report(payloads, 0);
-        if purged < options.batch_size as u64 {
-            break;
-        }
-    }
+    let (payloads, mut finished) = purge_until_done(
+        &mut connection,
+        &options,
+        Purged::Payloads,
+        started,
+        |payloads| progress.report(payloads, 0),
+    )
+    .await?;
     let mut keys = 0;
     if let Some(key_days) = options.key_days
         && finished
     {
-        loop {
-            if over_budget(started) {
-                finished = false;
-                break;
-            }
-            let purged =
-                admin::purge_keys_batch(&mut connection, key_days, options.batch_size, None)
-                    .await?;
-            keys += purged;
-            progress.report(payloads, keys);
-            if purged < options.batch_size as u64 {
-                break;
-            }
-        }
+        (keys, finished) = purge_until_done(
+            &mut connection,
+            &options,
+            Purged::Keys(key_days),
+            started,
+            |keys| progress.report(payloads, keys),
+        )
+        .await?;
     }
     if as_json {
         out!(
@@ -314,6 +274,74 @@ pub async fn purge(
         }
     }
     Ok(())
+}
+
+/// `purge --dry-run`: what a purge would remove now.
+async fn preview_purge(
+    connection: &mut sqlx::PgConnection,
+    options: &PurgeOptions,
+    as_json: bool,
+) -> anyhow::Result<()> {
+    let (payloads, keys) =
+        admin::purge_preview(connection, options.payload_days, options.key_days, None).await?;
+    if as_json {
+        out!(
+            "{}",
+            json!({"dry_run": true, "payloads": payloads, "keys": keys})
+        );
+    } else {
+        out!("would purge {payloads} payload(s) and {keys} receipt key row(s); nothing changed");
+    }
+    Ok(())
+}
+
+/// What a run of batches removes.
+#[derive(Debug, Clone, Copy)]
+enum Purged {
+    /// Payloads of receipts done longer than `--payloads-older-than-days`.
+    Payloads,
+    /// Receipt rows done longer than this many days.
+    Keys(u32),
+}
+
+/// Purges `what` batch by batch until a batch comes back short (nothing older is left)
+/// or the time budget is spent; `(rows purged, whether it finished)`. `report` sees the
+/// running total after each batch.
+async fn purge_until_done(
+    connection: &mut sqlx::PgConnection,
+    options: &PurgeOptions,
+    what: Purged,
+    started: std::time::Instant,
+    mut report: impl FnMut(u64),
+) -> anyhow::Result<(u64, bool)> {
+    let mut total = 0;
+    loop {
+        if options
+            .time_budget
+            .is_some_and(|budget| started.elapsed() >= budget)
+        {
+            return Ok((total, false));
+        }
+        let purged = match what {
+            Purged::Payloads => {
+                admin::purge_payloads_batch(
+                    connection,
+                    options.payload_days,
+                    options.batch_size,
+                    None,
+                )
+                .await?
+            }
+            Purged::Keys(days) => {
+                admin::purge_keys_batch(connection, days, options.batch_size, None).await?
+            }
+        };
+        total += purged;
+        report(total);
+        if purged < options.batch_size as u64 {
+            return Ok((total, true));
+        }
+    }
 }
 
 /// A progress line on stderr every 10 s of a long purge (stdout keeps the result alone).

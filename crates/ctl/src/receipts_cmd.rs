@@ -14,12 +14,12 @@ use inbound_core::keys::ReceiptId;
 use anyhow::bail;
 use clap::{Args, Subcommand};
 use inbound_core::config::Config;
-use inbound_core::payload;
 use inbound_core::store::admin;
 use serde_json::json;
 use sqlx::PgConnection;
 
 use crate::operate::DatabaseArgs;
+use crate::receipt_text;
 
 /// `inboundctl receipts …`.
 #[derive(Debug, Subcommand)]
@@ -483,108 +483,5 @@ async fn show(database: DatabaseArgs, id: ReceiptId, json: bool) -> anyhow::Resu
         out!("{}", serde_json::to_string(&shown)?);
         return Ok(());
     }
-    print_receipt(&detail, &effects, &history, complete)
-}
-
-/// `receipts show` as text.
-fn print_receipt(
-    detail: &admin::ReceiptDetail,
-    effects: &[admin::EffectSummary],
-    history: &[admin::ReceiptDecision],
-    complete: bool,
-) -> anyhow::Result<()> {
-    out!(
-        "receipt {} ({} / {})",
-        detail.id,
-        detail.integration,
-        detail.event_id
-    );
-    out!("  scope        {}", detail.source_scope);
-    out!(
-        "  type         {} (route {})",
-        detail.event_type,
-        detail.route_key
-    );
-    out!(
-        "  status       {}{}",
-        detail.status,
-        detail
-            .outcome
-            .map(|outcome| outcome.as_str())
-            .map(|outcome| format!(" ({outcome})"))
-            .unwrap_or_default()
-    );
-    if let Some(reason) = &detail.outcome_reason {
-        out!("  reason       {reason}");
-    }
-    out!("  attempts     {}", detail.attempts);
-    out!(
-        "  complete     {}",
-        if complete {
-            "yes (done, every effect completed)"
-        } else {
-            "no"
-        }
-    );
-    if let Some(error) = &detail.last_error {
-        out!("  last error   {error}");
-    }
-    out!("  received     {}", detail.received_at);
-    if let Some(finished) = detail.finished_at {
-        out!("  finished     {finished}");
-    }
-    if let Some(visible) = detail.visible_at {
-        out!(
-            "  next claim   {visible}{}",
-            detail
-                .leased_by
-                .as_deref()
-                .map(|by| format!(" (leased by {by})"))
-                .unwrap_or_default()
-        );
-    }
-    for decision in history {
-        let done = match decision.action.as_str() {
-            "replay" => "replayed",
-            "quarantine" => "quarantined",
-            "close" => "closed",
-            _ => "failed",
-        };
-        out!(
-            "  decision     {} {done} by {} (was {}): {}",
-            decision.at,
-            decision.by,
-            decision.previous_status,
-            decision.reason
-        );
-    }
-    out!(
-        "  effects      {}",
-        if effects.is_empty() { "none" } else { "" }
-    );
-    for effect in effects {
-        out!(
-            "    {} {} → {} [{}] attempts {}",
-            effect.id,
-            effect.operation_key,
-            effect.sink,
-            effect.status,
-            effect.attempts
-        );
-    }
-    match detail.payload.as_deref() {
-        None if detail.payload_unreadable.is_some() => out!(
-            "  payload      (cannot be rendered: {})",
-            detail.payload_unreadable.as_deref().unwrap_or_default()
-        ),
-        None => out!("  payload      (purged)"),
-        Some(text) => match payload::decode(text) {
-            Ok(payload) => {
-                out!("  payload\n{}", serde_json::to_string_pretty(&payload)?);
-            }
-            // Stored before the storability contract: show it exactly as stored.
-            Err(error) => out!("  payload      (not decodable: {error})\n{text}"),
-        },
-    }
-    Ok(())
+    receipt_text::print_receipt(&detail, &effects, &history, complete)
 }

@@ -61,19 +61,24 @@ fn line_price(line: &Value) -> Option<&str> {
         .find_map(|pointer| text_at(line, pointer))
 }
 
-async fn grant(
-    transaction: &mut PgConnection,
-    input: HandlerInput<'_>,
-) -> Result<Transition, HandlerError> {
-    let payload = input.payload;
-    let Some(invoice_id) = text_at(payload, "/data/object/id") else {
-        return Ok(quarantine("the event carries no invoice id"));
+/// What a paid invoice event says: enough to grant from.
+struct PaidInvoice<'p> {
+    id: &'p str,
+    customer: &'p str,
+    lines: &'p [Value],
+}
+
+/// The invoice an event carries, or the transition that settles the event without a
+/// grant (no invoice or customer, not paid, lines missing from the event).
+fn paid_invoice(payload: &Value) -> Result<PaidInvoice<'_>, Transition> {
+    let Some(id) = text_at(payload, "/data/object/id") else {
+        return Err(quarantine("the event carries no invoice id"));
     };
     // `customer` is an id, or an expanded object with one.
     let Some(customer) = text_at(payload, "/data/object/customer")
         .or_else(|| text_at(payload, "/data/object/customer/id"))
     else {
-        return Ok(quarantine(format!("invoice {invoice_id} has no customer")));
+        return Err(quarantine(format!("invoice {id} has no customer")));
     };
     // Only a paid invoice grants: `invoice.finalized` routed here must not grant before
     // the payment.
@@ -83,9 +88,9 @@ async fn grant(
             .and_then(Value::as_bool)
             == Some(true);
     if !paid {
-        return Ok(Transition::Ignored {
+        return Err(Transition::Ignored {
             reason: format!(
-                "invoice {invoice_id} is {}, not paid: grants wait for its payment",
+                "invoice {id} is {}, not paid: grants wait for its payment",
                 text_at(payload, "/data/object/status").unwrap_or("of no status")
             ),
         });
@@ -97,8 +102,8 @@ async fn grant(
         .and_then(Value::as_bool)
         == Some(true)
     {
-        return Ok(quarantine(format!(
-            "invoice {invoice_id} has more lines than the event carries (lines.has_more); grant them by hand"
+        return Err(quarantine(format!(
+            "invoice {id} has more lines than the event carries (lines.has_more); grant them by hand"
         )));
     }
     let lines = payload
@@ -106,7 +111,17 @@ async fn grant(
         .and_then(Value::as_array)
         .map(Vec::as_slice)
         .unwrap_or_default();
-    let entitlements: BTreeSet<&str> = lines
+    Ok(PaidInvoice {
+        id,
+        customer,
+        lines,
+    })
+}
+
+/// The entitlements the invoice's charged lines map to (the handler's `prices` option,
+/// else the integration's entitlements).
+fn mapped_entitlements<'a>(lines: &'a [Value], input: &HandlerInput<'a>) -> BTreeSet<&'a str> {
+    lines
         .iter()
         // A credit (a negative line: the unused time of a plan left by a downgrade) grants
         // nothing; a charged line grants, proration or not (an upgrade's new plan).
@@ -124,26 +139,52 @@ async fn grant(
                 .get(price)
                 .map(String::as_str),
         })
-        .collect();
+        .collect()
+}
+
+async fn grant(
+    transaction: &mut PgConnection,
+    input: HandlerInput<'_>,
+) -> Result<Transition, HandlerError> {
+    let invoice = match paid_invoice(input.payload) {
+        Ok(invoice) => invoice,
+        Err(settled) => return Ok(settled),
+    };
+    let entitlements = mapped_entitlements(invoice.lines, &input);
     if entitlements.is_empty() {
         return Ok(Transition::Ignored {
-            reason: format!("no line of invoice {invoice_id} has a mapped price"),
+            reason: format!("no line of invoice {} has a mapped price", invoice.id),
         });
     }
     let tenant = input.integration.tenant.as_str();
     // One invoice's grants are decided one event at a time, so that two events naming
     // different customers cannot both pass the check below with disjoint entitlements.
-    grants::lock_invoice(transaction, tenant, invoice_id).await?;
+    grants::lock_invoice(transaction, tenant, invoice.id).await?;
     if let Some(other) =
-        grants::other_customer_of_invoice(transaction, tenant, invoice_id, customer).await?
+        grants::other_customer_of_invoice(transaction, tenant, invoice.id, invoice.customer).await?
     {
         return Ok(quarantine(format!(
-            "invoice {invoice_id} was granted to customer {other}, and this event names {customer}: an invoice has one customer"
+            "invoice {} was granted to customer {other}, and this event names {}: an invoice has one customer",
+            invoice.id, invoice.customer
         )));
     }
+    insert_grants(transaction, &input, &invoice, &entitlements).await
+}
+
+/// Inserts each grant the invoice does not hold yet, with its effect: `Applied` when any
+/// was new, `Duplicate` when the invoice had granted them all.
+async fn insert_grants(
+    transaction: &mut PgConnection,
+    input: &HandlerInput<'_>,
+    invoice: &PaidInvoice<'_>,
+    entitlements: &BTreeSet<&str>,
+) -> Result<Transition, HandlerError> {
+    let tenant = input.integration.tenant.as_str();
+    let (invoice_id, customer) = (invoice.id, invoice.customer);
     let mut effects = Vec::new();
+    // Counted apart from the effects: without a sink a new grant has none.
     let mut granted = 0;
-    for entitlement in &entitlements {
+    for entitlement in entitlements {
         let key = GrantKey {
             tenant,
             account_id: customer,
@@ -176,7 +217,7 @@ async fn grant(
         return Ok(Transition::Duplicate {
             reason: format!(
                 "invoice {invoice_id} already granted {}",
-                entitlements.into_iter().collect::<Vec<_>>().join(", ")
+                entitlements.iter().copied().collect::<Vec<_>>().join(", ")
             ),
         });
     }

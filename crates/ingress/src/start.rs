@@ -78,17 +78,7 @@ pub async fn run(
         database_timeout: acquire_timeout + statement_timeout,
     };
     let readiness = ops::Readiness::start(pool.clone(), Duration::from_secs(1));
-    let group_commit = GroupCommit::start(
-        pool.clone(),
-        GroupCommitSettings {
-            max_batch: cli.commit_batch_max,
-            // Leave a connection for /readyz.
-            committers: cli
-                .commit_concurrency
-                .min(cli.db_max_connections.saturating_sub(1).max(1) as usize),
-        },
-    )
-    .gated_by(sessions.gate());
+    let group_commit = start_group_commit(&cli, pool.clone()).gated_by(sessions.gate());
     let app = Arc::new(App::new(
         Arc::new(config),
         pool,
@@ -98,12 +88,7 @@ pub async fn run(
         Arc::new(SystemClock),
         settings,
     ));
-    let limits = ServerLimits {
-        header_read_timeout: Duration::from_secs(cli.header_read_timeout_secs),
-        max_connections: cli.max_connections,
-        shutdown_grace: cli.common.shutdown_grace(),
-        max_buf_size: inbound_runtime::server::MAX_REQUEST_HEAD_BYTES,
-    };
+    let limits = server_limits(&cli);
 
     let listener = TcpListener::bind(cli.listen)
         .await
@@ -136,4 +121,26 @@ pub async fn run(
     ops_port.abort();
     app.pool().close().await;
     sessions.finish()
+}
+
+/// The group commit, with a connection left for `/readyz`.
+fn start_group_commit(cli: &IngressArgs, pool: sqlx::PgPool) -> GroupCommit {
+    GroupCommit::start(
+        pool,
+        GroupCommitSettings {
+            max_batch: cli.commit_batch_max,
+            committers: cli
+                .commit_concurrency
+                .min(cli.db_max_connections.saturating_sub(1).max(1) as usize),
+        },
+    )
+}
+
+fn server_limits(cli: &IngressArgs) -> ServerLimits {
+    ServerLimits {
+        header_read_timeout: Duration::from_secs(cli.header_read_timeout_secs),
+        max_connections: cli.max_connections,
+        shutdown_grace: cli.common.shutdown_grace(),
+        max_buf_size: inbound_runtime::server::MAX_REQUEST_HEAD_BYTES,
+    }
 }

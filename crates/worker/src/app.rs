@@ -87,19 +87,7 @@ impl WorkerBuilder {
             return Ok(());
         }
         args.check()?;
-        let config = Config::load(&args.common.config).context("invalid configuration")?;
-        for integration in &args.integrations {
-            anyhow::ensure!(
-                config.integration(integration).is_some(),
-                "--integration {integration}: no such integration in the configuration"
-            );
-        }
-        // Only what this worker will apply: a dispatcher applies nothing, and a worker
-        // pinned to some integrations never sees the others' routes.
-        if args.role.runs_receipts() {
-            let claimed = (!args.integrations.is_empty()).then_some(args.integrations.as_slice());
-            check_routes(&config, &registry, claimed).context("invalid configuration")?;
-        }
+        let config = load_config(&args, &registry)?;
         let metrics =
             telemetry::install_metrics(args.role).context("cannot install the metrics recorder")?;
         let pool = store::connect_pool_lazy(
@@ -168,6 +156,24 @@ impl WorkerBuilder {
         tracing::info!("drained; exiting");
         Ok(())
     }
+}
+
+/// The configuration, checked against the flags and the registered handlers.
+fn load_config(args: &WorkerArgs, registry: &Registry) -> anyhow::Result<Config> {
+    let config = Config::load(&args.common.config).context("invalid configuration")?;
+    for integration in &args.integrations {
+        anyhow::ensure!(
+            config.integration(integration).is_some(),
+            "--integration {integration}: no such integration in the configuration"
+        );
+    }
+    // Only what this worker will apply: a dispatcher applies nothing, and a worker
+    // pinned to some integrations never sees the others' routes.
+    if args.role.runs_receipts() {
+        let claimed = (!args.integrations.is_empty()).then_some(args.integrations.as_slice());
+        check_routes(&config, registry, claimed).context("invalid configuration")?;
+    }
+    Ok(config)
 }
 
 /// Every route of the `integrations` a worker claims (all when `None`) names a registered

@@ -341,18 +341,10 @@ async fn claim_loop<T, C, CF, P, PF>(
             }
             Ok(claimed) => {
                 failure_delay = poll_interval;
-                for item in claimed {
-                    // At most `free` items were claimed and only this loop takes slots,
-                    // so acquiring never waits; the semaphore is never closed.
-                    let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
-                        break;
-                    };
-                    let work = process(Arc::clone(&worker), item);
-                    tasks.spawn(async move {
-                        work.await;
-                        drop(slot);
-                    });
-                }
+                spawn_each(claimed, &slots, &mut tasks, |item| {
+                    process(Arc::clone(&worker), item)
+                })
+                .await;
                 None
             }
             Err(error) => {
@@ -369,15 +361,42 @@ async fn claim_loop<T, C, CF, P, PF>(
             }
         }
     }
+    drain(name, tasks, worker.settings.shutdown_grace).await;
+}
+
+/// Runs each claimed item in a task of its own holding one slot until it ends.
+async fn spawn_each<T, PF>(
+    claimed: Vec<T>,
+    slots: &Arc<Semaphore>,
+    tasks: &mut JoinSet<()>,
+    process: impl Fn(T) -> PF,
+) where
+    PF: Future<Output = ()> + Send + 'static,
+{
+    for item in claimed {
+        // At most the free slots' worth was claimed and only the claim loop takes slots,
+        // so acquiring never waits; the semaphore is never closed.
+        let Ok(slot) = Arc::clone(slots).acquire_owned().await else {
+            break;
+        };
+        let work = process(item);
+        tasks.spawn(async move {
+            work.await;
+            drop(slot);
+        });
+    }
+}
+
+/// Lets in-flight work finish within `grace`; what is left is aborted (its leases expire
+/// and another worker takes it).
+async fn drain(name: &'static str, mut tasks: JoinSet<()>, grace: Duration) {
     tracing::info!(
         loop_name = name,
         in_flight = tasks.len(),
         "stopped claiming; finishing in-flight work"
     );
-    let drained = tokio::time::timeout(worker.settings.shutdown_grace, async {
-        while tasks.join_next().await.is_some() {}
-    })
-    .await;
+    let drained =
+        tokio::time::timeout(grace, async { while tasks.join_next().await.is_some() {} }).await;
     if drained.is_err() {
         tracing::warn!(
             loop_name = name,

@@ -65,6 +65,34 @@ pub(super) fn validate_sink(
     if !is_valid_id(&raw.id) {
         return Err(invalid(format!("{path}.id"), ID_RULE));
     }
+    let (url, status_url) = sink_urls(path, &raw, env_lookup)?;
+    check_idempotency_header(path, raw.idempotency_header.as_deref())?;
+    let times = SinkTimes::read(path, &raw)?;
+    let breaker_failures = breaker_failures(path, &raw)?;
+    let secrets = resolve_secrets(path, &raw.secrets, true, env_lookup)?;
+    Ok(Sink {
+        id: raw.id,
+        url,
+        idempotency_header: raw.idempotency_header,
+        idempotency_retention_secs: times.idempotency_retention_secs,
+        status_url,
+        timeout_secs: times.timeout_secs,
+        secrets,
+        max_concurrency: raw.max_concurrency,
+        give_up_after_secs: times.give_up_after_secs,
+        reconcile_for_secs: times.reconcile_for_secs,
+        breaker_failures,
+        breaker_pause_secs: times.breaker_pause_secs,
+        owner: validate_owner(path, raw.owner)?,
+    })
+}
+
+/// The sink's URL and status URL (with `{key}`), each an http(s) URL once resolved.
+fn sink_urls(
+    path: &str,
+    raw: &RawSink,
+    env_lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<(SecretUrl, Option<SecretUrl>), ConfigError> {
     let url = resolve_url(&format!("{path}.url"), &raw.url, env_lookup)?;
     if !is_http_url(url.expose()) {
         return Err(invalid(
@@ -85,7 +113,11 @@ pub(super) fn validate_sink(
             "must be an http:// or https:// URL containing {key}",
         ));
     }
-    if let Some(header) = &raw.idempotency_header
+    Ok((url, status_url))
+}
+
+fn check_idempotency_header(path: &str, header: Option<&str>) -> Result<(), ConfigError> {
+    if let Some(header) = header
         && (header.is_empty()
             || !header
                 .bytes()
@@ -96,47 +128,68 @@ pub(super) fn validate_sink(
             "must be a header name of letters, digits and '-'",
         ));
     }
-    let seconds = |field: &str, value: Option<u64>, default: u64, least: u64| {
-        let value = value.unwrap_or(default);
-        if (least..=MAX_SINK_SECS).contains(&value) {
-            Ok(value)
-        } else {
-            Err(invalid(
-                format!("{path}.{field}"),
-                format!("must be {least} to {MAX_SINK_SECS} seconds"),
-            ))
-        }
-    };
-    let timeout_secs = seconds(
-        "timeout_secs",
-        raw.timeout_secs,
-        DEFAULT_SINK_TIMEOUT_SECS,
-        1,
-    )?;
-    let idempotency_retention_secs = seconds(
-        "idempotency_retention_secs",
-        raw.idempotency_retention_secs,
-        DEFAULT_IDEMPOTENCY_RETENTION_SECS,
-        0,
-    )?;
-    let give_up_after_secs = seconds(
-        "give_up_after_secs",
-        raw.give_up_after_secs,
-        DEFAULT_GIVE_UP_AFTER_SECS,
-        1,
-    )?;
-    let reconcile_for_secs = seconds(
-        "reconcile_for_secs",
-        raw.reconcile_for_secs,
-        DEFAULT_RECONCILE_FOR_SECS,
-        1,
-    )?;
-    let breaker_pause_secs = seconds(
-        "breaker_pause_secs",
-        raw.breaker_pause_secs,
-        DEFAULT_BREAKER_PAUSE_SECS,
-        1,
-    )?;
+    Ok(())
+}
+
+/// A sink's times in seconds, each defaulted and within its bounds.
+struct SinkTimes {
+    timeout_secs: u64,
+    idempotency_retention_secs: u64,
+    give_up_after_secs: u64,
+    reconcile_for_secs: u64,
+    breaker_pause_secs: u64,
+}
+
+impl SinkTimes {
+    fn read(path: &str, raw: &RawSink) -> Result<Self, ConfigError> {
+        let seconds = |field: &str, value: Option<u64>, default: u64, least: u64| {
+            let value = value.unwrap_or(default);
+            if (least..=MAX_SINK_SECS).contains(&value) {
+                Ok(value)
+            } else {
+                Err(invalid(
+                    format!("{path}.{field}"),
+                    format!("must be {least} to {MAX_SINK_SECS} seconds"),
+                ))
+            }
+        };
+        Ok(Self {
+            timeout_secs: seconds(
+                "timeout_secs",
+                raw.timeout_secs,
+                DEFAULT_SINK_TIMEOUT_SECS,
+                1,
+            )?,
+            idempotency_retention_secs: seconds(
+                "idempotency_retention_secs",
+                raw.idempotency_retention_secs,
+                DEFAULT_IDEMPOTENCY_RETENTION_SECS,
+                0,
+            )?,
+            give_up_after_secs: seconds(
+                "give_up_after_secs",
+                raw.give_up_after_secs,
+                DEFAULT_GIVE_UP_AFTER_SECS,
+                1,
+            )?,
+            reconcile_for_secs: seconds(
+                "reconcile_for_secs",
+                raw.reconcile_for_secs,
+                DEFAULT_RECONCILE_FOR_SECS,
+                1,
+            )?,
+            breaker_pause_secs: seconds(
+                "breaker_pause_secs",
+                raw.breaker_pause_secs,
+                DEFAULT_BREAKER_PAUSE_SECS,
+                1,
+            )?,
+        })
+    }
+}
+
+/// The breaker's failure count (defaulted), after checking the sink's concurrency bound.
+fn breaker_failures(path: &str, raw: &RawSink) -> Result<u32, ConfigError> {
     if raw
         .max_concurrency
         .is_some_and(|limit| !(1..=1024).contains(&limit))
@@ -153,22 +206,7 @@ pub(super) fn validate_sink(
             "must be 1 to 1000",
         ));
     }
-    let secrets = resolve_secrets(path, &raw.secrets, true, env_lookup)?;
-    Ok(Sink {
-        id: raw.id,
-        url,
-        idempotency_header: raw.idempotency_header,
-        idempotency_retention_secs,
-        status_url,
-        timeout_secs,
-        secrets,
-        max_concurrency: raw.max_concurrency,
-        give_up_after_secs,
-        reconcile_for_secs,
-        breaker_failures,
-        breaker_pause_secs,
-        owner: validate_owner(path, raw.owner)?,
-    })
+    Ok(breaker_failures)
 }
 
 /// A sink URL as written, or resolved from its `env:`/`file:` reference. Errors name the

@@ -154,20 +154,7 @@ fn validate_integration(
     if !is_valid_id(&raw.id) {
         return Err(invalid(format!("{path}.id"), ID_RULE));
     }
-    let provider = Provider::from_name(&raw.provider).ok_or_else(|| {
-        let names: Vec<&str> = Provider::ALL
-            .iter()
-            .map(|provider| provider.name())
-            .collect();
-        invalid(
-            format!("{path}.provider"),
-            format!(
-                "unknown provider {:?} (expected one of {})",
-                raw.provider,
-                names.join(", ")
-            ),
-        )
-    })?;
+    let provider = provider_named(path, &raw.provider)?;
     if raw.tenant.trim().is_empty() {
         return Err(invalid(format!("{path}.tenant"), "must not be empty"));
     }
@@ -183,41 +170,8 @@ fn validate_integration(
             "needs at least one secret reference",
         ));
     }
-    let tolerance_secs = raw.tolerance_secs.unwrap_or(DEFAULT_TOLERANCE_SECS);
-    if tolerance_secs == 0 {
-        return Err(invalid(
-            format!("{path}.tolerance_secs"),
-            "must be at least 1",
-        ));
-    }
-    let max_body_bytes = raw.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES);
-    if max_body_bytes == 0 || max_body_bytes > MAX_MAX_BODY_BYTES {
-        return Err(invalid(
-            format!("{path}.max_body_bytes"),
-            format!("must be between 1 and {MAX_MAX_BODY_BYTES}"),
-        ));
-    }
+    let limits = IntegrationLimits::read(path, provider, &raw)?;
     validate_expect(path, provider, &raw.expect)?;
-    let alert_when_silent_secs = raw.alert_when_silent_secs;
-    if alert_when_silent_secs
-        .is_some_and(|secs| !(MIN_SILENCE_SECS..=MAX_SILENCE_SECS).contains(&secs))
-    {
-        return Err(invalid(
-            format!("{path}.alert_when_silent_secs"),
-            format!(
-                "must be between {MIN_SILENCE_SECS} and {MAX_SILENCE_SECS} (6 days: the alert looks back a week)"
-            ),
-        ));
-    }
-    let provider_timeout_secs = raw
-        .provider_timeout_secs
-        .unwrap_or_else(|| provider.delivery_timeout_secs());
-    if provider_timeout_secs == 0 {
-        return Err(invalid(
-            format!("{path}.provider_timeout_secs"),
-            "must be at least 1",
-        ));
-    }
     if raw.content_dedupe && provider != Provider::Github {
         return Err(invalid(
             format!("{path}.content_dedupe"),
@@ -238,16 +192,85 @@ fn validate_integration(
         provider,
         tenant: raw.tenant,
         secrets,
-        tolerance_secs,
-        max_body_bytes,
+        tolerance_secs: limits.tolerance_secs,
+        max_body_bytes: limits.max_body_bytes,
         expect: raw.expect,
         routes,
         entitlements: raw.entitlements,
         content_dedupe: raw.content_dedupe,
         owner: validate_owner(path, raw.owner)?,
-        alert_when_silent_secs,
-        provider_timeout_secs,
+        alert_when_silent_secs: limits.alert_when_silent_secs,
+        provider_timeout_secs: limits.provider_timeout_secs,
     })
+}
+
+fn provider_named(path: &str, name: &str) -> Result<Provider, ConfigError> {
+    Provider::from_name(name).ok_or_else(|| {
+        let names: Vec<&str> = Provider::ALL
+            .iter()
+            .map(|provider| provider.name())
+            .collect();
+        invalid(
+            format!("{path}.provider"),
+            format!(
+                "unknown provider {name:?} (expected one of {})",
+                names.join(", ")
+            ),
+        )
+    })
+}
+
+/// An integration's times and sizes, each defaulted and within its bounds.
+struct IntegrationLimits {
+    tolerance_secs: u64,
+    max_body_bytes: usize,
+    alert_when_silent_secs: Option<u64>,
+    provider_timeout_secs: u64,
+}
+
+impl IntegrationLimits {
+    fn read(path: &str, provider: Provider, raw: &RawIntegration) -> Result<Self, ConfigError> {
+        let tolerance_secs = raw.tolerance_secs.unwrap_or(DEFAULT_TOLERANCE_SECS);
+        if tolerance_secs == 0 {
+            return Err(invalid(
+                format!("{path}.tolerance_secs"),
+                "must be at least 1",
+            ));
+        }
+        let max_body_bytes = raw.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES);
+        if max_body_bytes == 0 || max_body_bytes > MAX_MAX_BODY_BYTES {
+            return Err(invalid(
+                format!("{path}.max_body_bytes"),
+                format!("must be between 1 and {MAX_MAX_BODY_BYTES}"),
+            ));
+        }
+        let alert_when_silent_secs = raw.alert_when_silent_secs;
+        if alert_when_silent_secs
+            .is_some_and(|secs| !(MIN_SILENCE_SECS..=MAX_SILENCE_SECS).contains(&secs))
+        {
+            return Err(invalid(
+                format!("{path}.alert_when_silent_secs"),
+                format!(
+                    "must be between {MIN_SILENCE_SECS} and {MAX_SILENCE_SECS} (6 days: the alert looks back a week)"
+                ),
+            ));
+        }
+        let provider_timeout_secs = raw
+            .provider_timeout_secs
+            .unwrap_or_else(|| provider.delivery_timeout_secs());
+        if provider_timeout_secs == 0 {
+            return Err(invalid(
+                format!("{path}.provider_timeout_secs"),
+                "must be at least 1",
+            ));
+        }
+        Ok(Self {
+            tolerance_secs,
+            max_body_bytes,
+            alert_when_silent_secs,
+            provider_timeout_secs,
+        })
+    }
 }
 
 /// A route key, its sinks and its options.

@@ -15,7 +15,12 @@ use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
 
 use crate::keys::ReceiptId;
-use crate::payload;
+
+mod lookups;
+mod payloads;
+pub use lookups::{ReceiptState, receipt_names};
+use payloads::stored_payloads;
+pub use payloads::{StoredPayload, cannot_render_a_row};
 
 /// A receipt claimed by one worker for one attempt.
 #[derive(Debug, Clone)]
@@ -54,36 +59,10 @@ impl ClaimedReceipt {
             token: self.lease_token,
         }
     }
-}
 
-impl ClaimedReceipt {
     /// The receipt id as a newtype.
     pub fn id(&self) -> ReceiptId {
         self.receipt_id
-    }
-}
-
-/// A claimed receipt's payload.
-#[derive(Debug, Clone, PartialEq)]
-pub enum StoredPayload {
-    /// Decoded as every handler reads it ([`crate::payload::decode`]).
-    Decoded(serde_json::Value),
-    /// Purged by retention (which never purges pending receipts).
-    Purged,
-    /// Stored, but not decodable (stored before the storability contract); the reason
-    /// names the problem, never the content.
-    Undecodable(String),
-}
-
-impl StoredPayload {
-    fn from_text(text: Option<String>) -> Self {
-        match text {
-            None => Self::Purged,
-            Some(text) => match payload::decode(&text) {
-                Ok(value) => Self::Decoded(value),
-                Err(error) => Self::Undecodable(error.to_string()),
-            },
-        }
     }
 }
 
@@ -223,17 +202,24 @@ pub async fn claim_batch(
         .filter(|row| !row.exhausted)
         .map(|row| row.receipt_id)
         .collect();
-    let mut payloads = stored_payloads(conn, &claimed_ids).await?;
-    let mut claim = Claim::default();
-    for row in rows {
-        if row.exhausted {
-            claim.exhausted.push(ExhaustedReceipt {
-                receipt_id: row.receipt_id,
-                integration: row.integration,
-                event_id: row.event_id,
-                attempts: row.attempts,
-            });
-        } else {
+    let payloads = stored_payloads(conn, &claimed_ids).await?;
+    Ok(Claim::from_rows(rows, payloads))
+}
+
+impl Claim {
+    /// The claim's rows, each claimed one with its payload.
+    fn from_rows(rows: Vec<ClaimRow>, mut payloads: HashMap<ReceiptId, StoredPayload>) -> Self {
+        let mut claim = Self::default();
+        for row in rows {
+            if row.exhausted {
+                claim.exhausted.push(ExhaustedReceipt {
+                    receipt_id: row.receipt_id,
+                    integration: row.integration,
+                    event_id: row.event_id,
+                    attempts: row.attempts,
+                });
+                continue;
+            }
             claim.claimed.push(ClaimedReceipt {
                 receipt_id: row.receipt_id,
                 lease_token: row.lease_token,
@@ -251,76 +237,8 @@ pub async fn claim_batch(
                 received_at: row.received_at,
             });
         }
+        claim
     }
-    Ok(claim)
-}
-
-/// The payloads of `receipt_ids` as text, each decoded on its own. One statement reads
-/// them all; when it fails on what one row's own data can cause (a payload stored before
-/// the storability contract that PostgreSQL cannot render), each is read alone and the
-/// one that fails is [`StoredPayload::Undecodable`], costing only its receipt. Any other
-/// failure is the caller's (the claimed leases then expire).
-async fn stored_payloads(
-    conn: &mut PgConnection,
-    receipt_ids: &[ReceiptId],
-) -> Result<HashMap<ReceiptId, StoredPayload>, sqlx::Error> {
-    if receipt_ids.is_empty() {
-        return Ok(HashMap::new());
-    }
-    let decoded = |rows: Vec<(ReceiptId, Option<String>)>| {
-        rows.into_iter()
-            .map(|(id, text)| (id, StoredPayload::from_text(text)))
-    };
-    match payload_texts(conn, receipt_ids).await {
-        Ok(rows) => Ok(decoded(rows).collect()),
-        Err(error) if cannot_render_a_row(&error) => {
-            let mut payloads = HashMap::with_capacity(receipt_ids.len());
-            for &id in receipt_ids {
-                match payload_texts(conn, &[id]).await {
-                    Ok(rows) => payloads.extend(decoded(rows)),
-                    Err(error) if cannot_render_a_row(&error) => {
-                        let reason = format!("the stored payload cannot be read: {error}");
-                        payloads.insert(id, StoredPayload::Undecodable(reason));
-                    }
-                    Err(error) => return Err(error),
-                }
-            }
-            Ok(payloads)
-        }
-        Err(error) => Err(error),
-    }
-}
-
-/// `(receipt id, payload as text)` for each of `receipt_ids`.
-async fn payload_texts(
-    conn: &mut PgConnection,
-    receipt_ids: &[ReceiptId],
-) -> Result<Vec<(ReceiptId, Option<String>)>, sqlx::Error> {
-    let rows = sqlx::query!(
-        r#"SELECT id AS "id: ReceiptId", payload::text FROM receipts WHERE id = ANY ($1)"#,
-        receipt_ids as &[ReceiptId],
-    )
-    .fetch_all(conn)
-    .await?;
-    Ok(rows.into_iter().map(|row| (row.id, row.payload)).collect())
-}
-
-/// Whether PostgreSQL refused to render a row's value for the row's own sake: a data
-/// error, a limit, or a string past the 1 GB a value may hold (reported as "out of
-/// memory" with that detail — a real shortage of memory is not the row's fault).
-pub fn cannot_render_a_row(error: &sqlx::Error) -> bool {
-    let Some(database_error) = error.as_database_error() else {
-        return false;
-    };
-    let code = database_error.code().unwrap_or_default();
-    if code.starts_with("22") || code.starts_with("54") {
-        return true;
-    }
-    code == "53200"
-        && database_error
-            .try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
-            .and_then(|error| error.detail())
-            .is_some_and(|detail| detail.starts_with("Cannot enlarge string buffer"))
 }
 
 /// The first statement of a business transaction: removes the queue row if this attempt
@@ -522,61 +440,4 @@ pub async fn fail_exhausted(
     .execute(conn)
     .await?;
     Ok(updated.rows_affected() == 1)
-}
-
-/// Receipts a handler may ask about, by state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReceiptState {
-    /// Pending, waiting or leased: still to be applied. Read through the integration's
-    /// queue rows only.
-    Unfinished,
-    /// Quarantined or failed: never applied. Read through `receipts_status_received`.
-    Unapplied,
-}
-
-/// Whether a receipt of `integration` in `state` with one of `event_types` carries
-/// `value` at `path` of its payload — e.g. a payment still waiting to be applied, for a
-/// handler deciding whether an event that depends on it should wait (transient) or is
-/// settled for what it is.
-pub async fn receipt_names(
-    conn: &mut PgConnection,
-    state: ReceiptState,
-    integration: &str,
-    event_types: &[&str],
-    path: &[&str],
-    value: &str,
-) -> Result<bool, sqlx::Error> {
-    let found = match state {
-        // Through the integration's queue rows only (receipt_queue_integration_age).
-        ReceiptState::Unfinished => {
-            sqlx::query_scalar!(
-                r#"SELECT EXISTS (
-                 SELECT 1 FROM receipt_queue q JOIN receipts r ON r.id = q.receipt_id
-                 WHERE q.integration = $1 AND r.event_type = ANY ($2)
-                   AND r.payload #>> $3::text[] = $4) AS "found!""#,
-                integration,
-                event_types as &[&str],
-                path as &[&str],
-                value,
-            )
-            .fetch_one(conn)
-            .await?
-        }
-        // Through receipts_status_received: the unapplied are few.
-        ReceiptState::Unapplied => {
-            sqlx::query_scalar!(
-                r#"SELECT EXISTS (
-                 SELECT 1 FROM receipts r
-                 WHERE r.status IN ('quarantined', 'failed') AND r.integration = $1
-                   AND r.event_type = ANY ($2) AND r.payload #>> $3::text[] = $4) AS "found!""#,
-                integration,
-                event_types as &[&str],
-                path as &[&str],
-                value,
-            )
-            .fetch_one(conn)
-            .await?
-        }
-    };
-    Ok(found)
 }

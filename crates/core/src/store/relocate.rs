@@ -49,39 +49,7 @@ pub async fn from_legacy(
 ) -> Result<Option<String>, MigrationError> {
     let migrated =
         super::migrations::table_exists(connection, &schema.qualify("_sqlx_migrations")).await?;
-    // A schema other than ours (and one we may read) holding both our queue and a
-    // migration history.
-    let candidates = sqlx::query_scalar!(
-        r#"SELECT n.nspname::text AS "schema!" FROM pg_namespace n
-         WHERE n.nspname <> $1 AND has_schema_privilege(n.oid, 'USAGE')
-           AND EXISTS (SELECT 1 FROM pg_class c WHERE c.relnamespace = n.oid
-                       AND c.relname = 'receipt_queue' AND c.relkind = 'r')
-           AND EXISTS (SELECT 1 FROM pg_class c WHERE c.relnamespace = n.oid
-                       AND c.relname = '_sqlx_migrations' AND c.relkind = 'r')
-         ORDER BY 1"#,
-        schema.as_str()
-    )
-    .fetch_all(&mut *connection)
-    .await?;
-    // Only a history the pre-schema migrations wrote (its first migration is theirs): the
-    // schema of another installation made by these migrations is not a legacy one.
-    let mut legacy_candidates = Vec::new();
-    for candidate in candidates {
-        let Ok(candidate_schema) = candidate.parse::<Schema>() else {
-            legacy_candidates.push(candidate);
-            continue;
-        };
-        // Runtime SQL: the history's table is in a schema found only now.
-        let first: Option<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-            "SELECT description FROM {} WHERE version = 1",
-            candidate_schema.qualify("_sqlx_migrations")
-        )))
-        .fetch_optional(&mut *connection)
-        .await?;
-        if first.as_deref() == Some(LEGACY_FIRST_DESCRIPTION) {
-            legacy_candidates.push(candidate);
-        }
-    }
+    let legacy_candidates = legacy_installations(connection, schema).await?;
     if migrated {
         // A pre-schema installation beside a moved one: the previous release migrated
         // again after the move (a rollback), and whatever it accepted since is there.
@@ -110,6 +78,55 @@ pub async fn from_legacy(
             "the pre-schema installation is in schema {legacy:?}, whose name inbound cannot use; rename it"
         ))
     })?;
+    check_fully_migrated(connection, &legacy_schema).await?;
+    move_into(connection, &legacy_schema, schema, migrator).await?;
+    Ok(Some(legacy))
+}
+
+/// Schemas other than `schema` (and ones we may read) holding an installation the
+/// pre-schema migrations made: our queue, and a history whose first migration is theirs
+/// (the schema of another installation made by these migrations is not a legacy one).
+async fn legacy_installations(
+    connection: &mut PgConnection,
+    schema: &Schema,
+) -> Result<Vec<String>, MigrationError> {
+    let candidates = sqlx::query_scalar!(
+        r#"SELECT n.nspname::text AS "schema!" FROM pg_namespace n
+         WHERE n.nspname <> $1 AND has_schema_privilege(n.oid, 'USAGE')
+           AND EXISTS (SELECT 1 FROM pg_class c WHERE c.relnamespace = n.oid
+                       AND c.relname = 'receipt_queue' AND c.relkind = 'r')
+           AND EXISTS (SELECT 1 FROM pg_class c WHERE c.relnamespace = n.oid
+                       AND c.relname = '_sqlx_migrations' AND c.relkind = 'r')
+         ORDER BY 1"#,
+        schema.as_str()
+    )
+    .fetch_all(&mut *connection)
+    .await?;
+    let mut legacy = Vec::new();
+    for candidate in candidates {
+        let Ok(candidate_schema) = candidate.parse::<Schema>() else {
+            legacy.push(candidate);
+            continue;
+        };
+        // Runtime SQL: the history's table is in a schema found only now.
+        let first: Option<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT description FROM {} WHERE version = 1",
+            candidate_schema.qualify("_sqlx_migrations")
+        )))
+        .fetch_optional(&mut *connection)
+        .await?;
+        if first.as_deref() == Some(LEGACY_FIRST_DESCRIPTION) {
+            legacy.push(candidate);
+        }
+    }
+    Ok(legacy)
+}
+
+/// Refuses to move an installation the pre-schema migrations did not finish.
+async fn check_fully_migrated(
+    connection: &mut PgConnection,
+    legacy_schema: &Schema,
+) -> Result<(), MigrationError> {
     // Runtime SQL: the history's table is in a schema found only now.
     let (last, applied): (Option<i64>, i64) = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT max(version), count(*) FILTER (WHERE success) FROM {}",
@@ -119,29 +136,39 @@ pub async fn from_legacy(
     .await?;
     if last != Some(LEGACY_LAST_VERSION) || applied != LEGACY_LAST_VERSION {
         return Err(MigrationError::Refused(format!(
-            "the installation in schema {legacy} is at migration {} of the pre-schema layout \
+            "the installation in schema {legacy_schema} is at migration {} of the pre-schema layout \
              (moving needs {LEGACY_LAST_VERSION}); apply the previous release's `inboundctl migrate` first",
             last.map_or_else(|| "none".to_owned(), |version| version.to_string())
         )));
     }
+    Ok(())
+}
 
+/// Moves the legacy tables and sequence into `schema`, keeps the old history under
+/// another name, and records the baseline as applied — in one transaction, so a crash
+/// leaves either the old layout or the new one.
+async fn move_into(
+    connection: &mut PgConnection,
+    legacy_schema: &Schema,
+    schema: &Schema,
+    migrator: &Migrator,
+) -> Result<(), MigrationError> {
     let mut transaction = connection.begin().await?;
     create_schema_if_missing(&mut transaction, schema).await?;
-    let mut statements = Vec::new();
-    for table in LEGACY_TABLES {
-        statements.push(format!(
-            "ALTER TABLE {} SET SCHEMA {}",
-            legacy_schema.qualify(table),
-            schema.quoted()
-        ));
-    }
-    for sequence in LEGACY_SEQUENCES {
-        statements.push(format!(
-            "ALTER SEQUENCE {} SET SCHEMA {}",
-            legacy_schema.qualify(sequence),
-            schema.quoted()
-        ));
-    }
+    let tables = LEGACY_TABLES.iter().map(|table| ("TABLE", table));
+    let sequences = LEGACY_SEQUENCES
+        .iter()
+        .map(|sequence| ("SEQUENCE", sequence));
+    let mut statements: Vec<String> = tables
+        .chain(sequences)
+        .map(|(kind, name)| {
+            format!(
+                "ALTER {kind} {} SET SCHEMA {}",
+                legacy_schema.qualify(name),
+                schema.quoted()
+            )
+        })
+        .collect();
     statements.push(format!(
         "ALTER TABLE {} RENAME TO {LEGACY_HISTORY}",
         legacy_schema.qualify("_sqlx_migrations")
@@ -152,13 +179,12 @@ pub async fn from_legacy(
             .execute(&mut *transaction)
             .await?;
     }
-    // The baseline describes the state just moved: record it as applied (in this
-    // transaction, so a crash leaves either the old layout or the new one).
+    // The baseline describes the state just moved: record it as applied.
     migrator
         .run_direct(Some(BASELINE_VERSION), &mut *transaction, true)
         .await?;
     transaction.commit().await?;
-    Ok(Some(legacy))
+    Ok(())
 }
 
 /// The version of inbound's first migration in its own schema.

@@ -85,16 +85,7 @@ pub async fn claim_batch(
     sinks: &[SinkClaim],
     now: Option<DateTime<Utc>>,
 ) -> Result<Vec<ClaimedEffect>, sqlx::Error> {
-    let ids: Vec<&str> = sinks.iter().map(|one| one.sink.as_str()).collect();
-    let limits: Vec<i64> = sinks.iter().map(|one| one.limit.min(limit)).collect();
-    let leases: Vec<i64> = sinks
-        .iter()
-        .map(|one| millis(one.in_flight_lease))
-        .collect();
-    let horizons: Vec<Option<i64>> = sinks
-        .iter()
-        .map(|one| one.resend_horizon.map(millis))
-        .collect();
+    let columns = SinkColumns::of(sinks, limit);
     sqlx::query_as!(
         ClaimedEffect,
         r#"WITH s AS (
@@ -158,14 +149,40 @@ pub async fn claim_batch(
         limit,
         millis(lease),
         worker_id,
-        ids as Vec<&str>,
-        &limits,
-        &leases,
-        horizons as Vec<Option<i64>>,
+        columns.ids as Vec<&str>,
+        &columns.limits,
+        &columns.leases,
+        columns.horizons as Vec<Option<i64>>,
         now,
     )
     .fetch_all(conn)
     .await
+}
+
+/// The sinks of a claim as the statement's arrays: id, slots (at most the claim's
+/// limit), in-flight lease and resend horizon in milliseconds.
+struct SinkColumns<'a> {
+    ids: Vec<&'a str>,
+    limits: Vec<i64>,
+    leases: Vec<i64>,
+    horizons: Vec<Option<i64>>,
+}
+
+impl<'a> SinkColumns<'a> {
+    fn of(sinks: &'a [SinkClaim], limit: i64) -> Self {
+        Self {
+            ids: sinks.iter().map(|one| one.sink.as_str()).collect(),
+            limits: sinks.iter().map(|one| one.limit.min(limit)).collect(),
+            leases: sinks
+                .iter()
+                .map(|one| millis(one.in_flight_lease))
+                .collect(),
+            horizons: sinks
+                .iter()
+                .map(|one| one.resend_horizon.map(millis))
+                .collect(),
+        }
+    }
 }
 
 fn millis(duration: Duration) -> i64 {

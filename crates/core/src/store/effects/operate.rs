@@ -218,6 +218,38 @@ impl Resolution {
             Self::Abandon => EffectStatus::Abandoned,
         }
     }
+
+    /// Whether it may apply to effect `id` in `status` (chosen by a filter on `expected`).
+    fn check(
+        self,
+        id: EffectId,
+        status: EffectStatus,
+        expected: Option<EffectStatus>,
+    ) -> Result<(), ResolveError> {
+        if let Some(expected) = expected
+            && expected != status
+        {
+            return Err(ResolveError::Moved {
+                id,
+                status,
+                expected,
+            });
+        }
+        if !self.allowed_from().contains(&status) {
+            let allowed: Vec<&str> = self
+                .allowed_from()
+                .iter()
+                .map(|status| status.as_str())
+                .collect();
+            return Err(ResolveError::NotAllowed {
+                id,
+                status,
+                action: self.action(),
+                allowed: allowed.join(", "),
+            });
+        }
+        Ok(())
+    }
 }
 
 /// Why a resolution was refused. Nothing is written then.
@@ -294,28 +326,7 @@ pub async fn resolve_in(
     let Some(status) = status else {
         return Err(ResolveError::Unknown(effect_id));
     };
-    if let Some(expected) = expected
-        && expected != status
-    {
-        return Err(ResolveError::Moved {
-            id: effect_id,
-            status,
-            expected,
-        });
-    }
-    if !resolution.allowed_from().contains(&status) {
-        let allowed: Vec<&str> = resolution
-            .allowed_from()
-            .iter()
-            .map(|status| status.as_str())
-            .collect();
-        return Err(ResolveError::NotAllowed {
-            id: effect_id,
-            status,
-            action: resolution.action(),
-            allowed: allowed.join(", "),
-        });
-    }
+    resolution.check(effect_id, status, expected)?;
     if resolution == Resolution::Retry && status == EffectStatus::Pending {
         // Waiting out a delay: due now, nothing else changes (whether an attempt may have
         // landed still decides how it is sent; the claim checks the sink's breaker and
