@@ -118,7 +118,7 @@ pub struct Worker {
     /// Each sink's slots and circuit breaker.
     sink_gates: SinkGates,
     /// The time its statements compare with (the database's, unless a test moves it).
-    pub clock: Arc<store::Clock>,
+    pub clock: Arc<store::StatementClock>,
 }
 
 impl Worker {

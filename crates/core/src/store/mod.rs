@@ -42,7 +42,7 @@ pub mod roles;
 mod schema;
 pub mod session;
 
-pub use clock::Clock;
+pub use clock::StatementClock;
 pub use migrations::{Migrated, MigrationError, migrate, migrate_schema};
 pub use receipts::{InsertOutcome, NewReceipt, insert_receipt, insert_receipts};
 pub use schema::{DEFAULT_SCHEMA, InvalidSchema, Schema};

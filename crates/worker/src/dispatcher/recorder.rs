@@ -70,7 +70,11 @@ pub struct Recorder {
 impl Recorder {
     /// Starts the recorder task on the current runtime, with a connection of its own to
     /// `pool`'s database (so a worker's pool needs one connection more than its slots).
-    pub fn start(pool: &PgPool, session: &store::SessionTarget, clock: &Arc<store::Clock>) -> Self {
+    pub fn start(
+        pool: &PgPool,
+        session: &store::SessionTarget,
+        clock: &Arc<store::StatementClock>,
+    ) -> Self {
         let (sender, receiver) = mpsc::channel(MAX_BATCH);
         let own = store::dedicated_connection(pool, session, CONNECT_TIMEOUT);
         tokio::spawn(record_loop(own, Arc::clone(clock), receiver));
@@ -96,7 +100,7 @@ impl Recorder {
 
 async fn record_loop(
     pool: PgPool,
-    clock: Arc<store::Clock>,
+    clock: Arc<store::StatementClock>,
     mut receiver: mpsc::Receiver<Waiting>,
 ) {
     let mut waiting = Vec::with_capacity(MAX_BATCH);
@@ -111,7 +115,7 @@ async fn record_loop(
 /// The recorder's connection and the time its statements compare with.
 struct Database {
     pool: PgPool,
-    clock: Arc<store::Clock>,
+    clock: Arc<store::StatementClock>,
 }
 
 async fn write_until_deadlines(database: &Database, mut waiting: Vec<Waiting>) {
