@@ -1,5 +1,6 @@
 //! Signed deliveries as each provider sends them, built with core's signers.
 
+use bytes::Bytes;
 use inbound_core::secret::Secret;
 use inbound_core::verify;
 
@@ -34,14 +35,14 @@ pub fn stripe_body(
     body.to_string()
 }
 
-/// `Stripe-Signature` headers for `body`, signed `age_secs` ago.
-pub fn stripe_headers(secret: &str, body: &str, age_secs: i64) -> HeaderList {
+/// `Stripe-Signature` headers for `body` (any bytes), signed `age_secs` ago.
+pub fn stripe_headers(secret: &str, body: impl AsRef<[u8]>, age_secs: i64) -> HeaderList {
     let secret = Secret::new(secret.as_bytes().to_vec());
     vec![
         pair("content-type", "application/json"),
         pair(
             "stripe-signature",
-            verify::sign_stripe(&secret, now() - age_secs, body.as_bytes()),
+            verify::sign_stripe(&secret, now() - age_secs, body.as_ref()),
         ),
     ]
 }
@@ -99,20 +100,21 @@ pub fn standard_headers(whsec: &str, id: &str, body: &str, age_secs: i64) -> Hea
 /// A webhook request as a provider sends it: the integration it is addressed to, its
 /// headers and its raw body. Every suite builds its requests as this — from the signers
 /// above, or [`crate::fixtures::Provider::request`] — and sends them one way:
-/// [`SignedRequest::send`] (or [`crate::stack::Stack::deliver`]).
+/// [`SignedRequest::send`] (or [`crate::stack::Stack::deliver`]; from a spawned task,
+/// [`SignedRequest::send_to`]).
 #[derive(Debug, Clone)]
 pub struct SignedRequest {
     /// The integration id (`/webhooks/{integration}`).
     pub integration: String,
     /// The headers, signature included.
     pub headers: HeaderList,
-    /// The raw body, exactly as signed.
-    pub body: String,
+    /// The raw body, exactly as signed (any bytes: a test may sign what is not text).
+    pub body: Bytes,
 }
 
 impl SignedRequest {
     /// `body` to `integration` with `headers`.
-    pub fn new(integration: &str, headers: HeaderList, body: impl Into<String>) -> Self {
+    pub fn new(integration: &str, headers: HeaderList, body: impl Into<Bytes>) -> Self {
         Self {
             integration: integration.to_owned(),
             headers,
@@ -121,7 +123,7 @@ impl SignedRequest {
     }
 
     /// `body` to `integration` with no header at all (no signature, no content type).
-    pub fn unsigned(integration: &str, body: impl Into<String>) -> Self {
+    pub fn unsigned(integration: &str, body: impl Into<Bytes>) -> Self {
         Self::new(integration, Vec::new(), body)
     }
 
@@ -132,13 +134,13 @@ impl SignedRequest {
     }
 
     /// A Stripe event to the fixture's `stripe-acme`, signed now with its current secret.
-    pub fn stripe(body: impl Into<String>) -> Self {
+    pub fn stripe(body: impl Into<Bytes>) -> Self {
         Self::stripe_signed(crate::fixtures::STRIPE_SECRET, body, 0)
     }
 
     /// A Stripe event to `stripe-acme` signed with `secret`, `age_secs` ago.
-    pub fn stripe_signed(secret: &str, body: impl Into<String>, age_secs: i64) -> Self {
-        let body = body.into();
+    pub fn stripe_signed(secret: &str, body: impl Into<Bytes>, age_secs: i64) -> Self {
+        let body: Bytes = body.into();
         let headers = stripe_headers(secret, &body, age_secs);
         Self::new("stripe-acme", headers, body)
     }
@@ -162,9 +164,20 @@ impl SignedRequest {
         client: &crate::http::HttpClient,
         ingress: &crate::Service,
     ) -> Result<crate::http::Answer, String> {
+        self.send_to(client, ingress.addr).await
+    }
+
+    /// [`SignedRequest::send`] to the ingress listening at `addr`: for a sender spawned on a
+    /// task of its own, which cannot borrow the ingress's [`crate::Service`] (nor keep the
+    /// test from killing it meanwhile).
+    pub async fn send_to(
+        &self,
+        client: &crate::http::HttpClient,
+        addr: std::net::SocketAddr,
+    ) -> Result<crate::http::Answer, String> {
         client
             .post(
-                &ingress.webhook_url(&self.integration),
+                &format!("http://{addr}/webhooks/{}", self.integration),
                 &self.headers,
                 self.body.clone(),
             )

@@ -5,58 +5,42 @@
 
 use std::time::Duration;
 
-use inbound_tests::fixtures::{self, Provider, Variant};
-use inbound_tests::http::HttpClient;
+use inbound_tests::fixtures::{Provider, Variant};
+use inbound_tests::http::Answer;
 use inbound_tests::signing;
-use inbound_tests::{Service, TestDatabase};
+use inbound_tests::{SignedRequest, Stack};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-async fn assert_still_serving(ingress: &Service, event_id: &str) {
-    let client = HttpClient::new();
+async fn assert_still_serving(stack: &Stack, event_id: &str) {
     assert_eq!(
-        client
-            .get(&ingress.url("/healthz"))
+        stack
+            .client
+            .get(&stack.ingress.url("/healthz"))
             .await
             .expect("alive")
             .status,
         200
     );
-    let (headers, body) = Provider::Stripe.request(Variant::Routed(event_id));
-    let answer = client
-        .post(&ingress.webhook_url("stripe-acme"), &headers, body)
-        .await
-        .expect("answer");
+    let answer = stack
+        .deliver(&Provider::Stripe.request(Variant::Routed(event_id)))
+        .await;
     assert_eq!(answer.json["status"], "accepted", "{answer:?}");
 }
 
-/// Sends `body` signed with the right Stripe secret, with extra headers.
-async fn signed(
-    ingress: &Service,
-    body: Vec<u8>,
-    extra: &[(&str, &str)],
-) -> inbound_tests::http::Answer {
-    let secret = inbound_core::secret::Secret::new(fixtures::STRIPE_SECRET.as_bytes().to_vec());
-    let now = chrono::Utc::now().timestamp();
-    let mut headers = vec![(
-        "stripe-signature".to_owned(),
-        inbound_core::verify::sign_stripe(&secret, now, &body),
-    )];
-    headers.extend(
-        extra
-            .iter()
-            .map(|(name, value)| ((*name).to_owned(), (*value).to_owned())),
-    );
-    HttpClient::new()
-        .post(&ingress.webhook_url("stripe-acme"), &headers, body)
-        .await
-        .expect("answer")
+/// Sends `body` signed with the right Stripe secret, with no header but the signature and
+/// `extra`.
+async fn signed(stack: &Stack, body: Vec<u8>, extra: &[(&str, &str)]) -> Answer {
+    let mut request = SignedRequest::stripe(body).without_header("content-type");
+    for (name, value) in extra {
+        request = request.with_header(name, value);
+    }
+    stack.deliver(&request).await
 }
 
 #[tokio::test]
 async fn malformed_bodies_that_verify_are_clear_400s() {
-    let database = TestDatabase::create().await;
-    let ingress = Service::ingress(&fixtures::ingress_options(database.url()));
+    let stack = Stack::start().await;
     let valid = signing::stripe_body(
         "evt_shape",
         "payment_intent.succeeded",
@@ -82,7 +66,7 @@ async fn malformed_bodies_that_verify_are_clear_400s() {
         ("nested 1500 deep", nested.into_bytes(), vec![]),
         ("duplicate keys", duplicate_keys.as_bytes().to_vec(), vec![]),
     ] {
-        let answer = signed(&ingress, body, &extra).await;
+        let answer = signed(&stack, body, &extra).await;
         assert_eq!(answer.status, 400, "{name}: {answer:?}");
         assert_eq!(answer.json["error"], "malformed", "{name}");
     }
@@ -101,29 +85,28 @@ async fn malformed_bodies_that_verify_are_clear_400s() {
             vec![("content-type", "text/plain")],
         ),
     ] {
-        let answer = signed(&ingress, body, &extra).await;
+        let answer = signed(&stack, body, &extra).await;
         assert_eq!(answer.status, 415, "{name}: {answer:?}");
         assert_eq!(answer.json["error"], "unsupported_media_type", "{name}");
     }
     // Wrong content type, no signature: refused before anything is read as JSON.
-    let answer = HttpClient::new()
-        .post(
-            &ingress.webhook_url("stripe-acme"),
-            &[("content-type".into(), "text/plain".into())],
-            "hello",
+    let answer = stack
+        .deliver(
+            &SignedRequest::unsigned("stripe-acme", "hello")
+                .with_header("content-type", "text/plain"),
         )
-        .await
-        .expect("answer");
+        .await;
     assert_eq!(answer.status, 401);
-    assert_eq!(database.receipt_count().await, 0);
-    assert_still_serving(&ingress, "evt_after_shapes").await;
+    assert_eq!(stack.database.receipt_count().await, 0);
+    assert_still_serving(&stack, "evt_after_shapes").await;
 }
 
 #[tokio::test]
 async fn oversized_headers_are_refused_and_the_process_stays_healthy() {
-    let database = TestDatabase::create().await;
-    let ingress = Service::ingress(&fixtures::ingress_options(database.url()));
-    let mut stream = TcpStream::connect(ingress.addr).await.expect("connect");
+    let stack = Stack::start().await;
+    let mut stream = TcpStream::connect(stack.ingress.addr)
+        .await
+        .expect("connect");
     let huge = "x".repeat(200 * 1024);
     let request = format!(
         "POST /webhooks/stripe-acme HTTP/1.1\r\nhost: x\r\nx-filler: {huge}\r\ncontent-length: 2\r\n\r\n{{}}"
@@ -143,22 +126,20 @@ async fn oversized_headers_are_refused_and_the_process_stays_healthy() {
             "{text}"
         );
     }
-    assert_still_serving(&ingress, "evt_after_headers").await;
+    assert_still_serving(&stack, "evt_after_headers").await;
 }
 
 #[tokio::test]
 async fn hundreds_of_idle_connections_are_shed_by_the_header_timeout() {
-    let database = TestDatabase::create().await;
-    let options = fixtures::ingress_options(database.url()).with_args(&[
-        "--max-connections",
-        "50",
-        "--header-read-timeout-secs",
-        "1",
-    ]);
-    let ingress = Service::ingress(&options);
+    let stack = Stack::builder()
+        .ingress(|options| {
+            options.with_args(&["--max-connections", "50", "--header-read-timeout-secs", "1"])
+        })
+        .start()
+        .await;
     let mut idle = Vec::new();
     for _ in 0..400 {
-        if let Ok(stream) = TcpStream::connect(ingress.addr).await {
+        if let Ok(stream) = TcpStream::connect(stack.ingress.addr).await {
             idle.push(stream);
         }
     }
@@ -166,7 +147,7 @@ async fn hundreds_of_idle_connections_are_shed_by_the_header_timeout() {
     // the backlog and are shed the same way; a real request then gets through.
     let answered = tokio::time::timeout(
         Duration::from_secs(30),
-        assert_still_serving(&ingress, "evt_after_idle"),
+        assert_still_serving(&stack, "evt_after_idle"),
     )
     .await;
     assert!(

@@ -14,28 +14,20 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use inbound_tests::fixtures::{self, Provider, Variant};
+use inbound_tests::fixtures::{Provider, Variant};
 use inbound_tests::http::HttpClient;
-use inbound_tests::{Service, TestDatabase};
+use inbound_tests::{Service, Stack};
 
-fn start_ingress(database: &TestDatabase, failpoint: Option<&str>) -> Service {
-    let mut options = fixtures::ingress_options(database.url());
-    if let Some(failpoint) = failpoint {
-        options
-            .env
-            .push(("INBOUND_FAILPOINT".into(), failpoint.into()));
-    }
-    Service::ingress(&options)
-}
-
+/// Delivers `event_id` to `ingress` (the stack's own, or one restarted beside it): the
+/// answer's JSON when it is a 200.
 async fn deliver(
     client: &HttpClient,
     ingress: &Service,
     event_id: &str,
 ) -> Result<serde_json::Value, String> {
-    let (headers, body) = Provider::Stripe.request(Variant::Routed(event_id));
-    let answer = client
-        .post(&ingress.webhook_url("stripe-acme"), &headers, body)
+    let answer = Provider::Stripe
+        .request(Variant::Routed(event_id))
+        .send(client, ingress)
         .await?;
     if answer.status == 200 {
         Ok(answer.json)
@@ -44,15 +36,24 @@ async fn deliver(
     }
 }
 
-async fn crash_at(failpoint: &str) -> (TestDatabase, Service) {
-    let database = TestDatabase::create().await;
-    let mut doomed = start_ingress(&database, Some(failpoint));
-    let client = HttpClient::new();
-    let answer = deliver(&client, &doomed, "evt_crash").await;
+/// A stack whose ingress died at `failpoint` on its first delivery, and an ingress
+/// restarted (without the failpoint) on its database.
+async fn crash_at(failpoint: &'static str) -> (Stack, Service) {
+    let mut stack = Stack::builder()
+        .ingress(move |mut options| {
+            options
+                .env
+                .push(("INBOUND_FAILPOINT".into(), failpoint.into()));
+            options
+        })
+        .start()
+        .await;
+    let answer = deliver(&stack.client, &stack.ingress, "evt_crash").await;
     assert!(
         answer.is_err(),
         "no answer may come from a process that died: {answer:?}"
     );
+    let doomed = &mut stack.ingress;
     let status = doomed
         .wait_exit(Duration::from_secs(10))
         .expect("the process died at the failpoint");
@@ -63,29 +64,29 @@ async fn crash_at(failpoint: &str) -> (TestDatabase, Service) {
             .iter()
             .any(|line| line.contains(&format!("failpoint {failpoint} hit")))
     );
-    let restarted = start_ingress(&database, None);
-    (database, restarted)
+    let restarted = Service::ingress(&stack.options());
+    (stack, restarted)
 }
 
 #[tokio::test]
 async fn crash_before_receipt_commit() {
-    let (database, restarted) = crash_at("before_receipt_commit").await;
-    assert_eq!(database.receipt_count().await, 0, "nothing accepted");
+    let (stack, restarted) = crash_at("before_receipt_commit").await;
+    assert_eq!(stack.database.receipt_count().await, 0, "nothing accepted");
     let answer = deliver(&HttpClient::new(), &restarted, "evt_crash")
         .await
         .expect("200");
     assert_eq!(answer["status"], "accepted", "the redelivery is new");
-    assert_eq!(database.receipt_count().await, 1);
+    assert_eq!(stack.database.receipt_count().await, 1);
 }
 
 #[tokio::test]
 async fn crash_after_commit_before_ack() {
-    let (database, restarted) = crash_at("after_receipt_commit").await;
+    let (stack, restarted) = crash_at("after_receipt_commit").await;
     let (status, queued): (String, bool) = sqlx::query_as(
         "SELECT r.status, EXISTS (SELECT 1 FROM receipt_queue q WHERE q.receipt_id = r.id)
          FROM receipts r WHERE r.event_id = 'evt_crash'",
     )
-    .fetch_one(database.pool())
+    .fetch_one(stack.pool())
     .await
     .expect("the receipt survived the crash");
     assert_eq!(
@@ -97,26 +98,25 @@ async fn crash_after_commit_before_ack() {
         .await
         .expect("200");
     assert_eq!(answer["status"], "duplicate");
-    assert_eq!(database.receipt_count().await, 1);
+    assert_eq!(stack.database.receipt_count().await, 1);
 }
 
 #[tokio::test]
 async fn sigkill_under_load_loses_no_acknowledged_receipt() {
-    let database = TestDatabase::create().await;
-    let mut ingress = start_ingress(&database, None);
-    let client = HttpClient::new();
-    let url = ingress.webhook_url("stripe-acme");
+    let mut stack = Stack::start().await;
+    let client = stack.client.clone();
+    let addr = stack.ingress.addr;
     let senders = 16;
     let per_sender = 60;
     let acknowledged = Arc::new(std::sync::Mutex::new(Vec::<(String, i64)>::new()));
     let mut tasks = Vec::new();
     for sender in 0..senders {
-        let (client, url, acknowledged) = (client.clone(), url.clone(), Arc::clone(&acknowledged));
+        let (client, acknowledged) = (client.clone(), Arc::clone(&acknowledged));
         tasks.push(tokio::spawn(async move {
             for index in 0..per_sender {
                 let event_id = format!("evt_load_{sender}_{index}");
-                let (headers, body) = Provider::Stripe.request(Variant::Routed(&event_id));
-                match client.post(&url, &headers, body).await {
+                let request = Provider::Stripe.request(Variant::Routed(&event_id));
+                match request.send_to(&client, addr).await {
                     Ok(answer) if answer.status == 200 => {
                         let receipt_id = answer.json["receipt_id"]
                             .as_i64()
@@ -142,7 +142,7 @@ async fn sigkill_under_load_loses_no_acknowledged_receipt() {
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    ingress.kill();
+    stack.ingress.kill();
     for task in tasks {
         task.await.expect("sender task");
     }
@@ -153,13 +153,13 @@ async fn sigkill_under_load_loses_no_acknowledged_receipt() {
     );
     for (event_id, receipt_id) in &acknowledged {
         assert!(
-            database.receipt_is_committed(*receipt_id).await,
+            stack.database.receipt_is_committed(*receipt_id).await,
             "{event_id} got 200 but receipt {receipt_id} is missing"
         );
     }
 
     // The provider redelivers everything that was not acknowledged.
-    let restarted = start_ingress(&database, None);
+    let restarted = Service::ingress(&stack.options());
     let acknowledged_ids: BTreeSet<&str> = acknowledged
         .iter()
         .map(|(event_id, _)| event_id.as_str())
@@ -182,7 +182,7 @@ async fn sigkill_under_load_loses_no_acknowledged_receipt() {
     }
     assert!(redelivered > 0);
     assert_eq!(
-        database.receipt_count().await,
+        stack.database.receipt_count().await,
         (senders * per_sender) as i64,
         "exactly one receipt per event"
     );

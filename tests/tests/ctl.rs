@@ -7,7 +7,7 @@ use std::process::{Command, Output};
 use inbound_tests::database::{admin_url, with_database};
 use inbound_tests::fixtures;
 use inbound_tests::process::{ScratchDir, binary};
-use inbound_tests::{Service, TestDatabase};
+use inbound_tests::{Stack, TestDatabase};
 
 /// Runs inboundctl with `env` on top of a clean one: no database, no configuration, and
 /// the operator `ops-test` (as a pod would set INBOUND_OPERATOR; $USER is removed).
@@ -479,12 +479,11 @@ async fn migrate_without_a_reachable_database_fails_clearly() {
 /// providers carry the type in the body and refuse the flag.
 #[tokio::test]
 async fn sign_event_sends_the_github_event_type_it_is_given() {
-    let database = TestDatabase::create().await;
-    let ingress = Service::ingress(&fixtures::ingress_options(database.url()));
+    let stack = Stack::start().await;
     let scratch = ScratchDir::new();
     let path = write_config(&scratch, |config| config);
     let body = r#"{"action":"opened","number":7,"repository":{"id":42,"full_name":"acme/app"}}"#;
-    let base = format!("http://{}", ingress.addr);
+    let base = format!("http://{}", stack.ingress.addr);
     let answer = sign_and_send(
         &path,
         "gh-acme",
@@ -494,7 +493,7 @@ async fn sign_event_sends_the_github_event_type_it_is_given() {
     )
     .expect("signed");
     assert_eq!(answer["status"], "accepted", "{answer}");
-    assert_eq!(database.receipt_count().await, 1);
+    assert_eq!(stack.database.receipt_count().await, 1);
 
     let refused = sign_and_send(&path, "stripe-acme", "{}", &base, &["--event-type", "x"])
         .expect_err("refused");
@@ -537,15 +536,14 @@ fn sign_and_send(
 
 #[tokio::test]
 async fn sign_event_prints_a_curl_command_the_ingress_accepts() {
-    let database = TestDatabase::create().await;
-    let ingress = Service::ingress(&fixtures::ingress_options(database.url()));
+    let stack = Stack::start().await;
     let scratch = ScratchDir::new();
     let path = write_config(&scratch, |config| config);
     let body = r#"{"id":"evt_from_curl","type":"payment_intent.succeeded","account":"acct_123","livemode":true}"#;
-    let base = format!("http://{}", ingress.addr);
+    let base = format!("http://{}", stack.ingress.addr);
     let answer = sign_and_send(&path, "stripe-acme", body, &base, &[]).expect("signed");
     assert_eq!(answer["status"], "accepted", "{answer}");
-    assert_eq!(database.receipt_count().await, 1);
+    assert_eq!(stack.database.receipt_count().await, 1);
 }
 
 /// A succeeded payment of `stripe-acme` accepted as the ingress would: its receipt id.

@@ -372,7 +372,7 @@ async fn wait_until(pool: &sqlx::PgPool, sql: &'static str, limit: Duration) {
 /// payment is accepted, applied and its effect delivered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ingress_worker_and_dispatcher_do_their_work_under_their_roles() {
-    use inbound_tests::{domain, signing, sink::TestSink};
+    use inbound_tests::{SignedRequest, domain, http::HttpClient, sink::TestSink};
     let database = TestDatabase::create().await;
     let roles = TestRoles::create(&database).await;
     let pool = database.pool();
@@ -395,12 +395,8 @@ async fn ingress_worker_and_dispatcher_do_their_work_under_their_roles() {
         "payment_intent.succeeded",
         domain::payment_intent("pi_1", "o1", 1000, "usd", "succeeded"),
     );
-    let answer = inbound_tests::http::HttpClient::new()
-        .post(
-            &ingress.webhook_url("stripe-acme"),
-            &signing::stripe_headers(fixtures::STRIPE_SECRET, &body, 0),
-            body.into_bytes(),
-        )
+    let answer = SignedRequest::stripe(body)
+        .send(&HttpClient::new(), &ingress)
         .await
         .expect("answer");
     assert_eq!(answer.status, 200);

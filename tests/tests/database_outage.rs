@@ -7,70 +7,58 @@ use std::time::Duration;
 use inbound_tests::fixtures::{self, PROVIDERS, Provider, Variant};
 use inbound_tests::http::{Answer, HttpClient};
 use inbound_tests::proxy::{DbProxy, database_addr};
-use inbound_tests::{Service, TestDatabase};
+use inbound_tests::stack::StackBuilder;
+use inbound_tests::{Service, Stack, TestDatabase};
 
-struct Harness {
-    database: TestDatabase,
-    proxy: DbProxy,
-    ingress: Service,
-    client: HttpClient,
+async fn start() -> Stack {
+    with_short_budgets(Stack::builder().through_proxy()).await
 }
 
-async fn start() -> Harness {
-    start_with_database(true).await
+/// The ingress through the proxy, cut before it starts.
+async fn start_with_the_database_down() -> Stack {
+    with_short_budgets(Stack::builder().through_a_cut_proxy()).await
 }
 
-/// Starts the ingress through the proxy; with `database_up` false the proxy is cut first.
-async fn start_with_database(database_up: bool) -> Harness {
-    let database = TestDatabase::create().await;
-    let proxy = DbProxy::start(database_addr(database.url())).await;
-    if !database_up {
-        proxy.cut();
-    }
+async fn with_short_budgets(builder: StackBuilder) -> Stack {
     // Short budgets keep the test quick; the behaviour is the same at the defaults.
-    let options = fixtures::ingress_options(&proxy.rewrite_url(database.url())).with_args(&[
-        "--db-acquire-timeout-ms",
-        "500",
-        "--db-statement-timeout-ms",
-        "1000",
-    ]);
-    let ingress = Service::ingress(&options);
-    Harness {
-        database,
-        proxy,
-        ingress,
-        client: HttpClient::new(),
-    }
+    builder
+        .ingress(|options| {
+            options.with_args(&[
+                "--db-acquire-timeout-ms",
+                "500",
+                "--db-statement-timeout-ms",
+                "1000",
+            ])
+        })
+        .start()
+        .await
 }
 
-impl Harness {
-    async fn deliver(&self, event_id: &str) -> Answer {
-        let (headers, body) = Provider::Stripe.request(Variant::Routed(event_id));
-        self.client
-            .post(&self.ingress.webhook_url("stripe-acme"), &headers, body)
-            .await
-            .expect("an answer")
-    }
+async fn deliver(stack: &Stack, event_id: &str) -> Answer {
+    stack
+        .deliver(&Provider::Stripe.request(Variant::Routed(event_id)))
+        .await
+}
 
-    async fn status_of(&self, path: &str) -> u16 {
-        self.client
-            .get(&self.ingress.url(path))
-            .await
-            .expect("an answer")
-            .status
-    }
+async fn status_of(stack: &Stack, path: &str) -> u16 {
+    stack
+        .client
+        .get(&stack.ingress.url(path))
+        .await
+        .expect("an answer")
+        .status
+}
 
-    /// `/readyz` once it answers `expected` (it follows a background probe that pings the
-    /// database every second), or whatever it answers after 5 s.
-    async fn readiness(&self, expected: u16) -> u16 {
-        let started = std::time::Instant::now();
-        loop {
-            let status = self.status_of("/readyz").await;
-            if status == expected || started.elapsed() > Duration::from_secs(5) {
-                return status;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+/// `/readyz` once it answers `expected` (it follows a background probe that pings the
+/// database every second), or whatever it answers after 5 s.
+async fn readiness(stack: &Stack, expected: u16) -> u16 {
+    let started = std::time::Instant::now();
+    loop {
+        let status = status_of(stack, "/readyz").await;
+        if status == expected || started.elapsed() > Duration::from_secs(5) {
+            return status;
         }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
@@ -91,51 +79,47 @@ fn assert_unavailable(answer: &Answer) {
 
 #[tokio::test]
 async fn cut_database_answers_503_then_recovers_without_restart() {
-    let harness = start().await;
+    let stack = start().await;
     assert_eq!(
-        harness.deliver("evt_before").await.json["status"],
+        deliver(&stack, "evt_before").await.json["status"],
         "accepted"
     );
-    assert_eq!(harness.readiness(200).await, 200);
+    assert_eq!(readiness(&stack, 200).await, 200);
 
-    harness.proxy.cut();
+    stack.proxy().cut();
     for attempt in 0..3 {
-        let answer = harness.deliver("evt_during_outage").await;
+        let answer = deliver(&stack, "evt_during_outage").await;
         assert_unavailable(&answer);
         assert_ne!(answer.status, 200, "attempt {attempt}");
     }
     // Every provider's verified, routed event gets the same 503 while the database is gone.
     for provider in PROVIDERS {
-        let (headers, body) = provider.request(Variant::Routed("evt_outage_each"));
-        let url = harness.ingress.webhook_url(provider.integration());
-        let answer = harness
-            .client
-            .post(&url, &headers, body)
-            .await
-            .expect("an answer");
+        let answer = stack
+            .deliver(&provider.request(Variant::Routed("evt_outage_each")))
+            .await;
         assert_unavailable(&answer);
     }
-    assert_eq!(harness.readiness(503).await, 503);
+    assert_eq!(readiness(&stack, 503).await, 503);
 
-    harness.proxy.restore();
-    let answer = harness.deliver("evt_during_outage").await;
+    stack.proxy().restore();
+    let answer = deliver(&stack, "evt_during_outage").await;
     assert_eq!(answer.status, 200, "{answer:?}");
     assert_eq!(
         answer.json["status"], "accepted",
         "the refused delivery is new, not a duplicate"
     );
-    assert_eq!(harness.readiness(200).await, 200);
-    assert_eq!(harness.database.receipt_count().await, 2);
+    assert_eq!(readiness(&stack, 200).await, 200);
+    assert_eq!(stack.database.receipt_count().await, 2);
 }
 
 #[tokio::test]
 async fn stalled_commit_times_out_as_503_and_is_deduplicated_on_redelivery() {
-    let harness = start().await;
-    assert_eq!(harness.deliver("evt_warm").await.json["status"], "accepted");
+    let stack = start().await;
+    assert_eq!(deliver(&stack, "evt_warm").await.json["status"], "accepted");
 
-    harness.proxy.stall();
+    stack.proxy().stall();
     let started = std::time::Instant::now();
-    let answer = harness.deliver("evt_stalled").await;
+    let answer = deliver(&stack, "evt_stalled").await;
     assert_unavailable(&answer);
     assert!(
         started.elapsed() < Duration::from_secs(5),
@@ -143,16 +127,16 @@ async fn stalled_commit_times_out_as_503_and_is_deduplicated_on_redelivery() {
         started.elapsed()
     );
 
-    harness.proxy.restore();
+    stack.proxy().restore();
     // The stalled statement never reached the server, so the redelivery is new. Either
     // way the provider's retry leaves exactly one receipt.
-    let answer = harness.deliver("evt_stalled").await;
+    let answer = deliver(&stack, "evt_stalled").await;
     assert_eq!(answer.status, 200, "{answer:?}");
-    let again = harness.deliver("evt_stalled").await;
+    let again = deliver(&stack, "evt_stalled").await;
     assert_eq!(again.json["status"], "duplicate");
     let count: i64 =
         sqlx::query_scalar("SELECT count(*) FROM receipts WHERE event_id = 'evt_stalled'")
-            .fetch_one(harness.database.pool())
+            .fetch_one(stack.database.pool())
             .await
             .expect("count");
     assert_eq!(count, 1);
@@ -160,14 +144,14 @@ async fn stalled_commit_times_out_as_503_and_is_deduplicated_on_redelivery() {
 
 #[tokio::test]
 async fn ingress_starts_while_the_database_is_down_and_serves_once_it_is_up() {
-    let harness = start_with_database(false).await;
-    assert_eq!(harness.status_of("/healthz").await, 200, "alive");
-    assert_eq!(harness.readiness(503).await, 503, "not ready");
-    assert_unavailable(&harness.deliver("evt_cold").await);
-    harness.proxy.restore();
-    assert_eq!(harness.readiness(200).await, 200);
-    assert_eq!(harness.deliver("evt_cold").await.json["status"], "accepted");
-    assert_eq!(harness.database.receipt_count().await, 1);
+    let stack = start_with_the_database_down().await;
+    assert_eq!(status_of(&stack, "/healthz").await, 200, "alive");
+    assert_eq!(readiness(&stack, 503).await, 503, "not ready");
+    assert_unavailable(&deliver(&stack, "evt_cold").await);
+    stack.proxy().restore();
+    assert_eq!(readiness(&stack, 200).await, 200);
+    assert_eq!(deliver(&stack, "evt_cold").await.json["status"], "accepted");
+    assert_eq!(stack.database.receipt_count().await, 1);
 }
 
 /// `/readyz` on the public port answers from the background probe: anyone may ask it as
@@ -175,15 +159,15 @@ async fn ingress_starts_while_the_database_is_down_and_serves_once_it_is_up() {
 /// once per request, through the pool the receipts need.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn public_readiness_requests_never_reach_the_database() {
-    let harness = start().await;
+    let stack = start().await;
     assert_eq!(
-        harness.readiness(200).await,
+        readiness(&stack, 200).await,
         200,
         "ready once the probe answered"
     );
     // The start-up session check (two sessions of its own) is over.
     let started = std::time::Instant::now();
-    while !harness
+    while !stack
         .ingress
         .logs()
         .iter()
@@ -195,17 +179,17 @@ async fn public_readiness_requests_never_reach_the_database() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let before = harness.proxy.bytes_sent_to_server();
+    let before = stack.proxy().bytes_sent_to_server();
     let requests: Vec<_> = (0..300)
         .map(|_| {
-            let (client, url) = (harness.client.clone(), harness.ingress.url("/readyz"));
+            let (client, url) = (stack.client.clone(), stack.ingress.url("/readyz"));
             tokio::spawn(async move { client.get(&url).await.expect("an answer").status })
         })
         .collect();
     for request in requests {
         assert_eq!(request.await.expect("request"), 200);
     }
-    let sent = harness.proxy.bytes_sent_to_server() - before;
+    let sent = stack.proxy().bytes_sent_to_server() - before;
     // At most a few of the background probe's own pings (14 bytes each, once a second).
     assert!(
         sent < 200,

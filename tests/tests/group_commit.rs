@@ -10,10 +10,9 @@ use std::time::Duration;
 
 use inbound_core::keys::{EventId, SourceScope};
 use inbound_core::store::{self, InsertOutcome, NewReceipt};
-use inbound_tests::fixtures::{self, Provider, Variant};
+use inbound_tests::fixtures::{Provider, Variant};
 use inbound_tests::http::{Answer, HttpClient};
-use inbound_tests::proxy::{DbProxy, database_addr};
-use inbound_tests::{Service, TestDatabase};
+use inbound_tests::{Stack, TestDatabase};
 
 #[tokio::test]
 async fn a_batch_answers_in_order_with_duplicates_inside_and_outside_it() {
@@ -87,87 +86,77 @@ async fn a_batch_answers_in_order_with_duplicates_inside_and_outside_it() {
     }
 }
 
-struct Harness {
-    database: TestDatabase,
-    proxy: DbProxy,
-    ingress: Service,
+/// The ingress with one committer, through a proxy that can stall the database.
+async fn start() -> Stack {
+    Stack::builder()
+        .through_proxy()
+        .ingress(|options| {
+            options.with_args(&[
+                "--commit-concurrency",
+                "1",
+                "--db-statement-timeout-ms",
+                "4000",
+            ])
+        })
+        .start()
+        .await
 }
 
-async fn start() -> Harness {
-    let database = TestDatabase::create().await;
-    let proxy = DbProxy::start(database_addr(database.url())).await;
-    let options = fixtures::ingress_options(&proxy.rewrite_url(database.url())).with_args(&[
-        "--commit-concurrency",
-        "1",
-        "--db-statement-timeout-ms",
-        "4000",
-    ]);
-    let ingress = Service::ingress(&options);
-    Harness {
-        database,
-        proxy,
-        ingress,
-    }
+async fn deliver(stack: &Stack, event_id: &str) -> Answer {
+    stack
+        .deliver(&Provider::Stripe.request(Variant::Routed(event_id)))
+        .await
 }
 
-impl Harness {
-    async fn deliver(&self, event_id: &str) -> Answer {
-        let (headers, body) = Provider::Stripe.request(Variant::Routed(event_id));
-        HttpClient::new()
-            .post(&self.ingress.webhook_url("stripe-acme"), &headers, body)
-            .await
-            .expect("an answer")
-    }
-
-    /// With the database stalled: the first request's commit hangs, the rest queue.
-    async fn pile_up(&self, count: usize) -> Vec<tokio::task::JoinHandle<Answer>> {
-        // A warm connection, so the stall catches a statement rather than a connect.
-        assert_eq!(self.deliver("evt_warm").await.status, 200);
-        self.proxy.stall();
-        let pile = (0..count)
-            .map(|index| {
-                let url = self.ingress.webhook_url("stripe-acme");
-                let (headers, body) = Provider::Stripe.request(Variant::Routed(&format!(
-                    "evt_pile_{}",
-                    index % (count - 2)
-                )));
-                tokio::spawn(async move {
-                    HttpClient::new()
-                        .post(&url, &headers, body)
-                        .await
-                        .expect("an answer")
-                })
+/// With the database stalled: the first request's commit hangs, the rest queue.
+async fn pile_up(stack: &Stack, count: usize) -> Vec<tokio::task::JoinHandle<Answer>> {
+    // A warm connection, so the stall catches a statement rather than a connect.
+    assert_eq!(deliver(stack, "evt_warm").await.status, 200);
+    stack.proxy().stall();
+    let pile = (0..count)
+        .map(|index| {
+            let addr = stack.ingress.addr;
+            let request = Provider::Stripe.request(Variant::Routed(&format!(
+                "evt_pile_{}",
+                index % (count - 2)
+            )));
+            tokio::spawn(async move {
+                request
+                    .send_to(&HttpClient::new(), addr)
+                    .await
+                    .expect("an answer")
             })
-            .collect();
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        pile
-    }
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    pile
+}
 
-    async fn batches(&self) -> (f64, f64) {
-        let page = HttpClient::new()
-            .get(&self.ingress.metrics_url("/metrics"))
-            .await
-            .expect("metrics");
-        let text = String::from_utf8_lossy(&page.body).into_owned();
-        let value = |name: &str| -> f64 {
-            text.lines()
-                .find_map(|line| line.strip_prefix(name))
-                .and_then(|rest| rest.trim().parse().ok())
-                .unwrap_or(0.0)
-        };
-        (
-            value("inbound_ingress_commit_batch_size_count"),
-            value("inbound_ingress_commit_batch_size_sum"),
-        )
-    }
+async fn batches(stack: &Stack) -> (f64, f64) {
+    let page = stack
+        .client
+        .get(&stack.ingress.metrics_url("/metrics"))
+        .await
+        .expect("metrics");
+    let text = String::from_utf8_lossy(&page.body).into_owned();
+    let value = |name: &str| -> f64 {
+        text.lines()
+            .find_map(|line| line.strip_prefix(name))
+            .and_then(|rest| rest.trim().parse().ok())
+            .unwrap_or(0.0)
+    };
+    (
+        value("inbound_ingress_commit_batch_size_count"),
+        value("inbound_ingress_commit_batch_size_sum"),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_waiting_behind_a_commit_share_the_next_one() {
-    let harness = start().await;
+    let stack = start().await;
     // 20 requests for 18 distinct events: two are repeats within the pile.
-    let pile = harness.pile_up(20).await;
-    harness.proxy.restore();
+    let pile = pile_up(&stack, 20).await;
+    stack.proxy().restore();
     let mut accepted = 0;
     let mut duplicate = 0;
     for request in pile {
@@ -180,12 +169,8 @@ async fn requests_waiting_behind_a_commit_share_the_next_one() {
         }
     }
     assert_eq!((accepted, duplicate), (18, 2));
-    assert_eq!(
-        harness.database.receipt_count().await,
-        19,
-        "18 + the warm-up"
-    );
-    let (statements, receipts) = harness.batches().await;
+    assert_eq!(stack.database.receipt_count().await, 19, "18 + the warm-up");
+    let (statements, receipts) = batches(&stack).await;
     assert_eq!(receipts, 21.0, "every request went through a batch");
     assert!(
         statements <= 4.0,
@@ -195,21 +180,17 @@ async fn requests_waiting_behind_a_commit_share_the_next_one() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_batch_answers_503_to_every_member() {
-    let harness = start().await;
-    let pile = harness.pile_up(12).await;
-    harness.proxy.cut();
+    let stack = start().await;
+    let pile = pile_up(&stack, 12).await;
+    stack.proxy().cut();
     for request in pile {
         let answer = request.await.expect("request");
         assert_eq!(answer.status, 503, "{answer:?}");
         assert!(answer.headers.contains_key("retry-after"));
     }
-    harness.proxy.restore();
-    assert_eq!(
-        harness.database.receipt_count().await,
-        1,
-        "only the warm-up"
-    );
-    let again = harness.deliver("evt_pile_0").await;
+    stack.proxy().restore();
+    assert_eq!(stack.database.receipt_count().await, 1, "only the warm-up");
+    let again = deliver(&stack, "evt_pile_0").await;
     assert_eq!(again.json["status"], "accepted", "the refused event is new");
 }
 

@@ -6,28 +6,30 @@ use std::time::Duration;
 
 use inbound_tests::fixtures::{self, Provider, Variant};
 use inbound_tests::http::HttpClient;
-use inbound_tests::{Service, TestDatabase};
+use inbound_tests::{Service, Stack, TestDatabase};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-fn start_with_args(database: &TestDatabase, args: &[&str]) -> Service {
-    let mut options = fixtures::ingress_options(database.url());
-    options.args = args.iter().map(|arg| (*arg).to_owned()).collect();
-    Service::ingress(&options)
+async fn start_with_args(args: &'static [&'static str]) -> Stack {
+    Stack::builder()
+        .ingress(|options| options.with_args(args))
+        .start()
+        .await
 }
 
-/// A raw HTTP/1.1 request head for a signed Stripe delivery, and its body.
-fn raw_request(ingress: &Service, event_id: &str) -> (String, String) {
-    let (headers, body) = Provider::Stripe.request(Variant::Routed(event_id));
+/// A raw HTTP/1.1 request head for a signed Stripe delivery to the stack's ingress, and
+/// its body.
+fn raw_request(stack: &Stack, event_id: &str) -> (String, bytes::Bytes) {
+    let request = Provider::Stripe.request(Variant::Routed(event_id));
     let mut head = format!(
-        "POST /webhooks/stripe-acme HTTP/1.1\r\nhost: {}\r\n",
-        ingress.addr
+        "POST /webhooks/{} HTTP/1.1\r\nhost: {}\r\n",
+        request.integration, stack.ingress.addr
     );
-    for (name, value) in headers {
+    for (name, value) in request.headers {
         head.push_str(&format!("{name}: {value}\r\n"));
     }
-    head.push_str(&format!("content-length: {}\r\n\r\n", body.len()));
-    (head, body)
+    head.push_str(&format!("content-length: {}\r\n\r\n", request.body.len()));
+    (head, request.body)
 }
 
 /// Reads until the server closes or a full response with a JSON body has arrived.
@@ -53,16 +55,14 @@ async fn read_response(stream: &mut TcpStream, limit: Duration) -> String {
 
 #[tokio::test]
 async fn fifty_concurrent_identical_deliveries_make_one_receipt() {
-    let database = TestDatabase::create().await;
-    let ingress = start_with_args(&database, &[]);
-    let (headers, body) = Provider::Stripe.request(Variant::Routed("evt_same"));
-    let url = ingress.webhook_url("stripe-acme");
+    let stack = start_with_args(&[]).await;
+    let request = Provider::Stripe.request(Variant::Routed("evt_same"));
     let mut tasks = Vec::new();
     for _ in 0..50 {
         // A client each: separate connections, truly concurrent.
-        let (headers, body, url) = (headers.clone(), body.clone(), url.clone());
+        let (request, addr) = (request.clone(), stack.ingress.addr);
         tasks.push(tokio::spawn(async move {
-            HttpClient::new().post(&url, &headers, body).await
+            request.send_to(&HttpClient::new(), addr).await
         }));
     }
     let mut accepted = 0;
@@ -77,52 +77,49 @@ async fn fifty_concurrent_identical_deliveries_make_one_receipt() {
         }
     }
     assert_eq!((accepted, duplicates), (1, 49));
-    assert_eq!(database.receipt_count().await, 1);
+    assert_eq!(stack.database.receipt_count().await, 1);
 }
 
 #[tokio::test]
 async fn sigterm_drains_in_flight_requests_then_exits_zero() {
-    let database = TestDatabase::create().await;
-    let mut ingress = start_with_args(&database, &["--shutdown-grace-secs", "10"]);
-    let (head, body) = raw_request(&ingress, "evt_in_flight");
-    let mut stream = TcpStream::connect(ingress.addr).await.expect("connect");
+    let mut stack = start_with_args(&["--shutdown-grace-secs", "10"]).await;
+    let (head, body) = raw_request(&stack, "evt_in_flight");
+    let mut stream = TcpStream::connect(stack.ingress.addr)
+        .await
+        .expect("connect");
     // The request is in flight: head and half the body sent.
     let half = body.len() / 2;
     stream.write_all(head.as_bytes()).await.expect("write head");
-    stream
-        .write_all(&body.as_bytes()[..half])
-        .await
-        .expect("write half");
+    stream.write_all(&body[..half]).await.expect("write half");
     tokio::time::sleep(Duration::from_millis(200)).await;
-    ingress.terminate();
+    stack.ingress.terminate();
     tokio::time::sleep(Duration::from_millis(300)).await;
     // New connections are no longer accepted while the old one drains.
     assert!(
         HttpClient::new()
-            .get(&ingress.url("/healthz"))
+            .get(&stack.ingress.url("/healthz"))
             .await
             .is_err(),
         "the listener closed on SIGTERM"
     );
-    stream
-        .write_all(&body.as_bytes()[half..])
-        .await
-        .expect("write rest");
+    stream.write_all(&body[half..]).await.expect("write rest");
     let response = read_response(&mut stream, Duration::from_secs(5)).await;
     assert!(response.starts_with("HTTP/1.1 200"), "{response}");
     assert!(response.contains("\"accepted\""), "{response}");
-    let status = ingress
+    let status = stack
+        .ingress
         .wait_exit(Duration::from_secs(10))
         .expect("exits after the drain");
     assert!(status.success(), "{status}");
-    assert_eq!(database.receipt_count().await, 1);
+    assert_eq!(stack.database.receipt_count().await, 1);
 }
 
 #[tokio::test]
 async fn slow_headers_are_cut_by_the_header_timeout() {
-    let database = TestDatabase::create().await;
-    let ingress = start_with_args(&database, &["--header-read-timeout-secs", "1"]);
-    let mut stream = TcpStream::connect(ingress.addr).await.expect("connect");
+    let stack = start_with_args(&["--header-read-timeout-secs", "1"]).await;
+    let mut stream = TcpStream::connect(stack.ingress.addr)
+        .await
+        .expect("connect");
     stream
         .write_all(b"POST /webhooks/stripe-acme HTTP/1.1\r\nhost: x\r\n")
         .await
@@ -143,7 +140,7 @@ async fn slow_headers_are_cut_by_the_header_timeout() {
     // The server keeps serving.
     assert_eq!(
         HttpClient::new()
-            .get(&ingress.url("/healthz"))
+            .get(&stack.ingress.url("/healthz"))
             .await
             .expect("answer")
             .status,
@@ -153,26 +150,25 @@ async fn slow_headers_are_cut_by_the_header_timeout() {
 
 #[tokio::test]
 async fn a_body_that_never_finishes_gets_408() {
-    let database = TestDatabase::create().await;
-    let ingress = start_with_args(&database, &["--request-timeout-secs", "1"]);
-    let (head, body) = raw_request(&ingress, "evt_slow_body");
-    let mut stream = TcpStream::connect(ingress.addr).await.expect("connect");
-    stream.write_all(head.as_bytes()).await.expect("head");
-    stream
-        .write_all(&body.as_bytes()[..10])
+    let stack = start_with_args(&["--request-timeout-secs", "1"]).await;
+    let (head, body) = raw_request(&stack, "evt_slow_body");
+    let mut stream = TcpStream::connect(stack.ingress.addr)
         .await
-        .expect("some body");
+        .expect("connect");
+    stream.write_all(head.as_bytes()).await.expect("head");
+    stream.write_all(&body[..10]).await.expect("some body");
     let response = read_response(&mut stream, Duration::from_secs(5)).await;
     assert!(response.starts_with("HTTP/1.1 408"), "{response}");
     assert!(response.contains("request_timeout"), "{response}");
-    assert_eq!(database.receipt_count().await, 0);
+    assert_eq!(stack.database.receipt_count().await, 0);
 }
 
 #[tokio::test]
 async fn chunked_body_past_the_limit_is_413_while_streaming() {
-    let database = TestDatabase::create().await;
-    let ingress = start_with_args(&database, &[]);
-    let mut stream = TcpStream::connect(ingress.addr).await.expect("connect");
+    let stack = start_with_args(&[]).await;
+    let mut stream = TcpStream::connect(stack.ingress.addr)
+        .await
+        .expect("connect");
     let head =
         "POST /webhooks/stripe-acme HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n";
     stream.write_all(head.as_bytes()).await.expect("head");
@@ -190,12 +186,15 @@ async fn chunked_body_past_the_limit_is_413_while_streaming() {
 
 #[tokio::test]
 async fn connections_past_the_limit_wait_until_one_is_free() {
-    let database = TestDatabase::create().await;
-    let ingress = start_with_args(&database, &["--max-connections", "2"]);
-    let held_one = TcpStream::connect(ingress.addr).await.expect("connect");
-    let _held_two = TcpStream::connect(ingress.addr).await.expect("connect");
+    let stack = start_with_args(&["--max-connections", "2"]).await;
+    let held_one = TcpStream::connect(stack.ingress.addr)
+        .await
+        .expect("connect");
+    let _held_two = TcpStream::connect(stack.ingress.addr)
+        .await
+        .expect("connect");
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let url = ingress.url("/healthz");
+    let url = stack.ingress.url("/healthz");
     let waiting = tokio::spawn(async move { HttpClient::new().get(&url).await });
     tokio::time::sleep(Duration::from_millis(700)).await;
     assert!(
@@ -237,21 +236,22 @@ async fn bad_configuration_stops_start_up_with_one_line_naming_the_field() {
 /// the budget is whole again once they are gone.
 #[tokio::test]
 async fn a_full_body_budget_answers_503_and_frees_when_the_senders_leave() {
-    let database = TestDatabase::create().await;
     // Two slow senders declare 4,000 bytes each and send one: 8,000 of 8,100 reserved.
-    let ingress = start_with_args(&database, &["--body-budget-bytes", "8100"]);
+    let stack = start_with_args(&["--body-budget-bytes", "8100"]).await;
     let mut slow = Vec::new();
     for _ in 0..2 {
-        let mut stream = TcpStream::connect(ingress.addr).await.expect("connect");
+        let mut stream = TcpStream::connect(stack.ingress.addr)
+            .await
+            .expect("connect");
         let head =
             "POST /webhooks/stripe-acme HTTP/1.1\r\nhost: x\r\ncontent-length: 4000\r\n\r\n{";
         stream.write_all(head.as_bytes()).await.expect("head");
         slow.push(stream);
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let (headers, body) = Provider::Stripe.request(Variant::Routed("evt_third"));
-    let refused = HttpClient::new()
-        .post(&ingress.webhook_url("stripe-acme"), &headers, body.clone())
+    let request = Provider::Stripe.request(Variant::Routed("evt_third"));
+    let refused = request
+        .send(&HttpClient::new(), &stack.ingress)
         .await
         .expect("an answer");
     assert_eq!(refused.status, 503, "{refused:?}");
@@ -259,8 +259,8 @@ async fn a_full_body_budget_answers_503_and_frees_when_the_senders_leave() {
     assert!(refused.headers.contains_key("retry-after"));
     drop(slow);
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let accepted = HttpClient::new()
-        .post(&ingress.webhook_url("stripe-acme"), &headers, body)
+    let accepted = request
+        .send(&HttpClient::new(), &stack.ingress)
         .await
         .expect("an answer");
     assert_eq!(accepted.json["status"], "accepted", "{accepted:?}");

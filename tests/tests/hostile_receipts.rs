@@ -5,11 +5,12 @@
 use std::time::{Duration, Instant};
 
 use inbound_tests::domain::{self, stripe_event};
+use std::net::SocketAddr;
+
 use inbound_tests::fixtures::{self, Provider, Variant};
 use inbound_tests::http::{Answer, HttpClient};
-use inbound_tests::proxy::{DbProxy, database_addr};
 use inbound_tests::signing;
-use inbound_tests::{Service, ServiceOptions, TestDatabase};
+use inbound_tests::{Service, ServiceOptions, SignedRequest, Stack, TestDatabase};
 use sqlx::PgPool;
 
 /// A Stripe event for `stripe-acme` whose PaymentIntent carries `extra` (raw JSON text,
@@ -20,12 +21,8 @@ fn raw_stripe_event(event_id: &str, extra: &str) -> String {
     )
 }
 
-async fn send_signed(client: &HttpClient, ingress: &Service, body: String) -> Answer {
-    let headers = signing::stripe_headers(fixtures::STRIPE_SECRET, &body, 0);
-    client
-        .post(&ingress.webhook_url("stripe-acme"), &headers, body)
-        .await
-        .expect("an answer")
+async fn send_signed(stack: &Stack, body: String) -> Answer {
+    stack.deliver(&SignedRequest::stripe(body)).await
 }
 
 async fn count(pool: &PgPool, sql: &str) -> i64 {
@@ -50,32 +47,29 @@ where
 
 #[tokio::test]
 async fn a_number_beyond_a_double_is_refused_with_400_instead_of_stalling_the_worker() {
-    let database = TestDatabase::create().await;
-    let ingress = Service::ingress(&fixtures::ingress_options(database.url()));
-    let client = HttpClient::new();
+    let stack = Stack::start().await;
     for (event_id, extra) in [("evt_big", "1e400"), ("evt_long", &"9".repeat(400))] {
-        let answer = send_signed(&client, &ingress, raw_stripe_event(event_id, extra)).await;
+        let answer = send_signed(&stack, raw_stripe_event(event_id, extra)).await;
         assert_eq!(answer.status, 400, "{event_id}: {answer:?}");
         assert_eq!(answer.json["error"], "malformed");
     }
-    assert_eq!(database.receipt_count().await, 0, "nothing stored");
+    assert_eq!(stack.database.receipt_count().await, 0, "nothing stored");
     // An ordinary large number is fine.
-    let fine = send_signed(&client, &ingress, raw_stripe_event("evt_fine", "1e300")).await;
+    let fine = send_signed(&stack, raw_stripe_event("evt_fine", "1e300")).await;
     assert_eq!(fine.json["status"], "accepted", "{fine:?}");
 }
 
 #[tokio::test]
 async fn escaped_backslash_u0000_is_ordinary_text_and_is_stored() {
-    let database = TestDatabase::create().await;
-    let ingress = Service::ingress(&fixtures::ingress_options(database.url()));
+    let stack = Stack::start().await;
     // A comment quoting C code: the six characters \u0000, which jsonb stores.
     let body = raw_stripe_event("evt_c", r#""end the string with \\u0000""#);
-    let answer = send_signed(&HttpClient::new(), &ingress, body).await;
+    let answer = send_signed(&stack, body).await;
     assert_eq!(answer.json["status"], "accepted", "{answer:?}");
     let stored: String = sqlx::query_scalar(
         "SELECT payload #>> '{data,object,extra}' FROM receipts WHERE event_id = 'evt_c'",
     )
-    .fetch_one(database.pool())
+    .fetch_one(stack.pool())
     .await
     .expect("stored");
     assert_eq!(stored, r"end the string with \u0000");
@@ -83,17 +77,16 @@ async fn escaped_backslash_u0000_is_ordinary_text_and_is_stored() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_jsonb_cannot_store_is_refused_alone_and_its_batch_commits() {
-    let database = TestDatabase::create().await;
-    let proxy = DbProxy::start(database_addr(database.url())).await;
-    let options = fixtures::ingress_options(&proxy.rewrite_url(database.url()))
-        .with_args(&["--commit-concurrency", "1"]);
-    let ingress = Service::ingress(&options);
-    let client = HttpClient::new();
-    let warm = send_signed(&client, &ingress, raw_stripe_event("evt_warm", "1")).await;
+    let stack = Stack::builder()
+        .through_proxy()
+        .ingress(|options| options.with_args(&["--commit-concurrency", "1"]))
+        .start()
+        .await;
+    let warm = send_signed(&stack, raw_stripe_event("evt_warm", "1")).await;
     assert_eq!(warm.status, 200, "{warm:?}");
 
     // With the database stalled, everything sent now waits for one batch.
-    proxy.stall();
+    stack.proxy().stall();
     let unstorable = [
         ("evt_surrogate", r#""cut inside an emoji \ud83d""#),
         ("evt_low_surrogate", r#""\ude00""#),
@@ -112,17 +105,16 @@ async fn what_jsonb_cannot_store_is_refused_alone_and_its_batch_commits() {
     let pending: Vec<_> = requests
         .into_iter()
         .map(|(event_id, body)| {
-            let url = ingress.webhook_url("stripe-acme");
-            let headers = signing::stripe_headers(fixtures::STRIPE_SECRET, &body, 0);
-            let client = client.clone();
+            let (client, addr) = (stack.client.clone(), stack.ingress.addr);
+            let request = SignedRequest::stripe(body);
             tokio::spawn(async move {
-                let answer = client.post(&url, &headers, body).await.expect("an answer");
+                let answer = request.send_to(&client, addr).await.expect("an answer");
                 (event_id, answer)
             })
         })
         .collect();
     tokio::time::sleep(Duration::from_millis(500)).await;
-    proxy.restore();
+    stack.proxy().restore();
     for request in pending {
         let (event_id, answer) = request.await.expect("request");
         if event_id.starts_with("evt_good") {
@@ -133,7 +125,7 @@ async fn what_jsonb_cannot_store_is_refused_alone_and_its_batch_commits() {
         }
     }
     assert_eq!(
-        database.receipt_count().await,
+        stack.database.receipt_count().await,
         11,
         "the ten good ones and the warm-up"
     );
@@ -282,22 +274,21 @@ async fn a_receipt_that_kills_its_worker_every_time_ends_failed_after_max_attemp
     );
 }
 
-/// Sends Stripe events with these ids to `ingress` one after another (each request
-/// starts before the next), without waiting for answers.
+/// Sends Stripe events with these ids to the ingress at `addr` one after another (each
+/// request starts before the next), without waiting for answers.
 fn send_in_order(
     client: &HttpClient,
-    ingress: &Service,
+    addr: SocketAddr,
     event_ids: Vec<String>,
 ) -> tokio::task::JoinHandle<Vec<Answer>> {
-    let url = ingress.webhook_url("stripe-acme");
     let client = client.clone();
     tokio::spawn(async move {
         let mut requests = Vec::new();
         for event_id in event_ids {
-            let (headers, body) = Provider::Stripe.request(Variant::Routed(&event_id));
-            let (client, url) = (client.clone(), url.clone());
+            let request = Provider::Stripe.request(Variant::Routed(&event_id));
+            let client = client.clone();
             requests.push(tokio::spawn(async move {
-                client.post(&url, &headers, body).await.expect("an answer")
+                request.send_to(&client, addr).await.expect("an answer")
             }));
             tokio::time::sleep(Duration::from_millis(3)).await;
         }
@@ -331,24 +322,25 @@ async fn hold_keys(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_ingresses_committing_the_same_keys_in_opposite_orders_never_deadlock() {
-    let database = TestDatabase::create().await;
-    let options =
-        fixtures::ingress_options(database.url()).with_args(&["--commit-concurrency", "1"]);
-    let (first, second) = (Service::ingress(&options), Service::ingress(&options));
-    let client = HttpClient::new();
+    let stack = Stack::builder()
+        .ingress(|options| options.with_args(&["--commit-concurrency", "1"]))
+        .start()
+        .await;
+    let second = Service::ingress(&stack.options().with_args(&["--commit-concurrency", "1"]));
+    let (first, client) = (&stack.ingress, &stack.client);
     for round in 0..3 {
         // Each ingress's only committer waits on a key held here, while forty receipts
         // queue behind it: the same keys, in opposite orders. Released together, the two
         // batches insert the same keys at the same time.
         let plugs = [format!("evt_plug_a_{round}"), format!("evt_plug_b_{round}")];
-        let held = hold_keys(&database, &[&plugs[0], &plugs[1]]).await;
-        let plug_first = send_in_order(&client, &first, vec![plugs[0].clone()]);
-        let plug_second = send_in_order(&client, &second, vec![plugs[1].clone()]);
+        let held = hold_keys(&stack.database, &[&plugs[0], &plugs[1]]).await;
+        let plug_first = send_in_order(client, first.addr, vec![plugs[0].clone()]);
+        let plug_second = send_in_order(client, second.addr, vec![plugs[1].clone()]);
         tokio::time::sleep(Duration::from_millis(200)).await;
         let keys: Vec<String> = (0..40).map(|n| format!("evt_{round}_{n:02}")).collect();
         let reversed: Vec<String> = keys.iter().rev().cloned().collect();
-        let forward = send_in_order(&client, &first, keys);
-        let backward = send_in_order(&client, &second, reversed);
+        let forward = send_in_order(client, first.addr, keys);
+        let backward = send_in_order(client, second.addr, reversed);
         tokio::time::sleep(Duration::from_millis(400)).await;
         held.rollback().await.expect("release");
         let mut answers = Vec::new();
@@ -365,7 +357,7 @@ async fn two_ingresses_committing_the_same_keys_in_opposite_orders_never_deadloc
         assert_eq!(accepted, 42, "round {round}: each key accepted once");
     }
     // Not merely rescued by committing members one by one after a deadlock: none happened.
-    for ingress in [&first, &second] {
+    for ingress in [first, &second] {
         let rescued: Vec<String> = ingress
             .logs()
             .into_iter()
@@ -377,10 +369,10 @@ async fn two_ingresses_committing_the_same_keys_in_opposite_orders_never_deadloc
 
 #[tokio::test]
 async fn github_scope_comes_from_the_signed_body_and_content_dedupe_stops_replays() {
-    let database = TestDatabase::create().await;
-    let mut options = fixtures::ingress_options(database.url());
-    options.config_toml.push_str(
-        r#"
+    let stack = Stack::builder()
+        .ingress(|mut options| {
+            options.config_toml.push_str(
+                r#"
 [[integration]]
 id = "gh-dedupe"
 provider = "github"
@@ -392,19 +384,20 @@ expect = { repository_id = "42" }
 "push" = { handler = "forward", sink = "audit" }
 "pull_request" = { handler = "forward", sink = "audit" }
 "#,
-    );
-    let ingress = Service::ingress(&options);
-    let client = HttpClient::new();
+            );
+            options
+        })
+        .start()
+        .await;
     let send =
         |integration: &'static str, delivery: &str, event: &str, target: &str, body: &str| {
             let headers =
                 signing::github_headers(fixtures::GITHUB_SECRET, body, delivery, event, target);
-            let (client, url, body) = (
-                client.clone(),
-                ingress.webhook_url(integration),
-                body.to_owned(),
+            let (stack, request) = (
+                &stack,
+                SignedRequest::new(integration, headers, body.to_owned()),
             );
-            async move { client.post(&url, &headers, body).await.expect("an answer") }
+            async move { stack.deliver(&request).await }
         };
 
     // A body signed for repository 7 does not pass as repository 42 by its header.
@@ -436,7 +429,7 @@ expect = { repository_id = "42" }
     let refused = send("gh-acme", "d-huge", "push", &huge_target, body).await;
     assert_eq!(refused.status, 400, "{refused:?}");
     let scopes: Vec<String> = sqlx::query_scalar("SELECT source_scope FROM receipts ORDER BY id")
-        .fetch_all(database.pool())
+        .fetch_all(stack.pool())
         .await
         .expect("scopes");
     assert_eq!(

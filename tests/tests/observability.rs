@@ -7,10 +7,8 @@ use std::time::{Duration, Instant};
 
 use inbound_tests::domain::{self, payment_intent, stripe_event};
 use inbound_tests::fixtures;
-use inbound_tests::http::HttpClient;
-use inbound_tests::signing;
 use inbound_tests::sink::TestSink;
-use inbound_tests::{Service, TestDatabase};
+use inbound_tests::{Service, ServiceOptions, SignedRequest, Stack, TestDatabase};
 
 /// A payload field that must never reach a log line.
 const PAYLOAD_MARKER: &str = "card-fingerprint-5f3a9c";
@@ -49,14 +47,8 @@ fn metric_names(text: &str) -> BTreeSet<String> {
     names
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rules_and_dashboard_use_only_exported_metrics_and_logs_hold_no_secrets() {
-    let database = TestDatabase::create().await;
-    let pool = database.pool();
-    let sink = TestSink::start().await;
-    domain::seed_order(pool, "o1", "pi_1", 1000, "usd").await;
-    // Owners and a silence threshold, as an operator writes them.
-    let mut options = fixtures::ingress_options(database.url());
+/// Owners and a silence threshold, as an operator writes them.
+fn with_owners(mut options: ServiceOptions) -> ServiceOptions {
     options.config_toml = options
         .config_toml
         .replacen(
@@ -69,44 +61,43 @@ async fn rules_and_dashboard_use_only_exported_metrics_and_logs_hold_no_secrets(
             "url = \"http://127.0.0.1:9/audit\"\nowner = \"audit-oncall\"",
             1,
         );
-    let ingress = Service::ingress(&options);
-    let worker_options = fixtures::with_audit_sink(options, &sink.url(), false).with_args(&[
-        "--poll-interval-ms",
-        "50",
-        "--gauge-interval-secs",
-        "1",
-    ]);
-    let worker = Service::worker(&worker_options);
+    options
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rules_and_dashboard_use_only_exported_metrics_and_logs_hold_no_secrets() {
+    let sink = TestSink::start().await;
+    let sink_url = sink.url();
+    let stack = Stack::builder()
+        .ingress(with_owners)
+        .worker(move |options| {
+            fixtures::with_audit_sink(with_owners(options), &sink_url, false).with_args(&[
+                "--poll-interval-ms",
+                "50",
+                "--gauge-interval-secs",
+                "1",
+            ])
+        })
+        .start()
+        .await;
+    let (ingress, worker, client) = (&stack.ingress, stack.worker(), &stack.client);
+    let pool = stack.pool();
+    domain::seed_order(pool, "o1", "pi_1", 1000, "usd").await;
 
     // One event through everything: accepted, applied, delivered; plus a forged one.
     let mut object = payment_intent("pi_1", "o1", 1000, "usd", "succeeded");
     object["payment_method_details"] = serde_json::json!({"fingerprint": PAYLOAD_MARKER});
     let body = stripe_event("evt_observed", "payment_intent.succeeded", object);
-    let headers = signing::stripe_headers(fixtures::STRIPE_SECRET, &body, 0);
-    let signature = headers
+    let request = SignedRequest::stripe(body.clone());
+    let signature = request
+        .headers
         .iter()
         .find(|(name, _)| name == "stripe-signature")
         .map(|(_, value)| value.clone())
         .expect("signed");
-    let client = HttpClient::new();
-    let url = ingress.webhook_url("stripe-acme");
-    assert_eq!(
-        client
-            .post(&url, &headers, body.clone())
-            .await
-            .expect("answer")
-            .json["status"],
-        "accepted"
-    );
-    let forged = signing::stripe_headers("whsec_forged", &body, 0);
-    assert_eq!(
-        client
-            .post(&url, &forged, body)
-            .await
-            .expect("answer")
-            .status,
-        401
-    );
+    assert_eq!(stack.deliver(&request).await.json["status"], "accepted");
+    let forged = SignedRequest::stripe_signed("whsec_forged", body, 0);
+    assert_eq!(stack.deliver(&forged).await.status, 401);
     let started = Instant::now();
     while sink.received().is_empty() {
         assert!(
@@ -118,7 +109,7 @@ async fn rules_and_dashboard_use_only_exported_metrics_and_logs_hold_no_secrets(
     tokio::time::sleep(Duration::from_millis(1500)).await;
 
     let mut exported = BTreeSet::new();
-    for service in [&ingress, &worker] {
+    for service in [ingress, worker] {
         let text = String::from_utf8(
             client
                 .get(&service.metrics_url("/metrics"))
@@ -135,7 +126,7 @@ async fn rules_and_dashboard_use_only_exported_metrics_and_logs_hold_no_secrets(
             );
             exported.insert(name);
         }
-        let role = if std::ptr::eq(service, &worker) {
+        let role = if std::ptr::eq(service, worker) {
             "worker"
         } else {
             "ingress"
@@ -258,27 +249,34 @@ fn leaks(text: &str) -> Vec<&'static str> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn personal_data_amounts_and_url_tokens_never_reach_logs_metrics_or_error_bodies() {
-    let database = TestDatabase::create().await;
-    let pool = database.pool();
     let sink = TestSink::start().await;
     // The sink's URL carries credentials (userinfo, a path token, a query token) and is
     // given as a secret reference; every delivery hangs until the 1 s timeout.
     let secret_url = sink.url().replace("http://", "http://hook:pa55w0rd-93ab@")
         + "/T0KEN-in-the-path?token=query-s3cret";
     sink.script((0..10).map(|_| inbound_tests::sink::Answer::Hang));
-    let mut options = fixtures::ingress_options(database.url());
-    options.config_toml = options.config_toml.replace(
-        "url = \"http://127.0.0.1:9/audit\"",
-        "url = \"env:TEST_AUDIT_URL\"\ntimeout_secs = 1",
-    );
-    options.env.push(("TEST_AUDIT_URL".to_owned(), secret_url));
-    let ingress = Service::ingress(&options);
-    let worker = Service::worker(&options.clone().with_args(&[
-        "--poll-interval-ms",
-        "50",
-        "--gauge-interval-secs",
-        "1",
-    ]));
+    let with_secret_sink = move |mut options: ServiceOptions| {
+        options.config_toml = options.config_toml.replace(
+            "url = \"http://127.0.0.1:9/audit\"",
+            "url = \"env:TEST_AUDIT_URL\"\ntimeout_secs = 1",
+        );
+        options.env.push(("TEST_AUDIT_URL".to_owned(), secret_url));
+        options
+    };
+    let stack = Stack::builder()
+        .ingress(with_secret_sink.clone())
+        .worker(move |options| {
+            with_secret_sink(options).with_args(&[
+                "--poll-interval-ms",
+                "50",
+                "--gauge-interval-secs",
+                "1",
+            ])
+        })
+        .start()
+        .await;
+    let (ingress, worker, client) = (&stack.ingress, stack.worker(), &stack.client);
+    let pool = stack.pool();
 
     let person = serde_json::json!({
         "name": "Jane Q. Leakwell",
@@ -297,8 +295,6 @@ async fn personal_data_amounts_and_url_tokens_never_reach_logs_metrics_or_error_
     // Refunded in part: ignored.
     let mut partial = domain::charge("pi_1", 918_273_645, 564_738_291);
     partial["billing_details"] = person.clone();
-    let client = HttpClient::new();
-    let url = ingress.webhook_url("stripe-acme");
     let mut error_bodies = Vec::new();
     for (event_id, event_type, object) in [
         ("evt_paid", "payment_intent.succeeded", paid),
@@ -306,22 +302,18 @@ async fn personal_data_amounts_and_url_tokens_never_reach_logs_metrics_or_error_
         ("evt_partial", "charge.refunded", partial),
     ] {
         let body = stripe_event(event_id, event_type, object);
-        let headers = signing::stripe_headers(fixtures::STRIPE_SECRET, &body, 0);
-        let answer = client.post(&url, &headers, body).await.expect("answer");
+        let answer = stack.deliver(&SignedRequest::stripe(body)).await;
         assert_eq!(answer.json["status"], "accepted", "{answer:?}");
     }
     // Refused requests whose bodies carry the same data.
     let mut malformed = serde_json::json!({"id": "evt_bad", "type": "payment_intent.succeeded", "livemode": true, "account": "acct_123"});
     malformed["id"] = person.clone();
     let malformed = malformed.to_string();
-    for headers in [
-        signing::stripe_headers(fixtures::STRIPE_SECRET, &malformed, 0),
-        signing::stripe_headers("whsec_forged", &malformed, 0),
+    for request in [
+        SignedRequest::stripe(malformed.clone()),
+        SignedRequest::stripe_signed("whsec_forged", malformed, 0),
     ] {
-        let answer = client
-            .post(&url, &headers, malformed.clone())
-            .await
-            .expect("answer");
+        let answer = stack.deliver(&request).await;
         assert!(answer.status >= 400, "{answer:?}");
         error_bodies.push(String::from_utf8_lossy(&answer.body).into_owned());
     }
@@ -352,7 +344,7 @@ async fn personal_data_amounts_and_url_tokens_never_reach_logs_metrics_or_error_
     );
 
     let mut pages = Vec::new();
-    for service in [&ingress, &worker] {
+    for service in [ingress, worker] {
         let page = client
             .get(&service.metrics_url("/metrics"))
             .await
@@ -394,18 +386,15 @@ async fn personal_data_amounts_and_url_tokens_never_reach_logs_metrics_or_error_
 /// shows it, so the silent drop can be seen and alerted on. The type label is bounded.
 #[tokio::test]
 async fn ignored_deliveries_are_logged_and_counted_by_type() {
-    let database = TestDatabase::create().await;
-    let ingress = Service::ingress(&fixtures::ingress_options(database.url()));
-    let client = HttpClient::new();
-    let url = ingress.webhook_url("stripe-acme");
+    let stack = Stack::start().await;
+    let (ingress, client) = (&stack.ingress, &stack.client);
     for event_id in ["evt_unrouted_1", "evt_unrouted_2"] {
         let body = stripe_event(
             event_id,
             "customer.created",
             serde_json::json!({"id": "cus_1"}),
         );
-        let headers = signing::stripe_headers(fixtures::STRIPE_SECRET, &body, 0);
-        let answer = client.post(&url, &headers, body).await.expect("answer");
+        let answer = stack.deliver(&SignedRequest::stripe(body)).await;
         assert_eq!(answer.json["status"], "ignored");
     }
     let started = Instant::now();
@@ -433,7 +422,7 @@ async fn ignored_deliveries_are_logged_and_counted_by_type() {
                 && line.ends_with(" 2")),
         "{page}"
     );
-    assert_eq!(database.receipt_count().await, 0);
+    assert_eq!(stack.database.receipt_count().await, 0);
 }
 
 /// An effect attempt that could not be sent is logged with why (connection refused,

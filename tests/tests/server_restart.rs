@@ -8,6 +8,7 @@
 //! without being restarted themselves, every event answered 2xx has its receipt (it was
 //! durable before the answer), and each order is paid exactly once.
 
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -15,7 +16,7 @@ use std::time::{Duration, Instant};
 use inbound_tests::cluster::PrivateCluster;
 use inbound_tests::domain::{self, payment_intent, stripe_event};
 use inbound_tests::http::HttpClient;
-use inbound_tests::{Service, TestDatabase, audit, fixtures, signing};
+use inbound_tests::{Service, SignedRequest, TestDatabase, audit, fixtures};
 
 const ORDERS: usize = 300;
 
@@ -35,11 +36,11 @@ fn event(order: usize) -> (String, String) {
     (event_id, body)
 }
 
-/// Delivers one event; `true` when it was answered 2xx. Anything but 2xx or 503 fails.
-async fn deliver(client: &HttpClient, url: &str, order: usize) -> bool {
+/// Delivers one event to the ingress at `addr` (the senders run on tasks of their own);
+/// `true` when it was answered 2xx. Anything but 2xx or 503 fails.
+async fn deliver(client: &HttpClient, addr: SocketAddr, order: usize) -> bool {
     let (_, body) = event(order);
-    let headers = signing::stripe_headers(fixtures::STRIPE_SECRET, &body, 0);
-    match client.post(url, &headers, body).await {
+    match SignedRequest::stripe(body).send_to(client, addr).await {
         Ok(answer) if answer.status == 200 => true,
         Ok(answer) => {
             assert_eq!(answer.status, 503, "{answer:?}");
@@ -91,7 +92,7 @@ async fn a_postgres_crash_and_restart_loses_no_acknowledged_receipt_and_pays_eac
         "500",
     ]);
     let mut worker = Service::worker(&worker_options);
-    let url = ingress.webhook_url("stripe-acme");
+    let addr = ingress.addr;
 
     // Load from 8 senders; what is not answered 2xx waits for redelivery.
     let next = Arc::new(AtomicUsize::new(0));
@@ -100,7 +101,7 @@ async fn a_postgres_crash_and_restart_loses_no_acknowledged_receipt_and_pays_eac
     let unacknowledged = Arc::new(Mutex::new(Vec::new()));
     let senders: Vec<_> = (0..8)
         .map(|_| {
-            let (next, stop, url) = (Arc::clone(&next), Arc::clone(&stop), url.clone());
+            let (next, stop) = (Arc::clone(&next), Arc::clone(&stop));
             let (acknowledged, unacknowledged) =
                 (Arc::clone(&acknowledged), Arc::clone(&unacknowledged));
             tokio::spawn(async move {
@@ -110,7 +111,7 @@ async fn a_postgres_crash_and_restart_loses_no_acknowledged_receipt_and_pays_eac
                     if order >= ORDERS {
                         return;
                     }
-                    if deliver(&client, &url, order).await {
+                    if deliver(&client, addr, order).await {
                         acknowledged.lock().expect("lock").push(event(order).0);
                     } else {
                         unacknowledged.lock().expect("lock").push(order);
@@ -135,7 +136,7 @@ async fn a_postgres_crash_and_restart_loses_no_acknowledged_receipt_and_pays_eac
     let down_order = ORDERS - 1;
     for _ in 0..3 {
         assert!(
-            !deliver(&client, &url, down_order).await,
+            !deliver(&client, addr, down_order).await,
             "a 2xx while the database is down"
         );
     }
@@ -169,7 +170,7 @@ async fn a_postgres_crash_and_restart_loses_no_acknowledged_receipt_and_pays_eac
         wait_until(
             "a redelivery answered 2xx",
             Duration::from_secs(20),
-            async || deliver(&client, &url, order).await,
+            async || deliver(&client, addr, order).await,
         )
         .await;
         acknowledged.lock().expect("lock").push(event(order).0);

@@ -3,8 +3,8 @@
 
 use inbound_tests::fixtures::{self, PROVIDERS, Provider, Variant};
 use inbound_tests::http::Answer;
-use inbound_tests::{Service, Stack};
 use inbound_tests::signing::{self, SignedRequest};
+use inbound_tests::{Service, Stack};
 
 fn assert_status(answer: &Answer, status: u16, context: &str) {
     assert_eq!(answer.status, status, "{context}: {answer:?}");

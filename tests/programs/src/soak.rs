@@ -699,7 +699,7 @@ async fn send_loop(
             let urls = urls.lock().expect("urls");
             urls[index % urls.len()].clone()
         };
-        let headers = signing::stripe_headers(fixtures::STRIPE_SECRET, &delivery.body, 0);
+        let headers = signing::stripe_headers(fixtures::STRIPE_SECRET, delivery.body.as_bytes(), 0);
         counters.sent.fetch_add(1, Ordering::Relaxed);
         let answer = client
             .post(&url, &headers, delivery.body.as_bytes().to_vec())
