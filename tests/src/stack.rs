@@ -6,10 +6,11 @@
 
 use sqlx::PgPool;
 
+use crate::fixtures::{self, Provider, Variant};
 use crate::http::{Answer, HttpClient};
 use crate::proxy::{DbProxy, database_addr};
 use crate::signing::SignedRequest;
-use crate::{Service, ServiceOptions, TestDatabase, fixtures};
+use crate::{Service, ServiceOptions, TestDatabase};
 
 /// A database with an ingress (and perhaps a worker) running on it.
 pub struct Stack {
@@ -147,6 +148,13 @@ impl Stack {
         self.try_deliver(request)
             .await
             .unwrap_or_else(|error| panic!("no answer to {}: {error}", request.integration))
+    }
+
+    /// Sends the fixture's routed Stripe event `event_id` (signed now); panics when no
+    /// answer comes.
+    pub async fn deliver_event(&self, event_id: &str) -> Answer {
+        self.deliver(&Provider::Stripe.request(Variant::Routed(event_id)))
+            .await
     }
 
     /// Sends `request` to the ingress; `Err` when no answer came.

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use inbound_tests::fixtures::{self, PROVIDERS, Provider, Variant};
+use inbound_tests::fixtures::{self, PROVIDERS, Variant};
 use inbound_tests::http::{Answer, HttpClient};
 use inbound_tests::proxy::{DbProxy, database_addr};
 use inbound_tests::stack::StackBuilder;
@@ -31,12 +31,6 @@ async fn with_short_budgets(builder: StackBuilder) -> Stack {
             ])
         })
         .start()
-        .await
-}
-
-async fn deliver(stack: &Stack, event_id: &str) -> Answer {
-    stack
-        .deliver(&Provider::Stripe.request(Variant::Routed(event_id)))
         .await
 }
 
@@ -81,14 +75,14 @@ fn assert_unavailable(answer: &Answer) {
 async fn cut_database_answers_503_then_recovers_without_restart() {
     let stack = start().await;
     assert_eq!(
-        deliver(&stack, "evt_before").await.json["status"],
+        stack.deliver_event("evt_before").await.json["status"],
         "accepted"
     );
     assert_eq!(readiness(&stack, 200).await, 200);
 
     stack.proxy().cut();
     for attempt in 0..3 {
-        let answer = deliver(&stack, "evt_during_outage").await;
+        let answer = stack.deliver_event("evt_during_outage").await;
         assert_unavailable(&answer);
         assert_ne!(answer.status, 200, "attempt {attempt}");
     }
@@ -102,7 +96,7 @@ async fn cut_database_answers_503_then_recovers_without_restart() {
     assert_eq!(readiness(&stack, 503).await, 503);
 
     stack.proxy().restore();
-    let answer = deliver(&stack, "evt_during_outage").await;
+    let answer = stack.deliver_event("evt_during_outage").await;
     assert_eq!(answer.status, 200, "{answer:?}");
     assert_eq!(
         answer.json["status"], "accepted",
@@ -115,11 +109,14 @@ async fn cut_database_answers_503_then_recovers_without_restart() {
 #[tokio::test]
 async fn stalled_commit_times_out_as_503_and_is_deduplicated_on_redelivery() {
     let stack = start().await;
-    assert_eq!(deliver(&stack, "evt_warm").await.json["status"], "accepted");
+    assert_eq!(
+        stack.deliver_event("evt_warm").await.json["status"],
+        "accepted"
+    );
 
     stack.proxy().stall();
     let started = std::time::Instant::now();
-    let answer = deliver(&stack, "evt_stalled").await;
+    let answer = stack.deliver_event("evt_stalled").await;
     assert_unavailable(&answer);
     assert!(
         started.elapsed() < Duration::from_secs(5),
@@ -130,9 +127,9 @@ async fn stalled_commit_times_out_as_503_and_is_deduplicated_on_redelivery() {
     stack.proxy().restore();
     // The stalled statement never reached the server, so the redelivery is new. Either
     // way the provider's retry leaves exactly one receipt.
-    let answer = deliver(&stack, "evt_stalled").await;
+    let answer = stack.deliver_event("evt_stalled").await;
     assert_eq!(answer.status, 200, "{answer:?}");
-    let again = deliver(&stack, "evt_stalled").await;
+    let again = stack.deliver_event("evt_stalled").await;
     assert_eq!(again.json["status"], "duplicate");
     let count: i64 =
         sqlx::query_scalar("SELECT count(*) FROM receipts WHERE event_id = 'evt_stalled'")
@@ -147,10 +144,13 @@ async fn ingress_starts_while_the_database_is_down_and_serves_once_it_is_up() {
     let stack = start_with_the_database_down().await;
     assert_eq!(status_of(&stack, "/healthz").await, 200, "alive");
     assert_eq!(readiness(&stack, 503).await, 503, "not ready");
-    assert_unavailable(&deliver(&stack, "evt_cold").await);
+    assert_unavailable(&stack.deliver_event("evt_cold").await);
     stack.proxy().restore();
     assert_eq!(readiness(&stack, 200).await, 200);
-    assert_eq!(deliver(&stack, "evt_cold").await.json["status"], "accepted");
+    assert_eq!(
+        stack.deliver_event("evt_cold").await.json["status"],
+        "accepted"
+    );
     assert_eq!(stack.database.receipt_count().await, 1);
 }
 

@@ -102,16 +102,10 @@ async fn start() -> Stack {
         .await
 }
 
-async fn deliver(stack: &Stack, event_id: &str) -> Answer {
-    stack
-        .deliver(&Provider::Stripe.request(Variant::Routed(event_id)))
-        .await
-}
-
 /// With the database stalled: the first request's commit hangs, the rest queue.
 async fn pile_up(stack: &Stack, count: usize) -> Vec<tokio::task::JoinHandle<Answer>> {
     // A warm connection, so the stall catches a statement rather than a connect.
-    assert_eq!(deliver(stack, "evt_warm").await.status, 200);
+    assert_eq!(stack.deliver_event("evt_warm").await.status, 200);
     stack.proxy().stall();
     let pile = (0..count)
         .map(|index| {
@@ -190,7 +184,7 @@ async fn a_failed_batch_answers_503_to_every_member() {
     }
     stack.proxy().restore();
     assert_eq!(stack.database.receipt_count().await, 1, "only the warm-up");
-    let again = deliver(&stack, "evt_pile_0").await;
+    let again = stack.deliver_event("evt_pile_0").await;
     assert_eq!(again.json["status"], "accepted", "the refused event is new");
 }
 
