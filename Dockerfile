@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
-# Multi-stage build of the three binaries. The SQL is runtime-checked (no sqlx macros),
-# so the build needs no database; SQLX_OFFLINE keeps it that way if macros are added.
+# Multi-stage build of the three binaries. The SQL is checked at compile time against the
+# committed cache (.sqlx/), so the build needs no database; SQLX_OFFLINE makes sure.
 FROM rust:1.95-bookworm AS build
 WORKDIR /src
 ENV SQLX_OFFLINE=true

@@ -28,8 +28,19 @@ if ! command -v sqlx >/dev/null 2>&1 || ! sqlx --version | grep -q ' 0\.9\.'; th
   exit 1
 fi
 
+# Every crate that can use the macros reads a database only from
+# INBOUND_SQLX_DATABASE_URL (its sqlx.toml): without one, the DATABASE_URL the tests
+# export would be what its statements are checked against.
+for manifest in crates/*/Cargo.toml tests/Cargo.toml tests/programs/Cargo.toml; do
+  if grep -q '^sqlx' "$manifest" && [ ! -f "$(dirname "$manifest")/sqlx.toml" ]; then
+    echo "$(dirname "$manifest")/sqlx.toml is missing: copy crates/core/sqlx.toml there" >&2
+    exit 1
+  fi
+done
+
 server_url="$(scripts/ensure-postgres.sh)"
-scratch=inbound_sqlx_prepare
+# A database of this run's own, dropped at exit: two runs never share one.
+scratch="inbound_sqlx_prepare_$$"
 # The same server and credentials, another database; `options` puts inbound's schema
 # first, as sessions do (crates/core/src/store/session.rs).
 url_for() {
@@ -44,16 +55,19 @@ print(u.urlunsplit(parts._replace(path="/" + database, query=u.urlencode(query, 
 PY
 }
 
-psql -w -Atq -v ON_ERROR_STOP=1 -d "$server_url" \
-  -c "DROP DATABASE IF EXISTS $scratch WITH (FORCE)" -c "CREATE DATABASE $scratch" >/dev/null
+log=$(mktemp)
+cleanup() {
+  rm -f "$log"
+  psql -w -Atq -d "$server_url" -c "DROP DATABASE IF EXISTS $scratch WITH (FORCE)" >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+psql -w -Atq -v ON_ERROR_STOP=1 -d "$server_url" -c "CREATE DATABASE $scratch" >/dev/null
 psql -w -Atq -v ON_ERROR_STOP=1 -d "$(url_for "$scratch" "")" \
   -c "CREATE SCHEMA inbound" -c "CREATE SCHEMA inbound_example" >/dev/null
 sqlx migrate run --source migrations --database-url "$(url_for "$scratch" inbound)" >/dev/null
 sqlx migrate run --source crates/example/migrations \
   --database-url "$(url_for "$scratch" inbound_example)" >/dev/null
 
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
 scratch_url="$(url_for "$scratch" inbound)"
 if ! DATABASE_URL="$scratch_url" INBOUND_SQLX_DATABASE_URL="$scratch_url" \
   cargo sqlx prepare --workspace "${mode[@]}" -- --workspace --all-targets \

@@ -138,7 +138,7 @@ pub async fn claim_batch(
              SELECT receipt_id, attempts, payload_bytes, visible_at,
                     leased_by IS NOT NULL AS reclaimed
              FROM receipt_queue
-             WHERE visible_at <= coalesce($8::timestamptz, now())
+             WHERE visible_at <= coalesce($8, now())
                AND ($4::text[] IS NULL OR integration = ANY ($4))
              ORDER BY visible_at, receipt_id
              LIMIT $1
@@ -149,9 +149,10 @@ pub async fn claim_batch(
              RETURNING q.receipt_id, q.attempts, q.last_error
          ), failed AS (
              UPDATE receipts r
-             SET status = 'failed', attempts = e.attempts, finished_at = coalesce($8::timestamptz, now()),
-                 last_error = format('attempt %s of %s never recorded an outcome (its worker stopped or hung)%s',
-                                     e.attempts, $6::int4, coalesce('; last error: ' || e.last_error, ''))
+             SET status = 'failed', attempts = e.attempts, finished_at = coalesce($8, now()),
+                 last_error = format(
+                     'attempt %s of %s never recorded an outcome (its worker stopped or hung)%s',
+                     e.attempts, $6::int4, coalesce('; last error: ' || e.last_error, ''))
              FROM exhausted e WHERE r.id = e.receipt_id
              RETURNING r.id, r.integration, r.event_id, e.attempts
          ), sized AS (
@@ -162,13 +163,13 @@ pub async fn claim_batch(
              WINDOW claim_order AS (ORDER BY visible_at, receipt_id)
          ), claimed AS (
              UPDATE receipt_queue q
-             SET visible_at = coalesce($8::timestamptz, now()) + $2::int8 * interval '1 millisecond',
+             SET visible_at = coalesce($8, now()) + $2::int8 * interval '1 millisecond',
                  attempts = q.attempts + 1,
                  -- From the sequence, and past the row's own token in any case (a worker of
                  -- the previous version, mid-upgrade, still counts up per row).
                  lease_token = GREATEST(nextval('receipt_lease_tokens'), q.lease_token + 1),
                  leased_by = $3,
-                 leased_at = coalesce($8::timestamptz, now())
+                 leased_at = coalesce($8, now())
              FROM sized s
              WHERE q.receipt_id = s.receipt_id
                AND (s.running_bytes <= $5 OR (s.position = 1 AND $7))
@@ -183,7 +184,7 @@ pub async fn claim_batch(
          FROM claimed c JOIN receipts r ON r.id = c.receipt_id
          UNION ALL
          SELECT true, f.id, 0, f.attempts, false, f.integration, '', f.event_id, '', '',
-                0, coalesce($8::timestamptz, now())
+                0, coalesce($8, now())
          FROM failed f
          ORDER BY 2 -- receipt_id: claim order, exhausted ones among them"#,
         limits.receipts,
@@ -400,8 +401,8 @@ pub async fn release_for_retry(
     let updated = sqlx::query!(
         "WITH released AS (
              UPDATE receipt_queue
-             SET visible_at = coalesce($5::timestamptz, now()) + $3::int8 * interval '1 millisecond', leased_by = NULL,
-                 leased_at = NULL, last_error = $4
+             SET visible_at = coalesce($5, now()) + $3::int8 * interval '1 millisecond',
+                 leased_by = NULL, leased_at = NULL, last_error = $4
              WHERE receipt_id = $1 AND lease_token = $2
              RETURNING receipt_id, attempts
          )
@@ -411,8 +412,8 @@ pub async fn release_for_retry(
         lease.token as LeaseToken,
         i64::try_from(delay.as_millis()).unwrap_or(i64::MAX),
         error,
-
-        now,    )
+        now,
+    )
     .execute(conn)
     .await?;
     Ok(updated.rows_affected() == 1)

@@ -208,7 +208,10 @@ pub async fn create_roles(
         .await?;
     let mut transaction = connection.begin().await?;
     for statement in statements(schema, prefix, &database, business_schemas) {
-        // Runtime SQL: DDL and grants take no parameters; every name is quoted.
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "Runtime SQL: DDL and grants take no parameters; every name is quoted."
+        )]
         sqlx::raw_sql(sqlx::AssertSqlSafe(statement))
             .execute(&mut *transaction)
             .await?;

@@ -228,9 +228,12 @@ async fn moves_between_servers(
 
 /// The session's backend, asked in the simple protocol: this runs before we know whether
 /// named statements are safe.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "Runtime SQL: the simple protocol, before named statements are known to be safe."
+)]
 async fn backend_pid(connection: &mut PgConnection) -> Result<i32, sqlx::Error> {
     use sqlx::Row;
-    // Runtime SQL: the simple protocol, before named statements are known to be safe.
     sqlx::raw_sql("SELECT pg_backend_pid()")
         .fetch_one(connection)
         .await?

@@ -84,8 +84,6 @@ pub async fn replay(
     Ok(())
 }
 
-/// A pending receipt waiting out a retry delay (after a fix, say): due now, attempts kept,
-/// recorded. `false` when a worker holds its lease (it is being processed now).
 /// The receipt's status, its row locked until the decision commits (a worker finishing
 /// it waits, and the decision sees what it changes).
 async fn locked_status(
@@ -100,6 +98,8 @@ async fn locked_status(
     .await
 }
 
+/// A pending receipt waiting out a retry delay (after a fix, say): due now, attempts kept,
+/// recorded. `false` when a worker holds its lease (it is being processed now).
 async fn make_due(
     conn: &mut PgConnection,
     id: ReceiptId,

@@ -19,12 +19,12 @@ pub async fn purge_preview(
         r#"SELECT
              (SELECT count(*) FROM receipts r
               WHERE r.status = 'done' AND r.payload IS NOT NULL
-                AND r.finished_at < coalesce($4::timestamptz, now()) - make_interval(days => $1)
+                AND r.finished_at < coalesce($4, now()) - make_interval(days => $1)
                 AND NOT EXISTS (SELECT 1 FROM effects e WHERE e.receipt_id = r.id
                                 AND e.status <> ALL ($3))) AS "payloads!",
              (SELECT count(*) FROM receipts r
               WHERE $2::int IS NOT NULL AND r.status = 'done'
-                AND r.finished_at < coalesce($4::timestamptz, now()) - make_interval(days => $2)
+                AND r.finished_at < coalesce($4, now()) - make_interval(days => $2)
                 AND NOT EXISTS (SELECT 1 FROM effects e WHERE e.receipt_id = r.id
                                 AND e.status <> ALL ($3))) AS "keys!""#,
         i32::try_from(payload_days).unwrap_or(i32::MAX),
@@ -52,7 +52,7 @@ pub async fn purge_payloads_batch(
              -- LOCKED passes over a receipt a worker or operator holds.
              SELECT r.id FROM receipts r
              WHERE r.status = 'done' AND r.payload IS NOT NULL
-               AND r.finished_at < coalesce($4::timestamptz, now()) - make_interval(days => $1)
+               AND r.finished_at < coalesce($4, now()) - make_interval(days => $1)
                -- The person deciding about an open effect reads the event behind it.
                AND NOT EXISTS (
                    SELECT 1 FROM effects e
@@ -89,7 +89,8 @@ pub async fn purge_keys_batch(
              -- MATERIALIZED with LIMIT: exactly one batch is locked, oldest first; SKIP
              -- LOCKED passes over a receipt a worker or operator holds.
              SELECT r.id FROM receipts r
-             WHERE r.status = 'done' AND r.finished_at < coalesce($4::timestamptz, now()) - make_interval(days => $1)
+             WHERE r.status = 'done'
+               AND r.finished_at < coalesce($4, now()) - make_interval(days => $1)
                AND NOT EXISTS (
                    SELECT 1 FROM effects e
                    WHERE e.receipt_id = r.id AND e.status <> ALL ($3)

@@ -97,14 +97,15 @@ pub async fn claim_batch(
              SELECT id, status, lease_ms,
                     status = 'pending' AND COALESCE(
                         NOT maybe_delivered
-                        OR first_attempt_at + horizon_ms * interval '1 millisecond' > coalesce($8::timestamptz, now()),
+                        OR first_attempt_at + horizon_ms * interval '1 millisecond'
+                           > coalesce($8, now()),
                         false) AS begins
              FROM (
                  SELECT d.*, s.lease_ms, s.horizon_ms
                  FROM s CROSS JOIN LATERAL (
                      SELECT id, status, visible_at, maybe_delivered, first_attempt_at FROM effects
                      WHERE sink = s.sink AND status IN ('pending', 'in_flight', 'uncertain')
-                       AND visible_at <= coalesce($8::timestamptz, now())
+                       AND visible_at <= coalesce($8, now())
                      ORDER BY visible_at, id
                      LIMIT s.slots
                      FOR UPDATE SKIP LOCKED
@@ -117,21 +118,24 @@ pub async fn claim_batch(
              SET lease_token = e.lease_token + 1, leased_by = $3,
                  status = CASE WHEN due.begins THEN 'in_flight' ELSE e.status END,
                  attempts = e.attempts + due.begins::int,
-                 first_attempt_at = CASE WHEN due.begins THEN COALESCE(e.first_attempt_at, coalesce($8::timestamptz, now()))
+                 first_attempt_at = CASE WHEN due.begins
+                                         THEN COALESCE(e.first_attempt_at, $8, now())
                                          ELSE e.first_attempt_at END,
                  -- A step that sends nothing (a reconciliation, a verdict) is leased at
                  -- least as long as a request to its sink may take, so its answer is never
                  -- fenced out by a second claim of the same effect.
-                 visible_at = coalesce($8::timestamptz, now()) + CASE WHEN due.begins THEN due.lease_ms
+                 visible_at = coalesce($8, now()) + CASE WHEN due.begins THEN due.lease_ms
                                            ELSE GREATEST($2::int8, due.lease_ms) END
                                       * interval '1 millisecond'
              FROM due
              WHERE e.id = due.id
-             RETURNING e.id, e.receipt_id, e.operation_key, e.sink, e.kind, e.tenant, e.data, e.event,
-                       due.status, e.attempts, e.lease_token,
-                       COALESCE(EXTRACT(EPOCH FROM coalesce($8::timestamptz, now()) - e.first_attempt_at), 0)::float8 AS first_attempt_age_secs,
+             RETURNING e.id, e.receipt_id, e.operation_key, e.sink, e.kind, e.tenant, e.data,
+                       e.event, due.status, e.attempts, e.lease_token,
+                       COALESCE(EXTRACT(EPOCH FROM coalesce($8, now()) - e.first_attempt_at), 0)
+                           ::float8 AS first_attempt_age_secs,
                        e.maybe_delivered, e.reconciliations,
-                       COALESCE(EXTRACT(EPOCH FROM coalesce($8::timestamptz, now()) - e.uncertain_since), 0)::float8 AS uncertain_age_secs,
+                       COALESCE(EXTRACT(EPOCH FROM coalesce($8, now()) - e.uncertain_since), 0)
+                           ::float8 AS uncertain_age_secs,
                        due.begins AS delivery_begun
          ), logged AS (
              INSERT INTO effect_attempts (effect_id, attempt, kind)
@@ -284,19 +288,20 @@ pub async fn finish_deliveries(
                       outcome, status_code)
          ), updated AS (
              UPDATE effects e
-             SET status = f.status, visible_at = coalesce($10::timestamptz, now()) + f.delay_ms * interval '1 millisecond',
+             SET status = f.status,
+                 visible_at = coalesce($10, now()) + f.delay_ms * interval '1 millisecond',
                  last_error = f.error, maybe_delivered = f.maybe_delivered,
                  last_status_code = f.status_code, leased_by = NULL,
                  uncertain_since = CASE WHEN f.status = 'uncertain'
-                                        THEN COALESCE(e.uncertain_since, coalesce($10::timestamptz, now()))
+                                        THEN COALESCE(e.uncertain_since, $10, now())
                                         ELSE e.uncertain_since END,
-                 completed_at = CASE WHEN f.status = 'completed' THEN coalesce($10::timestamptz, now()) END
+                 completed_at = CASE WHEN f.status = 'completed' THEN coalesce($10, now()) END
              FROM f WHERE e.id = f.id AND e.lease_token = f.lease_token
              RETURNING e.id
          ), closed AS (
              UPDATE effect_attempts a
-             SET finished_at = coalesce($10::timestamptz, now()), outcome = f.outcome, status_code = f.status_code,
-                 error = f.error
+             SET finished_at = coalesce($10, now()), outcome = f.outcome,
+                 status_code = f.status_code, error = f.error
              FROM f JOIN updated u ON u.id = f.id
              WHERE a.effect_id = f.id AND a.attempt = f.attempt AND a.kind = 'delivery'
          )
@@ -341,22 +346,27 @@ pub async fn record_step(
     let recorded = sqlx::query_scalar!(
         r#"WITH updated AS (
              UPDATE effects
-             SET status = $3, visible_at = coalesce($10::timestamptz, now()) + $4::int8 * interval '1 millisecond', last_error = $5,
-                 maybe_delivered = $6, leased_by = NULL,
+             SET status = $3,
+                 visible_at = coalesce($10, now()) + $4::int8 * interval '1 millisecond',
+                 last_error = $5, maybe_delivered = $6, leased_by = NULL,
                  reconciliations = reconciliations + $9::bool::int,
-                 uncertain_since = CASE WHEN $3 = 'uncertain' THEN COALESCE(uncertain_since, coalesce($10::timestamptz, now()))
+                 uncertain_since = CASE WHEN $3 = 'uncertain'
+                                        THEN COALESCE(uncertain_since, $10, now())
                                         ELSE uncertain_since END,
-                 completed_at = CASE WHEN $3 = 'completed' THEN coalesce($10::timestamptz, now()) END
+                 completed_at = CASE WHEN $3 = 'completed' THEN coalesce($10, now()) END
              WHERE id = $1 AND lease_token = $2
              RETURNING id, attempts
          ), closed AS (
              -- A delivery left open by a dead worker is closed with this verdict.
-             UPDATE effect_attempts a SET finished_at = coalesce($10::timestamptz, now()), outcome = $7, error = $5
+             UPDATE effect_attempts a
+             SET finished_at = coalesce($10, now()), outcome = $7, error = $5
              FROM updated WHERE NOT $9 AND a.effect_id = updated.id AND a.attempt = updated.attempts
                AND a.kind = 'delivery' AND a.finished_at IS NULL
          ), logged AS (
-             INSERT INTO effect_attempts (effect_id, attempt, kind, finished_at, outcome, status_code, error)
-             SELECT id, attempts, 'reconcile', coalesce($10::timestamptz, now()), $7, $8, $5 FROM updated WHERE $9
+             INSERT INTO effect_attempts (effect_id, attempt, kind, finished_at, outcome,
+                                          status_code, error)
+             SELECT id, attempts, 'reconcile', coalesce($10, now()), $7, $8, $5
+             FROM updated WHERE $9
          )
          SELECT count(*) AS "recorded!" FROM updated"#,
         effect_id as EffectId,
