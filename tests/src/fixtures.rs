@@ -13,6 +13,10 @@ pub const GITHUB_SECRET: &str = "gh-secret-2b9e";
 pub const SLACK_SECRET: &str = "slack-secret-51d0";
 /// Standard Webhooks secret (`whsec_` + base64).
 pub const STANDARD_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+/// Shopify's app client secret.
+pub const SHOPIFY_SECRET: &str = "shpss_acme_4e1d";
+/// The shop `shop-acme` expects.
+pub const SHOPIFY_SHOP: &str = "acme.myshopify.com";
 
 /// Every configured secret value, for scanning logs.
 pub const ALL_SECRETS: &[&str] = &[
@@ -22,6 +26,7 @@ pub const ALL_SECRETS: &[&str] = &[
     SLACK_SECRET,
     STANDARD_SECRET,
     "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+    SHOPIFY_SECRET,
 ];
 
 /// Body limit of every test integration.
@@ -110,6 +115,16 @@ max_body_bytes = {MAX_BODY_BYTES}
 [integration.routes]
 "invoice.paid" = {{ handler = "forward", sink = "audit" }}
 
+[[integration]]
+id = "shop-acme"
+provider = "shopify"
+tenant = "acme"
+secrets = ["env:TEST_SHOPIFY_SECRET"]
+max_body_bytes = {MAX_BODY_BYTES}
+expect = {{ shop_domain = "{SHOPIFY_SHOP}" }}
+[integration.routes]
+"orders/create" = {{ handler = "forward", sink = "audit" }}
+
 [[sink]]
 id = "audit"
 url = "http://127.0.0.1:9/audit"
@@ -124,6 +139,7 @@ pub fn secret_env() -> Vec<(String, String)> {
         ("TEST_GITHUB_SECRET", GITHUB_SECRET),
         ("TEST_SLACK_SECRET", SLACK_SECRET),
         ("TEST_STANDARD_SECRET", STANDARD_SECRET),
+        ("TEST_SHOPIFY_SECRET", SHOPIFY_SECRET),
     ]
     .into_iter()
     .map(|(name, value)| (name.to_owned(), value.to_owned()))
@@ -141,14 +157,17 @@ pub enum Provider {
     Slack,
     /// `std-acme`.
     Standard,
+    /// `shop-acme`.
+    Shopify,
 }
 
 /// Every provider.
-pub const PROVIDERS: [Provider; 4] = [
+pub const PROVIDERS: [Provider; 5] = [
     Provider::Stripe,
     Provider::Github,
     Provider::Slack,
     Provider::Standard,
+    Provider::Shopify,
 ];
 
 /// Which request to build.
@@ -179,12 +198,13 @@ impl Provider {
             Self::Github => "gh-acme",
             Self::Slack => "slack-acme",
             Self::Standard => "std-acme",
+            Self::Shopify => "shop-acme",
         }
     }
 
     /// Whether the provider signs a timestamp.
     pub fn signs_timestamp(self) -> bool {
-        self != Self::Github
+        !matches!(self, Self::Github | Self::Shopify)
     }
 
     /// Whether the provider has a scope to check.
@@ -208,19 +228,28 @@ impl Provider {
             Variant::ForeignScope(id) => (Some(id), true, 0, false, true),
             Variant::GarbageWithBadSignature => {
                 let body = "this is { not json".to_owned();
-                let (headers, _) = self.sign("evt_garbage", &body, 0, true, false, false);
+                let signing = Signing {
+                    event_id: "evt_garbage",
+                    routed: true,
+                    age: 0,
+                    wrong_secret: true,
+                    missing_id: false,
+                    foreign: false,
+                };
+                let (headers, _) = self.sign(&body, signing);
                 return (headers, body);
             }
         };
         let body = self.body(event_id, routed, foreign);
-        self.sign(
-            event_id.unwrap_or("msg_without_type"),
-            &body,
+        let signing = Signing {
+            event_id: event_id.unwrap_or("msg_without_type"),
+            routed,
             age,
             wrong_secret,
-            event_id.is_none(),
+            missing_id: event_id.is_none(),
             foreign,
-        )
+        };
+        self.sign(&body, signing)
     }
 
     fn body(self, event_id: Option<&str>, routed: bool, foreign: bool) -> String {
@@ -278,20 +307,24 @@ impl Provider {
                 }
                 body.to_string()
             }
+            // The topic, the shop and the ids are headers (`sign`); the body is the order.
+            Self::Shopify => serde_json::json!({
+                "id": 820982911946154508_u64, "email": "jon@example.com", "total_price": "10.00"
+            })
+            .to_string(),
         }
     }
 
-    /// Signs `body`; `missing_id` drops GitHub's delivery header, `foreign` names another
-    /// installation target.
-    fn sign(
-        self,
-        event_id: &str,
-        body: &str,
-        age: i64,
-        wrong_secret: bool,
-        missing_id: bool,
-        foreign: bool,
-    ) -> (HeaderList, String) {
+    /// Signs `body` as `signing` says.
+    fn sign(self, body: &str, signing: Signing<'_>) -> (HeaderList, String) {
+        let Signing {
+            event_id,
+            routed,
+            age,
+            wrong_secret,
+            missing_id,
+            foreign,
+        } = signing;
         let secret = |right: &'static str| {
             if wrong_secret {
                 "whsec_dGhlIHdyb25nIHNlY3JldA=="
@@ -315,10 +348,45 @@ impl Provider {
             Self::Standard => {
                 signing::standard_headers(secret(STANDARD_SECRET), event_id, body, age)
             }
+            Self::Shopify => {
+                let topic = if routed {
+                    "orders/create"
+                } else {
+                    "customers/create"
+                };
+                let shop = if foreign {
+                    "other.myshopify.com"
+                } else {
+                    SHOPIFY_SHOP
+                };
+                signing::shopify_headers(secret(SHOPIFY_SECRET), body, event_id, topic, shop)
+            }
         };
-        if missing_id && self == Self::Github {
-            headers.retain(|(name, _)| name != "x-github-delivery");
+        if missing_id {
+            // GitHub's delivery id, Shopify's event and webhook ids: the receipt key's half.
+            headers.retain(|(name, _)| {
+                !matches!(
+                    (self, name.as_str()),
+                    (Self::Github, "x-github-delivery")
+                        | (Self::Shopify, "x-shopify-event-id" | "x-shopify-webhook-id")
+                )
+            });
         }
         (headers, body.to_owned())
     }
+}
+
+/// How [`Provider::request`] signs one request.
+#[derive(Debug, Clone, Copy)]
+struct Signing<'a> {
+    event_id: &'a str,
+    /// A routed type (where the type travels in a header).
+    routed: bool,
+    /// Seconds since the signed timestamp.
+    age: i64,
+    wrong_secret: bool,
+    /// Without the header that carries the event id.
+    missing_id: bool,
+    /// Another account, installation, team or shop.
+    foreign: bool,
 }

@@ -97,6 +97,30 @@ pub fn standard_headers(whsec: &str, id: &str, body: &str, age_secs: i64) -> Hea
     ]
 }
 
+/// Shopify headers for `body`: signed with `secret`, with event id `event_id` (and a
+/// webhook id derived from it), `topic` and `shop`.
+pub fn shopify_headers(
+    secret: &str,
+    body: &str,
+    event_id: &str,
+    topic: &str,
+    shop: &str,
+) -> HeaderList {
+    let secret = Secret::new(secret.as_bytes().to_vec());
+    vec![
+        pair("content-type", "application/json"),
+        pair(
+            "x-shopify-hmac-sha256",
+            verify::sign_shopify(&secret, body.as_bytes()),
+        ),
+        pair("x-shopify-event-id", event_id),
+        pair("x-shopify-webhook-id", format!("webhook-{event_id}")),
+        pair("x-shopify-topic", topic),
+        pair("x-shopify-shop-domain", shop),
+        pair("x-shopify-api-version", "2025-07"),
+    ]
+}
+
 /// A webhook request as a provider sends it: the integration it is addressed to, its
 /// headers and its raw body. Every suite builds its requests as this — from the signers
 /// above, or [`crate::fixtures::Provider::request`] — and sends them one way:

@@ -53,7 +53,7 @@ fn check_config_accepts_a_valid_file() {
     );
     assert!(output.status.success(), "{}", text(&output.stderr));
     assert!(
-        text(&output.stdout).contains("ok (4 integrations, 1 sinks)"),
+        text(&output.stdout).contains("ok (5 integrations, 1 sinks)"),
         "{}",
         text(&output.stdout)
     );
@@ -497,6 +497,30 @@ async fn sign_event_sends_the_github_event_type_it_is_given() {
 
     let refused = sign_and_send(&path, "stripe-acme", "{}", &base, &["--event-type", "x"])
         .expect_err("refused");
+    assert!(refused.contains("--event-type"), "{refused}");
+}
+
+/// Shopify names the topic in a header too: `--event-type` is required, and the request
+/// carries the shop the integration expects, so it passes the scope check.
+#[tokio::test]
+async fn sign_event_sends_the_shopify_topic_it_is_given() {
+    let stack = Stack::start().await;
+    let scratch = ScratchDir::new();
+    let path = write_config(&scratch, |config| config);
+    let body = r#"{"id":820982911946154508,"email":"jon@example.com"}"#;
+    let base = format!("http://{}", stack.ingress.addr);
+    let answer = sign_and_send(
+        &path,
+        "shop-acme",
+        body,
+        &base,
+        &["--event-type", "orders/create"],
+    )
+    .expect("signed");
+    assert_eq!(answer["status"], "accepted", "{answer}");
+    assert_eq!(stack.database.receipt_count().await, 1);
+
+    let refused = sign_and_send(&path, "shop-acme", body, &base, &[]).expect_err("refused");
     assert!(refused.contains("--event-type"), "{refused}");
 }
 

@@ -288,6 +288,7 @@ async fn the_example_stack_delivers_to_both_of_its_sinks() {
         "EXAMPLE_GITHUB_SECRET",
         "EXAMPLE_SLACK_SECRET",
         "EXAMPLE_STANDARD_SECRET",
+        "EXAMPLE_SHOPIFY_SECRET",
         "EXAMPLE_SINK_SECRET",
     ]
     .iter()

@@ -202,6 +202,11 @@ async fn standard_status_table() {
 }
 
 #[tokio::test]
+async fn shopify_status_table() {
+    status_table_for(Provider::Shopify).await;
+}
+
+#[tokio::test]
 async fn slack_url_verification_echoes_the_challenge_only_when_verified() {
     let stack = Stack::start().await;
     let body = r#"{"token":"legacy","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}"#;

@@ -144,6 +144,10 @@ pub struct Expect {
     pub team_id: Option<String>,
     /// Slack: `api_app_id`.
     pub api_app_id: Option<String>,
+    /// Shopify: `X-Shopify-Shop-Domain` (`acme.myshopify.com`). Shopify signs no header:
+    /// anyone replaying a signed body can set it, so it tells shops apart for an honest
+    /// sender, not against one who holds a delivery.
+    pub shop_domain: Option<String>,
 }
 
 /// Where a routed event goes. The key it is configured under is an event type, a

@@ -75,6 +75,7 @@ pub fn extract<'body>(
         Provider::Github => extract_github(integration, headers, payload_json),
         Provider::Slack => extract_slack(integration, payload_json),
         Provider::Standard => extract_standard(integration, headers, payload_json),
+        Provider::Shopify => extract_shopify(integration, headers, payload_json),
     }
 }
 
@@ -372,6 +373,35 @@ fn extract_standard<'body>(
         route_keys: vec![event_type.clone()],
         event_type,
         source_scope: SourceScope::from_parts([integration.id.as_str()]),
+        payload_json,
+    }))
+}
+
+/// Shopify: every identifier travels in headers beside the signed body. The event id is
+/// `X-Shopify-Event-Id` (one per event: a retry, and each subscription's copy, carries the
+/// same), else `X-Shopify-Webhook-Id` (one per delivery, kept across its retries); the type
+/// is the topic (`orders/create`), the only route key; the scope is the shop.
+fn extract_shopify<'body>(
+    integration: &Integration,
+    headers: &Headers<'_>,
+    payload_json: &'body str,
+) -> Result<Extracted<'body>, ExtractError> {
+    let event_id = match headers.get("x-shopify-event-id") {
+        Some(event_id) => required_identifier(Some(Cow::Borrowed(event_id)), "event id")?,
+        None => header_identifier(headers, "x-shopify-webhook-id", "webhook id")?,
+    };
+    let topic = header_identifier(headers, "x-shopify-topic", "topic")?;
+    let shop = header_identifier(headers, "x-shopify-shop-domain", "shop domain")?;
+    expect_equal(
+        &integration.expect.shop_domain,
+        Some(&shop),
+        "unexpected shop",
+    )?;
+    Ok(Extracted::Event(Event {
+        event_id: EventId::new(event_id),
+        route_keys: vec![topic.clone()],
+        event_type: topic,
+        source_scope: SourceScope::from_parts([integration.id.as_str(), &shop]),
         payload_json,
     }))
 }

@@ -8,6 +8,7 @@
 
 mod github;
 mod mac;
+mod shopify;
 mod slack;
 mod standard;
 mod stripe;
@@ -16,6 +17,7 @@ use crate::headers::Headers;
 use crate::secret::Secret;
 
 pub use github::sign as sign_github;
+pub use shopify::sign as sign_shopify;
 pub use slack::sign as sign_slack;
 pub use standard::{decode_secret as decode_standard_secret, sign as sign_standard};
 pub use stripe::sign as sign_stripe;
@@ -31,11 +33,19 @@ pub enum Provider {
     Slack,
     /// Standard Webhooks (`webhook-id`, `webhook-timestamp`, `webhook-signature`).
     Standard,
+    /// `X-Shopify-Hmac-Sha256: <base64>` of the body.
+    Shopify,
 }
 
 impl Provider {
     /// Every provider, in documentation order.
-    pub const ALL: [Provider; 4] = [Self::Stripe, Self::Github, Self::Slack, Self::Standard];
+    pub const ALL: [Provider; 5] = [
+        Self::Stripe,
+        Self::Github,
+        Self::Slack,
+        Self::Standard,
+        Self::Shopify,
+    ];
 
     /// The name used in configuration.
     pub fn name(self) -> &'static str {
@@ -44,19 +54,21 @@ impl Provider {
             Self::Github => "github",
             Self::Slack => "slack",
             Self::Standard => "standard",
+            Self::Shopify => "shopify",
         }
     }
 
     /// How long the provider waits for an answer before it counts the delivery as failed,
     /// as far as it says (the ingress's p99 alert fires at half of it; an integration's
     /// `provider_timeout_secs` overrides it). GitHub documents 10 s, Slack 3 s, Svix (the
-    /// Standard Webhooks reference sender) 15 s; Stripe documents none, and reports of
-    /// its limit range from 10 to 30 s, so the lowest is taken.
+    /// Standard Webhooks reference sender) 15 s, Shopify 5 s; Stripe documents none, and
+    /// reports of its limit range from 10 to 30 s, so the lowest is taken.
     pub fn delivery_timeout_secs(self) -> u64 {
         match self {
             Self::Stripe | Self::Github => 10,
             Self::Slack => 3,
             Self::Standard => 15,
+            Self::Shopify => 5,
         }
     }
 
@@ -69,11 +81,12 @@ impl Provider {
     /// - Slack retries 3 times within about an hour; 1 day leaves a margin.
     /// - Standard Webhooks senders differ (Svix retries for about 28 hours and can
     ///   replay its retained messages); 30 days is the cautious default.
+    /// - Shopify retries 8 times over 4 hours; 1 day leaves a margin.
     pub fn redelivery_horizon_days(self) -> u32 {
         match self {
             Self::Stripe | Self::Standard => 30,
             Self::Github => 3,
-            Self::Slack => 1,
+            Self::Slack | Self::Shopify => 1,
         }
     }
 
@@ -128,6 +141,7 @@ pub fn verify(
         Provider::Github => github::verify(headers, body, context),
         Provider::Slack => slack::verify(headers, body, context),
         Provider::Standard => standard::verify(headers, body, context),
+        Provider::Shopify => shopify::verify(headers, body, context),
     }
 }
 

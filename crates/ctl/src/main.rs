@@ -138,7 +138,8 @@ enum Command {
         /// Base URL of the ingress.
         #[arg(long, default_value = "http://127.0.0.1:8080")]
         url: String,
-        /// GitHub only: the event (`X-GitHub-Event`, e.g. `pull_request`; default `ping`).
+        /// GitHub: the event (`X-GitHub-Event`, e.g. `pull_request`; default `ping`).
+        /// Shopify: the topic (`X-Shopify-Topic`, e.g. `orders/create`; required).
         /// Other providers name the type in the body.
         #[arg(long)]
         event_type: Option<String>,

@@ -6,21 +6,23 @@ use inbound_core::config::Config;
 use inbound_core::verify::{self, Provider};
 
 /// A `curl` command line that POSTs `body` to `base_url` for `integration_id`, signed with
-/// the integration's first secret and the current time. `github_event` is GitHub's
-/// `X-GitHub-Event` (default `ping`); other providers refuse it.
+/// the integration's first secret and the current time. `header_event_type` is the type
+/// of the providers that send it in a header: GitHub's `X-GitHub-Event` (default `ping`)
+/// and Shopify's `X-Shopify-Topic` (required); the others refuse it.
 pub fn curl_command(
     config: &Config,
     integration_id: &str,
     body: &str,
     base_url: &str,
-    github_event: Option<&str>,
+    header_event_type: Option<&str>,
 ) -> anyhow::Result<String> {
     let integration = config
         .integration(integration_id)
         .with_context(|| format!("no integration {integration_id:?} in the configuration"))?;
-    if github_event.is_some() && integration.provider != Provider::Github {
+    let types_in_a_header = [Provider::Github, Provider::Shopify];
+    if header_event_type.is_some() && !types_in_a_header.contains(&integration.provider) {
         bail!(
-            "--event-type is for GitHub integrations (X-GitHub-Event); {} names the type in the body",
+            "--event-type is for GitHub (X-GitHub-Event) and Shopify (X-Shopify-Topic) integrations; {} names the type in the body",
             integration.provider.name()
         );
     }
@@ -40,7 +42,7 @@ pub fn curl_command(
             ),
             (
                 "X-GitHub-Event".into(),
-                github_event.unwrap_or("ping").to_owned(),
+                header_event_type.unwrap_or("ping").to_owned(),
             ),
             ("X-GitHub-Delivery".into(), format!("delivery-{now}")),
         ],
@@ -60,6 +62,29 @@ pub fn curl_command(
                 ),
                 ("webhook-timestamp".into(), now.to_string()),
                 ("webhook-id".into(), id),
+            ]
+        }
+        Provider::Shopify => {
+            let Some(topic) = header_event_type else {
+                bail!(
+                    "Shopify sends the type as X-Shopify-Topic: give --event-type (e.g. orders/create)"
+                );
+            };
+            // The shop the integration expects, so the request passes its scope check.
+            let shop = integration
+                .expect
+                .shop_domain
+                .as_deref()
+                .unwrap_or("example.myshopify.com");
+            vec![
+                (
+                    "X-Shopify-Hmac-Sha256".into(),
+                    verify::sign_shopify(secret, body.as_bytes()),
+                ),
+                ("X-Shopify-Topic".into(), topic.to_owned()),
+                ("X-Shopify-Shop-Domain".into(), shop.to_owned()),
+                ("X-Shopify-Webhook-Id".into(), format!("webhook-{now}")),
+                ("X-Shopify-Event-Id".into(), format!("event-{now}")),
             ]
         }
     };

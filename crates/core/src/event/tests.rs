@@ -47,6 +47,14 @@ provider = "standard"
 tenant = "acme"
 secrets = ["env:S"]
 
+[[integration]]
+id = "shop"
+provider = "shopify"
+tenant = "acme"
+secrets = ["env:S"]
+expect = { shop_domain = "acme.myshopify.com" }
+routes = { "orders/create" = { handler = "forward", sink = "s" } }
+
 [[sink]]
 id = "s"
 url = "http://sink.internal/"
@@ -407,5 +415,66 @@ fn a_pattern_of_an_events_specific_key_wins_over_an_exact_match_of_its_general_o
     assert_eq!(
         routed(&without_action),
         Some(("pull_request".to_owned(), "bare".to_owned()))
+    );
+}
+
+#[test]
+fn shopify_takes_ids_topic_and_shop_from_headers() {
+    let headers = [
+        ("x-shopify-event-id", "ev-1"),
+        ("x-shopify-webhook-id", "wh-1"),
+        ("x-shopify-topic", "orders/create"),
+        ("x-shopify-shop-domain", "acme.myshopify.com"),
+    ];
+    let order = event(run("shop", &headers, r#"{"id":1}"#));
+    assert_eq!(
+        order.event_id.as_str(),
+        "ev-1",
+        "the event id, not the delivery's"
+    );
+    assert_eq!(order.event_type, "orders/create");
+    assert_eq!(order.route_keys, ["orders/create"]);
+    assert_eq!(order.source_scope.as_str(), "shop/acme.myshopify.com");
+    let config = config();
+    let integration = config.integration("shop").expect("shop");
+    assert_eq!(
+        find_route(integration, &order).map(|(key, _)| key),
+        Some("orders/create")
+    );
+
+    // Without an event id (an older API version), the delivery's id keys the receipt.
+    let without_event_id = event(run("shop", &headers[1..], "{}"));
+    assert_eq!(without_event_id.event_id.as_str(), "wh-1");
+
+    let other_shop = [
+        headers[0],
+        headers[1],
+        headers[2],
+        ("x-shopify-shop-domain", "evil.myshopify.com"),
+    ];
+    assert_eq!(
+        run("shop", &other_shop, "{}"),
+        Err(ExtractError::Forbidden("unexpected shop"))
+    );
+    assert!(is_malformed(run("shop", &[], "{}")), "no header at all");
+    assert!(
+        is_malformed(run("shop", &[headers[0], headers[3]], "{}")),
+        "no topic"
+    );
+    assert!(
+        is_malformed(run("shop", &[headers[0], headers[2]], "{}")),
+        "no shop"
+    );
+    assert!(
+        is_malformed(run("shop", &[headers[2], headers[3]], "{}")),
+        "no event or webhook id"
+    );
+    assert!(
+        is_malformed(run(
+            "shop",
+            &[("x-shopify-event-id", ""), headers[2], headers[3]],
+            "{}"
+        )),
+        "an empty event id"
     );
 }

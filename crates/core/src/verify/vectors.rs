@@ -72,6 +72,69 @@ fn assert_verifies_only_untampered(
     );
 }
 
+/// Shopify publishes no fixed vector: these were signed, and each validated, by its
+/// official SDK (`testdata/shopify-sdk.json` names the version; the generator is
+/// `testdata/generators/shopify.js`).
+#[test]
+fn shopify_vectors_from_the_official_sdk() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/shopify-sdk.json");
+    let vectors: Value =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("the Shopify vectors"))
+            .expect("JSON");
+    assert!(text(&vectors, "sdk").starts_with("@shopify/shopify-api "));
+    let secret = Secret::new(text(&vectors, "secret").as_bytes().to_vec());
+    let cases = vectors["cases"].as_array().expect("cases");
+    assert!(!cases.is_empty());
+    for case in cases {
+        let (body, hmac) = (text(case, "body"), text(case, "hmac"));
+        assert_eq!(sign_shopify(&secret, body.as_bytes()), hmac, "{body}");
+        let pairs = [("x-shopify-hmac-sha256", hmac.to_owned())];
+        assert_verifies_only_untampered(Provider::Shopify, &pairs, body, secret.clone(), 0);
+        // One flipped character of the header is a different signature.
+        let mut tampered = hmac.to_owned();
+        let first = if tampered.starts_with('A') { "B" } else { "A" };
+        tampered.replace_range(0..1, first);
+        let tampered = [("x-shopify-hmac-sha256", tampered)];
+        let keys = [secret.clone()];
+        assert_eq!(
+            verify(
+                Provider::Shopify,
+                &headers_of(&tampered),
+                body.as_bytes(),
+                context(&keys, 0)
+            ),
+            Err(VerifyError::NoMatchingSignature)
+        );
+    }
+}
+
+#[test]
+fn shopify_headers_that_are_not_a_base64_mac_are_malformed() {
+    let keys = [Secret::new(b"k".to_vec())];
+    for value in ["", "not base64!", "AAAA", "sha256=abc"] {
+        let pairs = [("x-shopify-hmac-sha256", value.to_owned())];
+        assert_eq!(
+            verify(
+                Provider::Shopify,
+                &headers_of(&pairs),
+                b"{}",
+                context(&keys, 0)
+            ),
+            Err(VerifyError::MalformedHeader("x-shopify-hmac-sha256")),
+            "{value:?}"
+        );
+    }
+    assert_eq!(
+        verify(
+            Provider::Shopify,
+            &headers_of(&[]),
+            b"{}",
+            context(&keys, 0)
+        ),
+        Err(VerifyError::MissingHeader("x-shopify-hmac-sha256"))
+    );
+}
+
 #[test]
 fn standard_webhooks_vectors() {
     let vectors = load_vectors();
