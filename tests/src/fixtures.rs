@@ -15,6 +15,8 @@ pub const SLACK_SECRET: &str = "slack-secret-51d0";
 pub const STANDARD_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 /// Shopify's app client secret.
 pub const SHOPIFY_SECRET: &str = "shpss_acme_4e1d";
+/// Paddle's notification destination secret.
+pub const PADDLE_SECRET: &str = "pdl_ntfset_acme_9b71";
 /// The shop `shop-acme` expects.
 pub const SHOPIFY_SHOP: &str = "acme.myshopify.com";
 
@@ -27,6 +29,7 @@ pub const ALL_SECRETS: &[&str] = &[
     STANDARD_SECRET,
     "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
     SHOPIFY_SECRET,
+    PADDLE_SECRET,
 ];
 
 /// Body limit of every test integration.
@@ -125,6 +128,15 @@ expect = {{ shop_domain = "{SHOPIFY_SHOP}" }}
 [integration.routes]
 "orders/create" = {{ handler = "forward", sink = "audit" }}
 
+[[integration]]
+id = "paddle-acme"
+provider = "paddle"
+tenant = "acme"
+secrets = ["env:TEST_PADDLE_SECRET"]
+max_body_bytes = {MAX_BODY_BYTES}
+[integration.routes]
+"transaction.completed" = {{ handler = "forward", sink = "audit" }}
+
 [[sink]]
 id = "audit"
 url = "http://127.0.0.1:9/audit"
@@ -140,6 +152,7 @@ pub fn secret_env() -> Vec<(String, String)> {
         ("TEST_SLACK_SECRET", SLACK_SECRET),
         ("TEST_STANDARD_SECRET", STANDARD_SECRET),
         ("TEST_SHOPIFY_SECRET", SHOPIFY_SECRET),
+        ("TEST_PADDLE_SECRET", PADDLE_SECRET),
     ]
     .into_iter()
     .map(|(name, value)| (name.to_owned(), value.to_owned()))
@@ -159,15 +172,18 @@ pub enum Provider {
     Standard,
     /// `shop-acme`.
     Shopify,
+    /// `paddle-acme`.
+    Paddle,
 }
 
 /// Every provider.
-pub const PROVIDERS: [Provider; 5] = [
+pub const PROVIDERS: [Provider; 6] = [
     Provider::Stripe,
     Provider::Github,
     Provider::Slack,
     Provider::Standard,
     Provider::Shopify,
+    Provider::Paddle,
 ];
 
 /// Which request to build.
@@ -199,6 +215,7 @@ impl Provider {
             Self::Slack => "slack-acme",
             Self::Standard => "std-acme",
             Self::Shopify => "shop-acme",
+            Self::Paddle => "paddle-acme",
         }
     }
 
@@ -209,7 +226,7 @@ impl Provider {
 
     /// Whether the provider has a scope to check.
     pub fn has_scope(self) -> bool {
-        self != Self::Standard
+        !matches!(self, Self::Standard | Self::Paddle)
     }
 
     /// The request for `variant`, to this provider's integration.
@@ -307,6 +324,21 @@ impl Provider {
                 }
                 body.to_string()
             }
+            Self::Paddle => {
+                let event_type = if routed {
+                    "transaction.completed"
+                } else {
+                    "transaction.created"
+                };
+                let mut body = serde_json::json!({
+                    "event_type": event_type, "notification_id": "ntf_1",
+                    "data": {"id": "txn_1", "status": "completed"}
+                });
+                if let Some(event_id) = event_id {
+                    body["event_id"] = event_id.into();
+                }
+                body.to_string()
+            }
             // The topic, the shop and the ids are headers (`sign`); the body is the order.
             Self::Shopify => serde_json::json!({
                 "id": 820982911946154508_u64, "email": "jon@example.com", "total_price": "10.00"
@@ -348,6 +380,7 @@ impl Provider {
             Self::Standard => {
                 signing::standard_headers(secret(STANDARD_SECRET), event_id, body, age)
             }
+            Self::Paddle => signing::paddle_headers(secret(PADDLE_SECRET), body, age),
             Self::Shopify => {
                 let topic = if routed {
                     "orders/create"

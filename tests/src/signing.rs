@@ -97,6 +97,18 @@ pub fn standard_headers(whsec: &str, id: &str, body: &str, age_secs: i64) -> Hea
     ]
 }
 
+/// `Paddle-Signature` headers for `body`, signed `age_secs` ago.
+pub fn paddle_headers(secret: &str, body: &str, age_secs: i64) -> HeaderList {
+    let secret = Secret::new(secret.as_bytes().to_vec());
+    vec![
+        pair("content-type", "application/json"),
+        pair(
+            "paddle-signature",
+            verify::sign_paddle(&secret, now() - age_secs, body.as_bytes()),
+        ),
+    ]
+}
+
 /// Shopify headers for `body`: signed with `secret`, with event id `event_id` (and a
 /// webhook id derived from it), `topic` and `shop`.
 pub fn shopify_headers(

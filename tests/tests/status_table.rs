@@ -207,6 +207,11 @@ async fn shopify_status_table() {
 }
 
 #[tokio::test]
+async fn paddle_status_table() {
+    status_table_for(Provider::Paddle).await;
+}
+
+#[tokio::test]
 async fn slack_url_verification_echoes_the_challenge_only_when_verified() {
     let stack = Stack::start().await;
     let body = r#"{"token":"legacy","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}"#;

@@ -76,6 +76,7 @@ pub fn extract<'body>(
         Provider::Slack => extract_slack(integration, payload_json),
         Provider::Standard => extract_standard(integration, headers, payload_json),
         Provider::Shopify => extract_shopify(integration, headers, payload_json),
+        Provider::Paddle => extract_paddle(integration, payload_json),
     }
 }
 
@@ -402,6 +403,33 @@ fn extract_shopify<'body>(
         route_keys: vec![topic.clone()],
         event_type: topic,
         source_scope: SourceScope::from_parts([integration.id.as_str(), &shop]),
+        payload_json,
+    }))
+}
+
+#[derive(Deserialize)]
+struct PaddleFields<'a> {
+    #[serde(borrow)]
+    event_id: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    event_type: Option<Cow<'a, str>>,
+}
+
+/// Paddle Billing: the event id and type from the signed body. `event_id` is the event's
+/// (each destination's notification of it, and every retry, carries the same); the body
+/// names no seller, so the scope is the integration.
+fn extract_paddle<'body>(
+    integration: &Integration,
+    payload_json: &'body str,
+) -> Result<Extracted<'body>, ExtractError> {
+    let fields: PaddleFields = parse_fields(payload_json)?;
+    let event_id = required_identifier(fields.event_id, "event_id")?;
+    let event_type = required_identifier(fields.event_type, "event_type")?;
+    Ok(Extracted::Event(Event {
+        event_id: EventId::new(event_id),
+        route_keys: vec![event_type.clone()],
+        event_type,
+        source_scope: SourceScope::from_parts([integration.id.as_str()]),
         payload_json,
     }))
 }

@@ -8,6 +8,7 @@
 
 mod github;
 mod mac;
+mod paddle;
 mod shopify;
 mod slack;
 mod standard;
@@ -17,6 +18,7 @@ use crate::headers::Headers;
 use crate::secret::Secret;
 
 pub use github::sign as sign_github;
+pub use paddle::sign as sign_paddle;
 pub use shopify::sign as sign_shopify;
 pub use slack::sign as sign_slack;
 pub use standard::{decode_secret as decode_standard_secret, sign as sign_standard};
@@ -35,16 +37,19 @@ pub enum Provider {
     Standard,
     /// `X-Shopify-Hmac-Sha256: <base64>` of the body.
     Shopify,
+    /// Paddle Billing: `Paddle-Signature: ts=…;h1=…`.
+    Paddle,
 }
 
 impl Provider {
     /// Every provider, in documentation order.
-    pub const ALL: [Provider; 5] = [
+    pub const ALL: [Provider; 6] = [
         Self::Stripe,
         Self::Github,
         Self::Slack,
         Self::Standard,
         Self::Shopify,
+        Self::Paddle,
     ];
 
     /// The name used in configuration.
@@ -55,20 +60,21 @@ impl Provider {
             Self::Slack => "slack",
             Self::Standard => "standard",
             Self::Shopify => "shopify",
+            Self::Paddle => "paddle",
         }
     }
 
     /// How long the provider waits for an answer before it counts the delivery as failed,
     /// as far as it says (the ingress's p99 alert fires at half of it; an integration's
     /// `provider_timeout_secs` overrides it). GitHub documents 10 s, Slack 3 s, Svix (the
-    /// Standard Webhooks reference sender) 15 s, Shopify 5 s; Stripe documents none, and
+    /// Standard Webhooks reference sender) 15 s, Shopify and Paddle 5 s; Stripe documents none, and
     /// reports of its limit range from 10 to 30 s, so the lowest is taken.
     pub fn delivery_timeout_secs(self) -> u64 {
         match self {
             Self::Stripe | Self::Github => 10,
             Self::Slack => 3,
             Self::Standard => 15,
-            Self::Shopify => 5,
+            Self::Shopify | Self::Paddle => 5,
         }
     }
 
@@ -82,9 +88,11 @@ impl Provider {
     /// - Standard Webhooks senders differ (Svix retries for about 28 hours and can
     ///   replay its retained messages); 30 days is the cautious default.
     /// - Shopify retries 8 times over 4 hours; 1 day leaves a margin.
+    /// - Paddle retries 60 times over 3 days (live), and a notification can be replayed
+    ///   through its API later; 30 days, as for Stripe.
     pub fn redelivery_horizon_days(self) -> u32 {
         match self {
-            Self::Stripe | Self::Standard => 30,
+            Self::Stripe | Self::Standard | Self::Paddle => 30,
             Self::Github => 3,
             Self::Slack | Self::Shopify => 1,
         }
@@ -142,6 +150,7 @@ pub fn verify(
         Provider::Slack => slack::verify(headers, body, context),
         Provider::Standard => standard::verify(headers, body, context),
         Provider::Shopify => shopify::verify(headers, body, context),
+        Provider::Paddle => paddle::verify(headers, body, context),
     }
 }
 

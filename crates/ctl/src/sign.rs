@@ -64,6 +64,10 @@ pub fn curl_command(
                 ("webhook-id".into(), id),
             ]
         }
+        Provider::Paddle => vec![(
+            "Paddle-Signature".into(),
+            verify::sign_paddle(secret, now, body.as_bytes()),
+        )],
         Provider::Shopify => {
             let Some(topic) = header_event_type else {
                 bail!(

@@ -398,7 +398,7 @@ fn validate_expect(path: &str, provider: Provider, expect: &Expect) -> Result<()
             "installation_target_id",
         ],
         Provider::Slack => &["team_id", "api_app_id"],
-        Provider::Standard => &[],
+        Provider::Standard | Provider::Paddle => &[],
         Provider::Shopify => &["shop_domain"],
     };
     for (key, is_set) in present {

@@ -48,6 +48,13 @@ tenant = "acme"
 secrets = ["env:S"]
 
 [[integration]]
+id = "paddle"
+provider = "paddle"
+tenant = "acme"
+secrets = ["env:S"]
+routes = { "transaction.completed" = { handler = "forward", sink = "s" } }
+
+[[integration]]
 id = "shop"
 provider = "shopify"
 tenant = "acme"
@@ -476,5 +483,43 @@ fn shopify_takes_ids_topic_and_shop_from_headers() {
             "{}"
         )),
         "an empty event id"
+    );
+}
+
+#[test]
+fn paddle_takes_event_id_and_type_from_the_signed_body() {
+    let body = r#"{"event_id":"evt_01h","event_type":"transaction.completed","notification_id":"ntf_1","data":{}}"#;
+    let paid = event(run("paddle", &[], body));
+    assert_eq!(
+        paid.event_id.as_str(),
+        "evt_01h",
+        "the event's id, not the notification's"
+    );
+    assert_eq!(paid.event_type, "transaction.completed");
+    assert_eq!(paid.route_keys, ["transaction.completed"]);
+    assert_eq!(paid.source_scope.as_str(), "paddle");
+    assert!(
+        is_malformed(run(
+            "paddle",
+            &[],
+            r#"{"event_type":"transaction.completed"}"#
+        )),
+        "no event_id"
+    );
+    assert!(
+        is_malformed(run("paddle", &[], r#"{"event_id":"evt_1"}"#)),
+        "no event_type"
+    );
+    assert!(
+        is_malformed(run("paddle", &[], r#"{"event_id":1,"event_type":"x"}"#)),
+        "a numeric id"
+    );
+    assert!(
+        is_malformed(run(
+            "paddle",
+            &[],
+            r#"{"event_id":"a","event_id":"b","event_type":"x"}"#
+        )),
+        "a repeated id"
     );
 }

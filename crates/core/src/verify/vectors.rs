@@ -108,6 +108,101 @@ fn shopify_vectors_from_the_official_sdk() {
     }
 }
 
+/// Paddle publishes the header's shape but no fixed vector: these were signed with its
+/// official Node SDK's HMAC and validated by that SDK's own `WebhooksValidator`
+/// (`testdata/paddle-sdk.json`; the generator is `testdata/generators/paddle.js`).
+#[test]
+fn paddle_vectors_from_the_official_sdk() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/paddle-sdk.json");
+    let vectors: Value =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("the Paddle vectors"))
+            .expect("JSON");
+    assert!(text(&vectors, "sdk").starts_with("@paddle/paddle-node-sdk "));
+    let secret = Secret::new(text(&vectors, "secret").as_bytes().to_vec());
+    let cases = vectors["cases"].as_array().expect("cases");
+    assert!(!cases.is_empty());
+    for case in cases {
+        let (body, header, signed_at) =
+            (text(case, "body"), text(case, "header"), number(case, "ts"));
+        assert_eq!(
+            sign_paddle(&secret, signed_at, body.as_bytes()),
+            header,
+            "{body}"
+        );
+        let pairs = [("paddle-signature", header.to_owned())];
+        assert_verifies_only_untampered(Provider::Paddle, &pairs, body, secret.clone(), signed_at);
+        let keys = [secret.clone()];
+        let at = |pairs: &[(&str, String)], now| {
+            verify(
+                Provider::Paddle,
+                &headers_of(pairs),
+                body.as_bytes(),
+                context(&keys, now),
+            )
+        };
+        // The timestamp is signed: moved, it no longer matches.
+        let moved = [(
+            "paddle-signature",
+            header.replace(&format!("ts={signed_at}"), &format!("ts={}", signed_at + 1)),
+        )];
+        assert_eq!(at(&moved, signed_at), Err(VerifyError::NoMatchingSignature));
+        // Rotation: Paddle sends one h1 per active key; the right one second still verifies.
+        let h1 = header.split_once(";h1=").expect("h1").1;
+        let rotating = [(
+            "paddle-signature",
+            format!("ts={signed_at};h1={};h1={h1}", "0".repeat(64)),
+        )];
+        assert_eq!(at(&rotating, signed_at), Ok(()));
+        // Freshness both ways.
+        assert_eq!(
+            at(&pairs, signed_at + 301),
+            Err(VerifyError::TimestampTooOld)
+        );
+        assert_eq!(
+            at(&pairs, signed_at - 301),
+            Err(VerifyError::TimestampInFuture)
+        );
+    }
+}
+
+#[test]
+fn paddle_headers_without_a_timestamp_or_with_two_are_malformed() {
+    let keys = [Secret::new(b"k".to_vec())];
+    let h1 = "0".repeat(64);
+    for value in [
+        format!("h1={h1}"),
+        format!("ts=1;ts=2;h1={h1}"),
+        "garbage".to_owned(),
+        format!("ts=abc;h1={h1}"),
+    ] {
+        let pairs = [("paddle-signature", value.clone())];
+        assert_eq!(
+            verify(
+                Provider::Paddle,
+                &headers_of(&pairs),
+                b"{}",
+                context(&keys, 1)
+            ),
+            Err(VerifyError::MalformedHeader("paddle-signature")),
+            "{value:?}"
+        );
+    }
+    let no_h1 = [("paddle-signature", "ts=1".to_owned())];
+    assert_eq!(
+        verify(
+            Provider::Paddle,
+            &headers_of(&no_h1),
+            b"{}",
+            context(&keys, 1)
+        ),
+        Err(VerifyError::NoMatchingSignature)
+    );
+    assert_eq!(
+        verify(Provider::Paddle, &headers_of(&[]), b"{}", context(&keys, 1)),
+        Err(VerifyError::MissingHeader("paddle-signature"))
+    );
+}
+
 #[test]
 fn shopify_headers_that_are_not_a_base64_mac_are_malformed() {
     let keys = [Secret::new(b"k".to_vec())];
