@@ -17,6 +17,8 @@ pub const STANDARD_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 pub const SHOPIFY_SECRET: &str = "shpss_acme_4e1d";
 /// Paddle's notification destination secret.
 pub const PADDLE_SECRET: &str = "pdl_ntfset_acme_9b71";
+/// Zoom's secret token.
+pub const ZOOM_SECRET: &str = "zoom_acme_secret_token_31c8";
 /// The shop `shop-acme` expects.
 pub const SHOPIFY_SHOP: &str = "acme.myshopify.com";
 
@@ -30,6 +32,7 @@ pub const ALL_SECRETS: &[&str] = &[
     "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
     SHOPIFY_SECRET,
     PADDLE_SECRET,
+    ZOOM_SECRET,
 ];
 
 /// Body limit of every test integration.
@@ -137,6 +140,16 @@ max_body_bytes = {MAX_BODY_BYTES}
 [integration.routes]
 "transaction.completed" = {{ handler = "forward", sink = "audit" }}
 
+[[integration]]
+id = "zoom-acme"
+provider = "zoom"
+tenant = "acme"
+secrets = ["env:TEST_ZOOM_SECRET"]
+max_body_bytes = {MAX_BODY_BYTES}
+expect = {{ account_id = "acct_zoom_1" }}
+[integration.routes]
+"meeting.started" = {{ handler = "forward", sink = "audit" }}
+
 [[sink]]
 id = "audit"
 url = "http://127.0.0.1:9/audit"
@@ -153,6 +166,7 @@ pub fn secret_env() -> Vec<(String, String)> {
         ("TEST_STANDARD_SECRET", STANDARD_SECRET),
         ("TEST_SHOPIFY_SECRET", SHOPIFY_SECRET),
         ("TEST_PADDLE_SECRET", PADDLE_SECRET),
+        ("TEST_ZOOM_SECRET", ZOOM_SECRET),
     ]
     .into_iter()
     .map(|(name, value)| (name.to_owned(), value.to_owned()))
@@ -174,16 +188,19 @@ pub enum Provider {
     Shopify,
     /// `paddle-acme`.
     Paddle,
+    /// `zoom-acme`.
+    Zoom,
 }
 
 /// Every provider.
-pub const PROVIDERS: [Provider; 6] = [
+pub const PROVIDERS: [Provider; 7] = [
     Provider::Stripe,
     Provider::Github,
     Provider::Slack,
     Provider::Standard,
     Provider::Shopify,
     Provider::Paddle,
+    Provider::Zoom,
 ];
 
 /// Which request to build.
@@ -216,6 +233,7 @@ impl Provider {
             Self::Standard => "std-acme",
             Self::Shopify => "shop-acme",
             Self::Paddle => "paddle-acme",
+            Self::Zoom => "zoom-acme",
         }
     }
 
@@ -227,6 +245,15 @@ impl Provider {
     /// Whether the provider has a scope to check.
     pub fn has_scope(self) -> bool {
         !matches!(self, Self::Standard | Self::Paddle)
+    }
+
+    /// The event id a receipt of `request` (built with `event_id`) is stored under: the id
+    /// itself, except for Zoom, which sends none (the body's SHA-256 stands in).
+    pub fn receipt_event_id(self, request: &SignedRequest, event_id: &str) -> String {
+        match self {
+            Self::Zoom => hex::encode(inbound_core::keys::content_digest(&request.body)),
+            _ => event_id.to_owned(),
+        }
     }
 
     /// The request for `variant`, to this provider's integration.
@@ -339,6 +366,24 @@ impl Provider {
                 }
                 body.to_string()
             }
+            // Zoom sends no event id (the body's digest keys the receipt): without one here
+            // means without its type.
+            Self::Zoom => {
+                let event_type = if routed {
+                    "meeting.started"
+                } else {
+                    "meeting.ended"
+                };
+                let account = if foreign { "acct_other" } else { "acct_zoom_1" };
+                let mut body = serde_json::json!({
+                    "event": event_type, "event_ts": 1626230691572_u64,
+                    "payload": {"account_id": account, "object": {"id": event_id.unwrap_or("-")}}
+                });
+                if event_id.is_none() {
+                    body.as_object_mut().expect("object").remove("event");
+                }
+                body.to_string()
+            }
             // The topic, the shop and the ids are headers (`sign`); the body is the order.
             Self::Shopify => serde_json::json!({
                 "id": 820982911946154508_u64, "email": "jon@example.com", "total_price": "10.00"
@@ -381,6 +426,7 @@ impl Provider {
                 signing::standard_headers(secret(STANDARD_SECRET), event_id, body, age)
             }
             Self::Paddle => signing::paddle_headers(secret(PADDLE_SECRET), body, age),
+            Self::Zoom => signing::zoom_headers(secret(ZOOM_SECRET), body, age),
             Self::Shopify => {
                 let topic = if routed {
                     "orders/create"

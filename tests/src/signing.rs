@@ -109,6 +109,20 @@ pub fn paddle_headers(secret: &str, body: &str, age_secs: i64) -> HeaderList {
     ]
 }
 
+/// Zoom headers for `body`, signed `age_secs` ago.
+pub fn zoom_headers(secret: &str, body: &str, age_secs: i64) -> HeaderList {
+    let secret = Secret::new(secret.as_bytes().to_vec());
+    let timestamp = now() - age_secs;
+    vec![
+        pair("content-type", "application/json"),
+        pair(
+            "x-zm-signature",
+            verify::sign_zoom(&secret, timestamp, body.as_bytes()),
+        ),
+        pair("x-zm-request-timestamp", timestamp.to_string()),
+    ]
+}
+
 /// Shopify headers for `body`: signed with `secret`, with event id `event_id` (and a
 /// webhook id derived from it), `topic` and `shop`.
 pub fn shopify_headers(

@@ -290,6 +290,7 @@ async fn the_example_stack_delivers_to_both_of_its_sinks() {
         "EXAMPLE_STANDARD_SECRET",
         "EXAMPLE_SHOPIFY_SECRET",
         "EXAMPLE_PADDLE_SECRET",
+        "EXAMPLE_ZOOM_SECRET",
         "EXAMPLE_SINK_SECRET",
     ]
     .iter()

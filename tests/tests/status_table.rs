@@ -24,9 +24,8 @@ async fn status_table_for(provider: Provider) {
     let event_id = format!("evt-{}", name.to_lowercase());
 
     // 200 accepted, with the committed receipt's id.
-    let accepted = stack
-        .deliver(&provider.request(Variant::Routed(&event_id)))
-        .await;
+    let request = provider.request(Variant::Routed(&event_id));
+    let accepted = stack.deliver(&request).await;
     assert_status(&accepted, 200, &format!("{name} accepted"));
     assert_eq!(accepted.json["status"], "accepted", "{name}");
     let receipt_id = accepted.json["receipt_id"].as_i64().expect("receipt_id");
@@ -41,8 +40,11 @@ async fn status_table_for(provider: Provider) {
             .await
             .expect("receipt row");
     assert_eq!(
-        (stored_event_id.as_str(), integration.as_str()),
-        (event_id.as_str(), provider.integration())
+        (stored_event_id, integration.as_str()),
+        (
+            provider.receipt_event_id(&request, &event_id),
+            provider.integration()
+        )
     );
 
     // 200 duplicate: same receipt key, nothing new stored.
@@ -209,6 +211,34 @@ async fn shopify_status_table() {
 #[tokio::test]
 async fn paddle_status_table() {
     status_table_for(Provider::Paddle).await;
+}
+
+#[tokio::test]
+async fn zoom_status_table() {
+    status_table_for(Provider::Zoom).await;
+}
+
+/// Zoom's endpoint validation is answered as Zoom specifies (the plain token and its
+/// HMAC-SHA256 under the secret token) only when it verifies, and stores nothing.
+#[tokio::test]
+async fn zoom_url_validation_is_answered_only_when_verified() {
+    let stack = Stack::start().await;
+    let body = r#"{"payload":{"plainToken":"qgg8vlvZRS6UYooatFL8Aw"},"event_ts":1654503849680,"event":"endpoint.url_validation"}"#;
+    let signed =
+        |secret| SignedRequest::new("zoom-acme", signing::zoom_headers(secret, body, 0), body);
+    let answer = stack.deliver(&signed(fixtures::ZOOM_SECRET)).await;
+    assert_status(&answer, 200, "validation");
+    let secret = inbound_core::secret::Secret::new(fixtures::ZOOM_SECRET.as_bytes().to_vec());
+    assert_eq!(
+        answer.json,
+        serde_json::json!({
+            "plainToken": "qgg8vlvZRS6UYooatFL8Aw",
+            "encryptedToken": inbound_core::verify::zoom_encrypted_token(&secret, "qgg8vlvZRS6UYooatFL8Aw"),
+        })
+    );
+    let answer = stack.deliver(&signed("not-the-token")).await;
+    assert_status(&answer, 401, "forged validation");
+    assert_eq!(stack.database.receipt_count().await, 0);
 }
 
 #[tokio::test]

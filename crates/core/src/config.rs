@@ -148,6 +148,8 @@ pub struct Expect {
     /// anyone replaying a signed body can set it, so it tells shops apart for an honest
     /// sender, not against one who holds a delivery.
     pub shop_domain: Option<String>,
+    /// Zoom: `payload.account_id` of the signed body.
+    pub account_id: Option<String>,
 }
 
 /// Where a routed event goes. The key it is configured under is an event type, a

@@ -28,6 +28,12 @@ pub enum Extracted<'body> {
         /// The value to echo.
         challenge: String,
     },
+    /// Zoom's endpoint validation: answer with the plain token and its HMAC under the
+    /// secret that signed the request, store nothing.
+    ZoomUrlValidation {
+        /// `payload.plainToken`.
+        plain_token: String,
+    },
     /// An ordinary event.
     Event(Event<'body>),
 }
@@ -77,6 +83,7 @@ pub fn extract<'body>(
         Provider::Standard => extract_standard(integration, headers, payload_json),
         Provider::Shopify => extract_shopify(integration, headers, payload_json),
         Provider::Paddle => extract_paddle(integration, payload_json),
+        Provider::Zoom => extract_zoom(integration, payload_json),
     }
 }
 
@@ -430,6 +437,62 @@ fn extract_paddle<'body>(
         route_keys: vec![event_type.clone()],
         event_type,
         source_scope: SourceScope::from_parts([integration.id.as_str()]),
+        payload_json,
+    }))
+}
+
+#[derive(Deserialize)]
+struct ZoomFields<'a> {
+    #[serde(borrow)]
+    event: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    payload: Option<ZoomPayload<'a>>,
+}
+
+#[derive(Deserialize)]
+struct ZoomPayload<'a> {
+    #[serde(borrow)]
+    account_id: Option<Cow<'a, str>>,
+    #[serde(borrow, rename = "plainToken")]
+    plain_token: Option<Cow<'a, str>>,
+}
+
+/// Zoom: the type is `event`; Zoom sends no event id, so the receipt key is the SHA-256 of
+/// the signed body (its `event_ts` and payload make it the event's, and a retry sends the
+/// same body); the scope is `payload.account_id` (`-` when absent).
+fn extract_zoom<'body>(
+    integration: &Integration,
+    payload_json: &'body str,
+) -> Result<Extracted<'body>, ExtractError> {
+    let fields: ZoomFields = parse_fields(payload_json)?;
+    let event_type = required_identifier(fields.event, "event")?;
+    let payload = fields.payload;
+    if event_type == "endpoint.url_validation" {
+        // It carries no account, so no scope check applies (as Slack's url_verification).
+        let plain_token = payload.and_then(|payload| payload.plain_token);
+        return Ok(Extracted::ZoomUrlValidation {
+            plain_token: required_identifier(plain_token, "plainToken")?,
+        });
+    }
+    let account_id = payload.and_then(|payload| payload.account_id);
+    let account_id = account_id.as_deref().filter(|id| !id.is_empty());
+    if account_id.is_some_and(|id| id.len() > MAX_IDENTIFIER_LEN) {
+        return Err(malformed(format!(
+            "payload.account_id is longer than {MAX_IDENTIFIER_LEN} bytes"
+        )));
+    }
+    expect_equal(
+        &integration.expect.account_id,
+        account_id,
+        "unexpected account",
+    )?;
+    Ok(Extracted::Event(Event {
+        event_id: EventId::new(hex::encode(crate::keys::content_digest(
+            payload_json.as_bytes(),
+        ))),
+        route_keys: vec![event_type.clone()],
+        event_type,
+        source_scope: SourceScope::from_parts([integration.id.as_str(), account_id.unwrap_or("-")]),
         payload_json,
     }))
 }

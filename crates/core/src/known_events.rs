@@ -758,7 +758,7 @@ pub fn known_types(provider: Provider) -> Option<&'static [&'static str]> {
         Provider::Stripe => Some(STRIPE),
         Provider::Github => Some(GITHUB),
         Provider::Slack => Some(SLACK),
-        Provider::Standard | Provider::Shopify | Provider::Paddle => None,
+        Provider::Standard | Provider::Shopify | Provider::Paddle | Provider::Zoom => None,
     }
 }
 

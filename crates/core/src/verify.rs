@@ -13,6 +13,7 @@ mod shopify;
 mod slack;
 mod standard;
 mod stripe;
+mod zoom;
 
 use crate::headers::Headers;
 use crate::secret::Secret;
@@ -23,6 +24,7 @@ pub use shopify::sign as sign_shopify;
 pub use slack::sign as sign_slack;
 pub use standard::{decode_secret as decode_standard_secret, sign as sign_standard};
 pub use stripe::sign as sign_stripe;
+pub use zoom::{encrypted_token as zoom_encrypted_token, sign as sign_zoom};
 
 /// The webhook senders inbound understands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -39,17 +41,20 @@ pub enum Provider {
     Shopify,
     /// Paddle Billing: `Paddle-Signature: ts=…;h1=…`.
     Paddle,
+    /// `x-zm-signature: v0=…` with `x-zm-request-timestamp`.
+    Zoom,
 }
 
 impl Provider {
     /// Every provider, in documentation order.
-    pub const ALL: [Provider; 6] = [
+    pub const ALL: [Provider; 7] = [
         Self::Stripe,
         Self::Github,
         Self::Slack,
         Self::Standard,
         Self::Shopify,
         Self::Paddle,
+        Self::Zoom,
     ];
 
     /// The name used in configuration.
@@ -61,18 +66,20 @@ impl Provider {
             Self::Standard => "standard",
             Self::Shopify => "shopify",
             Self::Paddle => "paddle",
+            Self::Zoom => "zoom",
         }
     }
 
     /// How long the provider waits for an answer before it counts the delivery as failed,
     /// as far as it says (the ingress's p99 alert fires at half of it; an integration's
     /// `provider_timeout_secs` overrides it). GitHub documents 10 s, Slack 3 s, Svix (the
-    /// Standard Webhooks reference sender) 15 s, Shopify and Paddle 5 s; Stripe documents none, and
+    /// Standard Webhooks reference sender) 15 s, Shopify and Paddle 5 s, Zoom 3 s; Stripe
+    /// documents none, and
     /// reports of its limit range from 10 to 30 s, so the lowest is taken.
     pub fn delivery_timeout_secs(self) -> u64 {
         match self {
             Self::Stripe | Self::Github => 10,
-            Self::Slack => 3,
+            Self::Slack | Self::Zoom => 3,
             Self::Standard => 15,
             Self::Shopify | Self::Paddle => 5,
         }
@@ -88,13 +95,14 @@ impl Provider {
     /// - Standard Webhooks senders differ (Svix retries for about 28 hours and can
     ///   replay its retained messages); 30 days is the cautious default.
     /// - Shopify retries 8 times over 4 hours; 1 day leaves a margin.
+    /// - Zoom retries 3 times within about 2 hours; 1 day leaves a margin.
     /// - Paddle retries 60 times over 3 days (live), and a notification can be replayed
     ///   through its API later; 30 days, as for Stripe.
     pub fn redelivery_horizon_days(self) -> u32 {
         match self {
             Self::Stripe | Self::Standard | Self::Paddle => 30,
             Self::Github => 3,
-            Self::Slack | Self::Shopify => 1,
+            Self::Slack | Self::Shopify | Self::Zoom => 1,
         }
     }
 
@@ -151,7 +159,25 @@ pub fn verify(
         Provider::Standard => standard::verify(headers, body, context),
         Provider::Shopify => shopify::verify(headers, body, context),
         Provider::Paddle => paddle::verify(headers, body, context),
+        Provider::Zoom => zoom::verify(headers, body, context),
     }
+}
+
+/// The first of `context.secrets` that verifies the request on its own: the one to answer
+/// a challenge with (Zoom's endpoint validation is answered under the signing secret).
+pub fn matching_secret<'a>(
+    provider: Provider,
+    headers: &Headers<'_>,
+    body: &[u8],
+    context: VerifyContext<'a>,
+) -> Option<&'a Secret> {
+    context.secrets.iter().find(|secret| {
+        let alone = VerifyContext {
+            secrets: std::slice::from_ref(*secret),
+            ..context
+        };
+        verify(provider, headers, body, alone).is_ok()
+    })
 }
 
 /// Parses a decimal Unix timestamp and checks it is within tolerance of now, both ways.

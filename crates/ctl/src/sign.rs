@@ -68,6 +68,13 @@ pub fn curl_command(
             "Paddle-Signature".into(),
             verify::sign_paddle(secret, now, body.as_bytes()),
         )],
+        Provider::Zoom => vec![
+            (
+                "x-zm-signature".into(),
+                verify::sign_zoom(secret, now, body.as_bytes()),
+            ),
+            ("x-zm-request-timestamp".into(), now.to_string()),
+        ],
         Provider::Shopify => {
             let Some(topic) = header_event_type else {
                 bail!(

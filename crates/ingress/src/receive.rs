@@ -106,6 +106,19 @@ pub async fn receive(
     }
     let event = match event::extract(integration, &headers, body) {
         Ok(Extracted::UrlVerification { challenge }) => return Reply::Challenge(challenge),
+        Ok(Extracted::ZoomUrlValidation { plain_token }) => {
+            // Answered under the secret that signed it (the request verified, so one did).
+            let Some(secret) =
+                verify::matching_secret(integration.provider, &headers, body, context)
+            else {
+                return Reply::Unauthorized;
+            };
+            let encrypted_token = verify::zoom_encrypted_token(secret, &plain_token);
+            return Reply::ZoomUrlValidation {
+                plain_token,
+                encrypted_token,
+            };
+        }
         Ok(Extracted::Event(event)) => event,
         Err(ExtractError::Malformed(reason)) => {
             details.reason = Some(reason.to_string());

@@ -22,6 +22,13 @@ pub enum Reply {
     Ignored,
     /// Slack `url_verification`, verified: echo the challenge.
     Challenge(String),
+    /// Zoom `endpoint.url_validation`, verified: the plain token and its HMAC.
+    ZoomUrlValidation {
+        /// As sent.
+        plain_token: String,
+        /// HMAC-SHA256 hex of the plain token under the signing secret.
+        encrypted_token: String,
+    },
     /// Verified, but declared as something other than uncompressed JSON.
     UnsupportedMediaType,
     /// Verified, but the body cannot be understood (the reason is safe to return: the
@@ -52,7 +59,11 @@ impl Reply {
     pub fn is_delivery(&self) -> bool {
         matches!(
             self,
-            Self::Accepted(_) | Self::Duplicate | Self::Ignored | Self::Challenge(_)
+            Self::Accepted(_)
+                | Self::Duplicate
+                | Self::Ignored
+                | Self::Challenge(_)
+                | Self::ZoomUrlValidation { .. }
         )
     }
 
@@ -62,7 +73,7 @@ impl Reply {
             Self::Accepted(_) => "accepted",
             Self::Duplicate => "duplicate",
             Self::Ignored => "ignored",
-            Self::Challenge(_) => "challenge",
+            Self::Challenge(_) | Self::ZoomUrlValidation { .. } => "challenge",
             Self::UnsupportedMediaType => "unsupported_media_type",
             Self::Malformed(_) => "malformed",
             Self::Unauthorized => "unauthorized",
@@ -87,6 +98,13 @@ impl Reply {
             Self::Duplicate => (StatusCode::OK, json!({"status": "duplicate"})),
             Self::Ignored => (StatusCode::OK, json!({"status": "ignored"})),
             Self::Challenge(challenge) => (StatusCode::OK, json!({"challenge": challenge})),
+            Self::ZoomUrlValidation {
+                plain_token,
+                encrypted_token,
+            } => (
+                StatusCode::OK,
+                json!({"plainToken": plain_token, "encryptedToken": encrypted_token}),
+            ),
             Self::UnsupportedMediaType => (
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 json!({"error": "unsupported_media_type"}),

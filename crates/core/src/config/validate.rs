@@ -388,6 +388,7 @@ fn validate_expect(path: &str, provider: Provider, expect: &Expect) -> Result<()
         ("team_id", expect.team_id.is_some()),
         ("api_app_id", expect.api_app_id.is_some()),
         ("shop_domain", expect.shop_domain.is_some()),
+        ("account_id", expect.account_id.is_some()),
     ];
     let allowed: &[&str] = match provider {
         Provider::Stripe => &["account", "livemode"],
@@ -400,6 +401,7 @@ fn validate_expect(path: &str, provider: Provider, expect: &Expect) -> Result<()
         Provider::Slack => &["team_id", "api_app_id"],
         Provider::Standard | Provider::Paddle => &[],
         Provider::Shopify => &["shop_domain"],
+        Provider::Zoom => &["account_id"],
     };
     for (key, is_set) in present {
         if is_set && !allowed.contains(&key) {

@@ -55,6 +55,14 @@ secrets = ["env:S"]
 routes = { "transaction.completed" = { handler = "forward", sink = "s" } }
 
 [[integration]]
+id = "zoom"
+provider = "zoom"
+tenant = "acme"
+secrets = ["env:S"]
+expect = { account_id = "AAAAAABBBB" }
+routes = { "meeting.started" = { handler = "forward", sink = "s" } }
+
+[[integration]]
 id = "shop"
 provider = "shopify"
 tenant = "acme"
@@ -521,5 +529,50 @@ fn paddle_takes_event_id_and_type_from_the_signed_body() {
             r#"{"event_id":"a","event_id":"b","event_type":"x"}"#
         )),
         "a repeated id"
+    );
+}
+
+#[test]
+fn zoom_keys_a_receipt_by_its_body_and_answers_the_endpoint_validation() {
+    let body = r#"{"event":"meeting.started","event_ts":1626230691572,"payload":{"account_id":"AAAAAABBBB","object":{"id":"1"}}}"#;
+    let started = event(run("zoom", &[], body));
+    assert_eq!(
+        started.event_id.as_str(),
+        hex::encode(crate::keys::content_digest(body.as_bytes())),
+        "Zoom sends no event id: the body's digest keys the receipt"
+    );
+    assert_eq!(started.event_type, "meeting.started");
+    assert_eq!(started.route_keys, ["meeting.started"]);
+    assert_eq!(started.source_scope.as_str(), "zoom/AAAAAABBBB");
+    let retry = event(run("zoom", &[], body));
+    assert_eq!(
+        retry.event_id, started.event_id,
+        "a retry is the same receipt"
+    );
+
+    let other = body.replace("AAAAAABBBB", "CCCC");
+    assert_eq!(
+        run("zoom", &[], &other),
+        Err(ExtractError::Forbidden("unexpected account"))
+    );
+    assert!(
+        is_malformed(run("zoom", &[], r#"{"payload":{}}"#)),
+        "no event"
+    );
+
+    let validation = r#"{"payload":{"plainToken":"qgg8vlvZRS6UYooatFL8Aw"},"event_ts":1654503849680,"event":"endpoint.url_validation"}"#;
+    assert_eq!(
+        run("zoom", &[], validation),
+        Ok(Extracted::ZoomUrlValidation {
+            plain_token: "qgg8vlvZRS6UYooatFL8Aw".to_owned()
+        })
+    );
+    assert!(
+        is_malformed(run(
+            "zoom",
+            &[],
+            r#"{"event":"endpoint.url_validation","payload":{}}"#
+        )),
+        "a validation without its token"
     );
 }

@@ -203,6 +203,106 @@ fn paddle_headers_without_a_timestamp_or_with_two_are_malformed() {
     );
 }
 
+/// Zoom publishes the scheme but no fixed vector: each request here was accepted (and a
+/// forged copy refused) by the official Zoom SDK's receiver, whose answer to the endpoint
+/// validation is recorded (`testdata/zoom-sdk.json`; `testdata/generators/zoom.js`).
+#[test]
+fn zoom_vectors_from_the_official_sdk() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/zoom-sdk.json");
+    let vectors: Value =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("the Zoom vectors"))
+            .expect("JSON");
+    assert!(text(&vectors, "sdk").starts_with("@zoom/rivet "));
+    let secret = Secret::new(text(&vectors, "secret").as_bytes().to_vec());
+    let cases = vectors["cases"].as_array().expect("cases");
+    let mut validations = 0;
+    for case in cases {
+        let (body, signature, signed_at) = (
+            text(case, "body"),
+            text(case, "signature"),
+            number(case, "ts"),
+        );
+        assert_eq!(
+            sign_zoom(&secret, signed_at, body.as_bytes()),
+            signature,
+            "{body}"
+        );
+        let pairs = [
+            ("x-zm-signature", signature.to_owned()),
+            ("x-zm-request-timestamp", signed_at.to_string()),
+        ];
+        assert_verifies_only_untampered(Provider::Zoom, &pairs, body, secret.clone(), signed_at);
+        let keys = [secret.clone()];
+        let at = |pairs: &[(&str, String)], now| {
+            verify(
+                Provider::Zoom,
+                &headers_of(pairs),
+                body.as_bytes(),
+                context(&keys, now),
+            )
+        };
+        let moved = [
+            pairs[0].clone(),
+            ("x-zm-request-timestamp", (signed_at + 1).to_string()),
+        ];
+        assert_eq!(at(&moved, signed_at), Err(VerifyError::NoMatchingSignature));
+        assert_eq!(
+            at(&pairs, signed_at + 301),
+            Err(VerifyError::TimestampTooOld)
+        );
+        assert_eq!(
+            at(&pairs, signed_at - 301),
+            Err(VerifyError::TimestampInFuture)
+        );
+        if let Some(answer) = case.get("answer") {
+            validations += 1;
+            assert_eq!(
+                zoom_encrypted_token(&secret, text(answer, "plainToken")),
+                text(answer, "encryptedToken")
+            );
+            // The answer is made under the secret that signed the request, wherever it is
+            // in the list.
+            let rotated = [Secret::new(b"the old token".to_vec()), secret.clone()];
+            let context = context(&rotated, signed_at);
+            let signer = matching_secret(
+                Provider::Zoom,
+                &headers_of(&pairs),
+                body.as_bytes(),
+                context,
+            );
+            assert_eq!(signer.map(Secret::expose), Some(secret.expose()));
+        }
+    }
+    assert_eq!(
+        validations, 1,
+        "the endpoint validation is among the vectors"
+    );
+}
+
+#[test]
+fn zoom_headers_that_are_missing_or_not_v0_hex_are_refused() {
+    let keys = [Secret::new(b"k".to_vec())];
+    let run = |pairs: &[(&str, String)]| {
+        verify(Provider::Zoom, &headers_of(pairs), b"{}", context(&keys, 1))
+    };
+    let ts = ("x-zm-request-timestamp", "1".to_owned());
+    for value in ["", "v1=00", "v0=zz", "v0=0011"] {
+        assert_eq!(
+            run(&[("x-zm-signature", value.to_owned()), ts.clone()]),
+            Err(VerifyError::MalformedHeader("x-zm-signature")),
+            "{value:?}"
+        );
+    }
+    assert_eq!(
+        run(std::slice::from_ref(&ts)),
+        Err(VerifyError::MissingHeader("x-zm-signature"))
+    );
+    assert_eq!(
+        run(&[("x-zm-signature", format!("v0={}", "0".repeat(64)))]),
+        Err(VerifyError::MissingHeader("x-zm-request-timestamp"))
+    );
+}
+
 #[test]
 fn shopify_headers_that_are_not_a_base64_mac_are_malformed() {
     let keys = [Secret::new(b"k".to_vec())];
