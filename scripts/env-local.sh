@@ -19,6 +19,8 @@ add_missing EXAMPLE_STANDARD_SECRET "whsec_$(head -c 24 /dev/urandom | base64)"
 add_missing EXAMPLE_SHOPIFY_SECRET "shpss_$(random_hex)"
 add_missing EXAMPLE_PADDLE_SECRET "pdl_ntfset_$(random_hex)"
 add_missing EXAMPLE_ZOOM_SECRET "$(random_hex)"
+add_missing EXAMPLE_LINEAR_SECRET "lin_wh_$(random_hex)"
+add_missing EXAMPLE_GITLAB_TOKEN "$(random_hex)"
 add_missing EXAMPLE_SINK_SECRET "whsec_$(head -c 24 /dev/urandom | base64)"
 set -a
 # shellcheck disable=SC1091

@@ -19,6 +19,10 @@ pub const SHOPIFY_SECRET: &str = "shpss_acme_4e1d";
 pub const PADDLE_SECRET: &str = "pdl_ntfset_acme_9b71";
 /// Zoom's secret token.
 pub const ZOOM_SECRET: &str = "zoom_acme_secret_token_31c8";
+/// `hmac-acme`'s secret (a configurable HMAC scheme).
+pub const HMAC_SECRET: &str = "hmac-acme-secret-62af";
+/// `token-acme`'s shared token.
+pub const TOKEN_SECRET: &str = "token-acme-shared-0c5e";
 /// The shop `shop-acme` expects.
 pub const SHOPIFY_SHOP: &str = "acme.myshopify.com";
 
@@ -33,6 +37,8 @@ pub const ALL_SECRETS: &[&str] = &[
     SHOPIFY_SECRET,
     PADDLE_SECRET,
     ZOOM_SECRET,
+    HMAC_SECRET,
+    TOKEN_SECRET,
 ];
 
 /// Body limit of every test integration.
@@ -150,6 +156,44 @@ expect = {{ account_id = "acct_zoom_1" }}
 [integration.routes]
 "meeting.started" = {{ handler = "forward", sink = "audit" }}
 
+[[integration]]
+id = "hmac-acme"
+provider = "hmac"
+tenant = "acme"
+secrets = ["env:TEST_HMAC_SECRET"]
+max_body_bytes = {MAX_BODY_BYTES}
+expect = {{ scope = "acct_1" }}
+[integration.hmac]
+header = "X-Signature"
+prefix = "v1="
+separator = ","
+algorithm = "sha256"
+encoding = "hex"
+signed = "{{timestamp}}.{{body}}"
+timestamp_header = "X-Timestamp"
+[integration.fields]
+event_id = {{ pointer = "/id" }}
+event_type = {{ pointer = "/type" }}
+scope = {{ pointer = "/account" }}
+[integration.routes]
+"order.placed" = {{ handler = "forward", sink = "audit" }}
+
+[[integration]]
+id = "token-acme"
+provider = "token"
+tenant = "acme"
+secrets = ["env:TEST_TOKEN_SECRET"]
+max_body_bytes = {MAX_BODY_BYTES}
+expect = {{ scope = "42" }}
+[integration.token]
+header = "X-Webhook-Token"
+[integration.fields]
+event_id = {{ header = "X-Event-Id" }}
+event_type = {{ header = "X-Event-Type" }}
+scope = {{ pointer = "/project/id" }}
+[integration.routes]
+"Push Hook" = {{ handler = "forward", sink = "audit" }}
+
 [[sink]]
 id = "audit"
 url = "http://127.0.0.1:9/audit"
@@ -167,6 +211,8 @@ pub fn secret_env() -> Vec<(String, String)> {
         ("TEST_SHOPIFY_SECRET", SHOPIFY_SECRET),
         ("TEST_PADDLE_SECRET", PADDLE_SECRET),
         ("TEST_ZOOM_SECRET", ZOOM_SECRET),
+        ("TEST_HMAC_SECRET", HMAC_SECRET),
+        ("TEST_TOKEN_SECRET", TOKEN_SECRET),
     ]
     .into_iter()
     .map(|(name, value)| (name.to_owned(), value.to_owned()))
@@ -190,10 +236,14 @@ pub enum Provider {
     Paddle,
     /// `zoom-acme`.
     Zoom,
+    /// `hmac-acme`: a configurable HMAC scheme with a signed timestamp.
+    Hmac,
+    /// `token-acme`: a shared token (GitLab's shape).
+    Token,
 }
 
 /// Every provider.
-pub const PROVIDERS: [Provider; 7] = [
+pub const PROVIDERS: [Provider; 9] = [
     Provider::Stripe,
     Provider::Github,
     Provider::Slack,
@@ -201,6 +251,8 @@ pub const PROVIDERS: [Provider; 7] = [
     Provider::Shopify,
     Provider::Paddle,
     Provider::Zoom,
+    Provider::Hmac,
+    Provider::Token,
 ];
 
 /// Which request to build.
@@ -234,12 +286,14 @@ impl Provider {
             Self::Shopify => "shop-acme",
             Self::Paddle => "paddle-acme",
             Self::Zoom => "zoom-acme",
+            Self::Hmac => "hmac-acme",
+            Self::Token => "token-acme",
         }
     }
 
     /// Whether the provider signs a timestamp.
     pub fn signs_timestamp(self) -> bool {
-        !matches!(self, Self::Github | Self::Shopify)
+        !matches!(self, Self::Github | Self::Shopify | Self::Token)
     }
 
     /// Whether the provider has a scope to check.
@@ -366,6 +420,24 @@ impl Provider {
                 }
                 body.to_string()
             }
+            Self::Hmac => {
+                let event_type = if routed {
+                    "order.placed"
+                } else {
+                    "order.updated"
+                };
+                let account = if foreign { "acct_other" } else { "acct_1" };
+                let mut body = serde_json::json!({"type": event_type, "account": account});
+                if let Some(event_id) = event_id {
+                    body["id"] = event_id.into();
+                }
+                body.to_string()
+            }
+            // The id and type are headers (`sign`); the body holds the project.
+            Self::Token => {
+                let project = if foreign { 7 } else { 42 };
+                serde_json::json!({"object_kind": "push", "project": {"id": project}}).to_string()
+            }
             // Zoom sends no event id (the body's digest keys the receipt): without one here
             // means without its type.
             Self::Zoom => {
@@ -427,6 +499,11 @@ impl Provider {
             }
             Self::Paddle => signing::paddle_headers(secret(PADDLE_SECRET), body, age),
             Self::Zoom => signing::zoom_headers(secret(ZOOM_SECRET), body, age),
+            Self::Hmac => signing::hmac_scheme_headers(secret(HMAC_SECRET), body, age),
+            Self::Token => {
+                let event_type = if routed { "Push Hook" } else { "Tag Push Hook" };
+                signing::token_headers(secret(TOKEN_SECRET), event_id, event_type)
+            }
             Self::Shopify => {
                 let topic = if routed {
                     "orders/create"
@@ -448,6 +525,7 @@ impl Provider {
                     (self, name.as_str()),
                     (Self::Github, "x-github-delivery")
                         | (Self::Shopify, "x-shopify-event-id" | "x-shopify-webhook-id")
+                        | (Self::Token, "x-event-id")
                 )
             });
         }

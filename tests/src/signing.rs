@@ -109,6 +109,32 @@ pub fn paddle_headers(secret: &str, body: &str, age_secs: i64) -> HeaderList {
     ]
 }
 
+/// Headers of the fixture's configurable HMAC scheme (`hmac-acme`): `X-Signature: v1=<hex>`
+/// of `"{timestamp}.{body}"`, the timestamp `age_secs` ago in `X-Timestamp`.
+pub fn hmac_scheme_headers(secret: &str, body: &str, age_secs: i64) -> HeaderList {
+    let timestamp = (now() - age_secs).to_string();
+    let signature = verify::custom::mac(
+        verify::custom::Algorithm::Sha256,
+        secret.as_bytes(),
+        &[timestamp.as_bytes(), b".", body.as_bytes()],
+    );
+    vec![
+        pair("content-type", "application/json"),
+        pair("x-signature", format!("v1={}", hex::encode(signature))),
+        pair("x-timestamp", timestamp),
+    ]
+}
+
+/// Headers of the fixture's shared-token scheme (`token-acme`, GitLab's shape).
+pub fn token_headers(token: &str, event_id: &str, event_type: &str) -> HeaderList {
+    vec![
+        pair("content-type", "application/json"),
+        pair("x-webhook-token", token),
+        pair("x-event-id", event_id),
+        pair("x-event-type", event_type),
+    ]
+}
+
 /// Zoom headers for `body`, signed `age_secs` ago.
 pub fn zoom_headers(secret: &str, body: &str, age_secs: i64) -> HeaderList {
     let secret = Secret::new(secret.as_bytes().to_vec());

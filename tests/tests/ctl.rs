@@ -53,7 +53,7 @@ fn check_config_accepts_a_valid_file() {
     );
     assert!(output.status.success(), "{}", text(&output.stderr));
     assert!(
-        text(&output.stdout).contains("ok (7 integrations, 1 sinks)"),
+        text(&output.stdout).contains("ok (9 integrations, 1 sinks)"),
         "{}",
         text(&output.stdout)
     );

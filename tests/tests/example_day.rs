@@ -291,6 +291,8 @@ async fn the_example_stack_delivers_to_both_of_its_sinks() {
         "EXAMPLE_SHOPIFY_SECRET",
         "EXAMPLE_PADDLE_SECRET",
         "EXAMPLE_ZOOM_SECRET",
+        "EXAMPLE_LINEAR_SECRET",
+        "EXAMPLE_GITLAB_TOKEN",
         "EXAMPLE_SINK_SECRET",
     ]
     .iter()

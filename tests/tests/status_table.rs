@@ -218,6 +218,16 @@ async fn zoom_status_table() {
     status_table_for(Provider::Zoom).await;
 }
 
+#[tokio::test]
+async fn configurable_hmac_status_table() {
+    status_table_for(Provider::Hmac).await;
+}
+
+#[tokio::test]
+async fn shared_token_status_table() {
+    status_table_for(Provider::Token).await;
+}
+
 /// Zoom's endpoint validation is answered as Zoom specifies (the plain token and its
 /// HMAC-SHA256 under the secret token) only when it verifies, and stores nothing.
 #[tokio::test]

@@ -1336,9 +1336,14 @@ async fn a_batch_of_payments_locks_its_orders_in_key_order() {
 #[test]
 fn stripe_shaped_handlers_refuse_routes_from_other_signers() {
     let config = domain::config_edited(|text| {
+        // std-acme's route (the only forward of invoice.paid), and a Stripe-shaped one.
+        let route = "\"invoice.paid\" = { handler = \"forward\", sink = \"audit\" }";
+        assert_eq!(text.matches(route).count(), 1, "the fixture changed");
         text.replacen(
-            "\"invoice.paid\" = { handler = \"forward\", sink = \"audit\" }\n\n[[sink]]",
-            "\"invoice.paid\" = { handler = \"forward\", sink = \"audit\" }\n\"payment_intent.succeeded\" = { handler = \"orders.mark_paid\" }\n\n[[sink]]",
+            route,
+            &format!(
+                "{route}\n\"payment_intent.succeeded\" = {{ handler = \"orders.mark_paid\" }}"
+            ),
             1,
         )
     });

@@ -13,6 +13,7 @@ use serde::Deserialize;
 use crate::secret::{Secret, SecretUrl};
 use crate::verify::Provider;
 
+mod custom;
 mod sinks;
 mod validate;
 
@@ -121,6 +122,38 @@ pub struct Integration {
     pub alert_when_silent_secs: Option<u64>,
     /// How long the provider waits for an answer; the ingress's p99 alert fires at half.
     pub provider_timeout_secs: u64,
+    /// Providers `hmac` and `token`: the scheme and where the event's fields come from.
+    pub custom: Option<Custom>,
+}
+
+/// A configurable integration's scheme ([`crate::verify::custom`]) and fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Custom {
+    /// How requests are verified.
+    pub verifier: crate::verify::custom::CustomVerifier,
+    /// Where the event id, type and scope come from.
+    pub fields: Fields,
+}
+
+/// Where a configurable integration's event fields come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fields {
+    /// The event id (the receipt key's second half).
+    pub event_id: FieldSource,
+    /// The event type (the route key).
+    pub event_type: FieldSource,
+    /// The scope (the receipt key's first half, after the integration), if any.
+    pub scope: Option<FieldSource>,
+}
+
+/// A request header, or a JSON pointer into the verified body (a string, number or
+/// boolean there).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FieldSource {
+    /// A header (lower case).
+    Header(String),
+    /// A JSON pointer (`/event/id`).
+    Pointer(String),
 }
 
 /// Expected scope values; `None` means "any".
@@ -150,6 +183,8 @@ pub struct Expect {
     pub shop_domain: Option<String>,
     /// Zoom: `payload.account_id` of the signed body.
     pub account_id: Option<String>,
+    /// Providers `hmac` and `token`: the value `[integration.fields].scope` reads.
+    pub scope: Option<String>,
 }
 
 /// Where a routed event goes. The key it is configured under is an event type, a

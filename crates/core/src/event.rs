@@ -10,7 +10,7 @@ use std::borrow::Cow;
 
 use serde::Deserialize;
 
-use crate::config::{CATCH_ALL, Integration, PATTERN_SUFFIX, Route};
+use crate::config::{CATCH_ALL, FieldSource, Integration, PATTERN_SUFFIX, Route};
 use crate::headers::Headers;
 use crate::keys::{EventId, SourceScope};
 use crate::payload;
@@ -84,6 +84,7 @@ pub fn extract<'body>(
         Provider::Shopify => extract_shopify(integration, headers, payload_json),
         Provider::Paddle => extract_paddle(integration, payload_json),
         Provider::Zoom => extract_zoom(integration, payload_json),
+        Provider::Hmac | Provider::Token => extract_configured(integration, headers, payload_json),
     }
 }
 
@@ -493,6 +494,67 @@ fn extract_zoom<'body>(
         route_keys: vec![event_type.clone()],
         event_type,
         source_scope: SourceScope::from_parts([integration.id.as_str(), account_id.unwrap_or("-")]),
+        payload_json,
+    }))
+}
+
+/// The configurable schemes: each field from the header or the body's JSON pointer its
+/// `[integration.fields]` names (a string, or a number or boolean as written).
+fn extract_configured<'body>(
+    integration: &Integration,
+    headers: &Headers<'_>,
+    payload_json: &'body str,
+) -> Result<Extracted<'body>, ExtractError> {
+    let Some(custom) = &integration.custom else {
+        return Err(malformed("the integration has no [integration.fields]"));
+    };
+    let fields = &custom.fields;
+    let reads_body = [
+        Some(&fields.event_id),
+        Some(&fields.event_type),
+        fields.scope.as_ref(),
+    ]
+    .into_iter()
+    .flatten()
+    .any(|source| matches!(source, FieldSource::Pointer(_)));
+    let body: serde_json::Value = if reads_body {
+        serde_json::from_str(payload_json).map_err(|_| malformed("the body is not JSON"))?
+    } else {
+        serde_json::Value::Null
+    };
+    let read = |source: &FieldSource, what: &'static str| -> Result<String, ExtractError> {
+        let value = match source {
+            FieldSource::Header(name) => headers.get(name).map(Cow::Borrowed),
+            FieldSource::Pointer(pointer) => match body.pointer(pointer) {
+                Some(serde_json::Value::String(text)) => Some(Cow::Borrowed(text.as_str())),
+                Some(number @ serde_json::Value::Number(_)) => Some(Cow::Owned(number.to_string())),
+                Some(serde_json::Value::Bool(flag)) => Some(Cow::Owned(flag.to_string())),
+                _ => None,
+            },
+        };
+        required_identifier(value, what)
+    };
+    let event_id = read(&fields.event_id, "event id")?;
+    let event_type = read(&fields.event_type, "event type")?;
+    let scope = fields
+        .scope
+        .as_ref()
+        .map(|source| read(source, "scope"))
+        .transpose()?;
+    expect_equal(
+        &integration.expect.scope,
+        scope.as_deref(),
+        "unexpected scope",
+    )?;
+    let source_scope = match &scope {
+        Some(scope) => SourceScope::from_parts([integration.id.as_str(), scope]),
+        None => SourceScope::from_parts([integration.id.as_str()]),
+    };
+    Ok(Extracted::Event(Event {
+        event_id: EventId::new(event_id),
+        route_keys: vec![event_type.clone()],
+        event_type,
+        source_scope,
         payload_json,
     }))
 }

@@ -758,7 +758,12 @@ pub fn known_types(provider: Provider) -> Option<&'static [&'static str]> {
         Provider::Stripe => Some(STRIPE),
         Provider::Github => Some(GITHUB),
         Provider::Slack => Some(SLACK),
-        Provider::Standard | Provider::Shopify | Provider::Paddle | Provider::Zoom => None,
+        Provider::Standard
+        | Provider::Shopify
+        | Provider::Paddle
+        | Provider::Zoom
+        | Provider::Hmac
+        | Provider::Token => None,
     }
 }
 

@@ -2,7 +2,9 @@
 
 use anyhow::{Context, bail};
 use inbound_core::clock::{Clock, SystemClock};
-use inbound_core::config::Config;
+use inbound_core::config::{Config, FieldSource, Integration};
+use inbound_core::secret::Secret;
+use inbound_core::verify::custom::{self, CustomVerifier, TimestampUnit};
 use inbound_core::verify::{self, Provider};
 
 /// A `curl` command line that POSTs `body` to `base_url` for `integration_id`, signed with
@@ -19,11 +21,14 @@ pub fn curl_command(
     let integration = config
         .integration(integration_id)
         .with_context(|| format!("no integration {integration_id:?} in the configuration"))?;
-    let types_in_a_header = [Provider::Github, Provider::Shopify];
-    if header_event_type.is_some() && !types_in_a_header.contains(&integration.provider) {
+    let type_in_a_header = match &integration.custom {
+        Some(custom) => matches!(custom.fields.event_type, FieldSource::Header(_)),
+        None => matches!(integration.provider, Provider::Github | Provider::Shopify),
+    };
+    if header_event_type.is_some() && !type_in_a_header {
         bail!(
-            "--event-type is for GitHub (X-GitHub-Event) and Shopify (X-Shopify-Topic) integrations; {} names the type in the body",
-            integration.provider.name()
+            "--event-type is for integrations that send the type in a header (GitHub, Shopify, a configured header); {} names it in the body",
+            integration.id
         );
     }
     let Some(secret) = integration.secrets.first() else {
@@ -68,6 +73,9 @@ pub fn curl_command(
             "Paddle-Signature".into(),
             verify::sign_paddle(secret, now, body.as_bytes()),
         )],
+        Provider::Hmac | Provider::Token => {
+            configured_headers(integration, secret, now, body, header_event_type)?
+        }
         Provider::Zoom => vec![
             (
                 "x-zm-signature".into(),
@@ -109,6 +117,58 @@ pub fn curl_command(
     }
     command.push_str(&format!(" --data-binary {}", shell_quote(body)));
     Ok(command)
+}
+
+/// The headers of a configurable scheme: its signature (or token), its timestamp, and the
+/// fields its `[integration.fields]` reads from headers.
+fn configured_headers(
+    integration: &Integration,
+    secret: &Secret,
+    now: i64,
+    body: &str,
+    header_event_type: Option<&str>,
+) -> anyhow::Result<Vec<(String, String)>> {
+    let Some(custom) = &integration.custom else {
+        bail!("integration {} has no configured scheme", integration.id);
+    };
+    let mut headers = match &custom.verifier {
+        CustomVerifier::Hmac(scheme) => {
+            let timestamp = match scheme.timestamp_unit {
+                TimestampUnit::Seconds => now.to_string(),
+                TimestampUnit::Milliseconds => (now * 1000).to_string(),
+            };
+            let mut headers = vec![(
+                scheme.header.clone(),
+                custom::sign(scheme, secret, &timestamp, body.as_bytes()),
+            )];
+            if let Some(name) = &scheme.timestamp_header {
+                headers.push((name.clone(), timestamp));
+            }
+            headers
+        }
+        CustomVerifier::Token(scheme) => {
+            let token = std::str::from_utf8(secret.expose())
+                .context("the token is not text, so no header can carry it")?;
+            vec![(scheme.header.clone(), token.to_owned())]
+        }
+    };
+    if let FieldSource::Header(name) = &custom.fields.event_id {
+        headers.push((name.clone(), format!("evt-{now}")));
+    }
+    if let FieldSource::Header(name) = &custom.fields.event_type {
+        let Some(event_type) = header_event_type else {
+            bail!(
+                "integration {} reads the type from header {name}: give --event-type",
+                integration.id
+            );
+        };
+        headers.push((name.clone(), event_type.to_owned()));
+    }
+    if let Some(FieldSource::Header(name)) = &custom.fields.scope {
+        let scope = integration.expect.scope.as_deref().unwrap_or("example");
+        headers.push((name.clone(), scope.to_owned()));
+    }
+    Ok(headers)
 }
 
 /// Single-quotes `text` for a POSIX shell.

@@ -96,7 +96,8 @@ pub async fn receive(
         tolerance_secs: integration.tolerance_secs,
         now_unix_secs: pipeline.clock.now_unix_secs(),
     };
-    if let Err(error) = verify::verify(integration.provider, &headers, body, context) {
+    let scheme = integration.custom.as_ref().map(|custom| &custom.verifier);
+    if let Err(error) = verify::verify_with(integration.provider, scheme, &headers, body, context) {
         details.reason = Some(error.to_string());
         return Reply::Unauthorized;
     }

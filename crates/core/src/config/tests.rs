@@ -379,3 +379,131 @@ fn owners_silence_and_provider_timeouts_are_read_and_checked() {
         error_of(&zero)
     );
 }
+
+/// A configurable scheme that would verify nothing, or read its fields from nowhere, is
+/// refused with the field named.
+#[test]
+fn configurable_schemes_that_would_verify_nothing_are_refused() {
+    let with = |provider: &str, tables: &str| {
+        format!(
+            "[[integration]]\nid = \"custom\"\nprovider = \"{provider}\"\ntenant = \"acme\"\nsecrets = [\"env:GOOD\"]\n{tables}"
+        )
+    };
+    let hmac = |table: &str| {
+        with(
+            "hmac",
+            &format!(
+                "[integration.hmac]\n{table}\n[integration.fields]\nevent_id = {{ header = \"X-Id\" }}\nevent_type = {{ pointer = \"/type\" }}\n"
+            ),
+        )
+    };
+    let base = "header = \"X-Sig\"\nalgorithm = \"sha256\"\nencoding = \"hex\"";
+    assert!(
+        Config::from_toml(&hmac(base), &env).is_ok(),
+        "{}",
+        hmac(base)
+    );
+    for (table, field, says) in [
+        (
+            "header = \"\"\nalgorithm = \"sha256\"\nencoding = \"hex\"",
+            "hmac.header",
+            "header name",
+        ),
+        (
+            "header = \"X Sig\"\nalgorithm = \"sha256\"\nencoding = \"hex\"",
+            "hmac.header",
+            "header name",
+        ),
+        (
+            "header = \"X-Sig\"\nalgorithm = \"md5\"\nencoding = \"hex\"",
+            "hmac.algorithm",
+            "sha1, sha256 or sha512",
+        ),
+        (
+            "header = \"X-Sig\"\nalgorithm = \"sha256\"\nencoding = \"base32\"",
+            "hmac.encoding",
+            "hex or base64",
+        ),
+        (
+            &format!("{base}\nsigned = \"\""),
+            "hmac.signed",
+            "{body} exactly once",
+        ),
+        (
+            &format!("{base}\nsigned = \"{{timestamp}}\""),
+            "hmac.signed",
+            "{body} exactly once",
+        ),
+        (
+            &format!("{base}\nsigned = \"{{body}}{{body}}\""),
+            "hmac.signed",
+            "{body} exactly once",
+        ),
+        (
+            &format!("{base}\nsigned = \"{{id}}.{{body}}\""),
+            "hmac.signed",
+            "only {timestamp} and {body}",
+        ),
+        (
+            &format!("{base}\nsigned = \"{{timestamp}}.{{body}}\""),
+            "hmac.timestamp_header",
+            "name the header",
+        ),
+        (
+            &format!("{base}\ntimestamp_header = \"X-Ts\""),
+            "hmac.timestamp_header",
+            "proves no freshness",
+        ),
+        (
+            &format!("{base}\nseparator = \"\""),
+            "hmac.separator",
+            "must not be empty",
+        ),
+        (
+            &format!(
+                "{base}\nsigned = \"{{timestamp}}.{{body}}\"\ntimestamp_header = \"X-Ts\"\ntimestamp_unit = \"hours\""
+            ),
+            "hmac.timestamp_unit",
+            "seconds or milliseconds",
+        ),
+    ] {
+        let error = error_of(&hmac(table));
+        assert!(
+            error.contains(field) && error.contains(says),
+            "{table}: {error}"
+        );
+    }
+    // The tables belong together, and only to the configurable providers.
+    let no_fields = with("hmac", &format!("[integration.hmac]\n{base}\n"));
+    assert!(
+        error_of(&no_fields).contains("fields"),
+        "{}",
+        error_of(&no_fields)
+    );
+    let no_scheme = with(
+        "token",
+        "[integration.fields]\nevent_id = { header = \"X-Id\" }\nevent_type = { header = \"X-Type\" }\n",
+    );
+    assert!(
+        error_of(&no_scheme).contains("token"),
+        "{}",
+        error_of(&no_scheme)
+    );
+    let on_stripe = with("stripe", "[integration.token]\nheader = \"X-Token\"\n");
+    assert!(error_of(&on_stripe).contains("applies to providers hmac and token only"));
+    let both_sources = with(
+        "token",
+        "[integration.token]\nheader = \"X-Token\"\n[integration.fields]\nevent_id = { header = \"X-Id\", pointer = \"/id\" }\nevent_type = { header = \"X-Type\" }\n",
+    );
+    assert!(error_of(&both_sources).contains("either header or pointer"));
+    let bad_pointer = with(
+        "token",
+        "[integration.token]\nheader = \"X-Token\"\n[integration.fields]\nevent_id = { pointer = \"id\" }\nevent_type = { header = \"X-Type\" }\n",
+    );
+    assert!(error_of(&bad_pointer).contains("starting with '/'"));
+    let scope_from_nowhere = with(
+        "token",
+        "expect = { scope = \"42\" }\n[integration.token]\nheader = \"X-Token\"\n[integration.fields]\nevent_id = { header = \"X-Id\" }\nevent_type = { header = \"X-Type\" }\n",
+    );
+    assert!(error_of(&scope_from_nowhere).contains("needs [integration.fields].scope"));
+}

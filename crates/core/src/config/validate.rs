@@ -57,6 +57,9 @@ struct RawIntegration {
     owner: Option<String>,
     alert_when_silent_secs: Option<u64>,
     provider_timeout_secs: Option<u64>,
+    hmac: Option<super::custom::RawHmac>,
+    token: Option<super::custom::RawToken>,
+    fields: Option<super::custom::RawFields>,
 }
 
 fn syntax_error(text: &str, error: &toml::de::Error) -> ConfigError {
@@ -172,6 +175,25 @@ fn validate_integration(
     }
     let limits = IntegrationLimits::read(path, provider, &raw)?;
     validate_expect(path, provider, &raw.expect)?;
+    let custom = super::custom::validate_custom(
+        path,
+        provider,
+        super::custom::RawCustom {
+            hmac: raw.hmac,
+            token: raw.token,
+            fields: raw.fields,
+        },
+    )?;
+    if raw.expect.scope.is_some()
+        && custom
+            .as_ref()
+            .is_some_and(|custom| custom.fields.scope.is_none())
+    {
+        return Err(invalid(
+            format!("{path}.expect.scope"),
+            "needs [integration.fields].scope: where the scope comes from",
+        ));
+    }
     if raw.content_dedupe && provider != Provider::Github {
         return Err(invalid(
             format!("{path}.content_dedupe"),
@@ -201,6 +223,7 @@ fn validate_integration(
         owner: validate_owner(path, raw.owner)?,
         alert_when_silent_secs: limits.alert_when_silent_secs,
         provider_timeout_secs: limits.provider_timeout_secs,
+        custom,
     })
 }
 
@@ -389,6 +412,7 @@ fn validate_expect(path: &str, provider: Provider, expect: &Expect) -> Result<()
         ("api_app_id", expect.api_app_id.is_some()),
         ("shop_domain", expect.shop_domain.is_some()),
         ("account_id", expect.account_id.is_some()),
+        ("scope", expect.scope.is_some()),
     ];
     let allowed: &[&str] = match provider {
         Provider::Stripe => &["account", "livemode"],
@@ -402,6 +426,7 @@ fn validate_expect(path: &str, provider: Provider, expect: &Expect) -> Result<()
         Provider::Standard | Provider::Paddle => &[],
         Provider::Shopify => &["shop_domain"],
         Provider::Zoom => &["account_id"],
+        Provider::Hmac | Provider::Token => &["scope"],
     };
     for (key, is_set) in present {
         if is_set && !allowed.contains(&key) {
