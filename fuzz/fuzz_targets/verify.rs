@@ -42,6 +42,7 @@ fuzz_target!(|request: Request<'_>| {
         .collect();
     let context = VerifyContext {
         secrets: &secrets,
+        public_keys: &[],
         tolerance_secs: 300,
         now_unix_secs: request.now,
     };

@@ -64,6 +64,7 @@ fuzz_target!(|signed: Signed<'_>| {
         let secrets = [secret.clone()];
         let context = VerifyContext {
             secrets: &secrets,
+            public_keys: &[],
             tolerance_secs: 300,
             now_unix_secs: now,
         };

@@ -108,6 +108,7 @@ async fn success_completes_with_the_key_the_body_and_a_verifiable_signature() {
     let now = chrono::Utc::now().timestamp();
     let context = VerifyContext {
         secrets: std::slice::from_ref(&key),
+        public_keys: &[],
         tolerance_secs: 300,
         now_unix_secs: now,
     };

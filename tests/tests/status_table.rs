@@ -228,6 +228,49 @@ async fn shared_token_status_table() {
     status_table_for(Provider::Token).await;
 }
 
+/// Standard Webhooks `v1a`: an integration that holds only the sender's `whpk_` public key
+/// accepts a request signed with the private key, and refuses one signed with another.
+#[tokio::test]
+async fn standard_webhooks_v1a_verifies_with_a_public_key() {
+    use base64::Engine;
+    use ring::signature::{Ed25519KeyPair, KeyPair};
+    let base64 = base64::engine::general_purpose::STANDARD;
+    let sender = Ed25519KeyPair::from_seed_unchecked(&[9; 32]).expect("seed");
+    let public_key = format!("whpk_{}", base64.encode(sender.public_key().as_ref()));
+    let stack = Stack::builder()
+        .ingress(move |mut options| {
+            options.config_toml.push_str(
+                "\n[[integration]]\nid = \"std-v1a\"\nprovider = \"standard\"\ntenant = \"acme\"\nsecrets = [\"env:TEST_STANDARD_PUBLIC_KEY\"]\n[integration.routes]\n\"invoice.paid\" = { handler = \"forward\", sink = \"audit\" }\n",
+            );
+            options.env.push(("TEST_STANDARD_PUBLIC_KEY".into(), public_key));
+            options
+        })
+        .start()
+        .await;
+    let body = r#"{"type":"invoice.paid","data":{"invoice":"in_1"}}"#;
+    let signed_by = |key: &Ed25519KeyPair, id: &str| {
+        let timestamp = chrono::Utc::now().timestamp().to_string();
+        let signature = key.sign(format!("{id}.{timestamp}.{body}").as_bytes());
+        let headers = vec![
+            ("content-type".to_owned(), "application/json".to_owned()),
+            ("webhook-id".to_owned(), id.to_owned()),
+            ("webhook-timestamp".to_owned(), timestamp),
+            (
+                "webhook-signature".to_owned(),
+                format!("v1a,{}", base64.encode(signature.as_ref())),
+            ),
+        ];
+        SignedRequest::new("std-v1a", headers, body)
+    };
+    let accepted = stack.deliver(&signed_by(&sender, "msg_v1a_1")).await;
+    assert_status(&accepted, 200, "v1a");
+    assert_eq!(accepted.json["status"], "accepted");
+    let impostor = Ed25519KeyPair::from_seed_unchecked(&[8; 32]).expect("seed");
+    let forged = stack.deliver(&signed_by(&impostor, "msg_v1a_2")).await;
+    assert_status(&forged, 401, "v1a under another key");
+    assert_eq!(stack.database.receipt_count().await, 1);
+}
+
 /// Zoom's endpoint validation is answered as Zoom specifies (the plain token and its
 /// HMAC-SHA256 under the secret token) only when it verifies, and stores nothing.
 #[tokio::test]

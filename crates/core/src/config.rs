@@ -100,6 +100,9 @@ pub struct Integration {
     /// Every active secret; any one may verify (rotation). Standard Webhooks secrets are
     /// already base64-decoded.
     pub secrets: Vec<Secret>,
+    /// Standard Webhooks only: the `whpk_` public keys `v1a` signatures are checked with
+    /// (listed among `secrets` in the file; a public key verifies, it cannot sign).
+    pub public_keys: Vec<crate::verify::PublicKey>,
     /// Allowed clock distance for signed timestamps, either way.
     pub tolerance_secs: u64,
     /// The body limit, enforced while streaming.

@@ -23,7 +23,10 @@ pub use github::sign as sign_github;
 pub use paddle::sign as sign_paddle;
 pub use shopify::sign as sign_shopify;
 pub use slack::sign as sign_slack;
-pub use standard::{decode_secret as decode_standard_secret, sign as sign_standard};
+pub use standard::{
+    decode_public_key as decode_standard_public_key, decode_secret as decode_standard_secret,
+    sign as sign_standard,
+};
 pub use stripe::sign as sign_stripe;
 pub use zoom::{encrypted_token as zoom_encrypted_token, sign as sign_zoom};
 
@@ -146,11 +149,18 @@ pub enum VerifyError {
     NoMatchingSignature,
 }
 
+/// An Ed25519 public key (Standard Webhooks `whpk_`): it verifies, it cannot sign, so it
+/// is no secret.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PublicKey(pub [u8; 32]);
+
 /// What the verifier needs besides the request: the keys and the time.
 #[derive(Debug, Clone, Copy)]
 pub struct VerifyContext<'a> {
     /// Every active secret of the integration (rotation: any one may match).
     pub secrets: &'a [Secret],
+    /// Standard Webhooks' public keys (`v1a` signatures); empty for every other scheme.
+    pub public_keys: &'a [PublicKey],
     /// Allowed distance, either way, between the signed timestamp and now.
     pub tolerance_secs: u64,
     /// The current Unix time, from an injectable clock.

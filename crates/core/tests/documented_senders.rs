@@ -154,6 +154,7 @@ fn every_documented_sender_verifies_and_extracts_what_it_sends() {
         let scheme = integration.custom.as_ref().map(|custom| &custom.verifier);
         let context = VerifyContext {
             secrets: &integration.secrets,
+            public_keys: &[],
             tolerance_secs: integration.tolerance_secs,
             now_unix_secs: NOW,
         };
@@ -226,6 +227,7 @@ fn a_signed_timestamp_outside_the_tolerance_is_refused() {
     let at = |now| {
         let context = VerifyContext {
             secrets: &integration.secrets,
+            public_keys: &[],
             tolerance_secs: 300,
             now_unix_secs: now,
         };

@@ -93,7 +93,7 @@ proptest! {
         let mut owned: Vec<(&str, Vec<u8>)> = pairs.into_iter().map(|(name, value)| (HEADER_NAMES[name], value)).collect();
         owned.extend(shaped.into_iter().map(|(name, value)| (HEADER_NAMES[name], value.into_bytes())));
         let headers: Headers = owned.iter().map(|(name, value)| (*name, value.as_slice())).collect();
-        let context = VerifyContext { secrets: &secrets, tolerance_secs: 300, now_unix_secs: now };
+        let context = VerifyContext { secrets: &secrets, public_keys: &[], tolerance_secs: 300, now_unix_secs: now };
         for provider in Provider::ALL {
             prop_assert!(verify::verify(provider, &headers, &body, context).is_err());
         }

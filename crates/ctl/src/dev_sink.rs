@@ -147,6 +147,7 @@ fn check_signature(
         .collect();
     let context = VerifyContext {
         secrets: &sink.secrets,
+        public_keys: &[],
         tolerance_secs: 300,
         now_unix_secs: SystemClock.now_unix_secs(),
     };

@@ -93,6 +93,7 @@ pub async fn receive(
         .collect();
     let context = VerifyContext {
         secrets: &integration.secrets,
+        public_keys: &integration.public_keys,
         tolerance_secs: integration.tolerance_secs,
         now_unix_secs: pipeline.clock.now_unix_secs(),
     };

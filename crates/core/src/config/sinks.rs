@@ -57,6 +57,42 @@ pub(super) fn resolve_secrets(
         .collect()
 }
 
+/// A Standard Webhooks integration's keys: each reference resolves to a `whsec_` secret
+/// (`v1`, HMAC) or a `whpk_` public key (`v1a`, Ed25519). Errors name the reference, never
+/// the value.
+pub(super) fn resolve_standard_keys(
+    path: &str,
+    references: &[String],
+    env_lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<(Vec<Secret>, Vec<crate::verify::PublicKey>), ConfigError> {
+    let mut secrets = Vec::new();
+    let mut public_keys = Vec::new();
+    for (index, reference) in references.iter().enumerate() {
+        let field = format!("{path}.secrets[{index}]");
+        let value = resolve_reference(reference, env_lookup)
+            .map_err(|error| invalid(&field, error.to_string()))?;
+        if value.starts_with("whpk_") {
+            let key = crate::verify::decode_standard_public_key(&value).map_err(|_| {
+                invalid(
+                    &field,
+                    format!("{reference} is not a Standard Webhooks public key (expected whpk_ followed by the base64 of 32 bytes)"),
+                )
+            })?;
+            public_keys.push(key);
+        } else {
+            secrets.push(decode_standard_secret(&value).map_err(|_| {
+                invalid(
+                    &field,
+                    format!(
+                        "{reference} is not a Standard Webhooks secret (expected whsec_ followed by base64) or public key (whpk_)"
+                    ),
+                )
+            })?);
+        }
+    }
+    Ok((secrets, public_keys))
+}
+
 pub(super) fn validate_sink(
     path: &str,
     raw: RawSink,

@@ -507,3 +507,33 @@ fn configurable_schemes_that_would_verify_nothing_are_refused() {
     );
     assert!(error_of(&scope_from_nowhere).contains("needs [integration.fields].scope"));
 }
+
+/// A Standard Webhooks integration may list `whpk_` public keys (for `v1a`) beside or
+/// instead of `whsec_` secrets; a malformed one is refused, naming the reference only.
+#[test]
+fn standard_integrations_take_public_keys() {
+    let with = |reference: &str| {
+        format!(
+            "[[integration]]\nid = \"std\"\nprovider = \"standard\"\ntenant = \"acme\"\nsecrets = [\"{reference}\"]\n"
+        )
+    };
+    let keys = |name: &str| match name {
+        "PK" => Some(format!("whpk_{}", "A".repeat(43) + "=")),
+        "BAD_PK" => Some("whpk_AAAA".to_owned()),
+        _ => env(name),
+    };
+    let config = Config::from_toml(&with("env:PK"), &keys).expect("a public key alone");
+    let integration = config.integration("std").expect("std");
+    assert_eq!(
+        (integration.secrets.len(), integration.public_keys.len()),
+        (0, 1)
+    );
+    let error = Config::from_toml(&with("env:BAD_PK"), &keys)
+        .expect_err("refused")
+        .to_string();
+    assert!(
+        error.contains("env:BAD_PK") && error.contains("public key"),
+        "{error}"
+    );
+    assert!(!error.contains("AAAA"), "the value is never shown: {error}");
+}

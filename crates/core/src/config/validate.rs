@@ -161,13 +161,15 @@ fn validate_integration(
     if raw.tenant.trim().is_empty() {
         return Err(invalid(format!("{path}.tenant"), "must not be empty"));
     }
-    let secrets = resolve_secrets(
-        path,
-        &raw.secrets,
-        provider == Provider::Standard,
-        env_lookup,
-    )?;
-    if secrets.is_empty() {
+    let (secrets, public_keys) = if provider == Provider::Standard {
+        super::sinks::resolve_standard_keys(path, &raw.secrets, env_lookup)?
+    } else {
+        (
+            resolve_secrets(path, &raw.secrets, false, env_lookup)?,
+            Vec::new(),
+        )
+    };
+    if secrets.is_empty() && public_keys.is_empty() {
         return Err(invalid(
             format!("{path}.secrets"),
             "needs at least one secret reference",
@@ -214,6 +216,7 @@ fn validate_integration(
         provider,
         tenant: raw.tenant,
         secrets,
+        public_keys,
         tolerance_secs: limits.tolerance_secs,
         max_body_bytes: limits.max_body_bytes,
         expect: raw.expect,

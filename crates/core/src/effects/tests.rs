@@ -395,6 +395,7 @@ fn signature_headers_verify_with_our_verifier_and_every_secret() {
     for secret in [old, new] {
         let context = VerifyContext {
             secrets: std::slice::from_ref(&secret),
+            public_keys: &[],
             tolerance_secs: 300,
             now_unix_secs: 1_700_000_000,
         };

@@ -1,11 +1,13 @@
 //! Standard Webhooks: `webhook-id`, `webhook-timestamp` and `webhook-signature` (a
-//! space-separated list of `v1,<base64>`; the `svix-*` names are accepted as aliases).
-//! HMAC-SHA256 of `"{id}.{timestamp}.{body}"`, keyed by the base64 after `whsec_`.
+//! space-separated list of `v1,<base64>` and `v1a,<base64>`; the `svix-*` names are
+//! accepted as aliases). `v1`: HMAC-SHA256 of `"{id}.{timestamp}.{body}"`, keyed by the
+//! base64 after `whsec_`. `v1a`: an Ed25519 signature of the same, checked against the
+//! `whpk_` public keys — the sender keeps the private key, so a leaked key forges nothing.
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 
-use super::{VerifyContext, VerifyError, check_freshness, mac};
+use super::{PublicKey, VerifyContext, VerifyError, check_freshness, mac};
 use crate::headers::Headers;
 use crate::secret::Secret;
 
@@ -30,22 +32,50 @@ pub(super) fn verify(
         .get_any(&SIGNATURE_HEADERS)
         .ok_or(VerifyError::MissingHeader(SIGNATURE_HEADERS[0]))?;
     check_freshness(TIMESTAMP_HEADERS[0], timestamp, context)?;
-    // Other versions (v1a is the asymmetric scheme) and undecodable entries are skipped:
-    // they can never match an HMAC, and a sender may list several.
+    // `v1` entries are HMACs; `v1a` entries (Ed25519) are checked against the public keys
+    // below; other versions and undecodable entries are skipped: a sender may list several.
     let candidates: Vec<Vec<u8>> = signatures
         .split(' ')
         .filter_map(|entry| entry.strip_prefix("v1,"))
         .filter_map(|encoded| BASE64.decode(encoded).ok())
         .collect();
-    if candidates.is_empty() {
-        return Err(VerifyError::NoMatchingSignature);
-    }
     let parts: [&[u8]; 5] = [id.as_bytes(), b".", timestamp.as_bytes(), b".", body];
-    if mac::any_matches(context.secrets, &parts, &candidates) {
+    let symmetric = mac::any_matches(context.secrets, &parts, &candidates);
+    if symmetric || asymmetric_matches(signatures, &parts, context.public_keys) {
         Ok(())
     } else {
         Err(VerifyError::NoMatchingSignature)
     }
+}
+
+/// Whether any `v1a` entry is an Ed25519 signature of `parts` under any public key. Keys
+/// and signatures are public: nothing here needs constant time.
+fn asymmetric_matches(signatures: &str, parts: &[&[u8]], public_keys: &[PublicKey]) -> bool {
+    if public_keys.is_empty() {
+        return false;
+    }
+    let message = parts.concat();
+    signatures
+        .split(' ')
+        .filter_map(|entry| entry.strip_prefix("v1a,"))
+        .filter_map(|encoded| BASE64.decode(encoded).ok())
+        .any(|signature| {
+            public_keys.iter().any(|key| {
+                ring::signature::UnparsedPublicKey::new(&ring::signature::ED25519, key.0)
+                    .verify(&message, &signature)
+                    .is_ok()
+            })
+        })
+}
+
+/// Decodes a `whpk_<base64>` public key (32 bytes).
+pub fn decode_public_key(key: &str) -> Result<PublicKey, base64::DecodeError> {
+    let encoded = key.strip_prefix("whpk_").unwrap_or(key);
+    let bytes = BASE64.decode(encoded)?;
+    let key: [u8; 32] = bytes
+        .try_into()
+        .map_err(|bytes: Vec<u8>| base64::DecodeError::InvalidLength(bytes.len()))?;
+    Ok(PublicKey(key))
 }
 
 /// Decodes a `whsec_<base64>` secret (the prefix is optional) into key bytes.

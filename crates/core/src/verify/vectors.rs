@@ -34,6 +34,7 @@ fn headers_of<'a>(pairs: &'a [(&'a str, String)]) -> Headers<'a> {
 fn context(secrets: &[Secret], now: i64) -> VerifyContext<'_> {
     VerifyContext {
         secrets,
+        public_keys: &[],
         tolerance_secs: 300,
         now_unix_secs: now,
     }
@@ -300,6 +301,88 @@ fn zoom_headers_that_are_missing_or_not_v0_hex_are_refused() {
     assert_eq!(
         run(&[("x-zm-signature", format!("v0={}", "0".repeat(64)))]),
         Err(VerifyError::MissingHeader("x-zm-request-timestamp"))
+    );
+}
+
+/// `v1a`: no official Standard Webhooks library here signs it, so the vectors come from
+/// `cryptography`'s Ed25519 (`testdata/standard-v1a.json`; its generator names why). The
+/// primitive itself is held to RFC 8032's first test vector.
+#[test]
+fn standard_webhooks_v1a_vectors() {
+    // RFC 8032, section 7.1, TEST 1: the empty message.
+    let rfc_key = hex::decode("d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a")
+        .expect("hex");
+    let rfc_signature = hex::decode("e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e065224901555fb8821590a33bacc61e39701cf9b46bd25bf5f0595bbe24655141438e7a100b").expect("hex");
+    assert!(
+        ring::signature::UnparsedPublicKey::new(&ring::signature::ED25519, &rfc_key)
+            .verify(b"", &rfc_signature)
+            .is_ok()
+    );
+
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/standard-v1a.json");
+    let vectors: Value =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("the v1a vectors"))
+            .expect("JSON");
+    let public_key = decode_standard_public_key(text(&vectors, "public_key")).expect("whpk_");
+    let keys = [public_key];
+    let secret_for_v1 = [Secret::new(b"an HMAC key".to_vec())];
+    for case in vectors["cases"].as_array().expect("cases") {
+        let (id, body, signature) = (
+            text(case, "id"),
+            text(case, "body"),
+            text(case, "signature"),
+        );
+        let signed_at = number(case, "timestamp");
+        let pairs = [
+            ("webhook-id", id.to_owned()),
+            ("webhook-timestamp", signed_at.to_string()),
+            (
+                "webhook-signature",
+                format!("v1,{} {signature}", "A".repeat(44)),
+            ),
+        ];
+        let context = |public_keys| VerifyContext {
+            secrets: &secret_for_v1,
+            public_keys,
+            tolerance_secs: 300,
+            now_unix_secs: signed_at,
+        };
+        let check = |pairs: &[(&str, String)], body: &[u8], public_keys| {
+            verify(
+                Provider::Standard,
+                &headers_of(pairs),
+                body,
+                context(public_keys),
+            )
+        };
+        assert_eq!(check(&pairs, body.as_bytes(), &keys), Ok(()), "{id}");
+        assert_eq!(
+            check(&pairs, body.as_bytes(), &[]),
+            Err(VerifyError::NoMatchingSignature),
+            "{id}: without the public key"
+        );
+        let mut tampered = body.as_bytes().to_vec();
+        tampered.push(b' ');
+        assert_eq!(
+            check(&pairs, &tampered, &keys),
+            Err(VerifyError::NoMatchingSignature)
+        );
+        let other_id = [
+            ("webhook-id", format!("{id}x")),
+            pairs[1].clone(),
+            pairs[2].clone(),
+        ];
+        assert_eq!(
+            check(&other_id, body.as_bytes(), &keys),
+            Err(VerifyError::NoMatchingSignature)
+        );
+        // Rotation: another public key first, the right one second.
+        let rotated = [PublicKey([7; 32]), public_key];
+        assert_eq!(check(&pairs, body.as_bytes(), &rotated), Ok(()));
+    }
+    assert!(
+        decode_standard_public_key("whpk_AAAA").is_err(),
+        "not 32 bytes"
     );
 }
 
