@@ -22,6 +22,7 @@ pub mod proxy;
 pub mod signing;
 pub mod sink;
 pub mod stack;
+pub mod stripe_api;
 
 pub use database::TestDatabase;
 pub use process::{Service, ServiceOptions};

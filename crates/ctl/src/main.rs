@@ -20,6 +20,7 @@ mod receipt_text;
 mod receipts_cmd;
 mod selection;
 mod sign;
+mod stripe_cmd;
 
 use output::out;
 
@@ -118,6 +119,11 @@ enum Command {
     /// Retention: drop payloads of done receipts, later their key rows, in bounded batches
     /// (`--dry-run` counts; keys are kept past each provider's redelivery horizon).
     Purge(PurgeArgs),
+    /// Stripe's own recovery: store the events an outage or a disabled endpoint missed.
+    Stripe {
+        #[command(subcommand)]
+        command: stripe_cmd::StripeCommand,
+    },
     /// Print a shell completion script: `inboundctl completions bash > /etc/bash_completion.d/inboundctl`.
     Completions {
         /// The shell.
@@ -286,6 +292,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Purge(args) => args.run().await,
+        Command::Stripe { command } => stripe_cmd::run(command).await,
         Command::Effects { command } => effects_cmd::run(command).await,
         Command::DevSink {
             listen,

@@ -136,3 +136,42 @@ pub async fn insert_receipts<'a>(
         })
         .collect())
 }
+
+/// Marks `receipt_ids` as fetched over the provider's API rather than delivered signed
+/// (`receipts.provenance = 'api'`), in the transaction that inserted them, so that no
+/// worker sees them before they say where they came from.
+pub async fn mark_fetched(
+    conn: &mut PgConnection,
+    receipt_ids: &[ReceiptId],
+) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE receipts SET provenance = 'api' WHERE id = ANY ($1)",
+        receipt_ids as &[ReceiptId],
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Which of the receipt keys `(source_scope, event_id)` are held (in any state), through
+/// the receipt-key index: what a backfill's dry run would skip.
+pub async fn held_keys(
+    conn: &mut PgConnection,
+    keys: &[(SourceScope, EventId)],
+) -> Result<HashSet<(String, String)>, sqlx::Error> {
+    let scopes: Vec<&str> = keys.iter().map(|(scope, _)| scope.as_str()).collect();
+    let event_ids: Vec<&str> = keys.iter().map(|(_, id)| id.as_str()).collect();
+    let rows = sqlx::query!(
+        "SELECT r.source_scope, r.event_id
+         FROM unnest($1::text[], $2::text[]) AS k(source_scope, event_id)
+         JOIN receipts r ON r.source_scope = k.source_scope AND r.event_id = k.event_id",
+        scopes as Vec<&str>,
+        event_ids as Vec<&str>,
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|row| (row.source_scope, row.event_id))
+        .collect())
+}

@@ -1,0 +1,420 @@
+//! `inboundctl stripe backfill`: Stripe retries a delivery for days, but an endpoint that
+//! was disabled, misconfigured or down past its retries misses events for good. This pages
+//! through Stripe's events API (`GET /v1/events`, newest first, `starting_after` cursor)
+//! over a window and stores, as pending receipts, the events the integration routes and
+//! inbound does not hold — marked `provenance = 'api'` (fetched with the account's key, not
+//! delivered signed) — so the worker processes them exactly like delivered ones. Events
+//! inbound holds are left alone (the receipt key decides), as are events of another
+//! account than the integration's `expect` and types it does not route.
+//!
+//! Bounded: at most `--requests-per-second` requests, 100 events each; a 429 or 5xx is
+//! retried after its `Retry-After` (at most 60 s) or a doubling pause, at most 5 times in a
+//! row; any other refusal ends the run with what was stored so far reported.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use chrono::{DateTime, Utc};
+use clap::{Args, Subcommand};
+use inbound_core::config::{Config, Integration};
+use inbound_core::event::{self, ExtractError, Extracted};
+use inbound_core::headers::Headers;
+use inbound_core::keys::ReceiptId;
+use inbound_core::keys::{EventId, SourceScope};
+use inbound_core::secret::resolve_reference;
+use inbound_core::store::{self, InsertOutcome, NewReceipt};
+use inbound_core::verify::Provider;
+use serde_json::Value;
+use sqlx::Connection;
+
+use crate::operate::DatabaseArgs;
+use crate::output::out;
+use crate::selection::parse_time;
+
+/// `inboundctl stripe …`.
+#[derive(Debug, Subcommand)]
+pub enum StripeCommand {
+    /// Store, as receipts, the events of a window that the integration routes and inbound
+    /// does not hold (an endpoint that was down or disabled past Stripe's retries).
+    #[command(after_help = "Examples:
+  inboundctl stripe backfill --integration stripe-live --since 2d --dry-run
+  STRIPE_API_KEY=rk_live_… inboundctl stripe backfill --integration stripe-live --since 2026-11-28T00:00:00Z
+
+The key needs read access to Events only: a restricted key (rk_…) with \"Events: Read\".")]
+    Backfill(BackfillArgs),
+}
+
+/// `inboundctl stripe backfill`.
+#[derive(Debug, Args)]
+pub struct BackfillArgs {
+    #[command(flatten)]
+    database: DatabaseArgs,
+    /// Configuration file (TOML): the integration's routes and `expect`.
+    #[arg(long, env = "INBOUND_CONFIG")]
+    config: PathBuf,
+    /// The Stripe integration to backfill.
+    #[arg(long)]
+    integration: String,
+    /// The API key, as a reference (`env:NAME` or `file:/path`); never a literal.
+    #[arg(long, default_value = "env:STRIPE_API_KEY")]
+    api_key: String,
+    /// Events created at or after this (RFC 3339, or an age: 30m, 6h, 2d). Stripe keeps
+    /// events for 30 days.
+    #[arg(long, value_parser = parse_time)]
+    since: DateTime<Utc>,
+    /// Events created before this (default: now).
+    #[arg(long, value_parser = parse_time)]
+    until: Option<DateTime<Utc>>,
+    /// Count what would be stored; store nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// At most this many API requests per second (Stripe allows 100 in live mode).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=100))]
+    requests_per_second: u32,
+    /// Stripe's API base URL (a test server in the suite).
+    #[arg(long, default_value = "https://api.stripe.com", hide = true)]
+    api_base: String,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// What a backfill found, by what it did with each event.
+#[derive(Debug, Default, serde::Serialize)]
+struct Summary {
+    /// Events the API listed in the window.
+    listed: u64,
+    /// Stored as new pending receipts (or, in a dry run, would be).
+    stored: u64,
+    /// Already held by inbound (delivered, or stored by an earlier backfill).
+    held: u64,
+    /// Of a type the integration does not route.
+    not_routed: u64,
+    /// Of another account or mode than the integration's `expect`.
+    other_scope: u64,
+    /// Refused by the storability rules (named on stderr, one line each).
+    malformed: u64,
+    /// Whether this was a dry run.
+    dry_run: bool,
+}
+
+/// Runs `inboundctl stripe …`.
+pub async fn run(command: StripeCommand) -> anyhow::Result<()> {
+    match command {
+        StripeCommand::Backfill(args) => backfill(args).await,
+    }
+}
+
+async fn backfill(args: BackfillArgs) -> anyhow::Result<()> {
+    let config = Config::load(&args.config).context("invalid configuration")?;
+    let integration = config
+        .integration(&args.integration)
+        .with_context(|| format!("no integration {:?} in the configuration", args.integration))?;
+    if integration.provider != Provider::Stripe {
+        bail!(
+            "integration {} is {}, not stripe",
+            integration.id,
+            integration.provider.name()
+        );
+    }
+    let key = resolve_reference(&args.api_key, &|name| std::env::var(name).ok())
+        .map_err(|error| anyhow::anyhow!("--api-key {}: {error}", args.api_key))?;
+    let until = args.until.unwrap_or_else(Utc::now);
+    if args.since >= until {
+        bail!("--since must be before --until");
+    }
+    let api = StripeApi::new(&args, key)?;
+    let mut connection = args.database.connect().await?;
+    let mut summary = Summary {
+        dry_run: args.dry_run,
+        ..Summary::default()
+    };
+    let mut cursor: Option<String> = None;
+    loop {
+        let page = api
+            .events_page(args.since, until, cursor.as_deref())
+            .await?;
+        summary.listed += page.events.len() as u64;
+        let storable = sort_events(integration, &page.events, &mut summary);
+        store_page(
+            &mut connection,
+            integration,
+            &storable,
+            args.dry_run,
+            &mut summary,
+        )
+        .await?;
+        if !page.has_more {
+            break;
+        }
+        cursor = page
+            .events
+            .last()
+            .and_then(|event| event["id"].as_str())
+            .map(str::to_owned);
+        if cursor.is_none() {
+            bail!("Stripe said there were more events but the page ended without an id");
+        }
+    }
+    report(&summary, args.json)
+}
+
+/// One event ready to store: its JSON text and what the ingress would have extracted.
+struct Storable {
+    json: String,
+    source_scope: SourceScope,
+    event_id: EventId,
+    event_type: String,
+    route_key: String,
+}
+
+/// Extracts each listed event as the ingress would, counting the ones it would not store.
+fn sort_events(
+    integration: &Integration,
+    events: &[Value],
+    summary: &mut Summary,
+) -> Vec<Storable> {
+    let no_headers: Headers = std::iter::empty::<(&str, &[u8])>().collect();
+    let mut storable = Vec::new();
+    for listed in events {
+        let json = listed.to_string();
+        let event = match event::extract(integration, &no_headers, json.as_bytes()) {
+            Ok(Extracted::Event(event)) => event,
+            Ok(_) => continue,
+            Err(ExtractError::Forbidden(_)) => {
+                summary.other_scope += 1;
+                continue;
+            }
+            Err(ExtractError::Malformed(reason)) => {
+                summary.malformed += 1;
+                eprintln!("inboundctl: event {} not stored: {reason}", listed["id"]);
+                continue;
+            }
+        };
+        let Some((route_key, _)) = event::find_route(integration, &event) else {
+            summary.not_routed += 1;
+            continue;
+        };
+        let route_key = route_key.to_owned();
+        let (source_scope, event_id, event_type) =
+            (event.source_scope, event.event_id, event.event_type);
+        storable.push(Storable {
+            json,
+            source_scope,
+            event_id,
+            event_type,
+            route_key,
+        });
+    }
+    storable
+}
+
+/// Stores a page's new events in one transaction, marked as fetched; a dry run counts
+/// what it would store.
+async fn store_page(
+    connection: &mut sqlx::PgConnection,
+    integration: &Integration,
+    storable: &[Storable],
+    dry_run: bool,
+    summary: &mut Summary,
+) -> anyhow::Result<()> {
+    if storable.is_empty() {
+        return Ok(());
+    }
+    if dry_run {
+        let keys: Vec<_> = storable
+            .iter()
+            .map(|one| (one.source_scope.clone(), one.event_id.clone()))
+            .collect();
+        let held = store::receipts::held_keys(connection, &keys).await?;
+        let already = storable
+            .iter()
+            .filter(|one| {
+                held.contains(&(
+                    one.source_scope.as_str().to_owned(),
+                    one.event_id.as_str().to_owned(),
+                ))
+            })
+            .count() as u64;
+        summary.held += already;
+        summary.stored += storable.len() as u64 - already;
+        return Ok(());
+    }
+    let receipts: Vec<NewReceipt<'_>> = storable
+        .iter()
+        .map(|one| NewReceipt {
+            integration: &integration.id,
+            source_scope: &one.source_scope,
+            event_id: &one.event_id,
+            event_type: &one.event_type,
+            route_key: &one.route_key,
+            payload_json: &one.json,
+            content_digest: None,
+        })
+        .collect();
+    let mut transaction = connection.begin().await?;
+    let outcomes = store::insert_receipts(&mut transaction, &receipts).await?;
+    let stored: Vec<ReceiptId> = outcomes
+        .iter()
+        .filter_map(|outcome| match outcome {
+            InsertOutcome::Accepted(id) => Some(*id),
+            InsertOutcome::Duplicate => None,
+        })
+        .collect();
+    store::receipts::mark_fetched(&mut transaction, &stored).await?;
+    transaction.commit().await?;
+    summary.stored += stored.len() as u64;
+    summary.held += (outcomes.len() - stored.len()) as u64;
+    Ok(())
+}
+
+fn report(summary: &Summary, as_json: bool) -> anyhow::Result<()> {
+    if as_json {
+        out!("{}", serde_json::to_string(summary)?);
+        return Ok(());
+    }
+    let verb = if summary.dry_run {
+        "would store"
+    } else {
+        "stored"
+    };
+    out!(
+        "listed {} event(s): {verb} {}, already held {}, not routed {}, another account or mode {}, malformed {}",
+        summary.listed,
+        summary.stored,
+        summary.held,
+        summary.not_routed,
+        summary.other_scope,
+        summary.malformed
+    );
+    Ok(())
+}
+
+/// One page of `GET /v1/events`.
+struct Page {
+    events: Vec<Value>,
+    has_more: bool,
+}
+
+/// Stripe's events API, paced and retried.
+struct StripeApi {
+    client: reqwest::Client,
+    base: String,
+    key: String,
+    pause: Duration,
+}
+
+/// Retries of one request in a row before the run gives up.
+const MAX_RETRIES: u32 = 5;
+/// The longest wait a `Retry-After` may ask for.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+
+impl StripeApi {
+    fn new(args: &BackfillArgs, key: String) -> anyhow::Result<Self> {
+        // reqwest is built without a bundled crypto provider; ring is the one sqlx uses.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .timeout(Duration::from_secs(30))
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .context("cannot build the HTTP client")?;
+        Ok(Self {
+            client,
+            base: args.api_base.trim_end_matches('/').to_owned(),
+            key,
+            pause: Duration::from_secs(1) / args.requests_per_second,
+        })
+    }
+
+    async fn events_page(
+        &self,
+        since: DateTime<Utc>,
+        until: DateTime<Utc>,
+        after: Option<&str>,
+    ) -> anyhow::Result<Page> {
+        let mut url = format!(
+            "{}/v1/events?limit=100&created%5Bgte%5D={}&created%5Blt%5D={}",
+            self.base,
+            since.timestamp(),
+            until.timestamp()
+        );
+        if let Some(after) = after {
+            url.push_str(&format!("&starting_after={}", urlencoding::encode(after)));
+        }
+        let mut backoff = Duration::from_secs(1);
+        for attempt in 0..=MAX_RETRIES {
+            tokio::time::sleep(self.pause).await;
+            let response = self.client.get(&url).bearer_auth(&self.key).send().await;
+            let response = match response {
+                Ok(response) => response,
+                Err(error) if attempt < MAX_RETRIES => {
+                    eprintln!(
+                        "inboundctl: Stripe did not answer ({error}); retrying in {backoff:?}"
+                    );
+                    tokio::time::sleep(backoff).await;
+                    backoff *= 2;
+                    continue;
+                }
+                Err(error) => return Err(error).context("Stripe did not answer"),
+            };
+            let status = response.status();
+            if status.is_success() {
+                let bytes = response.bytes().await?;
+                let body: Value =
+                    serde_json::from_slice(&bytes).context("Stripe's answer is not JSON")?;
+                let Some(events) = body["data"].as_array() else {
+                    bail!("Stripe's answer has no data list");
+                };
+                return Ok(Page {
+                    events: events.clone(),
+                    has_more: body["has_more"].as_bool().unwrap_or(false),
+                });
+            }
+            let retryable = status.as_u16() == 429 || status.is_server_error();
+            if retryable && attempt < MAX_RETRIES {
+                let wait = retry_after(&response)
+                    .unwrap_or(backoff)
+                    .min(MAX_RETRY_AFTER);
+                eprintln!("inboundctl: Stripe answered {status}; retrying in {wait:?}");
+                tokio::time::sleep(wait).await;
+                backoff *= 2;
+                continue;
+            }
+            let bytes = response.bytes().await.unwrap_or_default();
+            let detail: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            let message = detail["error"]["message"].as_str().unwrap_or("no message");
+            bail!("Stripe refused the request with {status}: {message}");
+        }
+        unreachable!("the loop returns on its last attempt")
+    }
+}
+
+fn retry_after(response: &reqwest::Response) -> Option<Duration> {
+    let value = response.headers().get("retry-after")?.to_str().ok()?;
+    value.trim().parse::<u64>().ok().map(Duration::from_secs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_json_summary_names_every_count() {
+        let summary = Summary {
+            listed: 5,
+            stored: 1,
+            held: 2,
+            not_routed: 1,
+            other_scope: 1,
+            malformed: 0,
+            dry_run: true,
+        };
+        assert_eq!(
+            serde_json::to_value(&summary).expect("json"),
+            json!({"listed": 5, "stored": 1, "held": 2, "not_routed": 1, "other_scope": 1, "malformed": 0, "dry_run": true})
+        );
+    }
+}
