@@ -157,10 +157,20 @@ pub async fn accept_routed(
     integration: &str,
     body: &str,
 ) -> Option<Option<i64>> {
+    accept_with_headers(pool, config, integration, &[], body).await
+}
+
+/// [`accept_routed`] for a provider that reads headers (GitHub's delivery id and event).
+pub async fn accept_with_headers(
+    pool: &PgPool,
+    config: &Config,
+    integration: &str,
+    headers: &[(&str, &[u8])],
+    body: &str,
+) -> Option<Option<i64>> {
     let integration = config.integration(integration).expect("integration");
-    let Ok(Extracted::Event(event)) =
-        event::extract(integration, &Headers::default(), body.as_bytes())
-    else {
+    let headers: Headers = headers.iter().copied().collect();
+    let Ok(Extracted::Event(event)) = event::extract(integration, &headers, body.as_bytes()) else {
         panic!("fixture event does not extract: {body}");
     };
     let (route_key, _) = event::find_route(integration, &event)?;

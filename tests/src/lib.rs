@@ -15,6 +15,7 @@ pub mod database;
 pub mod dispatcher;
 pub mod domain;
 pub mod fixtures;
+pub mod github_api;
 pub mod http;
 pub mod pgbouncer;
 pub mod process;

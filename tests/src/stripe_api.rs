@@ -1,7 +1,8 @@
 //! A local server with the shape of Stripe's events API, for `inboundctl stripe backfill`:
 //! `GET /v1/events` with bearer authentication, `created[gte]`/`created[lt]`, `limit` and
 //! the `starting_after` cursor over events kept newest first, `has_more`, Stripe's error
-//! body on a bad key, and — when asked — a 429 with `Retry-After` before the first answer.
+//! body on a bad key, `GET /v1/account` (the `Stripe-Account` it acts for, else the
+//! platform's), and — when asked — a 429 with `Retry-After` before the first answer.
 //! Never the real service.
 
 use std::collections::HashMap;
@@ -18,7 +19,7 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
 /// The key the server accepts.
-pub const API_KEY: &str = "rk_test_backfill_1f2e";
+pub const API_KEY: &str = "rk_live_backfill_1f2e";
 
 #[derive(Default)]
 struct State {
@@ -93,7 +94,8 @@ fn answer<B>(state: &Mutex<State>, request: &Request<B>) -> Response<Full<Bytes>
     let mut state = state.lock().expect("state");
     let query = request.uri().query().unwrap_or_default().to_owned();
     state.requests.push(query.clone());
-    if request.uri().path() != "/v1/events" {
+    let path = request.uri().path();
+    if path != "/v1/events" && path != "/v1/account" {
         return json_response(
             404,
             &json!({"error": {"message": "Unrecognized request URL"}}),
@@ -120,6 +122,14 @@ fn answer<B>(state: &Mutex<State>, request: &Request<B>) -> Response<Full<Bytes>
             .headers_mut()
             .insert("retry-after", "1".parse().expect("header"));
         return response;
+    }
+    if path == "/v1/account" {
+        let account = request
+            .headers()
+            .get("stripe-account")
+            .and_then(|value| value.to_str().ok())
+            .unwrap_or("acct_platform");
+        return json_response(200, &json!({"id": account, "object": "account"}));
     }
     let params: HashMap<String, String> = query
         .split('&')

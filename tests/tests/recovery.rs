@@ -197,22 +197,165 @@ async fn stripe_backfill_stores_what_inbound_missed_exactly_once() {
     );
     assert_eq!(database.receipt_count().await, 3);
 
-    // A key Stripe refuses: one line naming Stripe's answer, and exit 1.
-    let refused = inboundctl(
-        &args(&[]).iter().map(String::as_str).collect::<Vec<_>>(),
-        &[
+    // Refusals, each one line and exit 1, never showing a key: a key Stripe refuses, a
+    // test key for a live integration, and a key given as it is instead of by reference.
+    let refused_with = |api_key: &str| {
+        let args = args(&[]);
+        let mut refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        refs.extend(["--api-key", api_key]);
+        let env = [
             ("DATABASE_URL", database.url()),
-            ("STRIPE_API_KEY", "rk_test_wrong"),
-        ],
-    );
-    assert!(!refused.status.success());
-    let stderr = String::from_utf8_lossy(&refused.stderr);
+            ("WRONG_KEY", "rk_live_wrong"),
+            ("TEST_KEY", "rk_test_1"),
+        ];
+        let output = inboundctl(&refs, &env);
+        assert!(!output.status.success());
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    };
+    let stderr = refused_with("env:WRONG_KEY");
     assert!(
         stderr.contains("401") && stderr.contains("Invalid API Key"),
         "{stderr}"
     );
     assert!(
-        !stderr.contains("rk_test_wrong"),
+        !stderr.contains("rk_live_wrong"),
         "the key is never shown: {stderr}"
     );
+    let stderr = refused_with("env:TEST_KEY");
+    assert!(
+        stderr.contains("test key") && stderr.contains("live"),
+        "{stderr}"
+    );
+    let stderr = refused_with("sk_live_pasted_by_mistake");
+    assert!(stderr.contains("must be a reference"), "{stderr}");
+    assert!(!stderr.contains("sk_live_pasted_by_mistake"), "{stderr}");
+    assert_eq!(database.receipt_count().await, 3);
+}
+
+fn delivery(id: u64, guid: &str, minutes_ago: i64, status_code: u64) -> Value {
+    let at = Utc::now() - chrono::Duration::minutes(minutes_ago);
+    json!({
+        "id": id, "guid": guid, "delivered_at": at.to_rfc3339(), "redelivery": false,
+        "duration": 0.3, "status": if status_code == 200 { "OK" } else { "Service Unavailable" },
+        "status_code": status_code, "event": "push", "action": null,
+        "installation_id": null, "repository_id": 42
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn github_redeliver_asks_again_only_for_what_failed_and_inbound_does_not_hold() {
+    use inbound_tests::github_api::{APP_ID, APP_KEY_PEM, GithubApi, TOKEN};
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    // Inbound holds d-held (it stored the delivery; GitHub saw it fail on the way back).
+    let held_body = json!({"ref": "refs/heads/main", "repository": {"id": 42}}).to_string();
+    let headers: Vec<(&str, &[u8])> = vec![
+        ("x-github-delivery", b"d-held"),
+        ("x-github-event", b"push"),
+    ];
+    domain::accept_with_headers(pool, &domain::config(), "gh-acme", &headers, &held_body)
+        .await
+        .expect("stored");
+    let mut deliveries = vec![
+        delivery(1, "d-ok", 10, 200),
+        delivery(2, "d-failed", 20, 503),
+        // Failed, then redelivered by hand successfully: nothing to do.
+        delivery(3, "d-recovered", 30, 502),
+        delivery(4, "d-recovered", 25, 200),
+        delivery(5, "d-held", 40, 504),
+        // Failed twice: asked again once, for its newest delivery.
+        delivery(6, "d-twice", 50, 500),
+        delivery(7, "d-twice", 45, 500),
+        // Before the window.
+        delivery(8, "d-too-old", 3 * 24 * 60, 500),
+    ];
+    // More than a page of deliveries that succeeded.
+    deliveries
+        .extend((0..110).map(|index| delivery(100 + index, &format!("d-fine-{index}"), 5, 200)));
+    let api = GithubApi::start(deliveries).await;
+    api.rate_limit_next(1);
+    let base = api.base_url();
+    let run = |extra: &[&str], env: &[(&str, &str)]| {
+        let mut args = vec![
+            "github",
+            "redeliver",
+            "--integration",
+            "gh-acme",
+            "--since",
+            "1d",
+            "--api-base",
+            &base,
+            "--requests-per-second",
+            "50",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let mut env = env.to_vec();
+        env.push(("DATABASE_URL", database.url()));
+        inboundctl(&args, &env)
+    };
+    let repo = ["--repo", "acme/app", "--hook-id", "123"];
+    let token = [("GITHUB_TOKEN", TOKEN)];
+
+    let dry = summary(&run(&[&repo[..], &["--dry-run"]].concat(), &token));
+    assert_eq!(
+        dry,
+        json!({"deliveries": 117, "failed_events": 3, "held": 1, "redelivered": 2, "refused": 0, "left": 0, "dry_run": true})
+    );
+    assert!(api.redelivered().is_empty(), "a dry run asks for nothing");
+    assert!(
+        api.requests()
+            .iter()
+            .any(|request| request.contains("cursor=100")),
+        "the next page was followed"
+    );
+
+    let done = summary(&run(&repo, &token));
+    assert_eq!(done["redelivered"], 2);
+    let mut redelivered = api.redelivered();
+    redelivered.sort_unstable();
+    assert_eq!(
+        redelivered,
+        [2, 7],
+        "each failed event once, by its newest delivery"
+    );
+
+    // --max bounds a run; the rest is left for the next one.
+    let bounded = summary(&run(
+        &[&repo[..], &["--max", "1", "--dry-run"]].concat(),
+        &token,
+    ));
+    assert_eq!(
+        (bounded["redelivered"].as_u64(), bounded["left"].as_u64()),
+        (Some(1), Some(1))
+    );
+
+    // An App's hook, with the App's JWT.
+    let key_file = ScratchDir::new();
+    let key_path = key_file.path().join("app.pem");
+    std::fs::write(&key_path, APP_KEY_PEM).expect("key");
+    let key_reference = format!("file:{}", key_path.display());
+    let app_id = APP_ID.to_string();
+    let app = summary(&run(
+        &[
+            "--app",
+            "--app-id",
+            &app_id,
+            "--app-key",
+            &key_reference,
+            "--dry-run",
+        ],
+        &[],
+    ));
+    assert_eq!(app["failed_events"], 3);
+
+    // A token GitHub refuses: one line naming its answer, and exit 1; never the token.
+    let refused = run(&repo, &[("GITHUB_TOKEN", "github_pat_wrong")]);
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("401") && stderr.contains("Bad credentials"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("github_pat_wrong"), "{stderr}");
 }

@@ -213,6 +213,7 @@ pub fn matching_secret<'a>(
     context.secrets.iter().find(|secret| {
         let alone = VerifyContext {
             secrets: std::slice::from_ref(*secret),
+            public_keys: &[],
             ..context
         };
         verify(provider, headers, body, alone).is_ok()

@@ -57,7 +57,6 @@ fn as_sent(integration: &str) -> Sent {
                         hmac_hex::<Hmac<sha2::Sha256>>(body.as_bytes()),
                     ),
                     ("linear-delivery", "d-123".to_owned()),
-                    ("linear-event", "Issue".to_owned()),
                 ],
                 body,
                 id: "d-123",

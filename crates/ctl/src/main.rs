@@ -14,6 +14,7 @@
 
 mod dev_sink;
 mod effects_cmd;
+mod github_cmd;
 mod operate;
 mod output;
 mod receipt_text;
@@ -119,6 +120,11 @@ enum Command {
     /// Retention: drop payloads of done receipts, later their key rows, in bounded batches
     /// (`--dry-run` counts; keys are kept past each provider's redelivery horizon).
     Purge(PurgeArgs),
+    /// GitHub's own recovery: ask GitHub to redeliver what failed and inbound does not hold.
+    Github {
+        #[command(subcommand)]
+        command: github_cmd::GithubCommand,
+    },
     /// Stripe's own recovery: store the events an outage or a disabled endpoint missed.
     Stripe {
         #[command(subcommand)]
@@ -293,6 +299,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Purge(args) => args.run().await,
         Command::Stripe { command } => stripe_cmd::run(command).await,
+        Command::Github { command } => github_cmd::run(command).await,
         Command::Effects { command } => effects_cmd::run(command).await,
         Command::DevSink {
             listen,

@@ -286,6 +286,18 @@ pub fn next_page_hint(
     }
 }
 
+/// The secret a `flag` names as a reference (`env:NAME` or `file:/path`). A value that is
+/// not a reference is refused without being repeated: it may be the key itself.
+pub fn secret_from(flag: &str, reference: &str) -> anyhow::Result<String> {
+    if !inbound_core::secret::is_reference(reference) {
+        anyhow::bail!(
+            "{flag} must be a reference (env:NAME or file:/path), never the secret itself"
+        );
+    }
+    inbound_core::secret::resolve_reference(reference, &|name| std::env::var(name).ok())
+        .map_err(|error| anyhow::anyhow!("{flag} {reference}: {error}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -149,6 +149,9 @@ fn configured_headers(
         CustomVerifier::Token(scheme) => {
             let token = std::str::from_utf8(secret.expose())
                 .context("the token is not text, so no header can carry it")?;
+            eprintln!(
+                "inboundctl: the command below carries the integration's shared token itself; keep it out of shells' history and logs"
+            );
             vec![(scheme.header.clone(), token.to_owned())]
         }
     };

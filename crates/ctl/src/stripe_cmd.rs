@@ -22,7 +22,6 @@ use inbound_core::event::{self, ExtractError, Extracted};
 use inbound_core::headers::Headers;
 use inbound_core::keys::ReceiptId;
 use inbound_core::keys::{EventId, SourceScope};
-use inbound_core::secret::resolve_reference;
 use inbound_core::store::{self, InsertOutcome, NewReceipt};
 use inbound_core::verify::Provider;
 use serde_json::Value;
@@ -30,7 +29,7 @@ use sqlx::Connection;
 
 use crate::operate::DatabaseArgs;
 use crate::output::out;
-use crate::selection::parse_time;
+use crate::selection::{parse_time, secret_from};
 
 /// `inboundctl stripe …`.
 #[derive(Debug, Subcommand)]
@@ -75,6 +74,10 @@ pub struct BackfillArgs {
     /// Stripe's API base URL (a test server in the suite).
     #[arg(long, default_value = "https://api.stripe.com", hide = true)]
     api_base: String,
+    /// For an integration without `expect.account` (the key's own events): the account the
+    /// key must belong to, checked with `GET /v1/account` before anything is read.
+    #[arg(long)]
+    account: Option<String>,
     /// Print the summary as JSON.
     #[arg(long)]
     json: bool,
@@ -118,24 +121,43 @@ async fn backfill(args: BackfillArgs) -> anyhow::Result<()> {
             integration.provider.name()
         );
     }
-    let key = resolve_reference(&args.api_key, &|name| std::env::var(name).ok())
-        .map_err(|error| anyhow::anyhow!("--api-key {}: {error}", args.api_key))?;
+    let key = secret_from("--api-key", &args.api_key)?;
+    check_mode(integration, &key)?;
     let until = args.until.unwrap_or_else(Utc::now);
     if args.since >= until {
         bail!("--since must be before --until");
     }
-    let api = StripeApi::new(&args, key)?;
+    // A connected account's events are listed on its behalf (`Stripe-Account`); otherwise
+    // the key's own, and the operator names the account it must belong to.
+    let connected = integration.expect.account.clone();
+    let Some(account) = connected.clone().or_else(|| args.account.clone()) else {
+        bail!(
+            "integration {} has no expect.account: name the account the key belongs to with --account acct_…",
+            integration.id
+        );
+    };
+    let api = StripeApi::new(&args, key, connected.clone())?;
+    api.check_account(&account).await?;
     let mut connection = args.database.connect().await?;
     let mut summary = Summary {
         dry_run: args.dry_run,
         ..Summary::default()
     };
     let mut cursor: Option<String> = None;
-    loop {
-        let page = api
+    for _ in 0..MAX_PAGES {
+        let mut page = api
             .events_page(args.since, until, cursor.as_deref())
             .await?;
         summary.listed += page.events.len() as u64;
+        if let Some(account) = &connected {
+            // Listed for the connected account: each is that account's, as its delivery
+            // would say.
+            for listed in &mut page.events {
+                if listed.get("account").is_none() {
+                    listed["account"] = Value::String(account.clone());
+                }
+            }
+        }
         let storable = sort_events(integration, &page.events, &mut summary);
         store_page(
             &mut connection,
@@ -146,7 +168,7 @@ async fn backfill(args: BackfillArgs) -> anyhow::Result<()> {
         )
         .await?;
         if !page.has_more {
-            break;
+            return report(&summary, args.json);
         }
         cursor = page
             .events
@@ -157,7 +179,40 @@ async fn backfill(args: BackfillArgs) -> anyhow::Result<()> {
             bail!("Stripe said there were more events but the page ended without an id");
         }
     }
+    eprintln!("inboundctl: stopped after {MAX_PAGES} pages; run again with a later --since");
     report(&summary, args.json)
+}
+
+/// The pages one run reads at most (a million events): a cursor that never ends stops.
+const MAX_PAGES: u32 = 10_000;
+
+/// The largest answer read (a page of 100 events).
+const MAX_ANSWER_BYTES: usize = 32 * 1024 * 1024;
+
+/// The key's mode must be the integration's (`expect.livemode`, which backfill requires):
+/// a test key must never fill a live integration, nor a live key a test one.
+fn check_mode(integration: &Integration, key: &str) -> anyhow::Result<()> {
+    let Some(livemode) = integration.expect.livemode else {
+        bail!(
+            "integration {} has no expect.livemode: backfill stores events only into an integration that says which mode it takes",
+            integration.id
+        );
+    };
+    let key_live = match key.get(..8) {
+        Some("sk_live_" | "rk_live_") => true,
+        Some("sk_test_" | "rk_test_") => false,
+        _ => bail!("--api-key is not a Stripe secret or restricted key (sk_… or rk_…)"),
+    };
+    if key_live != livemode {
+        let mode = |live| if live { "live" } else { "test" };
+        bail!(
+            "--api-key is a {} key, and integration {} takes {} events",
+            mode(key_live),
+            integration.id,
+            mode(livemode)
+        );
+    }
+    Ok(())
 }
 
 /// One event ready to store: its JSON text and what the ingress would have extracted.
@@ -179,6 +234,14 @@ fn sort_events(
     let mut storable = Vec::new();
     for listed in events {
         let json = listed.to_string();
+        if json.len() > integration.max_body_bytes {
+            summary.malformed += 1;
+            eprintln!(
+                "inboundctl: event {} not stored: larger than the integration's max_body_bytes",
+                listed["id"]
+            );
+            continue;
+        }
         let event = match event::extract(integration, &no_headers, json.as_bytes()) {
             Ok(Extracted::Event(event)) => event,
             Ok(_) => continue,
@@ -303,6 +366,8 @@ struct StripeApi {
     base: String,
     key: String,
     pause: Duration,
+    /// `Stripe-Account`: the connected account the requests act for.
+    connected: Option<String>,
 }
 
 /// Retries of one request in a row before the run gives up.
@@ -311,7 +376,7 @@ const MAX_RETRIES: u32 = 5;
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
 impl StripeApi {
-    fn new(args: &BackfillArgs, key: String) -> anyhow::Result<Self> {
+    fn new(args: &BackfillArgs, key: String, connected: Option<String>) -> anyhow::Result<Self> {
         // reqwest is built without a bundled crypto provider; ring is the one sqlx uses.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let client = reqwest::Client::builder()
@@ -325,7 +390,18 @@ impl StripeApi {
             base: args.api_base.trim_end_matches('/').to_owned(),
             key,
             pause: Duration::from_secs(1) / args.requests_per_second,
+            connected,
         })
+    }
+
+    /// Refuses a key of another account than `account` (`GET /v1/account`).
+    async fn check_account(&self, account: &str) -> anyhow::Result<()> {
+        let body = self.get(&format!("{}/v1/account", self.base)).await?;
+        match body["id"].as_str() {
+            Some(id) if id == account => Ok(()),
+            Some(id) => bail!("the key acts for account {id}, not {account}"),
+            None => bail!("Stripe's account answer names no account"),
+        }
     }
 
     async fn events_page(
@@ -343,11 +419,26 @@ impl StripeApi {
         if let Some(after) = after {
             url.push_str(&format!("&starting_after={}", urlencoding::encode(after)));
         }
+        let body = self.get(&url).await?;
+        let Some(events) = body["data"].as_array() else {
+            bail!("Stripe's answer has no data list");
+        };
+        Ok(Page {
+            events: events.clone(),
+            has_more: body["has_more"].as_bool().unwrap_or(false),
+        })
+    }
+
+    /// One GET, paced, retried on a 429, a 5xx or no answer; its JSON body.
+    async fn get(&self, url: &str) -> anyhow::Result<Value> {
         let mut backoff = Duration::from_secs(1);
         for attempt in 0..=MAX_RETRIES {
             tokio::time::sleep(self.pause).await;
-            let response = self.client.get(&url).bearer_auth(&self.key).send().await;
-            let response = match response {
+            let mut request = self.client.get(url).bearer_auth(&self.key);
+            if let Some(account) = &self.connected {
+                request = request.header("stripe-account", account);
+            }
+            let response = match request.send().await {
                 Ok(response) => response,
                 Err(error) if attempt < MAX_RETRIES => {
                     eprintln!(
@@ -361,16 +452,8 @@ impl StripeApi {
             };
             let status = response.status();
             if status.is_success() {
-                let bytes = response.bytes().await?;
-                let body: Value =
-                    serde_json::from_slice(&bytes).context("Stripe's answer is not JSON")?;
-                let Some(events) = body["data"].as_array() else {
-                    bail!("Stripe's answer has no data list");
-                };
-                return Ok(Page {
-                    events: events.clone(),
-                    has_more: body["has_more"].as_bool().unwrap_or(false),
-                });
+                let bytes = read_bounded(response).await?;
+                return serde_json::from_slice(&bytes).context("Stripe's answer is not JSON");
             }
             let retryable = status.as_u16() == 429 || status.is_server_error();
             if retryable && attempt < MAX_RETRIES {
@@ -382,13 +465,25 @@ impl StripeApi {
                 backoff *= 2;
                 continue;
             }
-            let bytes = response.bytes().await.unwrap_or_default();
+            let bytes = read_bounded(response).await.unwrap_or_default();
             let detail: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
             let message = detail["error"]["message"].as_str().unwrap_or("no message");
             bail!("Stripe refused the request with {status}: {message}");
         }
         unreachable!("the loop returns on its last attempt")
     }
+}
+
+/// An answer's body, refused past [`MAX_ANSWER_BYTES`].
+async fn read_bounded(mut response: reqwest::Response) -> anyhow::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    while let Some(chunk) = response.chunk().await? {
+        if bytes.len() + chunk.len() > MAX_ANSWER_BYTES {
+            bail!("Stripe's answer is larger than {MAX_ANSWER_BYTES} bytes");
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok(bytes)
 }
 
 fn retry_after(response: &reqwest::Response) -> Option<Duration> {

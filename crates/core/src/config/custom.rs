@@ -112,6 +112,23 @@ pub(super) fn validate_custom(
             .map(|scope| source(&format!("{path}.fields.scope"), scope))
             .transpose()?,
     };
+    // The signature or token header read as a field would be logged and stored.
+    let secret_header = match &verifier {
+        CustomVerifier::Hmac(scheme) => &scheme.header,
+        CustomVerifier::Token(scheme) => &scheme.header,
+    };
+    for (name, source) in [
+        ("event_id", Some(&fields.event_id)),
+        ("event_type", Some(&fields.event_type)),
+        ("scope", fields.scope.as_ref()),
+    ] {
+        if source == Some(&FieldSource::Header(secret_header.clone())) {
+            return Err(invalid(
+                format!("{path}.fields.{name}"),
+                "must not read the signature or token header: it would be logged and stored",
+            ));
+        }
+    }
     Ok(Some(Custom { verifier, fields }))
 }
 
@@ -134,11 +151,20 @@ fn validate_hmac(path: &str, raw: RawHmac) -> Result<HmacScheme, ConfigError> {
         "base64" => Encoding::Base64,
         _ => return Err(invalid(field("encoding"), "must be hex or base64")),
     };
-    if raw.separator.as_deref() == Some("") {
-        return Err(invalid(
-            field("separator"),
-            "must not be empty (omit it for one signature)",
-        ));
+    match raw.separator.as_deref() {
+        Some("") => {
+            return Err(invalid(
+                field("separator"),
+                "must not be empty (omit it for one signature)",
+            ));
+        }
+        Some(separator) if raw.prefix.contains(separator) => {
+            return Err(invalid(
+                field("separator"),
+                "occurs in the prefix, so no signature would keep its prefix",
+            ));
+        }
+        _ => {}
     }
     let signed = template(&field("signed"), raw.signed.as_deref().unwrap_or("{body}"))?;
     let signs_timestamp = signed.contains(&Part::Timestamp);
@@ -158,6 +184,12 @@ fn validate_hmac(path: &str, raw: RawHmac) -> Result<HmacScheme, ConfigError> {
             ));
         }
     };
+    if raw.timestamp_unit.is_some() && !signs_timestamp {
+        return Err(invalid(
+            field("timestamp_unit"),
+            "the template signs no {timestamp}",
+        ));
+    }
     let timestamp_unit = match raw.timestamp_unit.as_deref() {
         None | Some("seconds") => TimestampUnit::Seconds,
         Some("milliseconds") => TimestampUnit::Milliseconds,

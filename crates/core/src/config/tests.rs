@@ -460,6 +460,16 @@ fn configurable_schemes_that_would_verify_nothing_are_refused() {
             "must not be empty",
         ),
         (
+            &format!("{base}\nprefix = \"t=1,v1=\"\nseparator = \",\""),
+            "hmac.separator",
+            "occurs in the prefix",
+        ),
+        (
+            &format!("{base}\ntimestamp_unit = \"seconds\""),
+            "hmac.timestamp_unit",
+            "signs no {timestamp}",
+        ),
+        (
             &format!(
                 "{base}\nsigned = \"{{timestamp}}.{{body}}\"\ntimestamp_header = \"X-Ts\"\ntimestamp_unit = \"hours\""
             ),
@@ -501,6 +511,11 @@ fn configurable_schemes_that_would_verify_nothing_are_refused() {
         "[integration.token]\nheader = \"X-Token\"\n[integration.fields]\nevent_id = { pointer = \"id\" }\nevent_type = { header = \"X-Type\" }\n",
     );
     assert!(error_of(&bad_pointer).contains("starting with '/'"));
+    let reads_the_token = with(
+        "token",
+        "[integration.token]\nheader = \"X-Token\"\n[integration.fields]\nevent_id = { header = \"x-token\" }\nevent_type = { header = \"X-Type\" }\n",
+    );
+    assert!(error_of(&reads_the_token).contains("must not read the signature or token header"));
     let scope_from_nowhere = with(
         "token",
         "expect = { scope = \"42\" }\n[integration.token]\nheader = \"X-Token\"\n[integration.fields]\nevent_id = { header = \"X-Id\" }\nevent_type = { header = \"X-Type\" }\n",
@@ -518,7 +533,8 @@ fn standard_integrations_take_public_keys() {
         )
     };
     let keys = |name: &str| match name {
-        "PK" => Some(format!("whpk_{}", "A".repeat(43) + "=")),
+        // The v1a vectors' key; an all-zero one would be a small-order point, refused.
+        "PK" => Some("whpk_A6EHv/POEL4dcN0Y50vAmWfk1jCbpQ1fHdyGZBJVMbg=".to_owned()),
         "BAD_PK" => Some("whpk_AAAA".to_owned()),
         _ => env(name),
     };

@@ -175,3 +175,29 @@ pub async fn held_keys(
         .map(|row| (row.source_scope, row.event_id))
         .collect())
 }
+
+/// Which of `event_ids` the integration holds a receipt for, in any scope: one descent of
+/// the receipt-key index per distinct scope (a loose index scan), then one per id.
+pub async fn held_event_ids(
+    conn: &mut PgConnection,
+    integration: &str,
+    event_ids: &[&str],
+) -> Result<HashSet<String>, sqlx::Error> {
+    let rows = sqlx::query_scalar!(
+        r#"WITH RECURSIVE scopes (scope) AS (
+             (SELECT source_scope FROM receipts ORDER BY source_scope LIMIT 1)
+             UNION ALL
+             SELECT (SELECT r.source_scope FROM receipts r WHERE r.source_scope > s.scope
+                     ORDER BY r.source_scope LIMIT 1)
+             FROM scopes s WHERE s.scope IS NOT NULL
+         )
+         SELECT DISTINCT r.event_id AS "event_id!"
+         FROM scopes s JOIN receipts r ON r.source_scope = s.scope AND r.event_id = ANY ($2)
+         WHERE r.integration = $1"#,
+        integration,
+        event_ids as &[&str],
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows.into_iter().collect())
+}

@@ -384,6 +384,17 @@ fn standard_webhooks_v1a_vectors() {
         decode_standard_public_key("whpk_AAAA").is_err(),
         "not 32 bytes"
     );
+    // The identity point would verify anyone's signature.
+    let mut identity = [0u8; 32];
+    identity[0] = 1;
+    let identity = format!(
+        "whpk_{}",
+        base64::Engine::encode(&base64::engine::general_purpose::STANDARD, identity)
+    );
+    assert!(
+        decode_standard_public_key(&identity).is_err(),
+        "a small-order key"
+    );
 }
 
 #[test]

@@ -1,0 +1,454 @@
+//! `inboundctl github redeliver`: GitHub does not redeliver a failed delivery by itself.
+//! This lists a hook's recent deliveries through GitHub's REST API (a repository's, an
+//! organization's, or a GitHub App's hook), finds the events whose every delivery failed
+//! *and* that inbound holds no receipt for (by delivery id, the receipt key), and asks
+//! GitHub to redeliver each once — newest first, at most `--max`. Suitable for a CronJob.
+//!
+//! Authentication is a token (`--token env:NAME`: a fine-grained token with "Webhooks:
+//! read and write" on the repository or organization) or, for an App's hook, the App's own
+//! JWT (`--app-id` and `--app-key file:/key.pem`, signed RS256 here). Both are references,
+//! never printed. Requests are paced; a 429, or a 403 with the rate limit spent, waits for
+//! `Retry-After` or `X-RateLimit-Reset` (at most 60 s), at most 5 times in a row.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use base64::Engine;
+use chrono::{DateTime, Utc};
+use clap::{Args, Subcommand};
+use inbound_core::store;
+use serde_json::{Value, json};
+
+use crate::operate::DatabaseArgs;
+use crate::output::out;
+use crate::selection::{parse_time, secret_from};
+
+/// `inboundctl github …`.
+#[derive(Debug, Subcommand)]
+pub enum GithubCommand {
+    /// Ask GitHub to redeliver the events of a hook that failed and inbound does not hold.
+    #[command(after_help = "Examples:
+  inboundctl github redeliver --integration gh-acme --repo acme/app --hook-id 123 --since 1d --dry-run
+  inboundctl github redeliver --integration gh-app --app --app-id 4567 --app-key file:/etc/inbound/app.pem --since 3d
+
+A token needs \"Webhooks: read and write\" on the repository or organization; an App's hook
+is read and redelivered with the App's JWT.")]
+    Redeliver(RedeliverArgs),
+}
+
+/// `inboundctl github redeliver`.
+#[derive(Debug, Args)]
+pub struct RedeliverArgs {
+    #[command(flatten)]
+    database: DatabaseArgs,
+    /// The GitHub integration whose receipts say what inbound holds.
+    #[arg(long)]
+    integration: String,
+    /// A repository's hook (`owner/name`).
+    #[arg(long, conflicts_with_all = ["org", "app"])]
+    repo: Option<String>,
+    /// An organization's hook.
+    #[arg(long, conflicts_with_all = ["repo", "app"])]
+    org: Option<String>,
+    /// The GitHub App's own hook (authenticates as the App: --app-id, --app-key).
+    #[arg(long, conflicts_with_all = ["repo", "org"])]
+    app: bool,
+    /// The hook's id (repository and organization hooks).
+    #[arg(long)]
+    hook_id: Option<u64>,
+    /// Deliveries at or after this (RFC 3339, or an age: 6h, 1d). GitHub keeps 3 days.
+    #[arg(long, value_parser = parse_time)]
+    since: DateTime<Utc>,
+    /// A token, as a reference (`env:NAME` or `file:/path`).
+    #[arg(long, default_value = "env:GITHUB_TOKEN")]
+    token: String,
+    /// The App's id (with --app).
+    #[arg(long)]
+    app_id: Option<u64>,
+    /// The App's private key (PEM), as a reference (with --app).
+    #[arg(long)]
+    app_key: Option<String>,
+    /// List what would be redelivered; ask for nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Redeliver at most this many events in this run (newest first).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    max: u32,
+    /// At most this many API requests per second.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=50))]
+    requests_per_second: u32,
+    /// GitHub's API base URL (a test server in the suite).
+    #[arg(long, default_value = "https://api.github.com", hide = true)]
+    api_base: String,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// What a run found and did.
+#[derive(Debug, Default, serde::Serialize)]
+struct Summary {
+    /// Deliveries listed in the window.
+    deliveries: u64,
+    /// Events (delivery ids) none of whose deliveries succeeded.
+    failed_events: u64,
+    /// Of those, the ones inbound holds a receipt for (it stored them; GitHub's answer was lost).
+    held: u64,
+    /// Redeliveries asked for (or, in a dry run, that would be).
+    redelivered: u64,
+    /// Redeliveries GitHub refused (each named on stderr).
+    refused: u64,
+    /// Left for the next run by `--max`.
+    left: u64,
+    /// Whether this was a dry run.
+    dry_run: bool,
+}
+
+/// Runs `inboundctl github …`.
+pub async fn run(command: GithubCommand) -> anyhow::Result<()> {
+    match command {
+        GithubCommand::Redeliver(args) => redeliver(args).await,
+    }
+}
+
+/// The newest delivery of an event (its guid) and whether any of its deliveries succeeded.
+struct EventDeliveries {
+    newest_id: u64,
+    newest_at: String,
+    succeeded: bool,
+}
+
+async fn redeliver(args: RedeliverArgs) -> anyhow::Result<()> {
+    let hook_path = hook_path(&args)?;
+    let api = GithubApi::new(&args)?;
+    let deliveries = api.deliveries(&hook_path, args.since).await?;
+    let mut summary = Summary {
+        dry_run: args.dry_run,
+        deliveries: deliveries.len() as u64,
+        ..Summary::default()
+    };
+    let mut events: BTreeMap<String, EventDeliveries> = BTreeMap::new();
+    for delivery in &deliveries {
+        let (Some(guid), Some(id)) = (delivery["guid"].as_str(), delivery["id"].as_u64()) else {
+            continue;
+        };
+        let succeeded = delivery["status_code"]
+            .as_u64()
+            .is_some_and(|code| (200..300).contains(&code));
+        let at = delivery["delivered_at"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let entry = events.entry(guid.to_owned()).or_insert(EventDeliveries {
+            newest_id: id,
+            newest_at: at.clone(),
+            succeeded: false,
+        });
+        entry.succeeded |= succeeded;
+        if at > entry.newest_at {
+            (entry.newest_id, entry.newest_at) = (id, at);
+        }
+    }
+    let mut failed: Vec<(&String, &EventDeliveries)> = events
+        .iter()
+        .filter(|(_, event)| !event.succeeded)
+        .collect();
+    failed.sort_by(|left, right| right.1.newest_at.cmp(&left.1.newest_at));
+    summary.failed_events = failed.len() as u64;
+    let guids: Vec<&str> = failed.iter().map(|(guid, _)| guid.as_str()).collect();
+    let mut connection = args.database.connect().await?;
+    let held = store::receipts::held_event_ids(&mut connection, &args.integration, &guids).await?;
+    summary.held = held.len() as u64;
+    let to_redeliver: Vec<_> = failed
+        .into_iter()
+        .filter(|(guid, _)| !held.contains(guid.as_str()))
+        .collect();
+    let max = args.max as usize;
+    summary.left = to_redeliver.len().saturating_sub(max) as u64;
+    for (guid, event) in to_redeliver.into_iter().take(max) {
+        if args.dry_run {
+            if !args.json {
+                out!("would redeliver {guid} (delivery {})", event.newest_id);
+            }
+            summary.redelivered += 1;
+            continue;
+        }
+        match api.redeliver(&hook_path, event.newest_id).await {
+            Ok(()) => summary.redelivered += 1,
+            Err(error) => {
+                eprintln!("inboundctl: redelivery of {guid} refused: {error:#}");
+                summary.refused += 1;
+            }
+        }
+    }
+    report(&summary, args.json)
+}
+
+/// The hook's API path: `/repos/{o}/{r}/hooks/{id}`, `/orgs/{o}/hooks/{id}` or `/app/hook`.
+fn hook_path(args: &RedeliverArgs) -> anyhow::Result<String> {
+    let hook_id = || {
+        args.hook_id
+            .context("--hook-id is needed for a repository or organization hook")
+    };
+    match (&args.repo, &args.org, args.app) {
+        (Some(repo), None, false) => {
+            let Some((owner, name)) = repo.split_once('/').filter(|(owner, name)| {
+                !owner.is_empty() && !name.is_empty() && !name.contains('/')
+            }) else {
+                bail!("--repo must be owner/name");
+            };
+            Ok(format!(
+                "/repos/{}/{}/hooks/{}",
+                urlencoding::encode(owner),
+                urlencoding::encode(name),
+                hook_id()?
+            ))
+        }
+        (None, Some(org), false) => Ok(format!(
+            "/orgs/{}/hooks/{}",
+            urlencoding::encode(org),
+            hook_id()?
+        )),
+        (None, None, true) => Ok("/app/hook".to_owned()),
+        _ => bail!("name the hook: --repo owner/name, --org name (each with --hook-id), or --app"),
+    }
+}
+
+fn report(summary: &Summary, as_json: bool) -> anyhow::Result<()> {
+    if as_json {
+        out!("{}", serde_json::to_string(summary)?);
+        return Ok(());
+    }
+    let verb = if summary.dry_run {
+        "would redeliver"
+    } else {
+        "redelivered"
+    };
+    out!(
+        "{} deliveries: {} event(s) failed, {} of them held by inbound; {verb} {}, refused {}, left for the next run {}",
+        summary.deliveries,
+        summary.failed_events,
+        summary.held,
+        summary.redelivered,
+        summary.refused,
+        summary.left
+    );
+    Ok(())
+}
+
+/// Retries of one request in a row before the run gives up.
+const MAX_RETRIES: u32 = 5;
+/// The longest wait a rate limit may ask for.
+const MAX_WAIT: Duration = Duration::from_secs(60);
+
+/// GitHub's REST API, paced and retried.
+struct GithubApi {
+    client: reqwest::Client,
+    base: String,
+    authorization: String,
+    pause: Duration,
+}
+
+impl GithubApi {
+    fn new(args: &RedeliverArgs) -> anyhow::Result<Self> {
+        let authorization = if args.app {
+            let app_id = args.app_id.context("--app needs --app-id")?;
+            let reference = args
+                .app_key
+                .as_deref()
+                .context("--app needs --app-key file:/key.pem")?;
+            let pem = secret_from("--app-key", reference)?;
+            format!("Bearer {}", app_jwt(app_id, &pem, Utc::now().timestamp())?)
+        } else {
+            format!("Bearer {}", secret_from("--token", &args.token)?)
+        };
+        // reqwest is built without a bundled crypto provider; ring is the one sqlx uses.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .timeout(Duration::from_secs(30))
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(concat!("inboundctl/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .context("cannot build the HTTP client")?;
+        Ok(Self {
+            client,
+            base: args.api_base.trim_end_matches('/').to_owned(),
+            authorization,
+            pause: Duration::from_secs(1) / args.requests_per_second,
+        })
+    }
+
+    /// Every delivery of the hook since `since`, newest first, following `Link: rel="next"`.
+    async fn deliveries(
+        &self,
+        hook_path: &str,
+        since: DateTime<Utc>,
+    ) -> anyhow::Result<Vec<Value>> {
+        let mut url = format!("{}{hook_path}/deliveries?per_page=100", self.base);
+        let mut all = Vec::new();
+        loop {
+            let (page, next) = self.get_page(&url).await?;
+            let mut older = false;
+            for delivery in page {
+                let at = delivery["delivered_at"]
+                    .as_str()
+                    .and_then(|at| DateTime::parse_from_rfc3339(at).ok());
+                if at.is_some_and(|at| at < since) {
+                    older = true;
+                    continue;
+                }
+                all.push(delivery);
+            }
+            match next {
+                Some(next) if !older => url = next,
+                _ => return Ok(all),
+            }
+        }
+    }
+
+    async fn get_page(&self, url: &str) -> anyhow::Result<(Vec<Value>, Option<String>)> {
+        let response = self.send(|client| client.get(url)).await?;
+        let next = response
+            .headers()
+            .get("link")
+            .and_then(|link| link.to_str().ok())
+            .and_then(next_link)
+            .filter(|next| next.starts_with(&self.base));
+        let bytes = response.bytes().await?;
+        let page: Value = serde_json::from_slice(&bytes).context("GitHub's answer is not JSON")?;
+        let Some(deliveries) = page.as_array() else {
+            bail!("GitHub's answer is not a list of deliveries");
+        };
+        Ok((deliveries.clone(), next))
+    }
+
+    async fn redeliver(&self, hook_path: &str, delivery_id: u64) -> anyhow::Result<()> {
+        let url = format!("{}{hook_path}/deliveries/{delivery_id}/attempts", self.base);
+        self.send(|client| client.post(&url)).await.map(|_| ())
+    }
+
+    /// One request, paced, retried on a rate limit or a server error.
+    async fn send(
+        &self,
+        request: impl Fn(&reqwest::Client) -> reqwest::RequestBuilder,
+    ) -> anyhow::Result<reqwest::Response> {
+        let mut backoff = Duration::from_secs(1);
+        for attempt in 0..=MAX_RETRIES {
+            tokio::time::sleep(self.pause).await;
+            let response = request(&self.client)
+                .header("authorization", &self.authorization)
+                .header("accept", "application/vnd.github+json")
+                .header("x-github-api-version", "2022-11-28")
+                .send()
+                .await
+                .context("GitHub did not answer")?;
+            let status = response.status();
+            if status.is_success() {
+                return Ok(response);
+            }
+            let spent = response
+                .headers()
+                .get("x-ratelimit-remaining")
+                .and_then(|value| value.to_str().ok())
+                == Some("0");
+            let limited = status.as_u16() == 429 || (status.as_u16() == 403 && spent);
+            if (limited || status.is_server_error()) && attempt < MAX_RETRIES {
+                let wait = rate_limit_wait(&response).unwrap_or(backoff).min(MAX_WAIT);
+                eprintln!("inboundctl: GitHub answered {status}; retrying in {wait:?}");
+                tokio::time::sleep(wait).await;
+                backoff *= 2;
+                continue;
+            }
+            let bytes = response.bytes().await.unwrap_or_default();
+            let detail: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            let message = detail["message"].as_str().unwrap_or("no message");
+            bail!("GitHub refused the request with {status}: {message}");
+        }
+        unreachable!("the loop returns on its last attempt")
+    }
+}
+
+/// How long a rate-limited answer asks to wait: `Retry-After`, else until `X-RateLimit-Reset`.
+fn rate_limit_wait(response: &reqwest::Response) -> Option<Duration> {
+    let header = |name: &str| {
+        response
+            .headers()
+            .get(name)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.trim().parse::<i64>().ok())
+    };
+    if let Some(seconds) = header("retry-after") {
+        return Some(Duration::from_secs(seconds.max(0) as u64));
+    }
+    header("x-ratelimit-reset")
+        .map(|reset| Duration::from_secs((reset - Utc::now().timestamp()).max(1) as u64))
+}
+
+/// The `rel="next"` URL of a `Link` header.
+fn next_link(link: &str) -> Option<String> {
+    link.split(',').find_map(|part| {
+        let (url, params) = part.split_once(';')?;
+        params
+            .split(';')
+            .any(|param| param.trim() == "rel=\"next\"")
+            .then(|| {
+                url.trim()
+                    .trim_start_matches('<')
+                    .trim_end_matches('>')
+                    .to_owned()
+            })
+    })
+}
+
+/// A GitHub App JWT: RS256 over `{"iat": now - 60, "exp": now + 540, "iss": app_id}` (GitHub
+/// allows 10 minutes and a clock a minute behind).
+fn app_jwt(app_id: u64, pem: &str, now: i64) -> anyhow::Result<String> {
+    let encode = |bytes: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
+    let der = pem_body(pem).context("--app-key is not a PEM private key")?;
+    let key = ring::signature::RsaKeyPair::from_der(&der)
+        .or_else(|_| ring::signature::RsaKeyPair::from_pkcs8(&der))
+        .map_err(|error| anyhow::anyhow!("--app-key is not an RSA private key: {error}"))?;
+    let header = encode(br#"{"alg":"RS256","typ":"JWT"}"#);
+    let claims = encode(
+        json!({"iat": now - 60, "exp": now + 540, "iss": app_id.to_string()})
+            .to_string()
+            .as_bytes(),
+    );
+    let signed = format!("{header}.{claims}");
+    let mut signature = vec![0; key.public().modulus_len()];
+    key.sign(
+        &ring::signature::RSA_PKCS1_SHA256,
+        &ring::rand::SystemRandom::new(),
+        signed.as_bytes(),
+        &mut signature,
+    )
+    .map_err(|_| anyhow::anyhow!("cannot sign the App's JWT"))?;
+    Ok(format!("{signed}.{}", encode(&signature)))
+}
+
+/// The DER inside a PEM block.
+fn pem_body(pem: &str) -> Option<Vec<u8>> {
+    let body: String = pem
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && !line.starts_with("-----"))
+        .collect();
+    base64::engine::general_purpose::STANDARD.decode(body).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::next_link;
+
+    #[test]
+    fn the_next_page_is_read_from_the_link_header() {
+        let link = r#"<https://api.github.com/repos/a/b/hooks/1/deliveries?per_page=100&cursor=v1_2>; rel="next", <https://api.github.com/x>; rel="prev""#;
+        assert_eq!(
+            next_link(link).as_deref(),
+            Some("https://api.github.com/repos/a/b/hooks/1/deliveries?per_page=100&cursor=v1_2")
+        );
+        assert_eq!(next_link(r#"<https://x>; rel="prev""#), None);
+    }
+}
