@@ -56,6 +56,23 @@ fuzz_target!(|signed: Signed<'_>| {
                     verify::sign_standard(&secret, &id, timestamp, signed.body),
                 ),
             ],
+            Provider::Shopify => vec![(
+                "x-shopify-hmac-sha256",
+                verify::sign_shopify(&secret, signed.body),
+            )],
+            Provider::Paddle => vec![(
+                "paddle-signature",
+                verify::sign_paddle(&secret, timestamp, signed.body),
+            )],
+            Provider::Zoom => vec![
+                ("x-zm-request-timestamp", timestamp_text.clone()),
+                (
+                    "x-zm-signature",
+                    verify::sign_zoom(&secret, timestamp, signed.body),
+                ),
+            ],
+            // Configured per integration: no scheme here, so nothing verifies.
+            Provider::Hmac | Provider::Token => continue,
         };
         let view: Headers = headers
             .iter()
