@@ -11,12 +11,10 @@ use std::sync::{Arc, Mutex};
 use base64::Engine;
 use bytes::Bytes;
 use http_body_util::Full;
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
 use hyper::{Method, Request, Response};
-use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
-use tokio::net::TcpListener;
+
+use crate::local_server::{json_response, serve};
 
 /// The token the server accepts for repository and organization hooks.
 pub const TOKEN: &str = "github_pat_test_redeliver_3d7a";
@@ -53,26 +51,8 @@ impl GithubApi {
             deliveries,
             ..State::default()
         }));
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("addr");
         let served = Arc::clone(&state);
-        tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    return;
-                };
-                let state = Arc::clone(&served);
-                tokio::spawn(async move {
-                    let service = service_fn(move |request| {
-                        let state = Arc::clone(&state);
-                        async move { Ok::<_, hyper::Error>(answer(addr, &state, &request)) }
-                    });
-                    let _ = http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        });
+        let addr = serve(move |addr, request| answer(addr, &served, request)).await;
         Self { addr, state }
     }
 
@@ -95,14 +75,6 @@ impl GithubApi {
     pub fn requests(&self) -> Vec<String> {
         self.state.lock().expect("state").requests.clone()
     }
-}
-
-fn json_response(status: u16, body: &Value) -> Response<Full<Bytes>> {
-    Response::builder()
-        .status(status)
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(body.to_string())))
-        .expect("response")
 }
 
 /// Whether `authorization` carries a valid App JWT (RS256 under the test key, naming the

@@ -17,6 +17,7 @@ pub mod domain;
 pub mod fixtures;
 pub mod github_api;
 pub mod http;
+pub mod local_server;
 pub mod pgbouncer;
 pub mod process;
 pub mod proxy;

@@ -11,12 +11,10 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use http_body_util::Full;
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
 use hyper::{Request, Response};
-use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
-use tokio::net::TcpListener;
+
+use crate::local_server::{json_response, serve};
 
 /// The key the server accepts.
 pub const API_KEY: &str = "rk_live_backfill_1f2e";
@@ -43,26 +41,8 @@ impl StripeApi {
             events,
             ..State::default()
         }));
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("addr");
         let served = Arc::clone(&state);
-        tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    return;
-                };
-                let state = Arc::clone(&served);
-                tokio::spawn(async move {
-                    let service = service_fn(move |request| {
-                        let state = Arc::clone(&state);
-                        async move { Ok::<_, hyper::Error>(answer(&state, &request)) }
-                    });
-                    let _ = http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        });
+        let addr = serve(move |_, request| answer(&served, request)).await;
         Self { addr, state }
     }
 
@@ -80,14 +60,6 @@ impl StripeApi {
     pub fn requests(&self) -> Vec<String> {
         self.state.lock().expect("state").requests.clone()
     }
-}
-
-fn json_response(status: u16, body: &Value) -> Response<Full<Bytes>> {
-    Response::builder()
-        .status(status)
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(body.to_string())))
-        .expect("response")
 }
 
 fn answer<B>(state: &Mutex<State>, request: &Request<B>) -> Response<Full<Bytes>> {
