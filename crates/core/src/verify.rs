@@ -8,6 +8,7 @@
 
 pub mod custom;
 mod github;
+mod listed;
 mod mac;
 mod paddle;
 mod shopify;

@@ -2,7 +2,7 @@
 //! `"{ts}:{body}"` keyed by the notification destination's secret key. While a secret
 //! rotates Paddle sends one `h1` per active key: any may match.
 
-use super::stripe::Listed;
+use super::listed::Listed;
 use super::{VerifyContext, VerifyError};
 use crate::headers::Headers;
 use crate::secret::Secret;
