@@ -289,11 +289,18 @@ for document in documents:
 
 # What pods refer to exists, and their images can be pulled.
 config_maps = {document["metadata"]["name"] for document in documents if document.get("kind") == "ConfigMap"}
+def pod_spec(document):
+    """The pod template's spec of a workload (a CronJob's through its job template)."""
+    if document.get("kind") == "CronJob":
+        return document["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    return document["spec"]["template"]["spec"]
+
+
 for document in documents:
-    if document.get("kind") not in ("Deployment", "StatefulSet", "DaemonSet", "Job"):
+    if document.get("kind") not in ("Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob"):
         continue
     name = f'{document["kind"]} {document["metadata"]["name"]}'
-    pod = document["spec"]["template"]["spec"]
+    pod = pod_spec(document)
     referenced = {volume["configMap"]["name"] for volume in pod.get("volumes", []) if "configMap" in volume}
     for container in pod.get("containers", []) + pod.get("initContainers", []):
         referenced |= {source["configMapRef"]["name"] for source in container.get("envFrom", [])
@@ -304,6 +311,9 @@ for document in documents:
                             "no registry or tag (kustomize's `images` did not reach it)")
     for missing in sorted(referenced - config_maps):
         problems.append(f"{name}: mounts or reads ConfigMap {missing}, which the render does not hold")
+    for container in pod.get("containers", []):
+        if not container.get("resources", {}).get("limits", {}).get("memory"):
+            problems.append(f"{name}: container {container['name']} has no memory limit")
 
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition"}
 namespaces = {document["metadata"].get("namespace") for document in documents

@@ -268,6 +268,8 @@ async fn github_redeliver_asks_again_only_for_what_failed_and_inbound_does_not_h
         delivery(7, "d-twice", 45, 500),
         // Before the window.
         delivery(8, "d-too-old", 3 * 24 * 60, 500),
+        // Refused by inbound for what it is (a bad signature): asking again changes nothing.
+        delivery(9, "d-forged", 15, 401),
     ];
     // More than a page of deliveries that succeeded.
     deliveries
@@ -275,10 +277,14 @@ async fn github_redeliver_asks_again_only_for_what_failed_and_inbound_does_not_h
     let api = GithubApi::start(deliveries).await;
     api.rate_limit_next(1);
     let base = api.base_url();
+    let scratch = ScratchDir::new();
+    let config = config_file(&scratch);
     let run = |extra: &[&str], env: &[(&str, &str)]| {
         let mut args = vec![
             "github",
             "redeliver",
+            "--config",
+            &config,
             "--integration",
             "gh-acme",
             "--since",
@@ -300,7 +306,7 @@ async fn github_redeliver_asks_again_only_for_what_failed_and_inbound_does_not_h
     let dry = summary(&run(&[&repo[..], &["--dry-run"]].concat(), &token));
     assert_eq!(
         dry,
-        json!({"deliveries": 117, "failed_events": 3, "held": 1, "redelivered": 2, "refused": 0, "left": 0, "dry_run": true})
+        json!({"deliveries": 118, "failed_events": 4, "held": 1, "refused_by_inbound": 1, "redelivered": 2, "refused": 0, "left": 0, "dry_run": true})
     );
     assert!(api.redelivered().is_empty(), "a dry run asks for nothing");
     assert!(
@@ -347,7 +353,7 @@ async fn github_redeliver_asks_again_only_for_what_failed_and_inbound_does_not_h
         ],
         &[],
     ));
-    assert_eq!(app["failed_events"], 3);
+    assert_eq!(app["failed_events"], 4);
 
     // A token GitHub refuses: one line naming its answer, and exit 1; never the token.
     let refused = run(&repo, &[("GITHUB_TOKEN", "github_pat_wrong")]);

@@ -11,13 +11,16 @@
 //! `Retry-After` or `X-RateLimit-Reset` (at most 60 s), at most 5 times in a row.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use base64::Engine;
 use chrono::{DateTime, Utc};
 use clap::{Args, Subcommand};
+use inbound_core::config::Config;
 use inbound_core::store;
+use inbound_core::verify::Provider;
 use serde_json::{Value, json};
 
 use crate::operate::DatabaseArgs;
@@ -42,6 +45,9 @@ is read and redelivered with the App's JWT.")]
 pub struct RedeliverArgs {
     #[command(flatten)]
     database: DatabaseArgs,
+    /// Configuration file (TOML): the integration must be there, and GitHub's.
+    #[arg(long, env = "INBOUND_CONFIG")]
+    config: PathBuf,
     /// The GitHub integration whose receipts say what inbound holds.
     #[arg(long)]
     integration: String,
@@ -95,6 +101,9 @@ struct Summary {
     failed_events: u64,
     /// Of those, the ones inbound holds a receipt for (it stored them; GitHub's answer was lost).
     held: u64,
+    /// Of those, the ones inbound refused for what they are (a 4xx: a bad signature, another
+    /// scope, too large) — a redelivery would be refused again.
+    refused_by_inbound: u64,
     /// Redeliveries asked for (or, in a dry run, that would be).
     redelivered: u64,
     /// Redeliveries GitHub refused (each named on stderr).
@@ -116,10 +125,30 @@ pub async fn run(command: GithubCommand) -> anyhow::Result<()> {
 struct EventDeliveries {
     newest_id: u64,
     newest_at: String,
+    newest_status: u64,
     succeeded: bool,
 }
 
+impl EventDeliveries {
+    /// Whether a redelivery can succeed where the last one failed: no answer (0), a 429 or
+    /// a 5xx (inbound unavailable). A 4xx is inbound's verdict on the request itself.
+    fn worth_redelivering(&self) -> bool {
+        self.newest_status == 0 || self.newest_status == 429 || self.newest_status >= 500
+    }
+}
+
 async fn redeliver(args: RedeliverArgs) -> anyhow::Result<()> {
+    let config = Config::load(&args.config).context("invalid configuration")?;
+    let integration = config
+        .integration(&args.integration)
+        .with_context(|| format!("no integration {:?} in the configuration", args.integration))?;
+    if integration.provider != Provider::Github {
+        bail!(
+            "integration {} is {}, not github",
+            integration.id,
+            integration.provider.name()
+        );
+    }
     let hook_path = hook_path(&args)?;
     let api = GithubApi::new(&args)?;
     let deliveries = api.deliveries(&hook_path, args.since).await?;
@@ -129,25 +158,20 @@ async fn redeliver(args: RedeliverArgs) -> anyhow::Result<()> {
         ..Summary::default()
     };
     let mut events: BTreeMap<String, EventDeliveries> = BTreeMap::new();
-    for delivery in &deliveries {
-        let (Some(guid), Some(id)) = (delivery["guid"].as_str(), delivery["id"].as_u64()) else {
-            continue;
-        };
-        let succeeded = delivery["status_code"]
-            .as_u64()
-            .is_some_and(|code| (200..300).contains(&code));
-        let at = delivery["delivered_at"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        let entry = events.entry(guid.to_owned()).or_insert(EventDeliveries {
-            newest_id: id,
-            newest_at: at.clone(),
-            succeeded: false,
-        });
+    for delivery in deliveries {
+        let succeeded = (200..300).contains(&delivery.status_code);
+        let entry = events
+            .entry(delivery.guid)
+            .or_insert_with(|| EventDeliveries {
+                newest_id: delivery.id,
+                newest_at: delivery.at.clone(),
+                newest_status: delivery.status_code,
+                succeeded: false,
+            });
         entry.succeeded |= succeeded;
-        if at > entry.newest_at {
-            (entry.newest_id, entry.newest_at) = (id, at);
+        if delivery.at > entry.newest_at {
+            (entry.newest_id, entry.newest_at, entry.newest_status) =
+                (delivery.id, delivery.at, delivery.status_code);
         }
     }
     let mut failed: Vec<(&String, &EventDeliveries)> = events
@@ -158,12 +182,16 @@ async fn redeliver(args: RedeliverArgs) -> anyhow::Result<()> {
     summary.failed_events = failed.len() as u64;
     let guids: Vec<&str> = failed.iter().map(|(guid, _)| guid.as_str()).collect();
     let mut connection = args.database.connect().await?;
-    let held = store::receipts::held_event_ids(&mut connection, &args.integration, &guids).await?;
+    let held = store::receipts::held_event_ids(&mut connection, &integration.id, &guids).await?;
     summary.held = held.len() as u64;
-    let to_redeliver: Vec<_> = failed
+    let not_held: Vec<_> = failed
         .into_iter()
         .filter(|(guid, _)| !held.contains(guid.as_str()))
         .collect();
+    let (to_redeliver, refused): (Vec<_>, Vec<_>) = not_held
+        .into_iter()
+        .partition(|(_, event)| event.worth_redelivering());
+    summary.refused_by_inbound = refused.len() as u64;
     let max = args.max as usize;
     summary.left = to_redeliver.len().saturating_sub(max) as u64;
     for (guid, event) in to_redeliver.into_iter().take(max) {
@@ -182,7 +210,11 @@ async fn redeliver(args: RedeliverArgs) -> anyhow::Result<()> {
             }
         }
     }
-    report(&summary, args.json)
+    report(&summary, args.json)?;
+    if summary.refused > 0 {
+        bail!("GitHub refused {} redelivery request(s)", summary.refused);
+    }
+    Ok(())
 }
 
 /// The hook's API path: `/repos/{o}/{r}/hooks/{id}`, `/orgs/{o}/hooks/{id}` or `/app/hook`.
@@ -226,10 +258,11 @@ fn report(summary: &Summary, as_json: bool) -> anyhow::Result<()> {
         "redelivered"
     };
     out!(
-        "{} deliveries: {} event(s) failed, {} of them held by inbound; {verb} {}, refused {}, left for the next run {}",
+        "{} deliveries: {} event(s) failed, {} of them held by inbound, {} refused by inbound for what they are; {verb} {}, refused {}, left for the next run {}",
         summary.deliveries,
         summary.failed_events,
         summary.held,
+        summary.refused_by_inbound,
         summary.redelivered,
         summary.refused,
         summary.left
@@ -241,27 +274,68 @@ fn report(summary: &Summary, as_json: bool) -> anyhow::Result<()> {
 const MAX_RETRIES: u32 = 5;
 /// The longest wait a rate limit may ask for.
 const MAX_WAIT: Duration = Duration::from_secs(60);
+/// The pages one run reads at most (100,000 deliveries): a cursor that never ends stops.
+const MAX_PAGES: u32 = 1_000;
+/// The largest answer read (a page of 100 deliveries).
+const MAX_ANSWER_BYTES: usize = 8 * 1024 * 1024;
+/// GitHub asks for at least a second between writes.
+const WRITE_PAUSE: Duration = Duration::from_secs(1);
+
+/// One delivery, as much of it as the decision needs.
+struct Delivery {
+    id: u64,
+    guid: String,
+    at: String,
+    status_code: u64,
+}
+
+/// How requests authenticate.
+enum Auth {
+    Token(String),
+    /// The App's JWT, made afresh for every request (it lives 9 minutes; a run may not).
+    App {
+        id: u64,
+        pem: String,
+    },
+}
+
+impl Auth {
+    fn header(&self) -> anyhow::Result<reqwest::header::HeaderValue> {
+        let value = match self {
+            Self::Token(token) => format!("Bearer {token}"),
+            Self::App { id, pem } => {
+                format!("Bearer {}", app_jwt(*id, pem, Utc::now().timestamp())?)
+            }
+        };
+        let mut value = reqwest::header::HeaderValue::from_str(&value)
+            .map_err(|_| anyhow::anyhow!("the credential cannot travel in a header"))?;
+        value.set_sensitive(true);
+        Ok(value)
+    }
+}
 
 /// GitHub's REST API, paced and retried.
 struct GithubApi {
     client: reqwest::Client,
     base: String,
-    authorization: String,
+    auth: Auth,
     pause: Duration,
 }
 
 impl GithubApi {
     fn new(args: &RedeliverArgs) -> anyhow::Result<Self> {
-        let authorization = if args.app {
-            let app_id = args.app_id.context("--app needs --app-id")?;
+        let auth = if args.app {
+            let id = args.app_id.context("--app needs --app-id")?;
             let reference = args
                 .app_key
                 .as_deref()
                 .context("--app needs --app-key file:/key.pem")?;
             let pem = secret_from("--app-key", reference)?;
-            format!("Bearer {}", app_jwt(app_id, &pem, Utc::now().timestamp())?)
+            // Refused now, not after the listing: a key that cannot sign.
+            app_jwt(id, &pem, Utc::now().timestamp())?;
+            Auth::App { id, pem }
         } else {
-            format!("Bearer {}", secret_from("--token", &args.token)?)
+            Auth::Token(secret_from("--token", &args.token)?)
         };
         // reqwest is built without a bundled crypto provider; ring is the one sqlx uses.
         let _ = rustls::crypto::ring::default_provider().install_default();
@@ -275,70 +349,104 @@ impl GithubApi {
         Ok(Self {
             client,
             base: args.api_base.trim_end_matches('/').to_owned(),
-            authorization,
+            auth,
             pause: Duration::from_secs(1) / args.requests_per_second,
         })
     }
 
-    /// Every delivery of the hook since `since`, newest first, following `Link: rel="next"`.
+    /// Every delivery of the hook since `since`, newest first, following `Link: rel="next"`
+    /// on GitHub's own origin only.
     async fn deliveries(
         &self,
         hook_path: &str,
         since: DateTime<Utc>,
-    ) -> anyhow::Result<Vec<Value>> {
+    ) -> anyhow::Result<Vec<Delivery>> {
         let mut url = format!("{}{hook_path}/deliveries?per_page=100", self.base);
         let mut all = Vec::new();
-        loop {
+        for _ in 0..MAX_PAGES {
             let (page, next) = self.get_page(&url).await?;
             let mut older = false;
             for delivery in page {
-                let at = delivery["delivered_at"]
-                    .as_str()
-                    .and_then(|at| DateTime::parse_from_rfc3339(at).ok());
-                if at.is_some_and(|at| at < since) {
-                    older = true;
-                    continue;
+                let at = delivery.at.as_str();
+                // A delivery whose time cannot be read is outside the window.
+                match DateTime::parse_from_rfc3339(at) {
+                    Ok(at) if at >= since => all.push(delivery),
+                    _ => older = true,
                 }
-                all.push(delivery);
             }
             match next {
                 Some(next) if !older => url = next,
                 _ => return Ok(all),
             }
         }
+        eprintln!("inboundctl: stopped after {MAX_PAGES} pages of deliveries");
+        Ok(all)
     }
 
-    async fn get_page(&self, url: &str) -> anyhow::Result<(Vec<Value>, Option<String>)> {
-        let response = self.send(|client| client.get(url)).await?;
+    async fn get_page(&self, url: &str) -> anyhow::Result<(Vec<Delivery>, Option<String>)> {
+        let response = self.send(|client| client.get(url), true).await?;
         let next = response
             .headers()
             .get("link")
             .and_then(|link| link.to_str().ok())
-            .and_then(next_link)
-            .filter(|next| next.starts_with(&self.base));
-        let bytes = response.bytes().await?;
+            .and_then(next_link);
+        if let Some(next) = &next
+            && !next.starts_with(&format!("{}/", self.base))
+        {
+            bail!(
+                "GitHub's next page is not on {}: refusing to send the credential there",
+                self.base
+            );
+        }
+        let bytes = read_bounded(response).await?;
         let page: Value = serde_json::from_slice(&bytes).context("GitHub's answer is not JSON")?;
         let Some(deliveries) = page.as_array() else {
             bail!("GitHub's answer is not a list of deliveries");
         };
-        Ok((deliveries.clone(), next))
+        let deliveries = deliveries
+            .iter()
+            .filter_map(|delivery| {
+                Some(Delivery {
+                    id: delivery["id"].as_u64()?,
+                    guid: delivery["guid"].as_str()?.to_owned(),
+                    at: delivery["delivered_at"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned(),
+                    status_code: delivery["status_code"].as_u64().unwrap_or(0),
+                })
+            })
+            .collect();
+        Ok((deliveries, next))
     }
 
+    /// Asks for one redelivery. Not retried on a 5xx (GitHub may have queued it already):
+    /// only a 202 counts.
     async fn redeliver(&self, hook_path: &str, delivery_id: u64) -> anyhow::Result<()> {
+        tokio::time::sleep(WRITE_PAUSE.saturating_sub(self.pause)).await;
         let url = format!("{}{hook_path}/deliveries/{delivery_id}/attempts", self.base);
-        self.send(|client| client.post(&url)).await.map(|_| ())
+        let response = self.send(|client| client.post(&url), false).await?;
+        if response.status().as_u16() != 202 {
+            bail!(
+                "GitHub answered {} instead of 202 Accepted",
+                response.status()
+            );
+        }
+        Ok(())
     }
 
-    /// One request, paced, retried on a rate limit or a server error.
+    /// One request, paced, retried on a rate limit (primary or secondary) and, when
+    /// `retry_server_errors`, on a 5xx.
     async fn send(
         &self,
         request: impl Fn(&reqwest::Client) -> reqwest::RequestBuilder,
+        retry_server_errors: bool,
     ) -> anyhow::Result<reqwest::Response> {
         let mut backoff = Duration::from_secs(1);
         for attempt in 0..=MAX_RETRIES {
             tokio::time::sleep(self.pause).await;
             let response = request(&self.client)
-                .header("authorization", &self.authorization)
+                .header("authorization", self.auth.header()?)
                 .header("accept", "application/vnd.github+json")
                 .header("x-github-api-version", "2022-11-28")
                 .send()
@@ -348,26 +456,43 @@ impl GithubApi {
             if status.is_success() {
                 return Ok(response);
             }
-            let spent = response
-                .headers()
-                .get("x-ratelimit-remaining")
-                .and_then(|value| value.to_str().ok())
-                == Some("0");
-            let limited = status.as_u16() == 429 || (status.as_u16() == 403 && spent);
-            if (limited || status.is_server_error()) && attempt < MAX_RETRIES {
+            let header = |name: &str| {
+                response
+                    .headers()
+                    .get(name)
+                    .and_then(|value| value.to_str().ok())
+            };
+            let spent = header("x-ratelimit-remaining") == Some("0");
+            let secondary = header("retry-after").is_some();
+            let limited =
+                status.as_u16() == 429 || (status.as_u16() == 403 && (spent || secondary));
+            let retryable = limited || (retry_server_errors && status.is_server_error());
+            if retryable && attempt < MAX_RETRIES {
                 let wait = rate_limit_wait(&response).unwrap_or(backoff).min(MAX_WAIT);
                 eprintln!("inboundctl: GitHub answered {status}; retrying in {wait:?}");
                 tokio::time::sleep(wait).await;
                 backoff *= 2;
                 continue;
             }
-            let bytes = response.bytes().await.unwrap_or_default();
+            let bytes = read_bounded(response).await.unwrap_or_default();
             let detail: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
             let message = detail["message"].as_str().unwrap_or("no message");
             bail!("GitHub refused the request with {status}: {message}");
         }
         unreachable!("the loop returns on its last attempt")
     }
+}
+
+/// An answer's body, refused past [`MAX_ANSWER_BYTES`].
+async fn read_bounded(mut response: reqwest::Response) -> anyhow::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    while let Some(chunk) = response.chunk().await? {
+        if bytes.len() + chunk.len() > MAX_ANSWER_BYTES {
+            bail!("GitHub's answer is larger than {MAX_ANSWER_BYTES} bytes");
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok(bytes)
 }
 
 /// How long a rate-limited answer asks to wait: `Retry-After`, else until `X-RateLimit-Reset`.

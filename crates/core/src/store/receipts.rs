@@ -183,6 +183,9 @@ pub async fn held_event_ids(
     integration: &str,
     event_ids: &[&str],
 ) -> Result<HashSet<String>, sqlx::Error> {
+    if event_ids.is_empty() {
+        return Ok(HashSet::new());
+    }
     let rows = sqlx::query_scalar!(
         r#"WITH RECURSIVE scopes (scope) AS (
              (SELECT source_scope FROM receipts ORDER BY source_scope LIMIT 1)

@@ -68,17 +68,18 @@ fn asymmetric_matches(signatures: &str, parts: &[&[u8]], public_keys: &[PublicKe
         })
 }
 
-/// The canonical encodings of Ed25519's small-order points: a "public key" among them
-/// verifies signatures anyone can make.
-const SMALL_ORDER: [&str; 8] = [
-    "0100000000000000000000000000000000000000000000000000000000000000",
-    "ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
+/// The y-coordinates (sign bit cleared) of Ed25519's small-order points, with the
+/// non-canonical p and p + 1 — libsodium's list: a "public key" among them verifies
+/// signatures anyone can make, whatever its sign bit (verifiers ignore it, and accept
+/// y ≥ p).
+const SMALL_ORDER: [&str; 7] = [
     "0000000000000000000000000000000000000000000000000000000000000000",
-    "0000000000000000000000000000000000000000000000000000000000000080",
-    "c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a",
-    "c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac03fa",
+    "0100000000000000000000000000000000000000000000000000000000000000",
     "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05",
-    "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc85",
+    "c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a",
+    "ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
+    "edffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
+    "eeffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
 ];
 
 /// Decodes a `whpk_<base64>` public key (32 bytes), refusing the small-order points.
@@ -88,7 +89,9 @@ pub fn decode_public_key(key: &str) -> Result<PublicKey, base64::DecodeError> {
     let key: [u8; 32] = bytes
         .try_into()
         .map_err(|bytes: Vec<u8>| base64::DecodeError::InvalidLength(bytes.len()))?;
-    if SMALL_ORDER.contains(&hex::encode(key).as_str()) {
+    let mut y = key;
+    y[31] &= 0x7f;
+    if SMALL_ORDER.contains(&hex::encode(y).as_str()) {
         return Err(base64::DecodeError::InvalidLength(0));
     }
     Ok(PublicKey(key))

@@ -384,17 +384,36 @@ fn standard_webhooks_v1a_vectors() {
         decode_standard_public_key("whpk_AAAA").is_err(),
         "not 32 bytes"
     );
-    // The identity point would verify anyone's signature.
+    // The identity point and its kin would verify anyone's signature, in every spelling a
+    // verifier accepts: the sign bit set, and y = p + 1.
+    let encode = |bytes: [u8; 32]| {
+        format!(
+            "whpk_{}",
+            base64::Engine::encode(&base64::engine::general_purpose::STANDARD, bytes)
+        )
+    };
     let mut identity = [0u8; 32];
     identity[0] = 1;
-    let identity = format!(
-        "whpk_{}",
-        base64::Engine::encode(&base64::engine::general_purpose::STANDARD, identity)
-    );
-    assert!(
-        decode_standard_public_key(&identity).is_err(),
-        "a small-order key"
-    );
+    let mut identity_signed = identity;
+    identity_signed[31] |= 0x80;
+    let mut p_plus_one = [0xff; 32];
+    p_plus_one[0] = 0xee;
+    p_plus_one[31] = 0x7f;
+    let mut p_plus_one_signed = p_plus_one;
+    p_plus_one_signed[31] = 0xff;
+    for small in [
+        identity,
+        identity_signed,
+        p_plus_one,
+        p_plus_one_signed,
+        [0; 32],
+    ] {
+        assert!(
+            decode_standard_public_key(&encode(small)).is_err(),
+            "{}",
+            hex::encode(small)
+        );
+    }
 }
 
 #[test]
