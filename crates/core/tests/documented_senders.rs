@@ -174,6 +174,26 @@ fn every_documented_sender_verifies_and_extracts_what_it_sends() {
                 "{name}"
             );
         }
+        // Rotation: another secret first, the sender's second, still verifies.
+        let rotated = [
+            inbound_core::secret::Secret::new(b"the old secret".to_vec()),
+            integration.secrets[0].clone(),
+        ];
+        let with_rotated = VerifyContext {
+            secrets: &rotated,
+            ..context
+        };
+        assert_eq!(
+            verify::verify_with(
+                integration.provider,
+                scheme,
+                &headers,
+                sent.body.as_bytes(),
+                with_rotated
+            ),
+            Ok(()),
+            "{name}: rotation"
+        );
         let wrong = [inbound_core::secret::Secret::new(b"another".to_vec())];
         let with_wrong = VerifyContext {
             secrets: &wrong,
