@@ -15,6 +15,7 @@ mod shopify;
 mod slack;
 mod standard;
 mod stripe;
+mod v0;
 mod zoom;
 
 use crate::headers::Headers;
