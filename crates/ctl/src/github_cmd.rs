@@ -25,6 +25,7 @@ use serde_json::{Value, json};
 
 use crate::operate::DatabaseArgs;
 use crate::output::out;
+use crate::provider_api;
 use crate::selection::{parse_time, secret_from};
 
 /// `inboundctl github …`.
@@ -337,15 +338,7 @@ impl GithubApi {
         } else {
             Auth::Token(secret_from("--token", &args.token)?)
         };
-        // reqwest is built without a bundled crypto provider; ring is the one sqlx uses.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let client = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(10))
-            .timeout(Duration::from_secs(30))
-            .redirect(reqwest::redirect::Policy::none())
-            .user_agent(concat!("inboundctl/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .context("cannot build the HTTP client")?;
+        let client = provider_api::client()?;
         Ok(Self {
             client,
             base: args.api_base.trim_end_matches('/').to_owned(),
@@ -398,7 +391,7 @@ impl GithubApi {
                 self.base
             );
         }
-        let bytes = read_bounded(response).await?;
+        let bytes = provider_api::read_bounded(response, MAX_ANSWER_BYTES, "GitHub").await?;
         let page: Value = serde_json::from_slice(&bytes).context("GitHub's answer is not JSON")?;
         let Some(deliveries) = page.as_array() else {
             bail!("GitHub's answer is not a list of deliveries");
@@ -474,25 +467,15 @@ impl GithubApi {
                 backoff *= 2;
                 continue;
             }
-            let bytes = read_bounded(response).await.unwrap_or_default();
+            let bytes = provider_api::read_bounded(response, MAX_ANSWER_BYTES, "GitHub")
+                .await
+                .unwrap_or_default();
             let detail: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
             let message = detail["message"].as_str().unwrap_or("no message");
             bail!("GitHub refused the request with {status}: {message}");
         }
         unreachable!("the loop returns on its last attempt")
     }
-}
-
-/// An answer's body, refused past [`MAX_ANSWER_BYTES`].
-async fn read_bounded(mut response: reqwest::Response) -> anyhow::Result<Vec<u8>> {
-    let mut bytes = Vec::new();
-    while let Some(chunk) = response.chunk().await? {
-        if bytes.len() + chunk.len() > MAX_ANSWER_BYTES {
-            bail!("GitHub's answer is larger than {MAX_ANSWER_BYTES} bytes");
-        }
-        bytes.extend_from_slice(&chunk);
-    }
-    Ok(bytes)
 }
 
 /// How long a rate-limited answer asks to wait: `Retry-After`, else until `X-RateLimit-Reset`.

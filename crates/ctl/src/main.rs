@@ -17,6 +17,7 @@ mod effects_cmd;
 mod github_cmd;
 mod operate;
 mod output;
+mod provider_api;
 mod receipt_text;
 mod receipts_cmd;
 mod selection;

@@ -29,6 +29,7 @@ use sqlx::Connection;
 
 use crate::operate::DatabaseArgs;
 use crate::output::out;
+use crate::provider_api;
 use crate::selection::{parse_time, secret_from};
 
 /// `inboundctl stripe …`.
@@ -377,14 +378,7 @@ const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
 impl StripeApi {
     fn new(args: &BackfillArgs, key: String, connected: Option<String>) -> anyhow::Result<Self> {
-        // reqwest is built without a bundled crypto provider; ring is the one sqlx uses.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let client = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(10))
-            .timeout(Duration::from_secs(30))
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .context("cannot build the HTTP client")?;
+        let client = provider_api::client()?;
         Ok(Self {
             client,
             base: args.api_base.trim_end_matches('/').to_owned(),
@@ -452,7 +446,8 @@ impl StripeApi {
             };
             let status = response.status();
             if status.is_success() {
-                let bytes = read_bounded(response).await?;
+                let bytes =
+                    provider_api::read_bounded(response, MAX_ANSWER_BYTES, "Stripe").await?;
                 return serde_json::from_slice(&bytes).context("Stripe's answer is not JSON");
             }
             let retryable = status.as_u16() == 429 || status.is_server_error();
@@ -465,25 +460,15 @@ impl StripeApi {
                 backoff *= 2;
                 continue;
             }
-            let bytes = read_bounded(response).await.unwrap_or_default();
+            let bytes = provider_api::read_bounded(response, MAX_ANSWER_BYTES, "Stripe")
+                .await
+                .unwrap_or_default();
             let detail: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
             let message = detail["error"]["message"].as_str().unwrap_or("no message");
             bail!("Stripe refused the request with {status}: {message}");
         }
         unreachable!("the loop returns on its last attempt")
     }
-}
-
-/// An answer's body, refused past [`MAX_ANSWER_BYTES`].
-async fn read_bounded(mut response: reqwest::Response) -> anyhow::Result<Vec<u8>> {
-    let mut bytes = Vec::new();
-    while let Some(chunk) = response.chunk().await? {
-        if bytes.len() + chunk.len() > MAX_ANSWER_BYTES {
-            bail!("Stripe's answer is larger than {MAX_ANSWER_BYTES} bytes");
-        }
-        bytes.extend_from_slice(&chunk);
-    }
-    Ok(bytes)
 }
 
 fn retry_after(response: &reqwest::Response) -> Option<Duration> {

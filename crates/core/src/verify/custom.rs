@@ -90,6 +90,20 @@ pub struct HmacScheme {
     pub timestamp_unit: TimestampUnit,
 }
 
+impl HmacScheme {
+    /// What is signed, in order: the template's pieces with `timestamp` and `body` in place.
+    fn signed_parts<'a>(&'a self, timestamp: &'a str, body: &'a [u8]) -> Vec<&'a [u8]> {
+        self.signed
+            .iter()
+            .map(|part| match part {
+                Part::Literal(text) => text.as_bytes(),
+                Part::Timestamp => timestamp.as_bytes(),
+                Part::Body => body,
+            })
+            .collect()
+    }
+}
+
 /// A static shared token in a header (lower case).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TokenScheme {
@@ -158,15 +172,7 @@ fn verify_hmac(
     if candidates.is_empty() {
         return Err(VerifyError::MalformedHeader(SIGNATURE_HEADER));
     }
-    let parts: Vec<&[u8]> = scheme
-        .signed
-        .iter()
-        .map(|part| match part {
-            Part::Literal(text) => text.as_bytes(),
-            Part::Timestamp => timestamp.unwrap_or_default().as_bytes(),
-            Part::Body => body,
-        })
-        .collect();
+    let parts = scheme.signed_parts(timestamp.unwrap_or_default(), body);
     let mut matched = subtle::Choice::from(0);
     for secret in context.secrets {
         let expected = mac(scheme.algorithm, secret.expose(), &parts);
@@ -228,15 +234,7 @@ pub fn mac(algorithm: Algorithm, key: &[u8], parts: &[&[u8]]) -> Vec<u8> {
 /// The header value `scheme` expects for `body` (signed at `timestamp`, when the template
 /// signs one), with one signature: what a sender of this scheme would send.
 pub fn sign(scheme: &HmacScheme, secret: &Secret, timestamp: &str, body: &[u8]) -> String {
-    let parts: Vec<&[u8]> = scheme
-        .signed
-        .iter()
-        .map(|part| match part {
-            Part::Literal(text) => text.as_bytes(),
-            Part::Timestamp => timestamp.as_bytes(),
-            Part::Body => body,
-        })
-        .collect();
+    let parts = scheme.signed_parts(timestamp, body);
     let signature = mac(scheme.algorithm, secret.expose(), &parts);
     let encoded = match scheme.encoding {
         Encoding::Hex => hex::encode(signature),

@@ -6,10 +6,18 @@ use serde_json::Value;
 
 use super::*;
 
-fn load_vectors() -> Value {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/signatures.json");
-    let text = std::fs::read_to_string(path).expect("the signature vectors");
+/// A vectors file of `testdata/`.
+fn load(file: &str) -> Value {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("testdata")
+        .join(file);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
     serde_json::from_str(&text).expect("vectors are JSON")
+}
+
+fn load_vectors() -> Value {
+    load("signatures.json")
 }
 
 fn text<'v>(vector: &'v Value, field: &str) -> &'v str {
@@ -78,10 +86,7 @@ fn assert_verifies_only_untampered(
 /// `testdata/generators/shopify.js`).
 #[test]
 fn shopify_vectors_from_the_official_sdk() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/shopify-sdk.json");
-    let vectors: Value =
-        serde_json::from_str(&std::fs::read_to_string(path).expect("the Shopify vectors"))
-            .expect("JSON");
+    let vectors = load("shopify-sdk.json");
     assert!(text(&vectors, "sdk").starts_with("@shopify/shopify-api "));
     let secret = Secret::new(text(&vectors, "secret").as_bytes().to_vec());
     let cases = vectors["cases"].as_array().expect("cases");
@@ -114,10 +119,7 @@ fn shopify_vectors_from_the_official_sdk() {
 /// (`testdata/paddle-sdk.json`; the generator is `testdata/generators/paddle.js`).
 #[test]
 fn paddle_vectors_from_the_official_sdk() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/paddle-sdk.json");
-    let vectors: Value =
-        serde_json::from_str(&std::fs::read_to_string(path).expect("the Paddle vectors"))
-            .expect("JSON");
+    let vectors = load("paddle-sdk.json");
     assert!(text(&vectors, "sdk").starts_with("@paddle/paddle-node-sdk "));
     let secret = Secret::new(text(&vectors, "secret").as_bytes().to_vec());
     let cases = vectors["cases"].as_array().expect("cases");
@@ -209,10 +211,7 @@ fn paddle_headers_without_a_timestamp_or_with_two_are_malformed() {
 /// validation is recorded (`testdata/zoom-sdk.json`; `testdata/generators/zoom.js`).
 #[test]
 fn zoom_vectors_from_the_official_sdk() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/zoom-sdk.json");
-    let vectors: Value =
-        serde_json::from_str(&std::fs::read_to_string(path).expect("the Zoom vectors"))
-            .expect("JSON");
+    let vectors = load("zoom-sdk.json");
     assert!(text(&vectors, "sdk").starts_with("@zoom/rivet "));
     let secret = Secret::new(text(&vectors, "secret").as_bytes().to_vec());
     let cases = vectors["cases"].as_array().expect("cases");
@@ -319,10 +318,7 @@ fn standard_webhooks_v1a_vectors() {
             .is_ok()
     );
 
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/standard-v1a.json");
-    let vectors: Value =
-        serde_json::from_str(&std::fs::read_to_string(path).expect("the v1a vectors"))
-            .expect("JSON");
+    let vectors = load("standard-v1a.json");
     let public_key = decode_standard_public_key(text(&vectors, "public_key")).expect("whpk_");
     let keys = [public_key];
     let secret_for_v1 = [Secret::new(b"an HMAC key".to_vec())];
