@@ -140,16 +140,7 @@ impl EventDeliveries {
 
 async fn redeliver(args: RedeliverArgs) -> anyhow::Result<()> {
     let config = Config::load(&args.config).context("invalid configuration")?;
-    let integration = config
-        .integration(&args.integration)
-        .with_context(|| format!("no integration {:?} in the configuration", args.integration))?;
-    if integration.provider != Provider::Github {
-        bail!(
-            "integration {} is {}, not github",
-            integration.id,
-            integration.provider.name()
-        );
-    }
+    let integration = provider_api::integration_of(&config, &args.integration, Provider::Github)?;
     let hook_path = hook_path(&args)?;
     let api = GithubApi::new(&args)?;
     let deliveries = api.deliveries(&hook_path, args.since).await?;

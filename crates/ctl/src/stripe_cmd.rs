@@ -112,16 +112,7 @@ pub async fn run(command: StripeCommand) -> anyhow::Result<()> {
 
 async fn backfill(args: BackfillArgs) -> anyhow::Result<()> {
     let config = Config::load(&args.config).context("invalid configuration")?;
-    let integration = config
-        .integration(&args.integration)
-        .with_context(|| format!("no integration {:?} in the configuration", args.integration))?;
-    if integration.provider != Provider::Stripe {
-        bail!(
-            "integration {} is {}, not stripe",
-            integration.id,
-            integration.provider.name()
-        );
-    }
+    let integration = provider_api::integration_of(&config, &args.integration, Provider::Stripe)?;
     let key = secret_from("--api-key", &args.api_key)?;
     check_mode(integration, &key)?;
     let until = args.until.unwrap_or_else(Utc::now);
