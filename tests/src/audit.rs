@@ -28,7 +28,8 @@ pub struct Audit {
     pub transitions_without_one_intent: i64,
     /// Acknowledged event ids with no receipt.
     pub acked_missing: i64,
-    /// Receipts not `done`.
+    /// Receipts not `done`, plus queue rows without their pending receipt (a queue row
+    /// belongs to a pending receipt only).
     pub stuck: i64,
     /// A few of them: event type, status and reason.
     pub stuck_examples: Vec<String>,
@@ -103,7 +104,14 @@ pub async fn audit(pool: &PgPool, acknowledged: &[String]) -> Audit {
         .await,
         transitions_without_one_intent: (applied_payments + applied_refunds - intents).abs(),
         acked_missing,
-        stuck: scalar(conn, "SELECT count(*) FROM receipts WHERE status <> 'done'").await,
+        stuck: scalar(
+            conn,
+            "SELECT (SELECT count(*) FROM receipts WHERE status <> 'done')
+                  + (SELECT count(*) FROM receipt_queue q
+                     WHERE NOT EXISTS (SELECT 1 FROM receipts r
+                                       WHERE r.id = q.receipt_id AND r.status = 'pending'))",
+        )
+        .await,
         stuck_examples: sqlx::query_scalar(
             "SELECT concat_ws(' ', r.event_id, r.event_type, r.status, r.outcome_reason,
                               'attempts', r.attempts, q.attempts, r.last_error, q.last_error,

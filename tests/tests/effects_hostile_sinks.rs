@@ -473,11 +473,16 @@ async fn purge_keeps_receipts_whose_effects_are_not_closed() {
     harness.intent("plain", "refused").await;
     harness.step().await;
     assert_eq!(harness.effect("refused").await.0, "failed");
-    // The intent was recorded by hand: its receipt is finished by hand too.
+    // The intent was recorded by hand: its receipt is finished by hand too, as the
+    // worker's finish does (done, and out of the queue).
     sqlx::query("UPDATE receipts SET status = 'done', outcome = 'applied', finished_at = now()")
         .execute(harness.pool())
         .await
         .expect("a done receipt");
+    sqlx::query("DELETE FROM receipt_queue")
+        .execute(harness.pool())
+        .await
+        .expect("out of the queue");
     // Purged as if 30 days had passed.
     let later = inbound_core::store::clock::ahead(Duration::from_secs(30 * 24 * 3600));
     let mut connection = harness.pool().acquire().await.expect("conn");

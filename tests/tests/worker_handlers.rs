@@ -1220,6 +1220,50 @@ async fn purge_drops_payloads_then_keys_and_duplicates_stay_detected_until_then(
     );
 }
 
+/// No foreign key ties a queue row to its receipt (migration 0004: it cost the hot insert
+/// a trigger per row): purge itself never deletes a receipt that still has one, however
+/// it got there, so no queue row is ever left without its receipt.
+#[tokio::test]
+async fn purge_never_strands_a_queue_row() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let config = domain::config();
+    let receipt = domain::accept(
+        pool,
+        &config,
+        &succeeded("evt_1", "pi_1", "o1", 1000, "usd"),
+    )
+    .await
+    .expect("new");
+    // A done receipt that still has its queue row: no statement of inbound's leaves one,
+    // so it is made by hand.
+    sqlx::query(
+        "UPDATE receipts SET status = 'done', outcome = 'ignored', finished_at = now() - interval '30 days'",
+    )
+    .execute(pool)
+    .await
+    .expect("done by hand");
+    let mut connection = pool.acquire().await.expect("conn");
+    let (_, keys) = admin::purge_preview(&mut connection, 7, Some(7), None)
+        .await
+        .expect("preview");
+    assert_eq!(keys, 0, "the dry run counts what purge would delete");
+    assert_eq!(
+        admin::purge_keys_batch(&mut connection, 7, 100, None)
+            .await
+            .expect("purge"),
+        0
+    );
+    let queued: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM receipt_queue q JOIN receipts r ON r.id = q.receipt_id WHERE r.id = $1",
+    )
+    .bind(receipt)
+    .fetch_one(pool)
+    .await
+    .expect("queue row");
+    assert_eq!(queued, 1, "the receipt and its queue row both stay");
+}
+
 #[tokio::test]
 async fn key_rows_with_undelivered_effects_are_kept() {
     let database = TestDatabase::create().await;

@@ -26,7 +26,9 @@ pub async fn purge_preview(
               WHERE $2::int IS NOT NULL AND r.status = 'done'
                 AND r.finished_at < coalesce($4, now()) - make_interval(days => $2)
                 AND NOT EXISTS (SELECT 1 FROM effects e WHERE e.receipt_id = r.id
-                                AND e.status <> ALL ($3))) AS "keys!""#,
+                                AND e.status <> ALL ($3))
+                AND NOT EXISTS (SELECT 1 FROM receipt_queue q
+                                WHERE q.receipt_id = r.id)) AS "keys!""#,
         i32::try_from(payload_days).unwrap_or(i32::MAX),
         key_days.map(|days| i32::try_from(days).unwrap_or(i32::MAX)),
         EffectStatus::CLOSED as &[EffectStatus],
@@ -95,6 +97,9 @@ pub async fn purge_keys_batch(
                    SELECT 1 FROM effects e
                    WHERE e.receipt_id = r.id AND e.status <> ALL ($3)
                )
+               -- A done receipt has no queue row; were one there, deleting the receipt
+               -- would strand it (no foreign key: migration 0004).
+               AND NOT EXISTS (SELECT 1 FROM receipt_queue q WHERE q.receipt_id = r.id)
              ORDER BY r.finished_at LIMIT $2
              FOR UPDATE SKIP LOCKED
          )
