@@ -32,8 +32,10 @@ pub struct IngressArgs {
     /// Most receipts committed in one statement (group commit).
     #[arg(long, env = "INBOUND_COMMIT_BATCH_MAX", default_value_t = 128)]
     pub commit_batch_max: usize,
-    /// Group-commit statements in flight at once (each holds a pooled connection).
-    #[arg(long, env = "INBOUND_COMMIT_CONCURRENCY", default_value_t = 2)]
+    /// Group-commit statements in flight at once (each holds a pooled connection). One
+    /// is fastest on the benchmark machine: a second splits the batches, doubling the
+    /// commits and the WAL flushes they contend on (BENCHMARKS.md).
+    #[arg(long, env = "INBOUND_COMMIT_CONCURRENCY", default_value_t = 1)]
     pub commit_concurrency: usize,
     /// Bytes of request bodies held at once, all requests together; past it, requests
     /// get 503 + Retry-After. Must be at least every integration's max_body_bytes.

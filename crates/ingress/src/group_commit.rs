@@ -19,12 +19,14 @@
 //! redelivery is then a duplicate.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use inbound_core::keys::{EventId, SourceScope};
 use inbound_core::store::{self, InsertOutcome, NewReceipt};
 use inbound_runtime::failpoint;
 use inbound_runtime::sessions::SessionGate;
-use sqlx::{Connection, PgConnection, PgPool};
+use sqlx::pool::PoolConnection;
+use sqlx::{Connection, PgConnection, PgPool, Postgres};
 use tokio::sync::{Mutex, mpsc, oneshot};
 
 use crate::body::HeldBody;
@@ -156,19 +158,91 @@ async fn commit_loop(pool: PgPool, receiver: Arc<Mutex<mpsc::Receiver<Job>>>, ma
     // Jobs taken from the queue beyond the byte bound wait here for this committer's
     // next statement.
     let mut waiting: Vec<Job> = Vec::with_capacity(max_batch);
+    let mut held = HeldConnection::default();
     loop {
         if waiting.is_empty() {
-            let mut receiver = receiver.lock().await;
-            if receiver.recv_many(&mut waiting, max_batch).await == 0 {
+            let next = async {
+                let mut receiver = receiver.lock().await;
+                receiver.recv_many(&mut waiting, max_batch).await
+            };
+            // An idle committer gives its connection back once it could no longer use it
+            // unchecked (closing the pool waits for it); receiving is cancel-safe.
+            let received = match tokio::time::timeout(HOLD_WHILE_BUSY, next).await {
+                Ok(received) => received,
+                Err(_idle) => {
+                    held.release();
+                    let mut receiver = receiver.lock().await;
+                    receiver.recv_many(&mut waiting, max_batch).await
+                }
+            };
+            if received == 0 {
                 return;
             }
         }
         let batch: Vec<Job> = waiting.drain(..batch_length(&waiting, max_batch)).collect();
         telemetry::record_commit_batch(batch.len());
-        let answers = commit_batch(&pool, &batch).await;
+        let answers = commit_batch(&pool, &mut held, &batch).await;
         for (job, answer) in batch.into_iter().zip(answers) {
             // The request may have given up (deadline): its answer is then dropped.
             job.answer.send(answer).ok();
+        }
+    }
+}
+
+/// A connection its committer used this recently is known to be alive: it is used again
+/// without a check.
+const HOLD_WHILE_BUSY: Duration = Duration::from_secs(1);
+/// A committer hands its connection back to the pool after this long at most, so that the
+/// pool's lifetime and idle rules still apply to it.
+const HOLD_AT_MOST: Duration = Duration::from_secs(60);
+
+/// The connection a committer keeps between consecutive statements. The pool checks a
+/// connection with a round trip when it is taken and again when it is given back: two
+/// round trips per batch, for nothing while the committer is busy.
+#[derive(Default)]
+struct HeldConnection {
+    held: Option<Held>,
+}
+
+struct Held {
+    connection: PoolConnection<Postgres>,
+    taken_at: Instant,
+    used_at: Instant,
+}
+
+impl HeldConnection {
+    /// The connection for the next statement: the one held, if it was used within
+    /// [`HOLD_WHILE_BUSY`] and taken within [`HOLD_AT_MOST`]; else (the held one going
+    /// back to the pool) one the pool has checked.
+    async fn take(&mut self, pool: &PgPool) -> Result<Held, sqlx::Error> {
+        if let Some(held) = self.held.take()
+            && held.used_at.elapsed() < HOLD_WHILE_BUSY
+            && held.taken_at.elapsed() < HOLD_AT_MOST
+        {
+            return Ok(held);
+        }
+        let connection = inbound_runtime::process_metrics::acquire(pool).await?;
+        let now = Instant::now();
+        Ok(Held {
+            connection,
+            taken_at: now,
+            used_at: now,
+        })
+    }
+
+    /// Gives the held connection back to the pool.
+    fn release(&mut self) {
+        self.held = None;
+    }
+
+    /// Keeps `held` for the next statement, or closes it when its last statement left it
+    /// unusable (the next batch then gets a checked one).
+    fn keep(&mut self, mut held: Held, usable: bool) {
+        if usable {
+            held.used_at = Instant::now();
+            self.held = Some(held);
+        } else {
+            held.connection.close_on_drop();
         }
     }
 }
@@ -189,8 +263,8 @@ fn batch_length(jobs: &[Job], max_batch: usize) -> usize {
 }
 
 /// One answer per job, in order.
-async fn commit_batch(pool: &PgPool, batch: &[Job]) -> Vec<Answer> {
-    let mut connection = match inbound_runtime::process_metrics::acquire(pool).await {
+async fn commit_batch(pool: &PgPool, held: &mut HeldConnection, batch: &[Job]) -> Vec<Answer> {
+    let mut connection = match held.take(pool).await {
         Ok(connection) => connection,
         Err(error) => {
             let reason = CommitError::Unavailable(format!("database: {error}"));
@@ -198,12 +272,13 @@ async fn commit_batch(pool: &PgPool, batch: &[Job]) -> Vec<Answer> {
         }
     };
     failpoint::hit("before_receipt_commit");
-    let answers = insert_isolating_members(&mut connection, batch).await;
+    let (answers, usable) = insert_isolating_members(&mut connection.connection, batch).await;
     // A large statement grew the connection's buffers: give them back rather than let
     // every pooled connection keep the largest batch it ever sent.
     if batch_bytes(batch) > store::SHRINK_BUFFERS_AFTER_BYTES {
-        connection.shrink_buffers();
+        connection.connection.shrink_buffers();
     }
+    held.keep(connection, usable);
     answers
 }
 
@@ -213,10 +288,14 @@ fn batch_bytes(batch: &[Job]) -> usize {
 }
 
 /// One answer per job: the batch in one statement, or member by member when the
-/// statement failed on what a member's data can cause.
-async fn insert_isolating_members(connection: &mut PgConnection, batch: &[Job]) -> Vec<Answer> {
+/// statement failed on what a member's data can cause. Also whether the connection is
+/// still usable afterwards.
+async fn insert_isolating_members(
+    connection: &mut PgConnection,
+    batch: &[Job],
+) -> (Vec<Answer>, bool) {
     match insert(connection, batch).await {
-        Ok(outcomes) => outcomes.into_iter().map(Ok).collect(),
+        Ok(outcomes) => (outcomes.into_iter().map(Ok).collect(), true),
         Err(error) if batch.len() > 1 && caused_by_a_member(&error) => {
             tracing::warn!(
                 receipts = batch.len(),
@@ -224,17 +303,24 @@ async fn insert_isolating_members(connection: &mut PgConnection, batch: &[Job]) 
                 "a group-commit batch failed on one member's data; committing its members one by one"
             );
             let mut answers = Vec::with_capacity(batch.len());
+            let mut usable = true;
             for job in batch {
                 answers.push(match insert(connection, std::slice::from_ref(job)).await {
                     Ok(mut outcomes) => Ok(outcomes.remove(0)),
-                    Err(error) => Err(commit_error(&error)),
+                    Err(error) => {
+                        usable &= leaves_connection_usable(&error);
+                        Err(commit_error(&error))
+                    }
                 });
             }
-            answers
+            (answers, usable)
         }
         Err(error) => {
             let reason = commit_error(&error);
-            batch.iter().map(|_| Err(reason.clone())).collect()
+            (
+                batch.iter().map(|_| Err(reason.clone())).collect(),
+                leaves_connection_usable(&error),
+            )
         }
     }
 }
@@ -265,6 +351,16 @@ fn caused_by_a_member(error: &sqlx::Error) -> bool {
             sqlstate_class(error).as_deref(),
             Some("22" | "23" | "54" | "40")
         )
+}
+
+/// Whether a connection whose statement failed with `error` can take the next one: the
+/// server refused it (the session is intact), or it never left (our own encoding).
+/// Anything else (I/O, protocol, a timeout) may have left the session in any state.
+fn leaves_connection_usable(error: &sqlx::Error) -> bool {
+    matches!(
+        error,
+        sqlx::Error::Database(_) | sqlx::Error::Decode(_) | sqlx::Error::Encode(_)
+    )
 }
 
 /// How a failed statement is answered: the receipt's own data refused → unstorable.

@@ -119,7 +119,11 @@ pub async fn run(
     // In a process that goes on (tests, an embedding), the ops port and with it the
     // readiness task end with the ingress.
     ops_port.abort();
-    app.pool().close().await;
+    // The committers end with the last handle on the app (the queue's sender) and give
+    // their connections back: closing the pool waits for every connection.
+    let pool = app.pool().clone();
+    drop(app);
+    pool.close().await;
     sessions.finish()
 }
 
