@@ -1,6 +1,7 @@
 //! The ingress application: paths and methods, health endpoints, and the per-request
 //! metrics and log line. [`App::handle`] is what the server calls for every request.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,7 +18,7 @@ use crate::group_commit::GroupCommit;
 pub use crate::receive::AppSettings;
 use crate::receive::{self, Details, Pipeline};
 use crate::reply::{Body, Reply};
-use crate::telemetry;
+use crate::telemetry::RequestMetrics;
 
 /// Shared state of every request.
 pub struct App {
@@ -26,6 +27,10 @@ pub struct App {
     readiness: Readiness,
     pipeline: Pipeline,
     request_timeout: Duration,
+    /// Per integration id.
+    request_metrics: HashMap<String, RequestMetrics>,
+    /// Requests to ids no integration has.
+    unknown_metrics: RequestMetrics,
 }
 
 impl App {
@@ -41,7 +46,14 @@ impl App {
         clock: Arc<dyn Clock>,
         settings: AppSettings,
     ) -> Self {
+        let request_metrics = config
+            .integrations()
+            .iter()
+            .map(|integration| (integration.id.clone(), RequestMetrics::new(&integration.id)))
+            .collect();
         Self {
+            request_metrics,
+            unknown_metrics: RequestMetrics::new("unknown"),
             config,
             pool,
             readiness,
@@ -100,7 +112,10 @@ impl App {
         // Unknown ids come from the caller: never let them become label values.
         let label = integration.map_or("unknown", |integration| integration.id.as_str());
         let elapsed = started.elapsed();
-        telemetry::record_request(label, reply.outcome_label(), reply.is_delivery(), elapsed);
+        self.request_metrics
+            .get(label)
+            .unwrap_or(&self.unknown_metrics)
+            .record(reply.outcome_label(), reply.is_delivery(), elapsed);
         tracing::info!(
             integration = label,
             outcome = reply.outcome_label(),
