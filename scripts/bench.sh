@@ -3,12 +3,18 @@
 # written as one table into BENCHMARKS.md (between the bench markers) with the machine
 # and the date. A benchmark, not a test: compare the ratios, not the absolute numbers.
 #
-#   ceiling (ingress)  pgbench, one ~1 KB INSERT … ON CONFLICT DO NOTHING per transaction, -c 32
+#   ceilings (ingress) pgbench, one ~1 KB INSERT … ON CONFLICT DO NOTHING per transaction, -c 32:
+#                      into our receipts schema, and into the leanest table that holds a
+#                      receipt (the physical limit, prepared statements)
 #   ingress            accepted/s through HTTP, valid Stripe signatures, ~20 % redeliveries,
-#                      at 32 and 128 connections; p50/p99 at half the peak rate (open loop)
+#                      at 32 and 128 connections, with CPU per answered request, in
+#                      BENCH_INGRESS_ROUNDS rounds (default 3), each beside both ceilings;
+#                      p50/p99 at half the peak rate (open loop)
 #   ceiling (worker)   pgbench, claim + orders.mark_paid + done for 50 receipts per transaction
 #   worker             receipts applied/s with BENCH_PENDING pending, --concurrency 8 and 32
 #                      (batched, 50 per transaction like the ceiling), and 32 with --batch-size 1 and 16
+#   graphile-worker    0.18 draining the same backlog with the same business UPDATE
+#                      (scripts/bench-graphile.sh)
 #   recovery           SIGKILL of a loaded worker → its claims done by another
 #   dispatcher         effects delivered/s to a local 200 sink, --effect-concurrency 32
 #   growth             ingress accepted/s and worker applied/s, empty vs BENCH_GROWTH_ROWS
@@ -43,11 +49,16 @@ PY
 }
 step() { echo "bench: $*" >&2; }
 
-# --- ingress ceiling and ingress ---------------------------------------------------------
-step "ingress ceiling (pgbench)"
-url=$(bench_db inbound_bench)
-psql -q "$url" -c "CREATE TABLE bench_receipts (LIKE receipts INCLUDING ALL)" >/dev/null
-payload=$(printf '{"id":"evt","object":"event","type":"payment_intent.succeeded","livemode":false,"data":{"object":{"id":"pi_1","amount_received":2000,"currency":"usd","metadata":{"order_id":"order_1","note":"%s"}}}}' "$(printf 'x%.0s' $(seq 1 800))")
+# --- ingress ceilings and ingress, BENCH_INGRESS_ROUNDS rounds side by side -------------------
+# Two ceilings, both pgbench at 32 connections, one row per transaction:
+#   schema ceiling    our whole receipts table (every index and check), simple query protocol
+#   physical limit    the cheapest durable single-row insert: (source_scope, event_id) as the
+#                     primary key, event_type, the ~1 KB jsonb payload, received_at;
+#                     prepared statements
+# Each round measures both ceilings, then the ingress at 32 and 128 connections, with the
+# ingress's CPU (utime + stime from /proc) per answered request and the machine's busy cores.
+# (pgbench reads ":name" as a variable: hence the space in `"livemode": false`.)
+payload=$(printf '{"id":"evt","object":"event","type":"payment_intent.succeeded","livemode": false,"data":{"object":{"id":"pi_1","amount_received":2000,"currency":"usd","metadata":{"order_id":"order_1","note":"%s"}}}}' "$(printf 'x%.0s' $(seq 1 800))")
 cat > "$bench_work/insert.sql" <<SQL
 \set n random(1, 2000000000)
 INSERT INTO bench_receipts (integration, source_scope, event_id, event_type, route_key, payload)
@@ -55,24 +66,78 @@ VALUES ('stripe-bench', 'stripe-bench/platform/test', 'evt_' || :n, 'payment_int
         'payment_intent.succeeded', '$payload'::jsonb)
 ON CONFLICT (source_scope, event_id) DO NOTHING;
 SQL
-record ingress_ceiling "$(pgbench -n -c 32 -j 2 -T "$seconds" -f "$bench_work/insert.sql" "$url" | awk '/^tps = / { print $3; exit }')"
-
-step "ingress (32 and 128 connections, then half the peak rate)"
-bench_start_ingress "$url" 18080 19090
-commits_before=$(bench_commits "$url")
-run32=$(bench_load 18080 32 "$seconds")
-commits_after=$(bench_commits "$url")
-run128=$(bench_load 18080 128 "$seconds")
-peak=$(python3 -c "import sys; print(max(float(sys.argv[1]), float(sys.argv[2])))" \
-  "$(bench_json "$run32" requests_per_sec)" "$(bench_json "$run128" requests_per_sec)")
+cat > "$bench_work/physical.sql" <<SQL
+\set n random(1, 2000000000)
+INSERT INTO bench_physical (source_scope, event_id, event_type, payload)
+VALUES ('stripe-bench/platform/test', 'evt_' || :n, 'payment_intent.succeeded', '$payload')
+ON CONFLICT DO NOTHING;
+SQL
+# cpu_ticks PID: user + system clock ticks the process has used.
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+# busy_ticks: clock ticks the whole machine spent busy (all cores).
+busy_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 }' /proc/stat; }
+# ingress_run CONNECTIONS [RATE]: the loadgen's JSON, plus the ingress's CPU per answered
+# request and cores, and the machine's busy cores, during the run.
+ingress_run() {
+  local ticks_before busy_before run
+  ticks_before=$(cpu_ticks "$bench_ingress_pid")
+  busy_before=$(busy_ticks)
+  run=$(bench_load 18080 "$1" "$seconds" "${2:-0}")
+  python3 - "$run" "$(($(cpu_ticks "$bench_ingress_pid") - ticks_before))" \
+    "$(($(busy_ticks) - busy_before))" "$(getconf CLK_TCK)" "$seconds" <<'PY'
+import json, sys
+run = json.loads(sys.argv[1])
+ingress_ticks, busy_ticks, hz, seconds = (float(value) for value in sys.argv[2:6])
+answers = max(run["accepted"] + run["duplicate"], 1)
+run["ingress_cpu_us_per_answer"] = round(ingress_ticks / hz / answers * 1e6, 1)
+run["ingress_cores"] = round(ingress_ticks / hz / seconds, 2)
+run["machine_busy_cores"] = round(busy_ticks / hz / seconds, 2)
+print(json.dumps(run))
+PY
+}
+rounds="${BENCH_INGRESS_ROUNDS:-3}"
+record ingress_rounds "$rounds"
+for round in $(seq 1 "$rounds"); do
+  step "ingress round $round of $rounds: both ceilings (pgbench), then 32 and 128 connections"
+  url=$(bench_db inbound_bench)
+  psql -q "$url" -c "CREATE TABLE bench_receipts (LIKE receipts INCLUDING ALL)" \
+    -c "CREATE TABLE bench_physical (source_scope text, event_id text, event_type text NOT NULL,
+          payload jsonb NOT NULL, received_at timestamptz NOT NULL DEFAULT now(),
+          PRIMARY KEY (source_scope, event_id))" >/dev/null
+  schema_ceiling=$(pgbench -n -c 32 -j 2 -T "$seconds" -f "$bench_work/insert.sql" "$url" | awk '/^tps = / { print $3; exit }')
+  physical_ceiling=$(pgbench -n -M prepared -c 32 -j 2 -T "$seconds" -f "$bench_work/physical.sql" "$url" | awk '/^tps = / { print $3; exit }')
+  bench_start_ingress "$url" 18080 19090
+  commits_before=$(bench_commits "$url")
+  run32=$(ingress_run 32)
+  commits_after=$(bench_commits "$url")
+  run128=$(ingress_run 128)
+  record "ingress_round_$round" "$(python3 - "$schema_ceiling" "$physical_ceiling" "$run32" "$run128" \
+    "$((commits_after - commits_before))" "$(bench_rss_mib "$bench_ingress_pid")" <<'PY'
+import json, sys
+schema, physical, run32, run128, commits, rss = sys.argv[1:7]
+run32 = json.loads(run32)
+print(json.dumps({
+    "schema_ceiling": float(schema), "physical_ceiling": float(physical),
+    "run32": run32, "run128": json.loads(run128), "rss_mib": float(rss),
+    "commits_per_request": round(int(commits) / max(run32["accepted"] + run32["duplicate"], 1), 3),
+}))
+PY
+)"
+  # The last round's ingress stays up for the latency run.
+  if [ "$round" -lt "$rounds" ]; then kill "$bench_ingress_pid"; fi
+done
+peak=$(python3 - "$results" <<'PY'
+import json, sys
+figures = json.load(open(sys.argv[1]))
+rounds = [json.loads(figures[f"ingress_round_{n}"]) for n in range(1, int(figures["ingress_rounds"]) + 1)]
+print(int(max(max(r["run32"]["requests_per_sec"], r["run128"]["requests_per_sec"]) for r in rounds)))
+PY
+)
+step "ingress at half the peak rate (open loop)"
 # Open loop at half the peak; 128 connections so that one in-flight request per connection
 # never caps the offered rate (at 32 the schedule itself would queue).
-run_half=$(bench_load 18080 128 "$seconds" "$(python3 -c "print(int($peak / 2))")")
-record ingress32 "$run32"
-record ingress128 "$run128"
-record ingress_half "$run_half"
+record ingress_half "$(ingress_run 128 $((peak / 2)))"
 record ingress_rss "$(bench_rss_mib "$bench_ingress_pid")"
-record ingress_commits_per_request "$(python3 -c "import json; r = json.loads('''$run32'''); print(round(($commits_after - $commits_before) / max(r['accepted'] + r['duplicate'], 1), 3))")"
 kill "$bench_ingress_pid"
 
 # --- worker ceiling ------------------------------------------------------------------------
@@ -137,6 +202,9 @@ worker_rate worker8 --concurrency 8
 worker_rate worker32 --concurrency 32
 worker_rate worker32_unbatched --concurrency 32 --batch-size 1
 worker_rate worker32_batch16 --concurrency 32 --batch-size 16
+
+step "graphile-worker 0.18: the same backlog, the same business UPDATE"
+scripts/bench-graphile.sh "$results"
 
 step "recovery after SIGKILL"
 # Four times the backlog: a worker draining it in a few seconds must still be mid-run
