@@ -207,6 +207,7 @@ async fn a_member_postgres_refuses_fails_alone_and_the_rest_of_its_batch_commits
         GroupCommitSettings {
             max_batch: 64,
             committers: 1,
+            statement_limit: Duration::from_secs(10),
         },
     ));
     let budget = BodyBudget::new(1 << 20);
@@ -292,6 +293,7 @@ async fn nothing_is_committed_before_the_session_check_passed() {
         GroupCommitSettings {
             max_batch: 8,
             committers: 1,
+            statement_limit: Duration::from_secs(10),
         },
     )
     .gated_by(SessionGate::closed());
@@ -322,4 +324,69 @@ async fn nothing_is_committed_before_the_session_check_passed() {
         "answered before the gate opened: {answer:?}"
     );
     assert_eq!(database.receipt_count().await, 0);
+}
+
+/// A committer keeps its connection between statements without asking the pool to check
+/// it. When the server behind it vanishes without a word (its address moved on, the old
+/// host silent), the statement on it is given up after the statement timeout and a
+/// margin, the connection dropped, and the next batch goes through a fresh one: 503s for
+/// the requests caught, never a committer stuck until TCP gives up (minutes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_whose_server_vanished_is_given_up_and_replaced() {
+    let stack = Stack::builder()
+        .through_proxy()
+        .ingress(|options| {
+            options.with_args(&[
+                "--commit-concurrency",
+                "1",
+                "--db-statement-timeout-ms",
+                "1000",
+                "--request-timeout-secs",
+                "4",
+            ])
+        })
+        .start()
+        .await;
+    assert_eq!(stack.deliver_event("evt_warm").await.status, 200);
+    stack.proxy().strand_open();
+    let caught = stack.deliver_event("evt_caught").await;
+    assert_eq!(caught.status, 503, "{caught:?}");
+    let started = std::time::Instant::now();
+    let after = stack.deliver_event("evt_after").await;
+    assert_eq!(
+        after.status, 200,
+        "a fresh connection takes the next batch: {after:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    // The caught one was never confirmed: its redelivery is accepted (or a duplicate).
+    assert_eq!(stack.deliver_event("evt_caught").await.status, 200);
+}
+
+/// A server that ends the session (an operator's `pg_terminate_backend`, a fast shutdown)
+/// sends a FATAL error: the committer's connection is done for, and the next batch must
+/// not be tried on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_the_server_ended_is_not_used_again() {
+    let stack = Stack::builder()
+        .ingress(|options| options.with_args(&["--commit-concurrency", "1"]))
+        .start()
+        .await;
+    assert_eq!(stack.deliver_event("evt_warm").await.status, 200);
+    let ended: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_stat_activity
+         WHERE application_name = 'inbound-ingress' AND query LIKE 'WITH input%'
+           AND pg_terminate_backend(pid)",
+    )
+    .fetch_one(stack.pool())
+    .await
+    .expect("terminate the committer's session");
+    assert_eq!(ended, 1);
+    // The first batch after it may learn of the end (503); the one after must not.
+    let first = stack.deliver_event("evt_1").await;
+    assert!(matches!(first.status, 200 | 503), "{first:?}");
+    assert_eq!(stack.deliver_event("evt_2").await.status, 200);
 }

@@ -43,6 +43,10 @@ pub struct GroupCommitSettings {
     pub max_batch: usize,
     /// Statements in flight at once (each holds one pooled connection).
     pub committers: usize,
+    /// How long a statement may go unanswered before its connection is given up: the
+    /// server's `statement_timeout` plus a margin, so that only a server that is gone
+    /// (silent, not even cancelling) reaches it.
+    pub statement_limit: Duration,
 }
 
 /// Why a receipt was not committed.
@@ -107,7 +111,12 @@ impl GroupCommit {
         let (queue, receiver) = mpsc::channel(max_batch * settings.committers.max(1) * 4);
         let receiver = Arc::new(Mutex::new(receiver));
         for _ in 0..settings.committers.max(1) {
-            tokio::spawn(commit_loop(pool.clone(), Arc::clone(&receiver), max_batch));
+            tokio::spawn(commit_loop(
+                pool.clone(),
+                Arc::clone(&receiver),
+                max_batch,
+                settings.statement_limit,
+            ));
         }
         Self {
             queue,
@@ -154,7 +163,12 @@ impl GroupCommit {
 }
 
 /// Takes the next batch and commits it, until every sender is gone.
-async fn commit_loop(pool: PgPool, receiver: Arc<Mutex<mpsc::Receiver<Job>>>, max_batch: usize) {
+async fn commit_loop(
+    pool: PgPool,
+    receiver: Arc<Mutex<mpsc::Receiver<Job>>>,
+    max_batch: usize,
+    statement_limit: Duration,
+) {
     // Jobs taken from the queue beyond the byte bound wait here for this committer's
     // next statement.
     let mut waiting: Vec<Job> = Vec::with_capacity(max_batch);
@@ -181,7 +195,7 @@ async fn commit_loop(pool: PgPool, receiver: Arc<Mutex<mpsc::Receiver<Job>>>, ma
         }
         let batch: Vec<Job> = waiting.drain(..batch_length(&waiting, max_batch)).collect();
         telemetry::record_commit_batch(batch.len());
-        let answers = commit_batch(&pool, &mut held, &batch).await;
+        let answers = commit_batch(&pool, &mut held, &batch, statement_limit).await;
         for (job, answer) in batch.into_iter().zip(answers) {
             // The request may have given up (deadline): its answer is then dropped.
             job.answer.send(answer).ok();
@@ -242,7 +256,9 @@ impl HeldConnection {
             held.used_at = Instant::now();
             self.held = Some(held);
         } else {
-            held.connection.close_on_drop();
+            // Dropped without a goodbye (a silent server would never take one); the pool
+            // may open a replacement.
+            drop(held.connection.detach());
         }
     }
 }
@@ -263,7 +279,12 @@ fn batch_length(jobs: &[Job], max_batch: usize) -> usize {
 }
 
 /// One answer per job, in order.
-async fn commit_batch(pool: &PgPool, held: &mut HeldConnection, batch: &[Job]) -> Vec<Answer> {
+async fn commit_batch(
+    pool: &PgPool,
+    held: &mut HeldConnection,
+    batch: &[Job],
+    statement_limit: Duration,
+) -> Vec<Answer> {
     let mut connection = match held.take(pool).await {
         Ok(connection) => connection,
         Err(error) => {
@@ -272,7 +293,8 @@ async fn commit_batch(pool: &PgPool, held: &mut HeldConnection, batch: &[Job]) -
         }
     };
     failpoint::hit("before_receipt_commit");
-    let (answers, usable) = insert_isolating_members(&mut connection.connection, batch).await;
+    let (answers, usable) =
+        insert_isolating_members(&mut connection.connection, batch, statement_limit).await;
     // A large statement grew the connection's buffers: give them back rather than let
     // every pooled connection keep the largest batch it ever sent.
     if batch_bytes(batch) > store::SHRINK_BUFFERS_AFTER_BYTES {
@@ -293,8 +315,9 @@ fn batch_bytes(batch: &[Job]) -> usize {
 async fn insert_isolating_members(
     connection: &mut PgConnection,
     batch: &[Job],
+    statement_limit: Duration,
 ) -> (Vec<Answer>, bool) {
-    match insert(connection, batch).await {
+    match insert(connection, batch, statement_limit).await {
         Ok(outcomes) => (outcomes.into_iter().map(Ok).collect(), true),
         Err(error) if batch.len() > 1 && caused_by_a_member(&error) => {
             tracing::warn!(
@@ -305,7 +328,8 @@ async fn insert_isolating_members(
             let mut answers = Vec::with_capacity(batch.len());
             let mut usable = true;
             for job in batch {
-                answers.push(match insert(connection, std::slice::from_ref(job)).await {
+                let member = std::slice::from_ref(job);
+                answers.push(match insert(connection, member, statement_limit).await {
                     Ok(mut outcomes) => Ok(outcomes.remove(0)),
                     Err(error) => {
                         usable &= leaves_connection_usable(&error);
@@ -325,16 +349,29 @@ async fn insert_isolating_members(
     }
 }
 
+/// One statement for `batch`, given up (as an I/O error: the connection is then dropped)
+/// when no answer came within `statement_limit`.
 async fn insert(
     connection: &mut PgConnection,
     batch: &[Job],
+    statement_limit: Duration,
 ) -> Result<Vec<InsertOutcome>, sqlx::Error> {
     let receipts: Option<Vec<NewReceipt<'_>>> =
         batch.iter().map(|job| job.receipt.as_new()).collect();
     let Some(receipts) = receipts else {
         return Err(sqlx::Error::Decode("a queued body is not UTF-8".into()));
     };
-    store::insert_receipts(connection, &receipts).await
+    tokio::time::timeout(
+        statement_limit,
+        store::insert_receipts(connection, &receipts),
+    )
+    .await
+    .unwrap_or_else(|_silent| {
+        Err(sqlx::Error::Io(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            "the database did not answer within the statement timeout",
+        )))
+    })
 }
 
 /// The SQLSTATE class of a database error (`"22"` for data exceptions).
@@ -357,10 +394,15 @@ fn caused_by_a_member(error: &sqlx::Error) -> bool {
 /// server refused it (the session is intact), or it never left (our own encoding).
 /// Anything else (I/O, protocol, a timeout) may have left the session in any state.
 fn leaves_connection_usable(error: &sqlx::Error) -> bool {
-    matches!(
-        error,
-        sqlx::Error::Database(_) | sqlx::Error::Decode(_) | sqlx::Error::Encode(_)
-    )
+    match error {
+        // The server ended the session (SQLSTATE 57P01–57P05: terminated, shut down,
+        // idle too long) or lost it (08: connection exceptions): a FATAL, not a refusal.
+        sqlx::Error::Database(error) => !error
+            .code()
+            .is_some_and(|code| code.starts_with("57P") || code.starts_with("08")),
+        sqlx::Error::Decode(_) | sqlx::Error::Encode(_) => true,
+        _ => false,
+    }
 }
 
 /// How a failed statement is answered: the receipt's own data refused → unstorable.

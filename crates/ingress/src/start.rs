@@ -127,6 +127,11 @@ pub async fn run(
     sessions.finish()
 }
 
+/// How much longer than `statement_timeout` a committer waits for an answer before it
+/// gives up its connection: the server cancels a slow statement itself, so only a server
+/// that is gone is given up on.
+const STATEMENT_MARGIN: Duration = Duration::from_secs(1);
+
 /// The group commit, with a connection left for `/readyz`.
 fn start_group_commit(cli: &IngressArgs, pool: sqlx::PgPool) -> GroupCommit {
     GroupCommit::start(
@@ -136,6 +141,7 @@ fn start_group_commit(cli: &IngressArgs, pool: sqlx::PgPool) -> GroupCommit {
             committers: cli
                 .commit_concurrency
                 .min(cli.db_max_connections.saturating_sub(1).max(1) as usize),
+            statement_limit: cli.common.statement_timeout() + STATEMENT_MARGIN,
         },
     )
 }
