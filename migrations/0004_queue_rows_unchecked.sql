@@ -5,5 +5,7 @@
 -- it guarded is kept by the statements themselves: a queue row is only ever inserted in
 -- the statement that inserts or requeues its receipt, and only receipts that are done
 -- (which never have one) are deleted (purge checks it). The soak's audit counts any
--- queue row without its pending receipt as stuck.
+-- queue row without its pending receipt as stuck. Dropping the key takes a brief exclusive
+-- lock on both tables (the key's triggers live on receipts too): like every transactional
+-- migration here it waits at most 2 s for it and is retried (store/migrations.rs).
 ALTER TABLE receipt_queue DROP CONSTRAINT IF EXISTS receipt_queue_receipt_id_fkey;

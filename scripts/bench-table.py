@@ -50,8 +50,7 @@ def render(figures, machine, date, pending):
         rows.append((
             f"ingress CPU per answered request, {label} connections ({runs} runs; /proc utime + stime)",
             f"{span([r[key]['ingress_cpu_us_per_answer'] for r in rounds], 1)} µs "
-            f"(ingress {span([r[key]['ingress_cores'] for r in rounds], 2)} cores, machine busy "
-            f"{span([r[key]['machine_busy_cores'] for r in rounds], 2)} of 2)",
+            f"(ingress {span([r[key]['ingress_cores'] for r in rounds], 2)} cores)",
             "target ≤ 20 µs",
         ))
     rows += [

@@ -56,7 +56,7 @@ step() { echo "bench: $*" >&2; }
 #                     primary key, event_type, the ~1 KB jsonb payload, received_at;
 #                     prepared statements
 # Each round measures both ceilings, then the ingress at 32 and 128 connections, with the
-# ingress's CPU (utime + stime from /proc) per answered request and the machine's busy cores.
+# ingress's CPU (utime + stime from /proc) per answered request.
 # (pgbench reads ":name" as a variable: hence the space in `"livemode": false`.)
 payload=$(printf '{"id":"evt","object":"event","type":"payment_intent.succeeded","livemode": false,"data":{"object":{"id":"pi_1","amount_received":2000,"currency":"usd","metadata":{"order_id":"order_1","note":"%s"}}}}' "$(printf 'x%.0s' $(seq 1 800))")
 cat > "$bench_work/insert.sql" <<SQL
@@ -74,24 +74,21 @@ ON CONFLICT DO NOTHING;
 SQL
 # cpu_ticks PID: user + system clock ticks the process has used.
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-# busy_ticks: clock ticks the whole machine spent busy (all cores).
-busy_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 }' /proc/stat; }
 # ingress_run CONNECTIONS [RATE]: the loadgen's JSON, plus the ingress's CPU per answered
-# request and cores, and the machine's busy cores, during the run.
+# request and its cores during the run (the loadgen signs its events before its clock
+# starts, when the ingress is idle).
 ingress_run() {
-  local ticks_before busy_before run
+  local ticks_before run
   ticks_before=$(cpu_ticks "$bench_ingress_pid")
-  busy_before=$(busy_ticks)
   run=$(bench_load 18080 "$1" "$seconds" "${2:-0}")
   python3 - "$run" "$(($(cpu_ticks "$bench_ingress_pid") - ticks_before))" \
-    "$(($(busy_ticks) - busy_before))" "$(getconf CLK_TCK)" "$seconds" <<'PY'
+    "$(getconf CLK_TCK)" "$seconds" <<'PY'
 import json, sys
 run = json.loads(sys.argv[1])
-ingress_ticks, busy_ticks, hz, seconds = (float(value) for value in sys.argv[2:6])
-answers = max(run["accepted"] + run["duplicate"], 1)
+ingress_ticks, hz, seconds = (float(value) for value in sys.argv[2:5])
+answers = max(sum(run[key] for key in ("accepted", "duplicate", "other_2xx", "unavailable_503", "other_status")), 1)
 run["ingress_cpu_us_per_answer"] = round(ingress_ticks / hz / answers * 1e6, 1)
 run["ingress_cores"] = round(ingress_ticks / hz / seconds, 2)
-run["machine_busy_cores"] = round(busy_ticks / hz / seconds, 2)
 print(json.dumps(run))
 PY
 }
