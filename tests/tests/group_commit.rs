@@ -378,8 +378,8 @@ async fn a_session_the_server_ended_is_not_used_again() {
     assert_eq!(stack.deliver_event("evt_warm").await.status, 200);
     let ended: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM pg_stat_activity
-         WHERE application_name = 'inbound-ingress' AND query LIKE 'WITH input%'
-           AND pg_terminate_backend(pid)",
+         WHERE datname = current_database() AND application_name = 'inbound-ingress'
+           AND query LIKE 'WITH input%' AND pg_terminate_backend(pid)",
     )
     .fetch_one(stack.pool())
     .await
