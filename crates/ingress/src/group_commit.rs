@@ -17,6 +17,11 @@
 //! unreachable, a timeout) answers 503 to every member. A request that gave up waiting
 //! (its deadline) is answered 503 even if its batch commits later — the provider's
 //! redelivery is then a duplicate.
+//!
+//! A busy committer keeps its connection between statements (`HeldConnection`): the
+//! pool would check it with a round trip when taken and again when given back. It gives
+//! the connection up when the server ended the session or did not answer within the
+//! statement timeout and a margin (a server that vanished), and back after a second idle.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -328,6 +333,13 @@ async fn insert_isolating_members(
             let mut answers = Vec::with_capacity(batch.len());
             let mut usable = true;
             for job in batch {
+                if !usable {
+                    // The connection is gone: the rest are not tried on it, one timeout each.
+                    answers.push(Err(CommitError::Unavailable(
+                        "database: the connection was lost".to_owned(),
+                    )));
+                    continue;
+                }
                 let member = std::slice::from_ref(job);
                 answers.push(match insert(connection, member, statement_limit).await {
                     Ok(mut outcomes) => Ok(outcomes.remove(0)),
