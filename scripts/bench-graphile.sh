@@ -52,16 +52,8 @@ export DATABASE_URL
 # shellcheck source=scripts/bench-lib.sh
 source scripts/bench-lib.sh
 trap bench_cleanup EXIT
-# record KEY VALUE: like bench.sh's.
-record() {
-  python3 - "$results" "$1" "$2" <<'PY'
-import json, sys
-path, key, value = sys.argv[1:4]
-data = json.load(open(path))
-data[key] = value
-json.dump(data, open(path, "w"))
-PY
-}
+# record KEY VALUE: one figure for the table.
+record() { bench_record "$results" "$1" "$2"; }
 step() { echo "bench-graphile: $*" >&2; }
 fail() {
   echo "bench-graphile: $*" >&2

@@ -101,6 +101,17 @@ bench_start_worker() {
   bench_pids+=("$bench_worker_pid")
 }
 
+# bench_record FILE KEY VALUE: sets KEY to VALUE (a string) in the JSON object in FILE.
+bench_record() {
+  python3 - "$1" "$2" "$3" <<'PY'
+import json, sys
+path, key, value = sys.argv[1:4]
+data = json.load(open(path))
+data[key] = value
+json.dump(data, open(path, "w"))
+PY
+}
+
 bench_now() { date +%s.%N; }
 bench_rss_mib() { awk '/VmHWM/ { printf "%.1f", $2 / 1024 }' "/proc/$1/status"; }
 bench_commits() { psql -Atq "$1" -c "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"; }

@@ -18,13 +18,7 @@ source scripts/bench-lib.sh
 trap bench_cleanup EXIT
 record() {
   echo "bench-memory: $1 = $2" >&2
-  [ -z "$results" ] || python3 - "$results" "$1" "$2" <<'PY'
-import json, sys
-path, key, value = sys.argv[1:4]
-data = json.load(open(path))
-data[key] = value
-json.dump(data, open(path, "w"))
-PY
+  [ -z "$results" ] || bench_record "$results" "$1" "$2"
 }
 
 echo "bench-memory: ingress, 16 × 1 MB bodies in 1-byte chunks" >&2

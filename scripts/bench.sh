@@ -38,15 +38,7 @@ trap bench_cleanup EXIT
 results="$bench_work/results.json"
 echo '{}' > "$results"
 # record KEY VALUE: one figure for the table.
-record() {
-  python3 - "$results" "$1" "$2" <<'PY'
-import json, sys
-path, key, value = sys.argv[1:4]
-data = json.load(open(path))
-data[key] = value
-json.dump(data, open(path, "w"))
-PY
-}
+record() { bench_record "$results" "$1" "$2"; }
 step() { echo "bench: $*" >&2; }
 
 # --- ingress ceilings and ingress, BENCH_INGRESS_ROUNDS rounds side by side -------------------

@@ -88,15 +88,20 @@ async fn a_batch_answers_in_order_with_duplicates_inside_and_outside_it() {
 
 /// The ingress with one committer, through a proxy that can stall the database.
 async fn start() -> Stack {
+    start_with(&["--db-statement-timeout-ms", "4000"]).await
+}
+
+/// [`start`] with other flags.
+async fn start_with(args: &[&str]) -> Stack {
+    let args: Vec<String> = ["--commit-concurrency", "1"]
+        .iter()
+        .chain(args)
+        .map(|arg| (*arg).to_owned())
+        .collect();
     Stack::builder()
         .through_proxy()
-        .ingress(|options| {
-            options.with_args(&[
-                "--commit-concurrency",
-                "1",
-                "--db-statement-timeout-ms",
-                "4000",
-            ])
+        .ingress(move |options| {
+            options.with_args(&args.iter().map(String::as_str).collect::<Vec<_>>())
         })
         .start()
         .await
@@ -333,20 +338,13 @@ async fn nothing_is_committed_before_the_session_check_passed() {
 /// the requests caught, never a committer stuck until TCP gives up (minutes).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_whose_server_vanished_is_given_up_and_replaced() {
-    let stack = Stack::builder()
-        .through_proxy()
-        .ingress(|options| {
-            options.with_args(&[
-                "--commit-concurrency",
-                "1",
-                "--db-statement-timeout-ms",
-                "1000",
-                "--request-timeout-secs",
-                "4",
-            ])
-        })
-        .start()
-        .await;
+    let stack = start_with(&[
+        "--db-statement-timeout-ms",
+        "1000",
+        "--request-timeout-secs",
+        "4",
+    ])
+    .await;
     assert_eq!(stack.deliver_event("evt_warm").await.status, 200);
     stack.proxy().strand_open();
     let caught = stack.deliver_event("evt_caught").await;
