@@ -154,6 +154,24 @@ fn brackets_and_digits_inside_strings_are_text() {
     assert_eq!(verdict(&body), Ok(()));
 }
 
+/// The scan jumps from quote to backslash inside strings: an escaped quote must not end a
+/// string (what follows stays text), and an escaped backslash must not hide the quote
+/// after it (what follows is read again).
+#[test]
+fn escapes_end_strings_exactly_where_json_does() {
+    let numbers = ["1e-16383"; 5].join(",");
+    let escaped_quote = format!(r#"{{"a":"\"[[[ {numbers} ]]]\\"}}"#);
+    assert_eq!(verdict(&escaped_quote), Ok(()), "{escaped_quote}");
+    let escaped_backslash = format!(r#"{{"a":"\\","n":[{numbers}]}}"#);
+    assert_eq!(
+        verdict(&escaped_backslash),
+        Err(Unstorable::NumbersTooLong),
+        "{escaped_backslash}"
+    );
+    // A backslash as the last byte of a body: refused as syntax, never read past.
+    assert_eq!(verdict(r#"{"a":"\"#), Err(Unstorable::Syntax));
+}
+
 #[test]
 fn reasons_never_repeat_the_content() {
     let body = r#"{"email":"jane@example.com","n":1e400}"#;
