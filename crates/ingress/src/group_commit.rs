@@ -180,18 +180,14 @@ async fn commit_loop(
     let mut held = HeldConnection::default();
     loop {
         if waiting.is_empty() {
-            let next = async {
-                let mut receiver = receiver.lock().await;
-                receiver.recv_many(&mut waiting, max_batch).await
-            };
             // An idle committer gives its connection back once it could no longer use it
             // unchecked (closing the pool waits for it); receiving is cancel-safe.
+            let next = receive(&receiver, &mut waiting, max_batch);
             let received = match tokio::time::timeout(HOLD_WHILE_BUSY, next).await {
                 Ok(received) => received,
                 Err(_idle) => {
                     held.release();
-                    let mut receiver = receiver.lock().await;
-                    receiver.recv_many(&mut waiting, max_batch).await
+                    receive(&receiver, &mut waiting, max_batch).await
                 }
             };
             if received == 0 {
@@ -206,6 +202,16 @@ async fn commit_loop(
             job.answer.send(answer).ok();
         }
     }
+}
+
+/// Waits for the queue (one committer at a time) and moves up to `max_batch` jobs into
+/// `waiting`; 0 once every sender is gone.
+async fn receive(
+    receiver: &Mutex<mpsc::Receiver<Job>>,
+    waiting: &mut Vec<Job>,
+    max_batch: usize,
+) -> usize {
+    receiver.lock().await.recv_many(waiting, max_batch).await
 }
 
 /// A connection its committer used this recently is known to be alive: it is used again
