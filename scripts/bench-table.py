@@ -35,6 +35,10 @@ def render(figures, machine, date, pending):
          f"check), simple protocol, -c 32 ({runs} runs)",
          span([r["schema_ceiling"] for r in rounds], unit=" tx/s"), ""),
     ]
+    if figures.get("fsync_us") not in (None, "", "null"):
+        rows.append(("the WAL disk: one 8 kB write + fdatasync (pg_test_fsync, in PostgreSQL's "
+                     "file system; it sets the physical limit)",
+                     f"{float(figures['fsync_us']):.0f} µs", ""))
     for key, label in (("run32", "32"), ("run128", "128")):
         accepted = [r[key]["accepted_per_sec"] for r in rounds]
         rows.append((
@@ -50,14 +54,33 @@ def render(figures, machine, date, pending):
         rows.append((
             f"ingress CPU per answered request, {label} connections ({runs} runs; /proc utime + stime)",
             f"{span([r[key]['ingress_cpu_us_per_answer'] for r in rounds], 1)} µs "
-            f"(ingress {span([r[key]['ingress_cores'] for r in rounds], 2)} cores)",
+            f"(ingress {span([r[key]['ingress_cores'] for r in rounds], 2)} cores; "
+            f"stolen by the hypervisor: {span([100 * r[key].get('steal_share', 0) for r in rounds], 1)} % of the machine)",
             "target ≤ 20 µs",
         ))
+        if key == "run32" and all("floor32" in r for r in rounds):
+            rows.append((
+                f"HTTP floor: ingress CPU per answered 404 (unknown integration: no body read, no "
+                f"verification, no database), open loop at the rate of the run above ({runs} runs)",
+                f"{span([r['floor32']['ingress_cpu_us_per_answer'] for r in rounds], 1)} µs "
+                f"at {span([r['floor32']['requests_per_sec'] for r in rounds])} /s",
+                f"receipt path {span([r['run32']['ingress_cpu_us_per_answer'] / max(r['floor32']['ingress_cpu_us_per_answer'], 0.1) for r in rounds], 2)} × the floor",
+            ))
     rows += [
         (f"ingress latency at half the peak ({half['rate_target']} req/s, open loop, "
          f"{half['connections']} connections)",
          f"p50 {half['p50_ms']:.1f} ms, p99 {half['p99_ms']:.1f} ms "
          f"(CPU {half['ingress_cpu_us_per_answer']} µs per answered request)", "target p99 ≤ 10 ms"),
+    ]
+    if "ingress_half_floor" in figures:
+        floor = json.loads(figures["ingress_half_floor"])
+        rows.append(("… the same open loop answered 404 (the HTTP path and the load generator's "
+                     "own timer)", f"p50 {floor['p50_ms']:.1f} ms, p99 {floor['p99_ms']:.1f} ms", ""))
+    if "physical_half" in figures:
+        physical = json.loads(figures["physical_half"])
+        rows.append(("… the physical limit throttled to the same rate (pgbench -R, -c 32; latency "
+                     "from the schedule)", f"p50 {physical['p50_ms']:.1f} ms, p99 {physical['p99_ms']:.1f} ms", ""))
+    rows += [
         ("ingress commits per request (32 connections)",
          span([r["commits_per_request"] for r in rounds], 3), ""),
         ("ingress peak RSS", f"{figures['ingress_rss']} MiB", "target ≤ 64 MiB"),

@@ -66,24 +66,54 @@ ON CONFLICT DO NOTHING;
 SQL
 # cpu_ticks PID: user + system clock ticks the process has used.
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-# ingress_run CONNECTIONS [RATE]: the loadgen's JSON, plus the ingress's CPU per answered
-# request and its cores during the run (the loadgen signs its events before its clock
-# starts, when the ingress is idle).
+# machine_ticks: all CPUs' clock ticks so far, and those the hypervisor took (steal): a
+# virtual machine's neighbours show up here, not in any process's figures.
+machine_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9, $9; exit }' /proc/stat; }
+# ingress_run CONNECTIONS [RATE] [INTEGRATION]: the loadgen's JSON, plus the ingress's CPU
+# per answered request and its cores during the run (the loadgen signs its events before
+# its clock starts, when the ingress is idle).
 ingress_run() {
-  local ticks_before run
+  local ticks_before machine_before run
   ticks_before=$(cpu_ticks "$bench_ingress_pid")
-  run=$(bench_load 18080 "$1" "$seconds" "${2:-0}")
+  machine_before=$(machine_ticks)
+  run=$(bench_load 18080 "$1" "$seconds" "${2:-0}" "${3:-stripe-bench}")
   python3 - "$run" "$(($(cpu_ticks "$bench_ingress_pid") - ticks_before))" \
-    "$(getconf CLK_TCK)" "$seconds" <<'PY'
+    "$(getconf CLK_TCK)" "$seconds" "$machine_before" "$(machine_ticks)" <<'PY'
 import json, sys
 run = json.loads(sys.argv[1])
 ingress_ticks, hz, seconds = (float(value) for value in sys.argv[2:5])
+(total_before, steal_before), (total_after, steal_after) = (
+    (int(value) for value in ticks.split()) for ticks in sys.argv[5:7])
 answers = max(sum(run[key] for key in ("accepted", "duplicate", "other_2xx", "unavailable_503", "other_status")), 1)
 run["ingress_cpu_us_per_answer"] = round(ingress_ticks / hz / answers * 1e6, 1)
 run["ingress_cores"] = round(ingress_ticks / hz / seconds, 2)
+run["steal_share"] = round((steal_after - steal_before) / max(total_after - total_before, 1), 3)
 print(json.dumps(run))
 PY
 }
+# The HTTP floor: the same signed requests to an integration that does not exist, answered
+# 404 before the body is read — no verification, no database — in open loop at the rate
+# the receipt path just reached, so both pay the same wake-ups per request.
+http_floor_integration=no-such-integration
+# The WAL disk's own speed: one 8 kB write + fdatasync, measured where PostgreSQL keeps
+# its data when that is on this machine; it sets the physical limit and moves from day to
+# day on a virtual machine.
+fsync_probe() {
+  local data_directory tool
+  data_directory=$(psql -Atq "$bench_admin_url" -c "SHOW data_directory" 2>/dev/null || true)
+  tool=$(find /usr/lib/postgresql/*/bin -name pg_test_fsync 2>/dev/null | sort -V | tail -1)
+  if [ -z "$tool" ] || [ ! -d "$data_directory" ] || [ ! -w "$(dirname "$data_directory")" ]; then
+    echo null
+    return
+  fi
+  # Read to the end: pg_test_fsync removes its file only when it finishes.
+  "$tool" -s 1 -f "$(dirname "$data_directory")/inbound-bench-fsync.tmp" >"$bench_work/fsync.txt" 2>&1 || true
+  awk '/^Compare file sync methods using one/ { one = 1 }
+       one && $1 == "fdatasync" { print $4; found = 1; exit }
+       END { if (!found) print "null" }' "$bench_work/fsync.txt"
+}
+step "the WAL disk: pg_test_fsync"
+record fsync_us "$(fsync_probe)"
 rounds="${BENCH_INGRESS_ROUNDS:-3}"
 record ingress_rounds "$rounds"
 for round in $(seq 1 "$rounds"); do
@@ -99,16 +129,18 @@ for round in $(seq 1 "$rounds"); do
   commits_before=$(bench_commits "$url")
   run32=$(ingress_run 32)
   commits_after=$(bench_commits "$url")
+  floor32=$(ingress_run 32 "$(bench_json "$run32" requests_per_sec | cut -d. -f1)" "$http_floor_integration")
   run128=$(ingress_run 128)
   record "ingress_round_$round" "$(python3 - "$schema_ceiling" "$physical_ceiling" "$run32" "$run128" \
-    "$((commits_after - commits_before))" "$(bench_rss_mib "$bench_ingress_pid")" <<'PY'
+    "$((commits_after - commits_before))" "$(bench_rss_mib "$bench_ingress_pid")" "$floor32" <<'PY'
 import json, sys
-schema, physical, run32, run128, commits, rss = sys.argv[1:7]
+schema, physical, run32, run128, commits, rss, floor32 = sys.argv[1:8]
 run32 = json.loads(run32)
 print(json.dumps({
     "schema_ceiling": float(schema), "physical_ceiling": float(physical),
     "run32": run32, "run128": json.loads(run128), "rss_mib": float(rss),
     "commits_per_request": round(int(commits) / max(run32["accepted"] + run32["duplicate"], 1), 3),
+    "floor32": json.loads(floor32),
 }))
 PY
 )"
@@ -127,7 +159,19 @@ step "ingress at half the peak rate (open loop)"
 # never caps the offered rate (at 32 the schedule itself would queue).
 record ingress_half "$(ingress_run 128 $((peak / 2)))"
 record ingress_rss "$(bench_rss_mib "$bench_ingress_pid")"
+# What this machine allows at that rate: the same open loop answered 404 (the HTTP path and
+# the load generator's own timer), and the physical limit throttled to that rate (pgbench
+# -R; its latency counted from the schedule, as the loadgen's is).
+record ingress_half_floor "$(ingress_run 128 $((peak / 2)) "$http_floor_integration")"
 kill "$bench_ingress_pid"
+pgbench -n -M prepared -c 32 -j 2 -T "$seconds" -R $((peak / 2)) -f "$bench_work/physical.sql" \
+  -l --log-prefix "$bench_work/physical-half" "$url" >/dev/null
+record physical_half "$(cat "$bench_work"/physical-half.* | python3 -c '
+import json, sys
+# pgbench -l: client, transaction, latency µs, script, epoch s, epoch µs, schedule lag µs.
+latencies = sorted(int(fields[2]) + int(fields[6]) for fields in (line.split() for line in sys.stdin))
+pick = lambda share: latencies[min(len(latencies) - 1, int(share * len(latencies)))] / 1000
+print(json.dumps({"transactions": len(latencies), "p50_ms": pick(0.50), "p99_ms": pick(0.99), "p999_ms": pick(0.999)}))')"
 
 # --- worker ceiling ------------------------------------------------------------------------
 step "worker ceiling (pgbench, 50 receipts per transaction)"
