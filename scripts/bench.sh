@@ -106,8 +106,11 @@ fsync_probe() {
     echo null
     return
   fi
-  # Read to the end: pg_test_fsync removes its file only when it finishes.
-  "$tool" -s 1 -f "$(dirname "$data_directory")/inbound-bench-fsync.tmp" >"$bench_work/fsync.txt" 2>&1 || true
+  # pg_test_fsync removes its file only when it finishes normally: so do we, whatever happened.
+  local scratch
+  scratch="$(dirname "$data_directory")/inbound-bench-fsync.tmp"
+  "$tool" -s 1 -f "$scratch" >"$bench_work/fsync.txt" 2>&1 || true
+  rm -f "$scratch"
   awk '/^Compare file sync methods using one/ { one = 1 }
        one && $1 == "fdatasync" { print $4; found = 1; exit }
        END { if (!found) print "null" }' "$bench_work/fsync.txt"
@@ -129,7 +132,9 @@ for round in $(seq 1 "$rounds"); do
   commits_before=$(bench_commits "$url")
   run32=$(ingress_run 32)
   commits_after=$(bench_commits "$url")
-  floor32=$(ingress_run 32 "$(bench_json "$run32" requests_per_sec | cut -d. -f1)" "$http_floor_integration")
+  # At least 1/s: a rate of 0 would make the floor a closed loop.
+  floor_rate=$(python3 -c 'import json, sys; print(max(1, round(json.loads(sys.argv[1])["requests_per_sec"])))' "$run32")
+  floor32=$(ingress_run 32 "$floor_rate" "$http_floor_integration")
   run128=$(ingress_run 128)
   record "ingress_round_$round" "$(python3 - "$schema_ceiling" "$physical_ceiling" "$run32" "$run128" \
     "$((commits_after - commits_before))" "$(bench_rss_mib "$bench_ingress_pid")" "$floor32" <<'PY'
@@ -164,14 +169,20 @@ record ingress_rss "$(bench_rss_mib "$bench_ingress_pid")"
 # -R; its latency counted from the schedule, as the loadgen's is).
 record ingress_half_floor "$(ingress_run 128 $((peak / 2)) "$http_floor_integration")"
 kill "$bench_ingress_pid"
-pgbench -n -M prepared -c 32 -j 2 -T "$seconds" -R $((peak / 2)) -f "$bench_work/physical.sql" \
+wait "$bench_ingress_pid" 2>/dev/null || true
+pgbench -n -M prepared -c 32 -j 2 -T "$seconds" -R $((peak / 2 > 0 ? peak / 2 : 1)) -f "$bench_work/physical.sql" \
   -l --log-prefix "$bench_work/physical-half" "$url" >/dev/null
-record physical_half "$(cat "$bench_work"/physical-half.* | python3 -c '
+# An assignment, so that a failure here stops the bench instead of recording nothing.
+physical_half=$(cat "$bench_work"/physical-half.* | python3 -c '
 import json, sys
 # pgbench -l: client, transaction, latency µs, script, epoch s, epoch µs, schedule lag µs.
-latencies = sorted(int(fields[2]) + int(fields[6]) for fields in (line.split() for line in sys.stdin))
+# With -R the latency already runs from the scheduled start (it includes the lag).
+latencies = sorted(int(fields[2]) for fields in (line.split() for line in sys.stdin) if fields[2].isdigit())
+if not latencies:
+    sys.exit("bench: pgbench logged no completed transaction at half the peak")
 pick = lambda share: latencies[min(len(latencies) - 1, int(share * len(latencies)))] / 1000
-print(json.dumps({"transactions": len(latencies), "p50_ms": pick(0.50), "p99_ms": pick(0.99), "p999_ms": pick(0.999)}))')"
+print(json.dumps({"transactions": len(latencies), "p50_ms": pick(0.50), "p99_ms": pick(0.99), "p999_ms": pick(0.999)}))')
+record physical_half "$physical_half"
 
 # --- worker ceiling ------------------------------------------------------------------------
 step "worker ceiling (pgbench, 50 receipts per transaction)"
