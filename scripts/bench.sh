@@ -10,6 +10,10 @@
 #                      at 32 and 128 connections, with CPU per answered request, in
 #                      BENCH_INGRESS_ROUNDS rounds (default 3), each beside both ceilings;
 #                      p50/p99 at half the peak rate (open loop)
+#   floors             what the machine allows beneath the targets, in the same run: the WAL
+#                      disk (pg_test_fsync), CPU per 404 at the receipt path's rate, the 404
+#                      path and the physical limit (pgbench -R) at half the peak, and the
+#                      share of the machine the hypervisor stole during each ingress run
 #   ceiling (worker)   pgbench, claim + orders.mark_paid + done for 50 receipts per transaction
 #   worker             receipts applied/s with BENCH_PENDING pending, --concurrency 8 and 32
 #                      (batched, 50 per transaction like the ceiling), and 32 with --batch-size 1 and 16
