@@ -255,10 +255,11 @@ async fn a_member_postgres_refuses_fails_alone_and_the_rest_of_its_batch_commits
     tokio::time::sleep(Duration::from_millis(200)).await;
     held.rollback().await.expect("release");
 
-    assert!(matches!(
-        plug.await.expect("task"),
-        Ok(InsertOutcome::Accepted(_))
-    ));
+    let plugged = plug.await.expect("task");
+    assert!(
+        matches!(plugged, Ok(InsertOutcome::Accepted(_))),
+        "{plugged:?}"
+    );
     for request in good {
         let outcome = request.await.expect("task");
         assert!(
