@@ -376,9 +376,15 @@ async fn a_session_the_server_ended_is_not_used_again() {
         .await;
     assert_eq!(stack.deliver_event("evt_warm").await.status, 200);
     let ended: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM pg_stat_activity
-         WHERE datname = current_database() AND application_name = 'inbound-ingress'
-           AND query LIKE 'WITH input%' AND pg_terminate_backend(pid)",
+        // The sessions are chosen first (MATERIALIZED): in one WHERE clause PostgreSQL may
+        // call pg_terminate_backend before it has checked the database, and end the
+        // committers of tests running beside this one.
+        "WITH chosen AS MATERIALIZED (
+             SELECT pid FROM pg_stat_activity
+             WHERE datname = current_database() AND application_name = 'inbound-ingress'
+               AND query LIKE 'WITH input%'
+         )
+         SELECT count(*) FROM chosen WHERE pg_terminate_backend(pid)",
     )
     .fetch_one(stack.pool())
     .await
