@@ -5,7 +5,10 @@
 //! of the requests redeliver an event already sent. Without `--rate` the load is closed
 //! (as fast as answers come); with `--rate` requests are scheduled open-loop at that total
 //! rate and latency is measured from the scheduled time, so a stall is not hidden
-//! (no coordinated omission). Prints one JSON object.
+//! (no coordinated omission). With `--cpu-of PID` it also reports, over exactly the
+//! timed window, the CPU that process, the loadgen itself and the whole machine used (clock
+//! ticks from `/proc`): signing and freeing the events stay outside it. Prints one JSON
+//! object.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -44,6 +47,95 @@ struct Args {
     /// Events signed ahead per connection.
     #[arg(long, default_value_t = 4000)]
     events_per_connection: usize,
+    /// A process (the ingress) whose CPU over the timed window is reported.
+    #[arg(long)]
+    cpu_of: Option<u32>,
+}
+
+/// CPU clock ticks used so far (`/proc`, in USER_HZ): by the loadgen, by the watched
+/// process, and by the whole machine — busy (user, nice, system, irq, softirq), taken by
+/// the hypervisor (steal), and in all. `None` where `/proc` cannot say.
+#[derive(Clone, Copy)]
+struct CpuTicks {
+    loadgen: Option<u64>,
+    watched: Option<u64>,
+    machine: Option<MachineTicks>,
+}
+
+#[derive(Clone, Copy)]
+struct MachineTicks {
+    busy: u64,
+    steal: u64,
+    total: u64,
+}
+
+impl CpuTicks {
+    fn now(watched_pid: Option<u32>) -> Self {
+        Self {
+            loadgen: process_ticks("/proc/self/stat"),
+            watched: watched_pid.and_then(|pid| process_ticks(&format!("/proc/{pid}/stat"))),
+            machine: machine_ticks(),
+        }
+    }
+
+    /// What was used between `self` and `later`, as JSON (`null` where unknown).
+    fn used_until(self, later: Self, window: Duration) -> serde_json::Value {
+        let between = |before: Option<u64>, after: Option<u64>| {
+            before
+                .zip(after)
+                .map(|(before, after)| after.saturating_sub(before))
+        };
+        let machine = |field: fn(MachineTicks) -> u64| {
+            between(self.machine.map(field), later.machine.map(field))
+        };
+        serde_json::json!({
+            "window_secs": window.as_secs_f64(),
+            "loadgen": between(self.loadgen, later.loadgen),
+            "watched": between(self.watched, later.watched),
+            "machine_busy": machine(|ticks| ticks.busy),
+            "machine_steal": machine(|ticks| ticks.steal),
+            "machine_total": machine(|ticks| ticks.total),
+        })
+    }
+}
+
+/// utime + stime of one process, from its `/proc/…/stat`.
+fn process_ticks(path: &str) -> Option<u64> {
+    process_ticks_in(&std::fs::read_to_string(path).ok()?)
+}
+
+/// utime + stime from the text of a `/proc/…/stat` (fields 14 and 15; the command name in
+/// field 2 may hold spaces and parentheses, so fields are counted after its last `)`).
+fn process_ticks_in(stat: &str) -> Option<u64> {
+    let (_, after_name) = stat.rsplit_once(')')?;
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let user: u64 = fields.get(11)?.parse().ok()?;
+    let system: u64 = fields.get(12)?.parse().ok()?;
+    Some(user + system)
+}
+
+/// The machine's ticks so far, from `/proc/stat`.
+fn machine_ticks() -> Option<MachineTicks> {
+    machine_ticks_in(&std::fs::read_to_string("/proc/stat").ok()?)
+}
+
+/// The machine's line of a `/proc/stat` text: user nice system idle iowait irq softirq
+/// steal (guest time is already counted in user).
+fn machine_ticks_in(stat: &str) -> Option<MachineTicks> {
+    let line = stat.lines().find(|line| line.starts_with("cpu "))?;
+    let values: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .take(8)
+        .map(str::parse)
+        .collect::<Result<_, _>>()
+        .ok()?;
+    let [user, nice, system, idle, iowait, irq, softirq, steal] = values.try_into().ok()?;
+    Some(MachineTicks {
+        busy: user + nice + system + irq + softirq,
+        steal,
+        total: user + nice + system + idle + iowait + irq + softirq + steal,
+    })
 }
 
 struct Event {
@@ -205,6 +297,8 @@ async fn main() {
             tokio::spawn(run_connection(Arc::clone(&args), connection, events, start))
         })
         .collect();
+    tokio::time::sleep_until(start.into()).await;
+    let cpu_at_start = CpuTicks::now(args.cpu_of);
     let mut total = Tally {
         latency_us: Some(Histogram::new_with_bounds(1, 60_000_000, 3).expect("histogram")),
         ..Tally::default()
@@ -223,6 +317,7 @@ async fn main() {
             into.add(from).expect("same bounds");
         }
     }
+    let cpu_used = cpu_at_start.used_until(CpuTicks::now(args.cpu_of), start.elapsed());
     let seconds = args.duration_secs as f64;
     let latency = total.latency_us.as_ref().expect("histogram");
     let answered =
@@ -245,8 +340,32 @@ async fn main() {
             "p99_ms": latency.value_at_quantile(0.99) as f64 / 1000.0,
             "p999_ms": latency.value_at_quantile(0.999) as f64 / 1000.0,
             "max_ms": latency.max() as f64 / 1000.0,
+            "cpu_ticks": cpu_used,
         })
     );
     // Only now, with every figure out, are the events freed.
     drop(finished_events);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn process_ticks_count_fields_after_a_command_name_with_spaces_and_parentheses() {
+        let stat = "4242 (tokio (rt) 1) S 1 4242 4242 0 -1 4194560 100 0 0 0 \
+                    37 5 0 0 20 0 3 0 500 1000 200 18446744073709551615";
+        assert_eq!(process_ticks_in(stat), Some(42));
+        assert_eq!(process_ticks_in("4242 (truncated"), None);
+    }
+
+    #[test]
+    fn machine_ticks_split_busy_steal_and_total() {
+        let stat = "cpu  100 2 30 1000 7 1 4 9 50 0\ncpu0 50 1 15 500 3 0 2 4 25 0\n";
+        let ticks = machine_ticks_in(stat).expect("a cpu line");
+        assert_eq!(ticks.busy, 100 + 2 + 30 + 1 + 4);
+        assert_eq!(ticks.steal, 9);
+        assert_eq!(ticks.total, 100 + 2 + 30 + 1000 + 7 + 1 + 4 + 9);
+        assert!(machine_ticks_in("cpu0 1 2 3\n").is_none());
+    }
 }
