@@ -83,12 +83,13 @@ bench_start_ingress() {
   return 1
 }
 
-# bench_load PORT CONNECTIONS SECONDS [RATE] [INTEGRATION]: signed Stripe load (to
-# stripe-bench unless INTEGRATION names another), prints the loadgen's JSON.
+# bench_load PORT CONNECTIONS SECONDS [RATE] [INTEGRATION] [PID]: signed Stripe load (to
+# stripe-bench unless INTEGRATION names another), prints the loadgen's JSON; with PID, that
+# includes the CPU process PID used during the timed window (`cpu_ticks`).
 bench_load() {
   LOADGEN_STRIPE_SECRET="$bench_secret" "$bench_bin/inbound-loadgen" --addr "127.0.0.1:$1" \
     --connections "$2" --rate "${4:-0}" --duration-secs "$3" --integration "${5:-stripe-bench}" \
-    --events-per-connection "${BENCH_EVENTS_PER_CONNECTION:-20000}"
+    --events-per-connection "${BENCH_EVENTS_PER_CONNECTION:-20000}" ${6:+--cpu-of "$6"}
 }
 
 # bench_start_worker URL METRICS_PORT WORKER_ID FLAGS…: sets bench_worker_pid.

@@ -35,6 +35,16 @@ def render(figures, machine, date, pending):
          f"check), simple protocol, -c 32 ({runs} runs)",
          span([r["schema_ceiling"] for r in rounds], unit=" tx/s"), ""),
     ]
+    if all("physical" in r for r in rounds):
+        rows.append((
+            f"… where the machine's CPU went in the physical limit, per transaction ({runs} runs; "
+            f"/proc over the run)",
+            f"pgbench {span([r['physical']['client_cpu_us_per_tx'] for r in rounds], 1)} µs + "
+            f"PostgreSQL and the rest {span([r['physical']['rest_cpu_us_per_tx'] for r in rounds], 1)} µs "
+            f"(busy {span([r['physical']['busy_cores'] for r in rounds], 2)} of 2 cores; stolen "
+            f"{span([100 * r['physical']['steal_share'] for r in rounds], 1)} %)",
+            "",
+        ))
     if figures.get("fsync_us") not in (None, "", "null"):
         rows.append(("the WAL disk: one 8 kB write + fdatasync (pg_test_fsync, in PostgreSQL's "
                      "file system; it sets the physical limit)",
@@ -55,9 +65,21 @@ def render(figures, machine, date, pending):
             f"ingress CPU per answered request, {label} connections ({runs} runs; /proc utime + stime)",
             f"{span([r[key]['ingress_cpu_us_per_answer'] for r in rounds], 1)} µs "
             f"(ingress {span([r[key]['ingress_cores'] for r in rounds], 2)} cores; "
-            f"stolen by the hypervisor: {span([100 * r[key].get('steal_share', 0) for r in rounds], 1)} % of the machine, the loadgen's signing included)",
+            f"stolen by the hypervisor: {span([100 * r[key].get('steal_share', 0) for r in rounds], 1)} % of the machine)",
             "target ≤ 20 µs",
         ))
+        if all("loadgen_cpu_us_per_answer" in r[key] for r in rounds):
+            physical_per_tx = [r["physical"]["client_cpu_us_per_tx"] + r["physical"]["rest_cpu_us_per_tx"]
+                               for r in rounds]
+            rows.append((
+                f"… where the machine's CPU went, {label} connections, per answered request ({runs} runs)",
+                f"ingress {span([r[key]['ingress_cpu_us_per_answer'] for r in rounds], 1)} µs + "
+                f"loadgen {span([r[key]['loadgen_cpu_us_per_answer'] for r in rounds], 1)} µs + "
+                f"PostgreSQL and the rest {span([r[key]['rest_cpu_us_per_answer'] for r in rounds], 1)} µs "
+                f"(busy {span([r[key]['busy_cores'] for r in rounds], 2)} of 2 cores)",
+                f"the machine's CPU per accepted receipt {span([r[key]['machine_cpu_us_per_accepted'] for r in rounds], 1)} µs, "
+                f"per physical-limit transaction {span(physical_per_tx, 1)} µs",
+            ))
         if key == "run32" and all("floor32" in r for r in rounds):
             rows.append((
                 f"HTTP floor: ingress CPU per answered 404 (unknown integration: no body read, no "

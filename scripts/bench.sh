@@ -68,31 +68,63 @@ INSERT INTO bench_physical (source_scope, event_id, event_type, payload)
 VALUES ('stripe-bench/platform/test', 'evt_' || :n, 'payment_intent.succeeded', '$payload')
 ON CONFLICT DO NOTHING;
 SQL
-# cpu_ticks PID: user + system clock ticks the process has used.
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-# machine_ticks: all CPUs' clock ticks so far, and those the hypervisor took (steal): a
-# virtual machine's neighbours show up here, not in any process's figures.
-machine_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9, $9; exit }' /proc/stat; }
-# ingress_run CONNECTIONS [RATE] [INTEGRATION]: the loadgen's JSON, plus the ingress's CPU
-# per answered request and its cores during the run (the loadgen signs its events before
-# its clock starts, when the ingress is idle).
+# ingress_run CONNECTIONS [RATE] [INTEGRATION]: the loadgen's JSON, plus where the CPU went
+# over its timed window (the loadgen signs its events before the window and frees them
+# after): per answered request, the ingress's, the loadgen's and the rest of the machine's
+# (PostgreSQL, its WAL writer, anything else), the machine's busy cores, and the share of
+# the machine the hypervisor took (steal: a virtual machine's neighbours show up there, not
+# in any process's figures).
 ingress_run() {
-  local ticks_before machine_before run
-  ticks_before=$(cpu_ticks "$bench_ingress_pid")
-  machine_before=$(machine_ticks)
-  run=$(bench_load 18080 "$1" "$seconds" "${2:-0}" "${3:-stripe-bench}")
-  python3 - "$run" "$(($(cpu_ticks "$bench_ingress_pid") - ticks_before))" \
-    "$(getconf CLK_TCK)" "$seconds" "$machine_before" "$(machine_ticks)" <<'PY'
+  local run
+  run=$(bench_load 18080 "$1" "$seconds" "${2:-0}" "${3:-stripe-bench}" "$bench_ingress_pid")
+  python3 - "$run" "$(getconf CLK_TCK)" <<'PY'
 import json, sys
-run = json.loads(sys.argv[1])
-ingress_ticks, hz, seconds = (float(value) for value in sys.argv[2:5])
-(total_before, steal_before), (total_after, steal_after) = (
-    (int(value) for value in ticks.split()) for ticks in sys.argv[5:7])
+run, hz = json.loads(sys.argv[1]), float(sys.argv[2])
+ticks = run["cpu_ticks"]
+if None in ticks.values():
+    sys.exit("bench: the loadgen could not read the CPU figures from /proc")
 answers = max(sum(run[key] for key in ("accepted", "duplicate", "other_2xx", "unavailable_503", "other_status")), 1)
-run["ingress_cpu_us_per_answer"] = round(ingress_ticks / hz / answers * 1e6, 1)
-run["ingress_cores"] = round(ingress_ticks / hz / seconds, 2)
-run["steal_share"] = round((steal_after - steal_before) / max(total_after - total_before, 1), 3)
+per_answer = lambda used: round(used / hz / answers * 1e6, 1)
+window = max(ticks["window_secs"], 0.001)
+run["ingress_cpu_us_per_answer"] = per_answer(ticks["watched"])
+run["loadgen_cpu_us_per_answer"] = per_answer(ticks["loadgen"])
+run["rest_cpu_us_per_answer"] = per_answer(ticks["machine_busy"] - ticks["watched"] - ticks["loadgen"])
+run["machine_cpu_us_per_accepted"] = round(ticks["machine_busy"] / hz / max(run["accepted"], 1) * 1e6, 1)
+run["ingress_cores"] = round(ticks["watched"] / hz / window, 2)
+run["busy_cores"] = round(ticks["machine_busy"] / hz / window, 2)
+run["steal_share"] = round(ticks["machine_steal"] / max(ticks["machine_total"], 1), 3)
 print(json.dumps(run))
+PY
+}
+# ceiling_run PGBENCH_ARGS…: pgbench's transactions per second, with where the CPU went
+# over the run: pgbench's own per transaction, the rest of the machine's (PostgreSQL and
+# anything else) per transaction, the machine's busy cores and the share stolen.
+ceiling_run() {
+  python3 - "$(getconf CLK_TCK)" pgbench "$@" <<'PY'
+import json, re, resource, subprocess, sys, time
+hz, command = float(sys.argv[1]), sys.argv[2:]
+def machine():
+    values = [int(v) for v in open("/proc/stat").readline().split()[1:9]]
+    user, nice, system, idle, iowait, irq, softirq, steal = values
+    return user + nice + system + irq + softirq, steal, sum(values)
+before, started = machine(), time.monotonic()
+output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+after, window = machine(), time.monotonic() - started
+usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+tps = re.search(r"^tps = ([0-9.]+)", output, re.MULTILINE)
+processed = re.search(r"^number of transactions actually processed: ([0-9]+)", output, re.MULTILINE)
+if not (tps and processed):
+    sys.exit("bench: pgbench printed no tps: " + output[-500:])
+tps, transactions = float(tps.group(1)), max(int(processed.group(1)), 1)
+client = usage.ru_utime + usage.ru_stime
+busy = (after[0] - before[0]) / hz
+print(json.dumps({
+    "tps": tps,
+    "client_cpu_us_per_tx": round(client / transactions * 1e6, 1),
+    "rest_cpu_us_per_tx": round((busy - client) / transactions * 1e6, 1),
+    "busy_cores": round(busy / window, 2),
+    "steal_share": round((after[1] - before[1]) / max(after[2] - before[2], 1), 3),
+}))
 PY
 }
 # The HTTP floor: the same signed requests to an integration that does not exist, answered
@@ -131,7 +163,7 @@ for round in $(seq 1 "$rounds"); do
           payload jsonb NOT NULL, received_at timestamptz NOT NULL DEFAULT now(),
           PRIMARY KEY (source_scope, event_id))" >/dev/null
   schema_ceiling=$(pgbench -n -c 32 -j 2 -T "$seconds" -f "$bench_work/insert.sql" "$url" | awk '/^tps = / { print $3; exit }')
-  physical_ceiling=$(pgbench -n -M prepared -c 32 -j 2 -T "$seconds" -f "$bench_work/physical.sql" "$url" | awk '/^tps = / { print $3; exit }')
+  physical_run=$(ceiling_run -n -M prepared -c 32 -j 2 -T "$seconds" -f "$bench_work/physical.sql" "$url")
   bench_start_ingress "$url" 18080 19090
   commits_before=$(bench_commits "$url")
   run32=$(ingress_run 32)
@@ -140,13 +172,13 @@ for round in $(seq 1 "$rounds"); do
   floor_rate=$(python3 -c 'import json, sys; print(max(1, round(json.loads(sys.argv[1])["requests_per_sec"])))' "$run32")
   floor32=$(ingress_run 32 "$floor_rate" "$http_floor_integration")
   run128=$(ingress_run 128)
-  record "ingress_round_$round" "$(python3 - "$schema_ceiling" "$physical_ceiling" "$run32" "$run128" \
+  record "ingress_round_$round" "$(python3 - "$schema_ceiling" "$physical_run" "$run32" "$run128" \
     "$((commits_after - commits_before))" "$(bench_rss_mib "$bench_ingress_pid")" "$floor32" <<'PY'
 import json, sys
 schema, physical, run32, run128, commits, rss, floor32 = sys.argv[1:8]
-run32 = json.loads(run32)
+run32, physical = json.loads(run32), json.loads(physical)
 print(json.dumps({
-    "schema_ceiling": float(schema), "physical_ceiling": float(physical),
+    "schema_ceiling": float(schema), "physical_ceiling": physical["tps"], "physical": physical,
     "run32": run32, "run128": json.loads(run128), "rss_mib": float(rss),
     "commits_per_request": round(int(commits) / max(run32["accepted"] + run32["duplicate"], 1), 3),
     "floor32": json.loads(floor32),
