@@ -26,6 +26,7 @@ def render(figures, machine, date, pending):
         return f"{low:.{digits}f}–{high:.{digits}f}{unit}"
 
     runs = len(rounds)
+    cores = figures.get("machine_cores", "2")
     rows = [
         (f"ceiling (physical limit): pgbench -M prepared, one ~1 KB `INSERT … ON CONFLICT DO NOTHING` "
          f"per transaction into (source_scope, event_id) PRIMARY KEY, event_type, jsonb payload, "
@@ -41,7 +42,7 @@ def render(figures, machine, date, pending):
             f"/proc over the run)",
             f"pgbench {span([r['physical']['client_cpu_us_per_tx'] for r in rounds], 1)} µs + "
             f"PostgreSQL and the rest {span([r['physical']['rest_cpu_us_per_tx'] for r in rounds], 1)} µs "
-            f"(busy {span([r['physical']['busy_cores'] for r in rounds], 2)} of 2 cores; stolen "
+            f"(busy {span([r['physical']['busy_cores'] for r in rounds], 2)} of {cores} cores; stolen "
             f"{span([100 * r['physical']['steal_share'] for r in rounds], 1)} %)",
             "",
         ))
@@ -76,9 +77,9 @@ def render(figures, machine, date, pending):
                 f"ingress {span([r[key]['ingress_cpu_us_per_answer'] for r in rounds], 1)} µs + "
                 f"loadgen {span([r[key]['loadgen_cpu_us_per_answer'] for r in rounds], 1)} µs + "
                 f"PostgreSQL and the rest {span([r[key]['rest_cpu_us_per_answer'] for r in rounds], 1)} µs "
-                f"(busy {span([r[key]['busy_cores'] for r in rounds], 2)} of 2 cores)",
+                f"(busy {span([r[key]['busy_cores'] for r in rounds], 2)} of {cores} cores)",
                 f"the machine's CPU per accepted receipt {span([r[key]['machine_cpu_us_per_accepted'] for r in rounds], 1)} µs, "
-                f"per physical-limit transaction {span(physical_per_tx, 1)} µs",
+                f"per physical-limit transaction {span(physical_per_tx, 1)} µs (each with its load generator)",
             ))
         if key == "run32" and all("floor32" in r for r in rounds):
             rows.append((

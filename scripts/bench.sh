@@ -108,7 +108,8 @@ def machine():
     user, nice, system, idle, iowait, irq, softirq, steal = values
     return user + nice + system + irq + softirq, steal, sum(values)
 before, started = machine(), time.monotonic()
-output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+# pgbench's stderr (its reason, when it fails) goes to the bench's.
+output = subprocess.run(command, check=True, stdout=subprocess.PIPE, text=True).stdout
 after, window = machine(), time.monotonic() - started
 usage = resource.getrusage(resource.RUSAGE_CHILDREN)
 tps = re.search(r"^tps = ([0-9.]+)", output, re.MULTILINE)
@@ -151,6 +152,7 @@ fsync_probe() {
        one && $1 == "fdatasync" { print $4; found = 1; exit }
        END { if (!found) print "null" }' "$bench_work/fsync.txt"
 }
+record machine_cores "$(nproc)"
 step "the WAL disk: pg_test_fsync"
 record fsync_us "$(fsync_probe)"
 rounds="${BENCH_INGRESS_ROUNDS:-3}"
@@ -198,12 +200,15 @@ PY
 step "ingress at half the peak rate (open loop)"
 # Open loop at half the peak; 128 connections so that one in-flight request per connection
 # never caps the offered rate (at 32 the schedule itself would queue).
-record ingress_half "$(ingress_run 128 $((peak / 2)))"
+# Assignments, so that a failed run stops the bench instead of recording nothing.
+half=$(ingress_run 128 $((peak / 2)))
+record ingress_half "$half"
 record ingress_rss "$(bench_rss_mib "$bench_ingress_pid")"
 # What this machine allows at that rate: the same open loop answered 404 (the HTTP path and
 # the load generator's own timer), and the physical limit throttled to that rate (pgbench
 # -R; its latency counted from the schedule, as the loadgen's is).
-record ingress_half_floor "$(ingress_run 128 $((peak / 2)) "$http_floor_integration")"
+half_floor=$(ingress_run 128 $((peak / 2)) "$http_floor_integration")
+record ingress_half_floor "$half_floor"
 kill "$bench_ingress_pid"
 wait "$bench_ingress_pid" 2>/dev/null || true
 pgbench -n -M prepared -c 32 -j 2 -T "$seconds" -R $((peak / 2 > 0 ? peak / 2 : 1)) -f "$bench_work/physical.sql" \

@@ -214,6 +214,9 @@ async fn send_until_end(args: &Args, connection: usize, events: &[Event], start:
         });
     let mut next_new = 0usize;
     let mut state = (connection as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    // Nothing is sent before the clock starts, closed loop too: the rates and the CPU
+    // window both run from `start`.
+    tokio::time::sleep_until(start.into()).await;
     loop {
         if let Some(interval) = interval {
             tokio::time::sleep_until(scheduled.into()).await;
