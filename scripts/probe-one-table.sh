@@ -123,24 +123,42 @@ WHERE r.id = f.receipt_id AND r.lease_token = f.lease_token AND r.status = 'pend
 COMMIT;
 SQL
 
-# rate URL SCRIPT CLIENTS ROWS: rows per second (transactions per second × ROWS).
+# rate URL SCRIPT CLIENTS ROWS: rows per second (transactions per second × ROWS), measured
+# on a settled database (vacuumed, checkpointed), so that neither variant pays for the
+# other's dead rows or dirty pages. A failed pgbench (a worker run that found no backlog
+# makes its array literals empty) stops the probe.
 rate() {
-  pgbench -n -c "$3" -j "$3" -T "$seconds" -f "$2" "$1" |
-    awk -v rows="$4" '/^tps = / { printf "%.0f", $3 * rows; exit }'
+  local output
+  psql -q "$1" -c "VACUUM" -c "CHECKPOINT" >/dev/null
+  output=$(pgbench -n -c "$3" -j "$3" -T "$seconds" -f "$2" "$1")
+  awk -v rows="$4" '/^tps = / { printf "%.0f", $3 * rows; exit }' <<<"$output"
+}
+# Pending receipts left in URL, in either layout.
+pending() {
+  psql -Atq "$1" -c "SELECT count(*) FROM receipts WHERE status = 'pending'"
 }
 # The backlog the worker runs drain; the insert runs add to it as they go.
-for url in "$two" "$one"; do
-  for _ in $(seq 1 $((backlog / 16 / 1000))); do
-    pgbench -n -t 1000 -f "$bench_work/insert-$([ "$url" = "$two" ] && echo two || echo one).sql" "$url" >/dev/null
-  done
-  psql -q "$url" -c "VACUUM ANALYZE" >/dev/null
+for variant in two one; do
+  url=$([ "$variant" = two ] && echo "$two" || echo "$one")
+  pgbench -n -t $((backlog / 16)) -f "$bench_work/insert-$variant.sql" "$url" >/dev/null
 done
 printf '%-6s %-22s %10s %10s\n' round measure two-tables one-table
 for round in $(seq 1 "$rounds"); do
   for measure in "insert -c 1:insert:1:16" "insert -c 2:insert:2:16" "worker -c 2:worker:2:50"; do
     IFS=: read -r label script clients rows <<<"$measure"
-    printf '%-6s %-22s %10s %10s\n' "$round" "$label rows/s" \
-      "$(rate "$two" "$bench_work/$script-two.sql" "$clients" "$rows")" \
-      "$(rate "$one" "$bench_work/$script-one.sql" "$clients" "$rows")"
+    # Each round, the other variant goes first.
+    if [ $((round % 2)) = 1 ]; then
+      two_rate=$(rate "$two" "$bench_work/$script-two.sql" "$clients" "$rows")
+      one_rate=$(rate "$one" "$bench_work/$script-one.sql" "$clients" "$rows")
+    else
+      one_rate=$(rate "$one" "$bench_work/$script-one.sql" "$clients" "$rows")
+      two_rate=$(rate "$two" "$bench_work/$script-two.sql" "$clients" "$rows")
+    fi
+    printf '%-6s %-22s %10s %10s\n' "$round" "$label rows/s" "$two_rate" "$one_rate"
   done
+done
+# With 100 (two clients × 50) still pending at the end, every claim found a full batch.
+for url in "$two" "$one"; do
+  left=$(pending "$url")
+  [ "$left" -ge 100 ] || { echo "probe: the backlog ran out ($left left); raise PROBE_BACKLOG" >&2; exit 1; }
 done
