@@ -70,8 +70,6 @@ def render(figures, machine, date, pending):
             "target ≤ 20 µs",
         ))
         if all("loadgen_cpu_us_per_answer" in r[key] for r in rounds):
-            physical_per_tx = [r["physical"]["client_cpu_us_per_tx"] + r["physical"]["rest_cpu_us_per_tx"]
-                               for r in rounds]
             rows.append((
                 f"… where the machine's CPU went, {label} connections, per answered request ({runs} runs)",
                 f"ingress {span([r[key]['ingress_cpu_us_per_answer'] for r in rounds], 1)} µs + "
@@ -79,7 +77,8 @@ def render(figures, machine, date, pending):
                 f"PostgreSQL and the rest {span([r[key]['rest_cpu_us_per_answer'] for r in rounds], 1)} µs "
                 f"(busy {span([r[key]['busy_cores'] for r in rounds], 2)} of {cores} cores)",
                 f"the machine's CPU per accepted receipt {span([r[key]['machine_cpu_us_per_accepted'] for r in rounds], 1)} µs, "
-                f"per physical-limit transaction {span(physical_per_tx, 1)} µs (each with its load generator)",
+                f"per physical-limit transaction {span([r['physical']['machine_cpu_us_per_tx'] for r in rounds], 1)} µs "
+                f"(each with its load generator)",
             ))
         if key == "run32" and all("floor32" in r for r in rounds):
             rows.append((

@@ -123,6 +123,7 @@ print(json.dumps({
     "tps": tps,
     "client_cpu_us_per_tx": round(client / transactions * 1e6, 1),
     "rest_cpu_us_per_tx": round((busy - client) / transactions * 1e6, 1),
+    "machine_cpu_us_per_tx": round(busy / transactions * 1e6, 1),
     "busy_cores": round(busy / window, 2),
     "steal_share": round((after[1] - before[1]) / max(after[2] - before[2], 1), 3),
 }))
