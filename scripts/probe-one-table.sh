@@ -73,18 +73,19 @@ $input, inserted AS (
 SELECT input.position, inserted.id FROM inserted JOIN input USING (source_scope, event_id);
 SQL
 # Claim 50, then fence and finish them; the claim's ids and tokens reach the second
-# transaction as array literals (pgbench's \gset keeps one row).
-cat > "$bench_work/worker-two.sql" <<'SQL'
+# transaction as array literals (pgbench's \gset keeps one row). Both variants lease with
+# the same assignments, to the row aliased `leased`.
+lease="SET visible_at = now() + interval '60 seconds', attempts = leased.attempts + 1,
+      lease_token = nextval('receipt_lease_tokens'), leased_by = 'probe' || :client_id,
+      leased_at = now()"
+cat > "$bench_work/worker-two.sql" <<SQL
 WITH locked AS MATERIALIZED (
   SELECT receipt_id FROM receipt_queue WHERE visible_at <= now()
   ORDER BY visible_at, receipt_id LIMIT 50 FOR UPDATE SKIP LOCKED
 ), claimed AS (
-  UPDATE receipt_queue q
-  SET visible_at = now() + interval '60 seconds', attempts = q.attempts + 1,
-      lease_token = nextval('receipt_lease_tokens'), leased_by = 'probe' || :client_id,
-      leased_at = now()
-  FROM locked l WHERE q.receipt_id = l.receipt_id
-  RETURNING q.receipt_id, q.lease_token
+  UPDATE receipt_queue leased $lease
+  FROM locked l WHERE leased.receipt_id = l.receipt_id
+  RETURNING leased.receipt_id, leased.lease_token
 )
 SELECT 'ARRAY[' || string_agg(c.receipt_id::text, ',') || ']::bigint[]' AS ids,
        'ARRAY[' || string_agg(c.lease_token::text, ',') || ']::bigint[]' AS tokens,
@@ -100,17 +101,14 @@ UPDATE receipts r SET status = 'done', outcome = 'applied', attempts = 1, finish
 FROM fenced WHERE r.id = fenced.receipt_id;
 COMMIT;
 SQL
-cat > "$bench_work/worker-one.sql" <<'SQL'
+cat > "$bench_work/worker-one.sql" <<SQL
 WITH locked AS MATERIALIZED (
   SELECT id FROM receipts WHERE status = 'pending' AND visible_at <= now()
   ORDER BY visible_at, id LIMIT 50 FOR UPDATE SKIP LOCKED
 ), claimed AS (
-  UPDATE receipts r
-  SET visible_at = now() + interval '60 seconds', attempts = r.attempts + 1,
-      lease_token = nextval('receipt_lease_tokens'), leased_by = 'probe' || :client_id,
-      leased_at = now()
-  FROM locked l WHERE r.id = l.id
-  RETURNING r.id, r.lease_token, r.payload
+  UPDATE receipts leased $lease
+  FROM locked l WHERE leased.id = l.id
+  RETURNING leased.id, leased.lease_token, leased.payload
 )
 SELECT 'ARRAY[' || string_agg(c.id::text, ',') || ']::bigint[]' AS ids,
        'ARRAY[' || string_agg(c.lease_token::text, ',') || ']::bigint[]' AS tokens,
@@ -138,10 +136,8 @@ pending() {
   psql -Atq "$1" -c "SELECT count(*) FROM receipts WHERE status = 'pending'"
 }
 # The backlog the worker runs drain; the insert runs add to it as they go.
-for variant in two one; do
-  url=$([ "$variant" = two ] && echo "$two" || echo "$one")
-  pgbench -n -t $((backlog / 16)) -f "$bench_work/insert-$variant.sql" "$url" >/dev/null
-done
+pgbench -n -t $((backlog / 16)) -f "$bench_work/insert-two.sql" "$two" >/dev/null
+pgbench -n -t $((backlog / 16)) -f "$bench_work/insert-one.sql" "$one" >/dev/null
 printf '%-6s %-22s %10s %10s\n' round measure two-tables one-table
 for round in $(seq 1 "$rounds"); do
   for measure in "insert -c 1:insert:1:16" "insert -c 2:insert:2:16" "worker -c 2:worker:2:50"; do
