@@ -23,6 +23,13 @@ pub struct PrivateCluster {
 impl PrivateCluster {
     /// Creates a cluster with trust authentication and starts it.
     pub fn start() -> Self {
+        let cluster = Self::initialized();
+        cluster.start_server();
+        cluster
+    }
+
+    /// A cluster with trust authentication, not started.
+    fn initialized() -> Self {
         let cluster = Self::unstarted();
         cluster.server_command(
             "initdb",
@@ -38,7 +45,6 @@ impl PrivateCluster {
                 "--no-sync",
             ],
         );
-        cluster.start_server();
         cluster
     }
 
@@ -49,10 +55,7 @@ impl PrivateCluster {
         if as_postgres_user {
             run(Command::new("chown").args(["postgres:", &path_text(scratch.path())]));
         }
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|listener| listener.local_addr())
-            .expect("a free port")
-            .port();
+        let port = crate::ports::free_port();
         Self {
             scratch,
             bindir: server_bindir(),
@@ -173,21 +176,31 @@ impl PrivateCluster {
             self.port,
             path_text(self.scratch.path())
         );
-        let log = path_text(&self.scratch.path().join("server.log"));
-        self.server_command(
-            "pg_ctl",
-            &[
-                "-D",
-                &self.data_dir(),
-                "-o",
-                &options,
-                "-l",
-                &log,
-                "-t",
-                "60",
-                "-w",
-                "start",
-            ],
+        let log_path = self.scratch.path().join("server.log");
+        let log = path_text(&log_path);
+        // pg_ctl only says "Examine the log output": the cause is in the log, so a failed
+        // start carries its end.
+        run_explained(
+            self.server_program("pg_ctl")
+                .args([
+                    "-D",
+                    &self.data_dir(),
+                    "-o",
+                    &options,
+                    "-l",
+                    &log,
+                    "-t",
+                    "60",
+                    "-w",
+                    "start",
+                ])
+                .current_dir(self.scratch.path()),
+            || {
+                let text = std::fs::read_to_string(&log_path)
+                    .unwrap_or_else(|error| format!("(unreadable: {error})"));
+                let tail_start = text.floor_char_boundary(text.len().saturating_sub(4_000));
+                format!("\nend of {log}:\n{}", &text[tail_start..])
+            },
         );
     }
 
@@ -287,11 +300,38 @@ pub fn path_text(path: &Path) -> String {
 }
 
 fn run(command: &mut Command) {
+    run_explained(command, String::new);
+}
+
+/// Runs a command and insists it succeeds; a failure says what `explain` adds.
+fn run_explained(command: &mut Command, explain: impl FnOnce() -> String) {
     let output = command.output().expect("run a PostgreSQL command");
     assert!(
         output.status.success(),
-        "{command:?} failed: {}{}",
+        "{command:?} failed: {}{}{}",
         String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
+        String::from_utf8_lossy(&output.stderr),
+        explain()
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// pg_ctl's own message names no cause; the log's end does.
+    #[test]
+    fn a_start_that_fails_says_why() {
+        let cluster = PrivateCluster::initialized();
+        let _occupant = std::net::TcpListener::bind(cluster.addr()).expect("take the port");
+        let failure = std::panic::catch_unwind(|| cluster.start_server())
+            .expect_err("the port is taken, so the server cannot start");
+        let message = failure
+            .downcast_ref::<String>()
+            .expect("a formatted panic message");
+        assert!(
+            message.contains("could not bind") && message.contains("Address already in use"),
+            "{message}"
+        );
+    }
 }

@@ -19,6 +19,7 @@ pub mod github_api;
 pub mod http;
 pub mod local_server;
 pub mod pgbouncer;
+pub mod ports;
 pub mod process;
 pub mod proxy;
 pub mod signing;

@@ -37,10 +37,7 @@ impl PgBouncer {
     /// Starts PgBouncer in transaction mode in front of `admin_url`'s server.
     pub fn start(admin_url: &str, options: &PoolerOptions) -> Self {
         let scratch = ScratchDir::new();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|listener| listener.local_addr())
-            .expect("a free port")
-            .port();
+        let port = crate::ports::free_port();
         let server = database_addr(admin_url);
         let parsed: sqlx::postgres::PgConnectOptions = admin_url.parse().expect("URL parses");
         let admin_user = parsed.get_username().to_owned();

@@ -279,10 +279,7 @@ async fn the_example_stack_delivers_to_both_of_its_sinks() {
     use inbound_tests::process::{Service, ServiceOptions, binary};
     let database = TestDatabase::create().await;
     let pool = database.pool();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("a free port")
-        .port();
+    let port = inbound_tests::ports::free_port();
     let secrets: Vec<(String, String)> = [
         "EXAMPLE_STRIPE_SECRET",
         "EXAMPLE_GITHUB_SECRET",

@@ -23,7 +23,7 @@ impl DebianCluster {
             .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
             .max_by_key(|version| version.parse::<u32>().unwrap_or(0))
             .expect("a PostgreSQL version under /etc/postgresql");
-        let port = free_port();
+        let port = inbound_tests::ports::free_port();
         let name = format!("inbound_setup_{}_{port}", std::process::id());
         let cluster = Self {
             version,
@@ -60,11 +60,6 @@ impl Drop for DebianCluster {
             .args(["--stop", &self.version, &self.name])
             .output();
     }
-}
-
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
-    listener.local_addr().expect("local address").port()
 }
 
 fn text(output: &Output) -> String {

@@ -1,0 +1,90 @@
+//! Ports for the servers a test starts as child processes (a private PostgreSQL, PgBouncer,
+//! the example stack), which are told their port before they bind it.
+
+/// A loopback port that is free now, for a server started later, chosen outside the
+/// kernel's ephemeral range: ports in that range go to outgoing connections (the suite
+/// opens many in parallel) and to other tests' `bind(…:0)`. One of them taking our port
+/// between choosing it and the server's bind, or while a crash test has the server down,
+/// fails the server's start with "Address already in use". Outside the range only another
+/// explicit choice like this one can collide, and a random pick among some 20,000 ports
+/// makes that negligible; the port is also checked free. Falls back to an ephemeral port
+/// where the range leaves no room.
+pub fn free_port() -> u16 {
+    let (ephemeral_low, ephemeral_high) = ephemeral_range();
+    let outside: Vec<std::ops::RangeInclusive<u16>> = [
+        FIRST_CHOSEN_PORT..=ephemeral_low.saturating_sub(1),
+        ephemeral_high.saturating_add(1)..=u16::MAX,
+    ]
+    .into_iter()
+    .filter(|range| !range.is_empty() && *range.start() >= FIRST_CHOSEN_PORT)
+    .collect();
+    let candidates: usize = outside.iter().map(|range| range.len()).sum();
+    for _ in 0..if candidates == 0 { 0 } else { 100 } {
+        let mut index = rand::random_range(0..candidates);
+        let port = outside
+            .iter()
+            .find_map(|range| {
+                if index < range.len() {
+                    Some(*range.start() + index as u16)
+                } else {
+                    index -= range.len();
+                    None
+                }
+            })
+            .expect("the index lies in one of the ranges");
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// Below this are the well-known and commonly configured ports (5432, 6432, 8080…).
+const FIRST_CHOSEN_PORT: u16 = 10_000;
+
+/// The kernel's ephemeral port range (`ip_local_port_range`); Linux's default where it
+/// cannot be read.
+fn ephemeral_range() -> (u16, u16) {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|text| {
+            let mut bounds = text.split_whitespace().map(|bound| bound.parse().ok());
+            Some((bounds.next()??, bounds.next()??))
+        })
+        .unwrap_or((32_768, 60_999))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The kernel hands ports of its ephemeral range to outgoing connections, and the
+    /// suite opens many of them in parallel. One that takes our port between choosing it
+    /// and the server's bind (PostgreSQL's `initdb` runs in between, and a crash test
+    /// restarts the server on the same port) makes the server fail to start: CI saw
+    /// `pg_ctl: could not start server` for exactly this.
+    #[test]
+    fn ports_are_free_and_outside_the_ephemeral_range() {
+        let (low, high) = ephemeral_range_for_test();
+        for _ in 0..50 {
+            let port = free_port();
+            assert!(
+                !(low..=high).contains(&port),
+                "{port} lies in the ephemeral range {low}-{high}"
+            );
+            std::net::TcpListener::bind(("127.0.0.1", port)).expect("the port is free");
+        }
+    }
+
+    fn ephemeral_range_for_test() -> (u16, u16) {
+        let text = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+            .expect("Linux reports its ephemeral port range");
+        let mut bounds = text
+            .split_whitespace()
+            .map(|bound| bound.parse().expect("a port"));
+        (bounds.next().expect("low"), bounds.next().expect("high"))
+    }
+}
