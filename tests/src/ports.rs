@@ -10,28 +10,18 @@
 /// makes that negligible; the port is also checked free. Falls back to an ephemeral port
 /// where the range leaves no room.
 pub fn free_port() -> u16 {
+    use rand::seq::IndexedRandom;
     let (ephemeral_low, ephemeral_high) = ephemeral_range();
-    let outside: Vec<std::ops::RangeInclusive<u16>> = [
-        FIRST_CHOSEN_PORT..=ephemeral_low.saturating_sub(1),
-        ephemeral_high.saturating_add(1)..=u16::MAX,
-    ]
-    .into_iter()
-    .filter(|range| !range.is_empty() && *range.start() >= FIRST_CHOSEN_PORT)
-    .collect();
-    let candidates: usize = outside.iter().map(|range| range.len()).sum();
-    for _ in 0..if candidates == 0 { 0 } else { 100 } {
-        let mut index = rand::random_range(0..candidates);
-        let port = outside
-            .iter()
-            .find_map(|range| {
-                if index < range.len() {
-                    Some(*range.start() + index as u16)
-                } else {
-                    index -= range.len();
-                    None
-                }
-            })
-            .expect("the index lies in one of the ranges");
+    let below = FIRST_CHOSEN_PORT..ephemeral_low;
+    let above = ephemeral_high
+        .checked_add(1)
+        .map_or(0..0, |start| start.max(FIRST_CHOSEN_PORT)..u16::MAX);
+    let candidates: Vec<u16> = below.chain(above).collect();
+    let mut random = rand::rng();
+    for _ in 0..100 {
+        let Some(&port) = candidates.choose(&mut random) else {
+            break;
+        };
         if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
             return port;
         }
