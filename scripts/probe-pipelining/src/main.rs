@@ -4,8 +4,10 @@
 //! ingress does through sqlx (send, wait for the answer, send the next); depth 2 and 3 send
 //! the next while the previous one's commit is being flushed. Every statement is its own
 //! implicit transaction (its own Sync), so each still commits, and is flushed, on its own.
-//! Also two connections at depth 1 (two committers). Depths alternate in order from round
-//! to round; the database is checkpointed before each measure.
+//! Also two connections at depth 1 (two committers), with 16 receipts per statement and
+//! with 8: two committers share the same arrivals, so each batch is about half as large.
+//! Shapes alternate in order from round to round; the database is checkpointed before
+//! each measure.
 //!
 //! Usage: `inbound-probe-pipelining URL [SECONDS] [ROUNDS]`, URL a migrated database whose
 //! schema is `inbound`.
@@ -15,14 +17,15 @@ use std::time::{Duration, Instant};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio_postgres::{Client, NoTls, Statement};
 
-const RECEIPTS_PER_STATEMENT: usize = 16;
 const RECEIPTS_SOURCE: &str = include_str!("../../../crates/core/src/store/receipts.rs");
 
-/// What one measure does: `connections` connections, each with `depth` statements in flight.
+/// What one measure does: `connections` connections, each with `depth` statements of
+/// `receipts` receipts in flight.
 #[derive(Clone, Copy)]
 struct Shape {
     connections: usize,
     depth: usize,
+    receipts: usize,
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -37,23 +40,17 @@ async fn main() {
     let rounds: usize = arguments
         .get(3)
         .map_or(3, |text| text.parse().expect("ROUNDS"));
+    let shape = |connections, depth, receipts| Shape {
+        connections,
+        depth,
+        receipts,
+    };
     let shapes = [
-        Shape {
-            connections: 1,
-            depth: 1,
-        },
-        Shape {
-            connections: 1,
-            depth: 2,
-        },
-        Shape {
-            connections: 1,
-            depth: 3,
-        },
-        Shape {
-            connections: 2,
-            depth: 1,
-        },
+        shape(1, 1, 16),
+        shape(1, 2, 16),
+        shape(1, 3, 16),
+        shape(2, 1, 16),
+        shape(2, 1, 8),
     ];
     let admin = connect(url).await;
     let mut results: Vec<Vec<f64>> = vec![Vec::new(); shapes.len()];
@@ -68,7 +65,7 @@ async fn main() {
             let measures = (0..shape.connections).map(|connection| {
                 measure(
                     url,
-                    shape.depth,
+                    shape,
                     format!("r{round}s{index}c{connection}"),
                     seconds,
                 )
@@ -78,16 +75,15 @@ async fn main() {
                 .into_iter()
                 .sum();
             println!(
-                "round {} connections {} depth {}: {receipts_per_second:.0} receipts/s",
+                "round {} {}: {receipts_per_second:.0} receipts/s",
                 round + 1,
-                shape.connections,
-                shape.depth
+                shape.describe()
             );
             results[index].push(receipts_per_second);
         }
     }
     println!(
-        "\nreceipts/s (min–max over {rounds} rounds), and each round's ratio to depth 1 on one connection:"
+        "\nreceipts/s (min–max over {rounds} rounds), and each round's ratio to the first shape:"
     );
     for (shape, rates) in shapes.iter().zip(&results) {
         let ratios: Vec<String> = rates
@@ -96,9 +92,8 @@ async fn main() {
             .map(|(rate, base)| format!("{:.2}", rate / base))
             .collect();
         println!(
-            "connections {} depth {}: {:.0}–{:.0}  ratios {}",
-            shape.connections,
-            shape.depth,
+            "{}: {:.0}–{:.0}  ratios {}",
+            shape.describe(),
             rates.iter().copied().fold(f64::INFINITY, f64::min),
             rates.iter().copied().fold(0.0, f64::max),
             ratios.join(" ")
@@ -116,8 +111,18 @@ async fn connect(url: &str) -> Client {
     client
 }
 
-/// Receipts per second committed on one new connection with `depth` statements in flight.
-async fn measure(url: &str, depth: usize, tag: String, seconds: u64) -> f64 {
+impl Shape {
+    fn describe(&self) -> String {
+        format!(
+            "connections {} depth {} receipts {}",
+            self.connections, self.depth, self.receipts
+        )
+    }
+}
+
+/// Receipts per second committed on one new connection with `shape.depth` statements of
+/// `shape.receipts` in flight.
+async fn measure(url: &str, shape: Shape, tag: String, seconds: u64) -> f64 {
     let client = connect(url).await;
     let statement = client
         .prepare(&insert_receipts_sql())
@@ -129,8 +134,14 @@ async fn measure(url: &str, depth: usize, tag: String, seconds: u64) -> f64 {
     let mut statements_sent = 0;
     let mut receipts = 0;
     loop {
-        while in_flight.len() < depth && Instant::now() < deadline {
-            in_flight.push(insert(&client, &statement, &tag, statements_sent));
+        while in_flight.len() < shape.depth && Instant::now() < deadline {
+            in_flight.push(insert(
+                &client,
+                &statement,
+                shape.receipts,
+                &tag,
+                statements_sent,
+            ));
             statements_sent += 1;
         }
         match in_flight.next().await {
@@ -142,9 +153,15 @@ async fn measure(url: &str, depth: usize, tag: String, seconds: u64) -> f64 {
 }
 
 /// One statement of new receipts; how many it inserted.
-async fn insert(client: &Client, statement: &Statement, tag: &str, sequence: usize) -> usize {
+async fn insert(
+    client: &Client,
+    statement: &Statement,
+    receipts: usize,
+    tag: &str,
+    sequence: usize,
+) -> usize {
     let note = "x".repeat(700);
-    let event_ids: Vec<String> = (0..RECEIPTS_PER_STATEMENT)
+    let event_ids: Vec<String> = (0..receipts)
         .map(|position| format!("evt_{tag}_{sequence}_{position}"))
         .collect();
     let payloads: Vec<String> = event_ids
@@ -155,12 +172,12 @@ async fn insert(client: &Client, statement: &Statement, tag: &str, sequence: usi
             )
         })
         .collect();
-    let integrations = vec!["stripe-bench"; RECEIPTS_PER_STATEMENT];
-    let scopes = vec!["stripe-bench/platform/test"; RECEIPTS_PER_STATEMENT];
-    let types = vec!["payment_intent.succeeded"; RECEIPTS_PER_STATEMENT];
+    let integrations = vec!["stripe-bench"; receipts];
+    let scopes = vec!["stripe-bench/platform/test"; receipts];
+    let types = vec!["payment_intent.succeeded"; receipts];
     let event_ids: Vec<&str> = event_ids.iter().map(String::as_str).collect();
     let payloads: Vec<&str> = payloads.iter().map(String::as_str).collect();
-    let digests: Vec<Option<&[u8]>> = vec![None; RECEIPTS_PER_STATEMENT];
+    let digests: Vec<Option<&[u8]>> = vec![None; receipts];
     client
         .query(
             statement,
