@@ -42,6 +42,9 @@ impl PrivateCluster {
                 "trust",
                 "-E",
                 "UTF8",
+                // The server's messages in English, whatever the machine's locale: a
+                // failed start is explained by its log (and a test reads it).
+                "--lc-messages=C",
                 "--no-sync",
             ],
         );

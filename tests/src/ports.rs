@@ -6,18 +6,16 @@
 /// opens many in parallel) and to other tests' `bind(…:0)`. One of them taking our port
 /// between choosing it and the server's bind, or while a crash test has the server down,
 /// fails the server's start with "Address already in use". Outside the range only another
-/// explicit choice like this one can collide, and a random pick among some 20,000 ports
-/// makes that negligible; the port is also checked free. Falls back to an ephemeral port
-/// where the range leaves no room.
+/// explicit choice like this one can collide: a random pick among some 27,000 ports on
+/// Linux's default range, and checked free. Falls back to an ephemeral port where the
+/// range leaves no room.
 pub fn free_port() -> u16 {
     use rand::seq::IndexedRandom;
     let (ephemeral_low, ephemeral_high) = ephemeral_range();
-    let below = FIRST_CHOSEN_PORT..ephemeral_low;
-    let above = ephemeral_high
-        .checked_add(1)
-        .map_or(0..0, |start| start.max(FIRST_CHOSEN_PORT)..u16::MAX);
-    let candidates: Vec<u16> = below.chain(above).collect();
+    let candidates = ports_outside(ephemeral_low, ephemeral_high);
     let mut random = rand::rng();
+    // A hundred taken ports in a row would mean nearly all of them are: the fallback
+    // below is then as good as any.
     for _ in 0..100 {
         let Some(&port) = candidates.choose(&mut random) else {
             break;
@@ -30,6 +28,16 @@ pub fn free_port() -> u16 {
         .and_then(|listener| listener.local_addr())
         .expect("a free port")
         .port()
+}
+
+/// The ports from [`FIRST_CHOSEN_PORT`] up that lie outside the ephemeral range
+/// `low..=high`; none when the range covers them all (e.g. `1024 65535`).
+fn ports_outside(low: u16, high: u16) -> Vec<u16> {
+    let below = FIRST_CHOSEN_PORT..low;
+    let above = high
+        .checked_add(1)
+        .map_or(1..=0, |start| start.max(FIRST_CHOSEN_PORT)..=u16::MAX);
+    below.chain(above).collect()
 }
 
 /// Below this are the well-known and commonly configured ports (5432, 6432, 8080…).
@@ -59,14 +67,29 @@ mod tests {
     #[test]
     fn ports_are_free_and_outside_the_ephemeral_range() {
         let (low, high) = ephemeral_range_for_test();
+        // Where the range leaves no room (e.g. `1024 65535`), the fallback is inside it.
+        let room_outside = !ports_outside(low, high).is_empty();
         for _ in 0..50 {
             let port = free_port();
             assert!(
-                !(low..=high).contains(&port),
+                !room_outside || !(low..=high).contains(&port),
                 "{port} lies in the ephemeral range {low}-{high}"
             );
             std::net::TcpListener::bind(("127.0.0.1", port)).expect("the port is free");
         }
+    }
+
+    #[test]
+    fn the_ports_outside_a_range_skip_it_and_the_well_known_ones() {
+        let linux_default = ports_outside(32_768, 60_999);
+        assert_eq!(linux_default.first(), Some(&10_000));
+        assert!(linux_default.contains(&32_767) && linux_default.contains(&61_000));
+        assert!(!linux_default.contains(&32_768) && !linux_default.contains(&60_999));
+        assert_eq!(linux_default.last(), Some(&65_535));
+        assert_eq!(linux_default.len(), 22_768 + 4_536);
+        assert!(ports_outside(1_024, 65_535).is_empty());
+        assert_eq!(ports_outside(32_768, 65_535).last(), Some(&32_767));
+        assert_eq!(ports_outside(1_024, 40_000).first(), Some(&40_001));
     }
 
     fn ephemeral_range_for_test() -> (u16, u16) {
