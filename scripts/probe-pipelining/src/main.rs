@@ -1,11 +1,12 @@
 //! Would pipelining the ingress's commits pay? Runs the ingress's group-commit statement
 //! (`store::insert_receipts`, read from its source so it cannot drift) over 16 receipts of
-//! ~1.1 kB on ONE connection with `depth` statements in flight: depth 1 is what the
+//! ~0.9 kB on ONE connection with `depth` statements in flight: depth 1 is what the
 //! ingress does through sqlx (send, wait for the answer, send the next); depth 2 and 3 send
 //! the next while the previous one's commit is being flushed. Every statement is its own
 //! implicit transaction (its own Sync), so each still commits, and is flushed, on its own.
-//! Also two connections at depth 1 (two committers), with 16 receipts per statement and
-//! with 8: two committers share the same arrivals, so each batch is about half as large.
+//! Statements in flight share the same arrivals, whether on one connection or on two (two
+//! committers), so in the ingress each carries about half as many receipts: depth 2 and
+//! two connections are measured with 16 receipts per statement and with 8.
 //! Shapes alternate in order from round to round; the database is checkpointed before
 //! each measure.
 //!
@@ -39,7 +40,7 @@ async fn main() {
         .map_or(10, |text| text.parse().expect("SECONDS"));
     let rounds: usize = arguments
         .get(3)
-        .map_or(3, |text| text.parse().expect("ROUNDS"));
+        .map_or(4, |text| text.parse().expect("ROUNDS"));
     let shape = |connections, depth, receipts| Shape {
         connections,
         depth,
@@ -48,6 +49,7 @@ async fn main() {
     let shapes = [
         shape(1, 1, 16),
         shape(1, 2, 16),
+        shape(1, 2, 8),
         shape(1, 3, 16),
         shape(2, 1, 16),
         shape(2, 1, 8),
