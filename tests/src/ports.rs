@@ -36,7 +36,8 @@ fn ports_outside(low: u16, high: u16) -> Vec<u16> {
     let below = FIRST_CHOSEN_PORT..low;
     let above = high
         .checked_add(1)
-        .map_or(1..=0, |start| start.max(FIRST_CHOSEN_PORT)..=u16::MAX);
+        .into_iter()
+        .flat_map(|start| start.max(FIRST_CHOSEN_PORT)..=u16::MAX);
     below.chain(above).collect()
 }
 
