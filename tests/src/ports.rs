@@ -91,6 +91,8 @@ mod tests {
         assert!(ports_outside(1_024, 65_535).is_empty());
         assert_eq!(ports_outside(32_768, 65_535).last(), Some(&32_767));
         assert_eq!(ports_outside(1_024, 40_000).first(), Some(&40_001));
+        // A range ending among the well-known ports leaves them out all the same.
+        assert_eq!(ports_outside(1_024, 5_000).first(), Some(&10_000));
     }
 
     fn ephemeral_range_for_test() -> (u16, u16) {
