@@ -49,6 +49,8 @@ impl DevSink {
 
 /// Serves until Ctrl-C.
 pub async fn run(listen: SocketAddr, sink: DevSink) -> anyhow::Result<()> {
+    // Before "listening": a script that sees the line may stop the sink at once.
+    let shutdown = inbound_runtime::signals::shutdown_signal();
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
@@ -67,7 +69,7 @@ pub async fn run(listen: SocketAddr, sink: DevSink) -> anyhow::Result<()> {
         listener,
         limits,
         move |request| answer(Arc::clone(&sink), request),
-        inbound_runtime::signals::shutdown_signal(),
+        shutdown,
     )
     .await;
     Ok(())

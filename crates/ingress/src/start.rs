@@ -27,7 +27,7 @@ use crate::{App, AppSettings};
 pub fn main() -> ExitCode {
     let args = IngressArgs::parse();
     logging::init_logging(args.common.log_format);
-    inbound_runtime::process::run_to_exit_code(run(args, shutdown_signal()))
+    inbound_runtime::process::run_to_exit_code(|| run(args, shutdown_signal()))
 }
 
 /// The configuration, refused when a flag makes it unusable (a body budget smaller than

@@ -228,5 +228,5 @@ pub fn main(configure: impl FnOnce(WorkerBuilder) -> WorkerBuilder) -> ExitCode 
     let args = WorkerArgs::parse();
     logging::init_logging(args.common.log_format);
     let builder = configure(Worker::builder(args));
-    inbound_runtime::process::run_to_exit_code(builder.run(shutdown_signal()))
+    inbound_runtime::process::run_to_exit_code(|| builder.run(shutdown_signal()))
 }
