@@ -783,11 +783,17 @@ fn rolling_restart(fleet: &Mutex<Fleet>, urls: &Mutex<Vec<String>>) -> (u64, u64
     let (mut replaced, mut unclean) = (0, 0);
     let mut retire = |fleet: &mut Fleet, mut old: Service| {
         old.terminate();
-        if !old
-            .wait_exit(EXIT_LIMIT)
-            .is_some_and(|status| status.success())
-        {
+        let exit = old.wait_exit(EXIT_LIMIT);
+        if !exit.is_some_and(|status| status.success()) {
             unclean += 1;
+            // The count alone cannot tell a hang from a signal or an error exit.
+            let logs = old.logs();
+            eprintln!(
+                "soak: process {} did not exit 0 within {EXIT_LIMIT:?} of SIGTERM ({}); its last log lines: {:#?}",
+                old.pid(),
+                exit.map_or_else(|| "still running".to_owned(), |status| status.to_string()),
+                &logs[logs.len().saturating_sub(10)..]
+            );
         }
         fleet.dead.push(old);
         replaced += 1;
