@@ -247,3 +247,23 @@ async fn the_worker_says_when_its_gauges_were_last_refreshed() {
     tokio::time::sleep(Duration::from_millis(2500)).await;
     assert!(refreshed().await > during, "advancing again");
 }
+
+/// A process exiting closes its pool; a connection that never comes back (its server
+/// went silent under a ping with no time limit, say) must not hold the exit for ever.
+#[tokio::test]
+async fn closing_the_pool_at_exit_gives_up_on_a_connection_that_never_comes_back() {
+    let database = TestDatabase::create().await;
+    let pool = inbound_tests::database::connect(database.url()).await;
+    let held = pool.acquire().await.expect("a connection");
+    let closed = tokio::time::timeout(
+        Duration::from_secs(10),
+        inbound_runtime::process::close_pool(&pool, Duration::from_millis(300)),
+    )
+    .await;
+    assert!(
+        closed.is_ok(),
+        "closing the pool waited on the held connection"
+    );
+    assert!(pool.is_closed(), "no new connection is handed out");
+    drop(held);
+}

@@ -11,6 +11,7 @@ use clap::Parser;
 use inbound_core::clock::SystemClock;
 use inbound_core::config::Config;
 use inbound_core::store::{self, PoolSettings};
+use inbound_runtime::process::{EXIT_POOL_CLOSE_LIMIT, close_pool};
 use inbound_runtime::sessions::SessionGuard;
 use inbound_runtime::signals::shutdown_signal;
 use inbound_runtime::{Drain, ServerLimits, logging, ops, serve};
@@ -120,10 +121,10 @@ pub async fn run(
     // readiness task end with the ingress.
     ops_port.abort();
     // The committers end with the last handle on the app (the queue's sender) and give
-    // their connections back: closing the pool waits for every connection.
+    // their connections back: closing the pool waits (a bounded time) for every connection.
     let pool = app.pool().clone();
     drop(app);
-    pool.close().await;
+    close_pool(&pool, EXIT_POOL_CLOSE_LIMIT).await;
     sessions.finish()
 }
 

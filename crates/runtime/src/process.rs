@@ -1,8 +1,12 @@
 //! The outside of a binary, written once: an async runtime, the service until it ends
-//! (SIGTERM/SIGINT), and a start-up error as one log line and exit code 1.
+//! (SIGTERM/SIGINT), a start-up error as one log line and exit code 1, and the pool closed
+//! at exit without waiting for ever.
 
 use std::future::Future;
 use std::process::ExitCode;
+use std::time::Duration;
+
+use sqlx::PgPool;
 
 /// Builds the service with `service` inside a multi-threaded runtime and runs it there;
 /// logging must already be set up. Building it inside the runtime is what lets
@@ -35,6 +39,24 @@ where
         }
     }
 }
+
+/// Closes `pool` for a process that is exiting: waits at most `limit` for the connections
+/// still checked out to come back (one whose server went silent may never come back; the
+/// pool tests each returned connection with a ping that has no time limit), then leaves
+/// the rest to the exit, which closes their sockets. Says so in the log when it gave up.
+pub async fn close_pool(pool: &PgPool, limit: Duration) {
+    if tokio::time::timeout(limit, pool.close()).await.is_err() {
+        tracing::warn!(
+            limit_ms = limit.as_millis() as u64,
+            checked_out = pool.size().saturating_sub(pool.num_idle() as u32),
+            "connections not back when the pool closed; exiting without them"
+        );
+    }
+}
+
+/// How long a process that has drained waits for its connections at exit
+/// ([`close_pool`]): the drain already bounded the work on them.
+pub const EXIT_POOL_CLOSE_LIMIT: Duration = Duration::from_secs(5);
 
 #[cfg(test)]
 mod tests {

@@ -29,6 +29,7 @@ use clap::Parser;
 use inbound_core::config::Config;
 use inbound_core::handlers::{Handler, Registry};
 use inbound_core::store::{self, PoolSettings};
+use inbound_runtime::process::{EXIT_POOL_CLOSE_LIMIT, close_pool};
 use inbound_runtime::sessions::SessionGuard;
 use inbound_runtime::signals::shutdown_signal;
 use inbound_runtime::{logging, ops};
@@ -151,7 +152,7 @@ impl WorkerBuilder {
         // In a process that goes on (tests, an embedding), the ops port and with it the
         // readiness task end with the worker.
         ops_port.abort();
-        pool.close().await;
+        close_pool(&pool, EXIT_POOL_CLOSE_LIMIT).await;
         sessions.finish()?;
         tracing::info!("drained; exiting");
         Ok(())
