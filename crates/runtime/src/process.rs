@@ -30,15 +30,22 @@ where
         let _inside = runtime.enter();
         service()
     };
-    match runtime.block_on(service) {
+    let exit = match runtime.block_on(service) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             // One line, then a non-zero exit: start-up errors are read by people.
             tracing::error!("{error:#}");
             ExitCode::FAILURE
         }
-    }
+    };
+    // Dropping the runtime would wait without a limit for its blocking threads (a name
+    // lookup of a connection attempt, say); the service has drained already.
+    runtime.shutdown_timeout(RUNTIME_SHUTDOWN_LIMIT);
+    exit
 }
+
+/// How long the exit waits for the runtime's blocking threads after the service ended.
+const RUNTIME_SHUTDOWN_LIMIT: Duration = Duration::from_secs(1);
 
 /// Closes `pool` for a process that is exiting: waits at most `limit` for the connections
 /// still checked out to come back (one whose server went silent may never come back; the
@@ -48,7 +55,7 @@ pub async fn close_pool(pool: &PgPool, limit: Duration) {
     if tokio::time::timeout(limit, pool.close()).await.is_err() {
         tracing::warn!(
             limit_ms = limit.as_millis() as u64,
-            checked_out = pool.size().saturating_sub(pool.num_idle() as u32),
+            not_returned = pool.size().saturating_sub(pool.num_idle() as u32),
             "connections not back when the pool closed; exiting without them"
         );
     }
