@@ -68,7 +68,6 @@ pub const EXIT_POOL_CLOSE_LIMIT: Duration = Duration::from_secs(5);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     /// Sends SIGTERM to this very process (nextest runs each test in its own).
     fn terminate_this_process() {
