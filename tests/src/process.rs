@@ -101,6 +101,8 @@ pub struct Service {
     /// Metrics address.
     pub metrics_addr: SocketAddr,
     logs: Arc<Mutex<Vec<String>>>,
+    /// The thread reading `logs`: it ends at the end of the process's stderr.
+    log_reader: std::thread::JoinHandle<()>,
     _scratch: ScratchDir,
 }
 
@@ -168,7 +170,7 @@ impl Service {
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
         let mut child = command.spawn().expect("spawn the service binary");
-        let logs = capture_lines(child.stderr.take().expect("stderr piped"));
+        let (logs, log_reader) = capture_lines_to_end(child.stderr.take().expect("stderr piped"));
         let listening = wait_for_line(&mut child, &logs, "\"listening\"", Duration::from_secs(30))?;
         let fields: serde_json::Value =
             serde_json::from_str(&listening).expect("listening line is JSON");
@@ -188,6 +190,7 @@ impl Service {
             metrics_addr,
             child,
             logs,
+            log_reader,
             _scratch: scratch,
         })
     }
@@ -232,11 +235,16 @@ impl Service {
         assert!(status.success(), "kill -TERM failed");
     }
 
-    /// Waits up to `limit` for the process to exit.
+    /// Waits up to `limit` for the process to exit, and then (within the same limit) for
+    /// its last log lines: a process that died has written them, but the reader may not
+    /// have taken them from the pipe yet.
     pub fn wait_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
         let started = Instant::now();
         while started.elapsed() < limit {
             if let Ok(Some(status)) = self.child.try_wait() {
+                while !self.log_reader.is_finished() && started.elapsed() < limit {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
                 return Some(status);
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -253,15 +261,22 @@ impl Drop for Service {
 
 /// Collects the lines of `stream` on a thread.
 pub fn capture_lines(stream: impl std::io::Read + Send + 'static) -> Arc<Mutex<Vec<String>>> {
+    capture_lines_to_end(stream).0
+}
+
+/// Collects the lines of `stream` on a thread, which ends at the end of the stream.
+fn capture_lines_to_end(
+    stream: impl std::io::Read + Send + 'static,
+) -> (Arc<Mutex<Vec<String>>>, std::thread::JoinHandle<()>) {
     let lines = Arc::new(Mutex::new(Vec::new()));
     let sink = Arc::clone(&lines);
-    std::thread::spawn(move || {
+    let reader = std::thread::spawn(move || {
         for line in BufReader::new(stream).lines() {
             let Ok(line) = line else { break };
             sink.lock().expect("log lock").push(line);
         }
     });
-    lines
+    (lines, reader)
 }
 
 /// Waits for a line containing `needle`; `Err` with every line if the child exits first.

@@ -528,7 +528,17 @@ async fn ops_port_serves_health_and_every_queue_gauge() {
             .await
             .expect("metrics");
         let text = String::from_utf8_lossy(&metrics.body).into_owned();
-        if text.contains("inbound_receipts{state=\"waiting\"} 1") {
+        // The counts and the ages are set one after the other by each refresh: a scrape
+        // between the two sees the new count beside the old age, so wait for both.
+        let waiting_age = text.lines().find_map(|line| {
+            line.strip_prefix("inbound_oldest_waiting_age_seconds{integration=\"stripe-acme\"}")?
+                .trim()
+                .parse::<f64>()
+                .ok()
+        });
+        if text.contains("inbound_receipts{state=\"waiting\"} 1")
+            && waiting_age.is_some_and(|age| age > 0.0)
+        {
             break text;
         }
         assert!(
