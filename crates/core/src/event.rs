@@ -17,6 +17,8 @@ use crate::payload;
 pub use crate::payload::MAX_JSON_DEPTH;
 use crate::verify::Provider;
 
+mod pointer;
+
 /// The longest event id or type we store; longer ones are malformed, not truncated.
 pub const MAX_IDENTIFIER_LEN: usize = 255;
 
@@ -509,37 +511,34 @@ fn extract_configured<'body>(
         return Err(malformed("the integration has no [integration.fields]"));
     };
     let fields = &custom.fields;
-    let reads_body = [
+    let sources = [
         Some(&fields.event_id),
         Some(&fields.event_type),
         fields.scope.as_ref(),
-    ]
-    .into_iter()
-    .flatten()
-    .any(|source| matches!(source, FieldSource::Pointer(_)));
-    let body: serde_json::Value = if reads_body {
-        serde_json::from_str(payload_json).map_err(|_| malformed("the body is not JSON"))?
-    } else {
-        serde_json::Value::Null
+    ];
+    // The body's fields in one streaming pass, never as a tree (pointer.rs).
+    let pointers: Vec<&str> = sources
+        .iter()
+        .flatten()
+        .filter_map(|source| match source {
+            FieldSource::Pointer(pointer) => Some(pointer.as_str()),
+            FieldSource::Header(_) => None,
+        })
+        .collect();
+    let mut from_body = pointer::read_fields(payload_json, &pointers)
+        .map_err(|error| malformed(error.to_string()))?
+        .into_iter();
+    // Taken in the order of `sources`, which is the order of `pointers`.
+    let mut value = |source: &FieldSource| match source {
+        FieldSource::Header(name) => headers.get(name).map(Cow::Borrowed),
+        FieldSource::Pointer(_) => from_body.next().flatten(),
     };
-    let read = |source: &FieldSource, what: &'static str| -> Result<String, ExtractError> {
-        let value = match source {
-            FieldSource::Header(name) => headers.get(name).map(Cow::Borrowed),
-            FieldSource::Pointer(pointer) => match body.pointer(pointer) {
-                Some(serde_json::Value::String(text)) => Some(Cow::Borrowed(text.as_str())),
-                Some(number @ serde_json::Value::Number(_)) => Some(Cow::Owned(number.to_string())),
-                Some(serde_json::Value::Bool(flag)) => Some(Cow::Owned(flag.to_string())),
-                _ => None,
-            },
-        };
-        required_identifier(value, what)
-    };
-    let event_id = read(&fields.event_id, "event id")?;
-    let event_type = read(&fields.event_type, "event type")?;
+    let event_id = required_identifier(value(&fields.event_id), "event id")?;
+    let event_type = required_identifier(value(&fields.event_type), "event type")?;
     let scope = fields
         .scope
         .as_ref()
-        .map(|source| read(source, "scope"))
+        .map(|source| required_identifier(value(source), "scope"))
         .transpose()?;
     expect_equal(
         &integration.expect.scope,

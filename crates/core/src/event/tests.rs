@@ -70,6 +70,20 @@ secrets = ["env:S"]
 expect = { shop_domain = "acme.myshopify.com" }
 routes = { "orders/create" = { handler = "forward", sink = "s" } }
 
+[[integration]]
+id = "custom"
+provider = "hmac"
+tenant = "acme"
+secrets = ["env:S"]
+[integration.hmac]
+header = "x-sig"
+algorithm = "sha256"
+encoding = "hex"
+[integration.fields]
+event_id = { pointer = "/event/id" }
+event_type = { pointer = "/type" }
+scope = { pointer = "/account" }
+
 [[sink]]
 id = "s"
 url = "http://sink.internal/"
@@ -575,4 +589,39 @@ fn zoom_keys_a_receipt_by_its_body_and_answers_the_endpoint_validation() {
         )),
         "a validation without its token"
     );
+}
+
+/// A configured field holding a number keeps the number as written: two ids beyond u64
+/// that one f64 would render alike are two receipt keys, and `1.0` is not `1`.
+#[test]
+fn configured_numeric_ids_keep_their_exact_text() {
+    let id_of = |body: &str| event(run("custom", &[], body)).event_id.as_str().to_owned();
+    let first = id_of(r#"{"event":{"id":18446744073709551616},"type":"t","account":7}"#);
+    let second = id_of(r#"{"event":{"id":18446744073709551617},"type":"t","account":7}"#);
+    assert_eq!(first, "18446744073709551616");
+    assert_eq!(second, "18446744073709551617");
+    assert_eq!(
+        id_of(r#"{"event":{"id":1.0},"type":"t","account":7}"#),
+        "1.0"
+    );
+    let scoped = event(run(
+        "custom",
+        &[],
+        r#"{"event":{"id":"e"},"type":"t","account":123456789012345678901234567890}"#,
+    ));
+    assert_eq!(
+        scoped.source_scope,
+        SourceScope::from_parts(["custom", "123456789012345678901234567890"])
+    );
+}
+
+/// A configured field whose key repeats is refused: which one a reader takes is the
+/// sender's choice to exploit.
+#[test]
+fn configured_fields_with_a_repeated_key_are_malformed() {
+    assert!(is_malformed(run(
+        "custom",
+        &[],
+        r#"{"event":{"id":"a"},"type":"t","type":"u","account":"x"}"#,
+    )));
 }
