@@ -248,7 +248,7 @@ async fn standard_webhooks_v1a_verifies_with_a_public_key() {
         .start()
         .await;
     let body = r#"{"type":"invoice.paid","data":{"invoice":"in_1"}}"#;
-    let signed_by = |key: &Ed25519KeyPair, id: &str| {
+    let signed_by = |key: &Ed25519KeyPair, id: &str, body: &str| {
         let timestamp = chrono::Utc::now().timestamp().to_string();
         let signature = key.sign(format!("{id}.{timestamp}.{body}").as_bytes());
         let headers = vec![
@@ -260,15 +260,50 @@ async fn standard_webhooks_v1a_verifies_with_a_public_key() {
                 format!("v1a,{}", base64.encode(signature.as_ref())),
             ),
         ];
-        SignedRequest::new("std-v1a", headers, body)
+        SignedRequest::new("std-v1a", headers, body.to_owned())
     };
-    let accepted = stack.deliver(&signed_by(&sender, "msg_v1a_1")).await;
+    let accepted = stack.deliver(&signed_by(&sender, "msg_v1a_1", body)).await;
     assert_status(&accepted, 200, "v1a");
     assert_eq!(accepted.json["status"], "accepted");
     let impostor = Ed25519KeyPair::from_seed_unchecked(&[8; 32]).expect("seed");
-    let forged = stack.deliver(&signed_by(&impostor, "msg_v1a_2")).await;
+    let forged = stack
+        .deliver(&signed_by(&impostor, "msg_v1a_2", body))
+        .await;
     assert_status(&forged, 401, "v1a under another key");
     assert_eq!(stack.database.receipt_count().await, 1);
+    // A body large enough that its worst case is checked on the verification threads
+    // verifies there, and is refused there under another key.
+    let large = format!(
+        r#"{{"type":"invoice.paid","data":{{"pad":"{}"}}}}"#,
+        "x".repeat(600 * 1024)
+    );
+    let accepted = stack
+        .deliver(&signed_by(&sender, "msg_v1a_large", &large))
+        .await;
+    assert_status(&accepted, 200, "a large v1a delivery");
+    let forged = stack
+        .deliver(&signed_by(&impostor, "msg_v1a_large_forged", &large))
+        .await;
+    assert_status(&forged, 401, "a large v1a delivery under another key");
+    // The red team's forgery: 170 zero signatures, refused by their count.
+    let mut listed = signed_by(&sender, "msg_v1a_listed", body);
+    let zeros = vec![format!("v1a,{}", base64.encode([0u8; 64])); 170].join(" ");
+    for (name, value) in &mut listed.headers {
+        if name == "webhook-signature" {
+            *value = format!("{zeros} {value}");
+        }
+    }
+    let refused = stack.deliver(&listed).await;
+    assert_status(&refused, 401, "170 listed signatures");
+    assert!(
+        stack
+            .ingress
+            .logs()
+            .iter()
+            .any(|line| line.contains("more signatures than any sender lists")),
+        "the log names why"
+    );
+    assert_eq!(stack.database.receipt_count().await, 2);
 }
 
 /// Zoom's endpoint validation is answered as Zoom specifies (the plain token and its

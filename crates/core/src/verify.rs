@@ -5,6 +5,17 @@
 //! an integration's several secrets (rotation) are all tried: any one that matches
 //! verifies. Errors say which check failed so operators can read the log; the ingress
 //! answers all of them with the same opaque 401.
+//!
+//! # What an unauthenticated request can cost
+//!
+//! Every request is refused before any cryptography when its header lists more than
+//! [`MAX_SIGNATURES_PER_HEADER`] signatures, or asks for more than [`MAX_ED25519_CHECKS`]
+//! Ed25519 checks; an integration holds at most [`MAX_KEYS`] secrets and [`MAX_KEYS`]
+//! public keys. So one request costs at most one MAC pass over its signed bytes per secret
+//! (however many signatures it lists: each MAC is compared with every candidate) plus
+//! [`MAX_ED25519_CHECKS`] SHA-512 passes, and the body is never copied to be verified.
+//! [`worst_case_cost`] states that bound for the ingress, which verifies a request whose
+//! bound is larger than [`INLINE_COST_LIMIT`] off its async threads.
 
 pub mod custom;
 mod github;
@@ -31,6 +42,27 @@ pub use standard::{
 };
 pub use stripe::sign as sign_stripe;
 pub use zoom::{encrypted_token as zoom_encrypted_token, sign as sign_zoom};
+
+/// The most signatures one header may list, for every scheme that accepts several (Stripe
+/// `v1`, Paddle `h1`, Standard Webhooks `v1` and `v1a`, a configured `separator`).
+/// Senders list one per active secret — two while a secret rotates (Stripe's and Svix's
+/// documentation, the Standard Webhooks specification's "webhook-signature") — so eight
+/// leaves room. Counted before anything is decoded or checked.
+pub const MAX_SIGNATURES_PER_HEADER: usize = 8;
+
+/// The most Ed25519 checks (distinct `v1a` signatures × `whpk_` keys) one request may ask
+/// for: each is a SHA-512 pass over the whole message, which no check can share. A sender
+/// rotating its key signs twice, and a receiver holds at most the old and the new key.
+pub const MAX_ED25519_CHECKS: usize = 4;
+
+/// The most secrets, and the most public keys, one integration holds at once (a rotation
+/// needs two).
+pub const MAX_KEYS: usize = 4;
+
+/// Verification whose [`worst_case_cost`] is at most this runs where the request is
+/// handled; above it the ingress runs it on a bounded pool of its own: 256 KiB of SHA-256,
+/// about a quarter of a millisecond on the machines BENCHMARKS.md describes.
+pub const INLINE_COST_LIMIT: u64 = 256 * 1024;
 
 /// The webhook senders inbound understands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -149,6 +181,10 @@ pub enum VerifyError {
     /// No received signature matches any configured secret.
     #[error("no signature matches")]
     NoMatchingSignature,
+    /// The header lists more signatures than [`MAX_SIGNATURES_PER_HEADER`], or asks for
+    /// more than [`MAX_ED25519_CHECKS`] Ed25519 checks; refused before any is checked.
+    #[error("more signatures than any sender lists")]
+    TooManySignatures,
 }
 
 /// An Ed25519 public key (Standard Webhooks `whpk_`): it verifies, it cannot sign, so it
@@ -222,6 +258,54 @@ pub fn matching_secret<'a>(
     })
 }
 
+/// An upper bound on the work of verifying one request whose signed bytes (body and
+/// header parts) are `signed_len` long, whatever its headers say, in bytes of SHA-256
+/// work: a SHA-512 byte counts three (it runs at a third of SHA-256's speed where SHA-256
+/// has CPU support), an Ed25519 check's point arithmetic 64 KiB. Given the caps of this
+/// module it is what a forged request can make the ingress spend.
+pub fn worst_case_cost(
+    provider: Provider,
+    scheme: Option<&custom::CustomVerifier>,
+    secrets: usize,
+    public_keys: usize,
+    signed_len: usize,
+) -> u64 {
+    const SHA512_FACTOR: u64 = 3;
+    const ED25519_POINT_WORK: u64 = 64 * 1024;
+    let length = u64::try_from(signed_len).unwrap_or(u64::MAX);
+    let secrets = u64::try_from(secrets).unwrap_or(u64::MAX);
+    let mac_factor = match (provider, scheme) {
+        (_, Some(custom::CustomVerifier::Token(_))) | (Provider::Token | Provider::Hmac, None) => 0,
+        (_, Some(custom::CustomVerifier::Hmac(hmac)))
+            if hmac.algorithm == custom::Algorithm::Sha512 =>
+        {
+            SHA512_FACTOR
+        }
+        _ => 1,
+    };
+    let macs = secrets.saturating_mul(length).saturating_mul(mac_factor);
+    let ed25519 = if provider == Provider::Standard && public_keys > 0 {
+        let checks = MAX_ED25519_CHECKS as u64;
+        checks.saturating_mul(
+            length
+                .saturating_mul(SHA512_FACTOR)
+                .saturating_add(ED25519_POINT_WORK),
+        )
+    } else {
+        0
+    };
+    macs.saturating_add(ed25519)
+}
+
+/// Refuses a header listing more than [`MAX_SIGNATURES_PER_HEADER`] signatures.
+fn check_signature_count(count: usize) -> Result<(), VerifyError> {
+    if count > MAX_SIGNATURES_PER_HEADER {
+        Err(VerifyError::TooManySignatures)
+    } else {
+        Ok(())
+    }
+}
+
 /// Parses a decimal Unix timestamp and checks it is within tolerance of now, both ways.
 fn check_freshness(
     header: &'static str,
@@ -245,5 +329,7 @@ fn check_freshness(
     }
 }
 
+#[cfg(test)]
+mod limits;
 #[cfg(test)]
 mod vectors;

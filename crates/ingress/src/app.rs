@@ -19,6 +19,7 @@ pub use crate::receive::AppSettings;
 use crate::receive::{self, Details, Pipeline};
 use crate::reply::{Body, Reply};
 use crate::telemetry::RequestMetrics;
+use crate::verification::Verification;
 
 /// Shared state of every request.
 pub struct App {
@@ -51,6 +52,8 @@ impl App {
             .iter()
             .map(|integration| (integration.id.clone(), RequestMetrics::new(&integration.id)))
             .collect();
+        let verification =
+            Verification::new(Arc::clone(&config), Verification::default_concurrency());
         Self {
             request_metrics,
             unknown_metrics: RequestMetrics::new("unknown"),
@@ -58,7 +61,7 @@ impl App {
             pool,
             readiness,
             request_timeout: settings.request_timeout,
-            pipeline: Pipeline::new(group_commit, body_budget, clock, settings),
+            pipeline: Pipeline::new(group_commit, body_budget, verification, clock, settings),
         }
     }
 

@@ -7,6 +7,8 @@
 //! - [`body`]: request bodies read into one buffer within the limit and the shared budget.
 //! - [`group_commit`]: concurrent receipts committed together, one statement per batch.
 //! - [`reply`]: every outcome, mapped to its status and body in one place.
+//! - [`verification`]: where signatures are checked: inline, or off the async threads
+//!   when a forged request could cost more than a fraction of a millisecond.
 //! - [`telemetry`]: metric names, HELP text and buckets.
 //!
 //! # Errors
@@ -26,6 +28,7 @@ pub mod receive;
 pub mod reply;
 pub mod start;
 pub mod telemetry;
+pub mod verification;
 
 pub use app::{App, AppSettings};
 pub use args::IngressArgs;

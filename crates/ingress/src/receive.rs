@@ -1,6 +1,7 @@
 //! `POST /webhooks/{integration}`: the order of checks is the contract's — integration
 //! (404) → body limit (413, even unsigned) → signature and freshness (401) → media type
-//! (415: a declared type other than JSON, or any content coding) → shape, event id and
+//! (415: a declared type other than JSON, or any content coding; a forged request's cost
+//! is bounded, and a large one checked off the async threads: `verification`) → shape, event id and
 //! type (400) → scope (403) → route (200 ignored) → commit → 200. Nothing answers
 //! 2xx for an event until its batch's [`inbound_core::store::insert_receipts`] has returned, i.e.
 //! committed.
@@ -24,6 +25,7 @@ use crate::body::{self, BodyBudget, BodyError, HeldBody};
 use crate::group_commit::{CommitError, GroupCommit};
 use crate::reply::Reply;
 use crate::telemetry;
+use crate::verification::{Unverified, Verification};
 
 /// The timing policy of a request.
 #[derive(Debug, Clone, Copy)]
@@ -35,11 +37,13 @@ pub struct AppSettings {
 }
 
 /// What the pipeline needs of the process: where receipts are committed, the budget
-/// request bodies share, the clock freshness checks read, and the timing policy. The
+/// request bodies share, where signatures are checked, the clock freshness checks read,
+/// and the timing policy. The
 /// application owns one (`app::App`); the pipeline knows nothing else of it.
 pub struct Pipeline {
     group_commit: GroupCommit,
     body_budget: BodyBudget,
+    verification: Verification,
     clock: Arc<dyn Clock>,
     settings: AppSettings,
 }
@@ -49,12 +53,14 @@ impl Pipeline {
     pub fn new(
         group_commit: GroupCommit,
         body_budget: BodyBudget,
+        verification: Verification,
         clock: Arc<dyn Clock>,
         settings: AppSettings,
     ) -> Self {
         Self {
             group_commit,
             body_budget,
+            verification,
             clock,
             settings,
         }
@@ -91,17 +97,28 @@ pub async fn receive(
         .iter()
         .map(|(name, value)| (name.as_str(), value.as_bytes()))
         .collect();
+    let now_unix_secs = pipeline.clock.now_unix_secs();
+    let verified = pipeline
+        .verification
+        .verify(integration, &parts.headers, &held, now_unix_secs, deadline)
+        .await;
+    match verified {
+        Ok(()) => {}
+        Err(Unverified::Refused(error)) => {
+            details.reason = Some(error.to_string());
+            return Reply::Unauthorized;
+        }
+        Err(Unverified::Busy) => {
+            details.reason = Some("every verification thread stayed busy".to_owned());
+            return Reply::Overloaded;
+        }
+    }
     let context = VerifyContext {
         secrets: &integration.secrets,
         public_keys: &integration.public_keys,
         tolerance_secs: integration.tolerance_secs,
-        now_unix_secs: pipeline.clock.now_unix_secs(),
+        now_unix_secs,
     };
-    let scheme = integration.custom.as_ref().map(|custom| &custom.verifier);
-    if let Err(error) = verify::verify_with(integration.provider, scheme, &headers, body, context) {
-        details.reason = Some(error.to_string());
-        return Reply::Unauthorized;
-    }
     if let Some(reason) = unsupported_media(&parts.headers) {
         details.reason = Some(reason);
         return Reply::UnsupportedMediaType;

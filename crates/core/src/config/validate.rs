@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use super::sinks::{RawSink, resolve_secrets, validate_sink};
 use super::*;
-use crate::verify::Provider;
+use crate::verify::{MAX_KEYS, Provider};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -173,6 +173,15 @@ fn validate_integration(
         return Err(invalid(
             format!("{path}.secrets"),
             "needs at least one secret reference",
+        ));
+    }
+    // Every secret and key is tried on every request, verified or forged (verify.rs).
+    if secrets.len() > MAX_KEYS || public_keys.len() > MAX_KEYS {
+        return Err(invalid(
+            format!("{path}.secrets"),
+            format!(
+                "holds more than {MAX_KEYS} secrets or {MAX_KEYS} public keys: each is tried on every request (a rotation needs two)"
+            ),
         ));
     }
     let limits = IntegrationLimits::read(path, provider, &raw)?;

@@ -15,7 +15,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use hmac::{Hmac, KeyInit, Mac};
 use subtle::ConstantTimeEq;
 
-use super::{VerifyContext, VerifyError, check_freshness};
+use super::{VerifyContext, VerifyError, check_freshness, check_signature_count};
 use crate::headers::Headers;
 use crate::secret::Secret;
 
@@ -137,6 +137,9 @@ fn verify_hmac(
     let value = headers
         .get(&scheme.header)
         .ok_or(VerifyError::MissingHeader(SIGNATURE_HEADER))?;
+    if let Some(separator) = &scheme.separator {
+        check_signature_count(value.split(separator.as_str()).count())?;
+    }
     let timestamp = match &scheme.timestamp_header {
         None => None,
         Some(name) => {

@@ -2,7 +2,7 @@
 //! `t=…,v1=…`, Paddle's `ts=…;h1=…` — over an HMAC-SHA256 hex of
 //! `"{timestamp}{joiner}{body}"`.
 
-use super::{VerifyContext, VerifyError, check_freshness, mac};
+use super::{VerifyContext, VerifyError, check_freshness, check_signature_count, mac};
 use crate::headers::Headers;
 use crate::secret::Secret;
 
@@ -33,6 +33,14 @@ impl Listed {
         let value = headers
             .get(self.header)
             .ok_or(VerifyError::MissingHeader(self.header))?;
+        check_signature_count(
+            value
+                .split(self.separator)
+                .filter(|item| {
+                    item.trim().split_once('=').map(|(key, _)| key) == Some(self.signature)
+                })
+                .count(),
+        )?;
         let mut timestamp = None;
         let mut candidates = Vec::new();
         for item in value.split(self.separator) {

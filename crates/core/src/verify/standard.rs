@@ -7,7 +7,10 @@
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 
-use super::{PublicKey, VerifyContext, VerifyError, check_freshness, mac};
+use super::{
+    MAX_ED25519_CHECKS, PublicKey, VerifyContext, VerifyError, check_freshness,
+    check_signature_count, mac,
+};
 use crate::headers::Headers;
 use crate::secret::Secret;
 
@@ -31,41 +34,62 @@ pub(super) fn verify(
     let signatures = headers
         .get_any(&SIGNATURE_HEADERS)
         .ok_or(VerifyError::MissingHeader(SIGNATURE_HEADERS[0]))?;
+    let entries = || signatures.split(' ').filter(|entry| !entry.is_empty());
+    check_signature_count(entries().count())?;
     check_freshness(TIMESTAMP_HEADERS[0], timestamp, context)?;
     // `v1` entries are HMACs; `v1a` entries (Ed25519) are checked against the public keys
     // below; other versions and undecodable entries are skipped: a sender may list several.
-    let candidates: Vec<Vec<u8>> = signatures
-        .split(' ')
+    let candidates: Vec<Vec<u8>> = entries()
         .filter_map(|entry| entry.strip_prefix("v1,"))
         .filter_map(|encoded| BASE64.decode(encoded).ok())
         .collect();
+    let mut asymmetric: Vec<ed25519_dalek::Signature> = Vec::new();
+    for bytes in entries()
+        .filter_map(|entry| entry.strip_prefix("v1a,"))
+        .filter_map(|encoded| BASE64.decode(encoded).ok())
+        .filter_map(|bytes| <[u8; 64]>::try_from(bytes).ok())
+    {
+        let signature = ed25519_dalek::Signature::from_bytes(&bytes);
+        if !asymmetric.contains(&signature) {
+            asymmetric.push(signature);
+        }
+    }
+    if asymmetric.len().saturating_mul(context.public_keys.len()) > MAX_ED25519_CHECKS {
+        return Err(VerifyError::TooManySignatures);
+    }
     let parts: [&[u8]; 5] = [id.as_bytes(), b".", timestamp.as_bytes(), b".", body];
     let symmetric = mac::any_matches(context.secrets, &parts, &candidates);
-    if symmetric || asymmetric_matches(signatures, &parts, context.public_keys) {
+    if symmetric || asymmetric_matches(&asymmetric, &parts, context.public_keys) {
         Ok(())
     } else {
         Err(VerifyError::NoMatchingSignature)
     }
 }
 
-/// Whether any `v1a` entry is an Ed25519 signature of `parts` under any public key. Keys
-/// and signatures are public: nothing here needs constant time.
-fn asymmetric_matches(signatures: &str, parts: &[&[u8]], public_keys: &[PublicKey]) -> bool {
-    if public_keys.is_empty() {
-        return false;
-    }
-    let message = parts.concat();
-    signatures
-        .split(' ')
-        .filter_map(|entry| entry.strip_prefix("v1a,"))
-        .filter_map(|encoded| BASE64.decode(encoded).ok())
-        .any(|signature| {
-            public_keys.iter().any(|key| {
-                ring::signature::UnparsedPublicKey::new(&ring::signature::ED25519, key.0)
-                    .verify(&message, &signature)
-                    .is_ok()
-            })
+/// Whether any of `signatures` is an Ed25519 signature of the concatenated `parts` under
+/// any public key, the message hashed part by part (never copied). Keys and signatures are
+/// public: nothing here needs constant time.
+fn asymmetric_matches(
+    signatures: &[ed25519_dalek::Signature],
+    parts: &[&[u8]],
+    public_keys: &[PublicKey],
+) -> bool {
+    public_keys.iter().any(|key| {
+        // The configuration decoded the key and refused the small-order points; a key
+        // that is no point on the curve verifies nothing.
+        let Ok(key) = ed25519_dalek::VerifyingKey::from_bytes(&key.0) else {
+            return false;
+        };
+        signatures.iter().any(|signature| {
+            let Ok(mut verifier) = key.verify_stream(signature) else {
+                return false;
+            };
+            for part in parts {
+                verifier.update(part);
+            }
+            verifier.finalize_and_verify().is_ok()
         })
+    })
 }
 
 /// The y-coordinates (sign bit cleared) of Ed25519's small-order points, with the
