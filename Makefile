@@ -4,7 +4,7 @@ CARGO ?= cargo
 # Crash-table fixtures need the failpoints feature; release builds never enable it.
 TEST_FEATURES := --features inbound-runtime/failpoints
 
-.PHONY: run demo test soak fuzz deny lint fmt sqlx-prepare build release bench bench-memory deploy-check check-metrics postgres pgbouncer
+.PHONY: run demo test soak fuzz deny lint fmt sqlx-prepare build release bench bench-memory bench-forgery deploy-check check-metrics postgres pgbouncer
 
 ## Everything up locally: PostgreSQL, database, example config and secrets, ingress and worker.
 run:
@@ -51,11 +51,13 @@ deny:
 	$(CARGO) deny check licenses bans sources
 
 ## Formatting, clippy with warnings as errors (which refuses unchecked SQL in crates/:
-## crates/clippy.toml), shellcheck over every script, and the offline query cache (.sqlx/)
-## current against the migrations (sqlx-cli; needs PostgreSQL).
+## crates/clippy.toml), shellcheck over every script, squawk over every migration
+## (.squawk.toml), and the offline query cache (.sqlx/) current against the migrations
+## (sqlx-cli; needs PostgreSQL).
 lint: postgres
 	@command -v shellcheck >/dev/null 2>&1 || { echo "shellcheck not found: apt-get install shellcheck" >&2; exit 1; }
 	shellcheck -x scripts/*.sh .ci/run
+	scripts/lint-migrations.sh
 	scripts/sqlx-prepare.sh --check
 	$(CARGO) fmt --all -- --check
 	rustfmt --edition 2024 --check fuzz/fuzz_targets/*.rs
@@ -81,6 +83,10 @@ bench: postgres
 ## Peak RSS of each role under hostile inputs (also part of `make bench`).
 bench-memory: postgres
 	scripts/bench-memory.sh
+
+## Ingress CPU per forged request of each signature scheme (also part of `make bench`).
+bench-forgery: postgres
+	scripts/bench-forgery.sh
 
 ## Kubernetes manifests rendered and validated offline, alert rules checked and unit-tested.
 deploy-check:

@@ -1,14 +1,17 @@
 -- inbound's own objects, in the schema the migrating session's search_path names
--- (`inbound` unless configured): the state the pre-schema migrations (legacy/0001-0010)
--- reached, without the reference domain, which is now the example crate's. An
--- installation made by those migrations is moved here, not re-created (relocate.rs).
+-- (`inbound` unless configured). The baseline: no release had shipped when the history
+-- before it was folded in, so it creates everything as it is. Later migrations must
+-- never block writers beyond the migrator's lock timeout (store/migrations.rs; squawk
+-- checks them in `make lint`, and tests/tests/migrations.rs applies each under writers).
 
 -- Receipts: one row per accepted event, keyed by (source_scope, event_id), kept for history.
 CREATE TABLE receipts (
     id             bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     integration    text        NOT NULL,
-    source_scope   text        NOT NULL,
-    event_id       text        NOT NULL,
+    -- The receipt key's parts are identifiers, compared byte by byte: an integration's
+    -- scopes (`{integration}/…`) are then one contiguous range of the key's index.
+    source_scope   text        COLLATE "C" NOT NULL,
+    event_id       text        COLLATE "C" NOT NULL,
     event_type     text        NOT NULL,
     -- The route key that matched at acceptance (GitHub: "event.action" or "event").
     route_key      text        NOT NULL,
@@ -25,6 +28,11 @@ CREATE TABLE receipts (
     -- Opt-in content dedupe (GitHub signs no timestamp and no delivery id): the SHA-256
     -- of the raw body, unique within an integration while the receipt is kept.
     content_digest bytea,
+    -- Where it came from: 'webhook' (a delivery that verified: signed by the provider) or
+    -- 'api' (fetched over the provider's API with the account's key, by `inboundctl
+    -- stripe backfill`).
+    provenance     text        NOT NULL DEFAULT 'webhook'
+                   CHECK (provenance IN ('webhook', 'api')),
     CONSTRAINT receipts_receipt_key UNIQUE (source_scope, event_id),
     CONSTRAINT receipts_outcome_only_when_done CHECK ((status = 'done') = (outcome IS NOT NULL))
 );
@@ -41,9 +49,14 @@ CREATE UNIQUE INDEX receipts_content_key
     ON receipts (integration, content_digest) WHERE content_digest IS NOT NULL;
 
 -- The narrow hot table of unfinished work; a row leaves it when the receipt reaches a
--- terminal state, so claims scan only what is still to do.
+-- terminal state, so claims scan only what is still to do. No foreign key to receipts:
+-- its trigger (a lookup and a row lock of the receipt, written to the WAL) cost ~14 % of
+-- the ingress's insert throughput (BENCHMARKS.md). The statements keep what it guarded:
+-- a queue row is only inserted in the statement that inserts or requeues its receipt,
+-- and only receipts that are done (which never have one) are deleted (purge checks it);
+-- the soak's audit counts a queue row without its pending receipt as stuck.
 CREATE TABLE receipt_queue (
-    receipt_id    bigint      PRIMARY KEY REFERENCES receipts (id) ON DELETE CASCADE,
+    receipt_id    bigint      PRIMARY KEY,
     integration   text        NOT NULL,
     -- Claimable when visible_at <= now(); a lease is simply visibility in the future.
     visible_at    timestamptz NOT NULL DEFAULT now(),
@@ -75,12 +88,13 @@ CREATE TABLE receipt_replays (
     replayed_at     timestamptz NOT NULL DEFAULT now()
 );
 
--- Operators' decisions about pending receipts (`inboundctl receipts quarantine|fail`).
+-- Operators' decisions about receipts (`inboundctl receipts quarantine|fail|close`):
+-- `close` ends a failed or quarantined receipt done/ignored, its key kept.
 CREATE TABLE receipt_resolutions (
     id              bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     receipt_id      bigint      NOT NULL,
     previous_status text        NOT NULL,
-    action          text        NOT NULL CHECK (action IN ('quarantine', 'fail')),
+    action          text        NOT NULL CHECK (action IN ('quarantine', 'fail', 'close')),
     resolved_by     text        NOT NULL,
     reason          text        NOT NULL,
     resolved_at     timestamptz NOT NULL DEFAULT now()

@@ -236,9 +236,16 @@ fn check_config_refuses_a_bad_standard_secret_without_printing_it() {
 }
 
 /// `public` tables of a team that already uses the database, with names inbound and its
-/// example domain also use.
+/// example domain also use — a migration history among them, as a live installation of
+/// another tool (or of an older inbound) keeps there.
 const TEAM_TABLES: &str = "CREATE TABLE public.orders (order_no integer PRIMARY KEY, note text);
      CREATE TABLE public.receipts (receipt_no integer PRIMARY KEY);
+     CREATE TABLE public.receipt_queue (receipt_no integer PRIMARY KEY);
+     CREATE TABLE public._sqlx_migrations (version bigint PRIMARY KEY, description text NOT NULL,
+         installed_on timestamptz NOT NULL DEFAULT now(), success boolean NOT NULL,
+         checksum bytea NOT NULL, execution_time bigint NOT NULL);
+     INSERT INTO public._sqlx_migrations (version, description, success, checksum, execution_time)
+         SELECT n, 'theirs', true, '\\x00', 1 FROM generate_series(1, 10) n;
      INSERT INTO public.orders VALUES (1, 'the team''s own');";
 
 async fn relations_in(pool: &sqlx::PgPool, schema: &str) -> Vec<String> {
@@ -291,7 +298,9 @@ async fn migrate_lives_beside_a_teams_own_tables_and_creates_nothing_in_public()
         );
         assert!(stdout.contains("example domain applied"), "{stdout}");
     }
-    assert_eq!(relations_in(&pool, "public").await, ["orders", "receipts"]);
+    // Nothing outside inbound's schemas is read or moved (a pre-schema layout once was).
+    let public = ["_sqlx_migrations", "orders", "receipt_queue", "receipts"];
+    assert_eq!(relations_in(&pool, "public").await, public);
     let note: String = sqlx::query_scalar("SELECT note FROM public.orders")
         .fetch_one(&pool)
         .await
@@ -326,6 +335,12 @@ async fn migrate_lives_beside_a_teams_own_tables_and_creates_nothing_in_public()
             .await
             .contains(&"receipts".to_owned())
     );
+    assert_eq!(relations_in(&pool, "public").await, public);
+    let history: i64 = sqlx::query_scalar("SELECT count(*) FROM public._sqlx_migrations")
+        .fetch_one(&pool)
+        .await
+        .expect("their history");
+    assert_eq!(history, 10, "another installation's history is left alone");
     let refused = inboundctl(
         &["migrate", "--schema", "Billing; DROP"],
         &[("DATABASE_URL".to_owned(), url.clone())],
@@ -338,121 +353,6 @@ async fn migrate_lives_beside_a_teams_own_tables_and_creates_nothing_in_public()
     );
     assert_eq!(refused.status.code(), Some(2));
     assert!(text(&refused.stderr).contains("never creates anything in public"));
-    pool.close().await;
-    drop_database(&name).await;
-}
-
-/// The pre-schema migrations (everything in `public`), read from the repository.
-async fn legacy_migrator() -> sqlx::migrate::Migrator {
-    sqlx::migrate::Migrator::new(std::path::Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../migrations/legacy"
-    )))
-    .await
-    .expect("legacy migrations")
-}
-
-#[tokio::test]
-async fn migrate_moves_a_pre_schema_installation_with_its_data() {
-    let name = format!("inbound_ctl_legacy_{}", rand::random::<u32>());
-    let url = with_database(&admin_url(), &name);
-    let created = inboundctl(
-        &["migrate", "--create-database", "--schema", "scratch"],
-        &[("DATABASE_URL".to_owned(), url.clone())],
-    );
-    assert!(created.status.success(), "{}", text(&created.stderr));
-    let pool = sqlx::PgPool::connect(&url).await.expect("connect");
-    sqlx::query("DROP SCHEMA scratch CASCADE")
-        .execute(&pool)
-        .await
-        .expect("drop scratch");
-    let legacy = legacy_migrator().await;
-    // An installation left half-way through the old migrations is not moved.
-    legacy.run_to(7, &pool).await.expect("legacy up to 7");
-    let output = inboundctl(&["migrate"], &[("DATABASE_URL".to_owned(), url.clone())]);
-    assert_eq!(output.status.code(), Some(1));
-    let stderr = text(&output.stderr);
-    assert!(
-        stderr.contains(
-            "the installation in schema public is at migration 7 of the pre-schema layout"
-        ),
-        "{stderr}"
-    );
-    assert!(
-        relations_in(&pool, "public")
-            .await
-            .contains(&"receipts".to_owned())
-    );
-
-    legacy.run(&pool).await.expect("legacy up to date");
-    sqlx::raw_sql(
-        "INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key, payload)
-         VALUES ('stripe-acme', 'stripe-acme/acct/live', 'evt_old', 'payment_intent.succeeded',
-                 'payment_intent.succeeded', '{}');
-         INSERT INTO receipt_queue (receipt_id, integration, enqueued_at)
-         SELECT id, integration, received_at FROM receipts;
-         INSERT INTO orders (tenant_id, id, provider_payment_id, total_minor, currency)
-         VALUES ('acme', 'o_old', 'pi_old', 1000, 'usd');",
-    )
-    .execute(&pool)
-    .await
-    .expect("legacy data");
-    for run in 0..2 {
-        let output = inboundctl(
-            &["migrate", "--example"],
-            &[("DATABASE_URL".to_owned(), url.clone())],
-        );
-        assert!(output.status.success(), "{}", text(&output.stderr));
-        let moved =
-            text(&output.stdout).contains("moved inbound's tables from schema public into inbound");
-        assert_eq!(moved, run == 0, "moved once: {}", text(&output.stdout));
-    }
-    assert_eq!(
-        relations_in(&pool, "public").await,
-        ["inbound_legacy_migrations"]
-    );
-    let event: String = sqlx::query_scalar(
-        "SELECT r.event_id FROM inbound.receipts r JOIN inbound.receipt_queue q ON q.receipt_id = r.id",
-    )
-    .fetch_one(&pool)
-    .await
-    .expect("the pending receipt moved with its queue row");
-    assert_eq!(event, "evt_old");
-    let order: String =
-        sqlx::query_scalar("SELECT status FROM inbound_example.orders WHERE id = 'o_old'")
-            .fetch_one(&pool)
-            .await
-            .expect("the order was adopted");
-    assert_eq!(order, "awaiting_payment");
-    // Identity and fencing sequences moved along and keep counting.
-    sqlx::query(
-        "INSERT INTO inbound.receipts (integration, source_scope, event_id, event_type, route_key)
-         VALUES ('stripe-acme', 'stripe-acme/acct/live', 'evt_new', 't', 't')",
-    )
-    .execute(&pool)
-    .await
-    .expect("a new receipt gets an id");
-    let token: i64 = sqlx::query_scalar("SELECT nextval('inbound.receipt_lease_tokens')")
-        .fetch_one(&pool)
-        .await
-        .expect("tokens");
-    assert!(token >= 2_147_483_648);
-
-    // A rollback: the previous release migrates again and builds an empty installation
-    // in public beside the moved one. Migrating then must say so, not carry on.
-    legacy
-        .run(&pool)
-        .await
-        .expect("the previous release migrates again");
-    let output = inboundctl(&["migrate"], &[("DATABASE_URL".to_owned(), url.clone())]);
-    assert_eq!(output.status.code(), Some(1));
-    let stderr = text(&output.stderr);
-    assert!(
-        stderr.contains(
-            "schema public holds an installation of the pre-schema layout beside the one in inbound"
-        ),
-        "{stderr}"
-    );
     pool.close().await;
     drop_database(&name).await;
 }

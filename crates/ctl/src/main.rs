@@ -24,7 +24,7 @@ mod selection;
 mod sign;
 mod stripe_cmd;
 
-use output::out;
+use output::{out, out_exact};
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -321,7 +321,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             event_type,
         } => {
             let loaded = Config::load(&config)?;
-            out!(
+            out_exact!(
                 "{}",
                 sign::curl_command(&loaded, &integration, &body, &url, event_type.as_deref())?
             );
@@ -436,9 +436,6 @@ async fn migrate(
         store::migrations::migrate_with(&connect_options, schema, store::migrations::MAX_RUNS)
             .await
             .context("migration failed")?;
-    if let Some(from) = migrated.moved_from {
-        out!("moved inbound's tables from schema {from} into {schema}");
-    }
     out!("migrations applied (schema {schema})");
     if !migrated.newer.is_empty() {
         let newer: Vec<String> = migrated.newer.iter().map(i64::to_string).collect();

@@ -18,10 +18,13 @@
 //!   report or `pg_dump` must not fail them. `statement_timeout` is off for the session:
 //!   index builds on a large table take long.
 //! - Everything lands in the configured schema (the session's whole `search_path`), the
-//!   history too (`<schema>._sqlx_migrations`); an installation from before the schema
-//!   existed is moved there first ([`super::relocate`]).
-//! - Migrations never hold an exclusive lock for long: none rewrites or scans a table
-//!   under one (a constant default, no new constraint on existing rows).
+//!   history too (`<schema>._sqlx_migrations`); nothing outside it is read or changed.
+//! - Migrations never block writers beyond [`LOCK_TIMEOUT`]: after the baseline, none
+//!   rewrites or scans a table under a lock writers need — a column gets a constant
+//!   default, a constraint on existing rows is added `NOT VALID` and validated apart, an
+//!   index is built concurrently. `make lint` checks every migration with squawk
+//!   (`.squawk.toml`), and `tests/tests/migrations.rs` applies each one to a table of
+//!   100,000 receipts while a writer inserts.
 
 use std::borrow::Cow;
 use std::time::Duration;
@@ -30,7 +33,7 @@ use sqlx::migrate::{MigrateError, Migrator};
 use sqlx::postgres::{PgConnectOptions, PgPool};
 use sqlx::{Connection, PgConnection};
 
-use super::{MIGRATOR, Schema, in_schema, relocate};
+use super::{MIGRATOR, Schema, in_schema};
 
 /// How long a migration statement may wait for a lock before the run is retried.
 pub const LOCK_TIMEOUT: Duration = Duration::from_secs(2);
@@ -58,16 +61,13 @@ impl From<sqlx::Error> for MigrationError {
 /// What a migration run did besides applying migrations.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Migrated {
-    /// The schema a pre-schema installation was moved from.
-    pub moved_from: Option<String>,
     /// Applied migrations newer than this release knows (a newer release migrated the
     /// database): left as they are.
     pub newer: Vec<i64>,
 }
 
-/// Applies every pending migration of inbound's own into `schema` (creating it), after
-/// moving a pre-schema installation there (see the module doc for how interruptions and
-/// locks are handled).
+/// Applies every pending migration of inbound's own into `schema`, creating it (see the
+/// module doc for how interruptions and locks are handled).
 pub async fn migrate(pool: &PgPool, schema: &Schema) -> Result<Migrated, MigrationError> {
     migrate_with(pool.connect_options().as_ref(), schema, MAX_RUNS).await
 }
@@ -79,12 +79,7 @@ pub async fn migrate_with(
     schema: &Schema,
     max_runs: u32,
 ) -> Result<Migrated, MigrationError> {
-    let plan = Plan {
-        migrator: &MIGRATOR,
-        schema,
-        own: true,
-    };
-    run_with_retries(options, &plan, max_runs).await
+    run_with_retries(options, &MIGRATOR, schema, max_runs).await
 }
 
 /// Applies another crate's migrations (the example domain's, a team's own) into their own
@@ -107,27 +102,22 @@ pub async fn migrate_schema_with(
     schema: &Schema,
     max_runs: u32,
 ) -> Result<Migrated, MigrationError> {
-    let plan = Plan {
-        migrator,
-        schema,
-        own: false,
-    };
-    run_with_retries(options, &plan, max_runs).await
+    run_with_retries(options, migrator, schema, max_runs).await
 }
 
 /// One set of migrations and where it goes.
 struct Plan<'a> {
     migrator: &'a Migrator,
     schema: &'a Schema,
-    /// inbound's own: move a pre-schema installation first.
-    own: bool,
 }
 
 async fn run_with_retries(
     options: &PgConnectOptions,
-    plan: &Plan<'_>,
+    migrator: &Migrator,
+    schema: &Schema,
     max_runs: u32,
 ) -> Result<Migrated, MigrationError> {
+    let plan = &Plan { migrator, schema };
     let options = in_schema(options.clone(), plan.schema).options([("statement_timeout", "0")]);
     let mut delay = Duration::from_millis(250);
     let mut run = 1;
@@ -157,8 +147,7 @@ async fn run_once(options: &PgConnectOptions, plan: &Plan<'_>) -> Result<Migrate
 /// How often a migrator asks again for the migration lock a peer holds.
 const LOCK_POLL_INTERVAL: Duration = Duration::from_millis(250);
 
-/// One migrator at a time: the move, the repair and every pending migration under one
-/// advisory lock, waited for without a timeout (a migrator waiting for a migrator holds
+/// One migrator at a time: the repair and every pending migration under one advisory lock, waited for without a timeout (a migrator waiting for a migrator holds
 /// up no one).
 async fn migrate_locked(
     connection: &mut PgConnection,
@@ -185,10 +174,6 @@ async fn migrate_locked(
     migrator.set_ignore_missing(true);
     migrator.dangerous_set_table_name(Cow::Owned(plan.schema.qualify("_sqlx_migrations")));
     let mut migrated = Migrated::default();
-    if plan.own {
-        set_lock_timeout(connection, LOCK_TIMEOUT).await?;
-        migrated.moved_from = relocate::from_legacy(connection, plan.schema, &migrator).await?;
-    }
     create_schema_if_missing(connection, plan.schema).await?;
     // Unqualified statements create where the session's search_path points: make sure it
     // is the schema (a pooler that drops startup options would leave it at `public`).
@@ -270,10 +255,7 @@ async fn newer_migrations(
 }
 
 /// Whether `qualified` (`schema.table`, quoted as needed) names an existing relation.
-pub(super) async fn table_exists(
-    connection: &mut PgConnection,
-    qualified: &str,
-) -> Result<bool, sqlx::Error> {
+async fn table_exists(connection: &mut PgConnection, qualified: &str) -> Result<bool, sqlx::Error> {
     sqlx::query_scalar!(
         r#"SELECT to_regclass($1) IS NOT NULL AS "exists!""#,
         qualified
@@ -285,7 +267,7 @@ pub(super) async fn table_exists(
 /// Creates `schema` only when it does not exist: `CREATE SCHEMA IF NOT EXISTS` needs the
 /// CREATE privilege on the database even when the schema is there, and a role on managed
 /// PostgreSQL often has only a schema a DBA created for it.
-pub(super) async fn create_schema_if_missing(
+async fn create_schema_if_missing(
     connection: &mut PgConnection,
     schema: &Schema,
 ) -> Result<(), sqlx::Error> {

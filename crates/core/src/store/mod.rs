@@ -13,8 +13,8 @@
 //!   finishing, retrying or failing a receipt.
 //! - [`effects`]: effect intents (the outbox).
 //! - [`admin`]: what operators read and change (`inboundctl`), and the queue gauges.
-//! - [`migrations`]: the schema applied so that any migration may be interrupted and rerun;
-//!   [`relocate`]: a pre-schema installation moved into its schema.
+//! - [`migrations`]: the schema applied so that any migration may be interrupted and rerun,
+//!   and none blocks writers.
 
 /// A CTE named `durable` that raises `synchronous_commit` to `on` for the statement's own
 /// transaction when the session is at `off` or `local` (`remote_write`, `on` and
@@ -37,7 +37,6 @@ pub mod effects;
 pub mod migrations;
 pub mod queue;
 pub mod receipts;
-pub mod relocate;
 pub mod roles;
 mod schema;
 pub mod session;

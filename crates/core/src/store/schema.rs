@@ -134,7 +134,7 @@ mod tests {
     fn inbound_never_takes_public_for_its_own() {
         assert!(
             "public".parse::<Schema>().is_ok(),
-            "a legacy installation's schema"
+            "another crate's schema may be public"
         );
         let error = Schema::parse_own("public").expect_err("refused");
         assert!(
