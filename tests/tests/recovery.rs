@@ -365,3 +365,57 @@ async fn github_redeliver_asks_again_only_for_what_failed_and_inbound_does_not_h
     );
     assert!(!stderr.contains("github_pat_wrong"), "{stderr}");
 }
+
+/// How many times the receipt key's index was scanned in this transaction so far.
+async fn receipt_key_scans(connection: &mut sqlx::PgConnection) -> i64 {
+    sqlx::query_scalar("SELECT pg_stat_get_xact_numscans('receipts_receipt_key'::regclass)")
+        .fetch_one(connection)
+        .await
+        .expect("index statistics")
+}
+
+/// `github redeliver` asks which deliveries inbound holds by walking the receipt key's
+/// index one scope at a time: only the integration's own scopes, however many scopes
+/// other integrations (a Stripe Connect endpoint: one per account and mode) hold — and an
+/// integration whose id begins with this one's is another integration.
+#[tokio::test]
+async fn held_deliveries_are_looked_up_in_the_integrations_own_scopes_only() {
+    let database = TestDatabase::create().await;
+    sqlx::raw_sql(
+        "INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key)
+         SELECT 'stripe-connect', 'stripe-connect/acct_' || n || '/live', 'evt_' || n, 't', 't'
+         FROM generate_series(1, 3000) n;
+         INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key) VALUES
+           ('gh', 'gh/installation/1', 'guid-1', 'push', 'push'),
+           ('gh', 'gh/installation/2', 'guid-2', 'push', 'push'),
+           ('gh', 'gh', 'guid-3', 'push', 'push'),
+           ('gh-other', 'gh-other/installation/1', 'guid-4', 'push', 'push'),
+           ('gh.b', 'gh.b/installation/1', 'guid-5', 'push', 'push');
+         ANALYZE receipts;",
+    )
+    .execute(database.pool())
+    .await
+    .expect("receipts");
+    let mut connection = database.pool().acquire().await.expect("connection");
+    let mut transaction = sqlx::Connection::begin(&mut *connection)
+        .await
+        .expect("begin");
+    let before = receipt_key_scans(&mut transaction).await;
+    let held = inbound_core::store::receipts::held_event_ids(
+        &mut transaction,
+        "gh",
+        &[
+            "guid-1", "guid-2", "guid-3", "guid-4", "guid-5", "guid-6", "evt_7",
+        ],
+    )
+    .await
+    .expect("held");
+    let scans = receipt_key_scans(&mut transaction).await - before;
+    let mut held: Vec<String> = held.into_iter().collect();
+    held.sort();
+    assert_eq!(held, ["guid-1", "guid-2", "guid-3"]);
+    assert!(
+        scans < 40,
+        "{scans} scans of the receipt key for 3 scopes among 3,000 of another integration"
+    );
+}

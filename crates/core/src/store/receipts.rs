@@ -176,8 +176,10 @@ pub async fn held_keys(
         .collect())
 }
 
-/// Which of `event_ids` the integration holds a receipt for, in any scope: one descent of
-/// the receipt-key index per distinct scope (a loose index scan), then one per id.
+/// Which of `event_ids` the integration holds a receipt for, in any of its scopes: one
+/// descent of the receipt-key index per scope of the integration (a loose index scan of
+/// `{integration}/…`, a contiguous range since the key compares bytes), then one per id;
+/// other integrations' scopes, however many, are never visited.
 pub async fn held_event_ids(
     conn: &mut PgConnection,
     integration: &str,
@@ -186,19 +188,33 @@ pub async fn held_event_ids(
     if event_ids.is_empty() {
         return Ok(HashSet::new());
     }
+    // A scope is the integration's id alone, or the id, `/` and more: `/` sorts just
+    // before `0`, so "{id}/" ≤ scope < "{id}0" holds exactly the longer ones.
+    let alone = SourceScope::from_parts([integration]);
+    let first = format!("{}/", alone.as_str());
+    let past = format!("{}0", alone.as_str());
     let rows = sqlx::query_scalar!(
         r#"WITH RECURSIVE scopes (scope) AS (
-             (SELECT source_scope FROM receipts ORDER BY source_scope LIMIT 1)
+             (SELECT source_scope FROM receipts
+              WHERE source_scope >= $3 AND source_scope < $4
+              ORDER BY source_scope LIMIT 1)
              UNION ALL
-             SELECT (SELECT r.source_scope FROM receipts r WHERE r.source_scope > s.scope
+             SELECT (SELECT r.source_scope FROM receipts r
+                     WHERE r.source_scope > s.scope AND r.source_scope < $4
                      ORDER BY r.source_scope LIMIT 1)
              FROM scopes s WHERE s.scope IS NOT NULL
          )
-         SELECT DISTINCT r.event_id AS "event_id!"
+         SELECT r.event_id AS "event_id!"
          FROM scopes s JOIN receipts r ON r.source_scope = s.scope AND r.event_id = ANY ($2)
-         WHERE r.integration = $1"#,
+         WHERE r.integration = $1
+         UNION
+         SELECT event_id FROM receipts
+         WHERE source_scope = $5 AND event_id = ANY ($2) AND integration = $1"#,
         integration,
         event_ids as &[&str],
+        first,
+        past,
+        alone.as_str(),
     )
     .fetch_all(conn)
     .await?;
