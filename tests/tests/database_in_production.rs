@@ -234,13 +234,29 @@ async fn each_role_is_refused_what_its_process_must_not_do() {
     ] {
         refused(Process::Ingress, statement).await;
     }
+    // The audit trail of operators' decisions is insert-only for every process: no role
+    // that acts on receipts and effects can rewrite or erase who decided what.
+    let rewrite_audit = [
+        "UPDATE receipt_replays SET reason = 'rewritten'",
+        "DELETE FROM receipt_replays",
+        "UPDATE receipt_resolutions SET resolved_by = 'someone else'",
+        "DELETE FROM receipt_resolutions",
+        "UPDATE effect_resolutions SET note = 'rewritten'",
+        "DELETE FROM effect_resolutions",
+    ];
     for statement in [
         "DROP TABLE receipts",
         "ALTER TABLE receipts ADD COLUMN x int",
         "TRUNCATE receipts",
         "DELETE FROM _sqlx_migrations",
         "CREATE TABLE inbound.sneaky (x int)",
-    ] {
+        // Only purge, an operator's command, removes receipts.
+        "DELETE FROM receipts",
+        "INSERT INTO receipt_replays (receipt_id, previous_status, replayed_by, reason) VALUES (1, 'failed', 'w', 'r')",
+    ]
+    .into_iter()
+    .chain(rewrite_audit)
+    {
         refused(Process::Worker, statement).await;
     }
     for statement in [
@@ -248,13 +264,21 @@ async fn each_role_is_refused_what_its_process_must_not_do() {
         "UPDATE receipts SET status = 'done'",
         "SELECT * FROM inbound_example.orders",
         "DROP TABLE effects",
-    ] {
+        "INSERT INTO effect_resolutions (effect_id, previous_status, action, resolved_by, note) VALUES (1, 'review', 'retry', 'd', 'n')",
+    ]
+    .into_iter()
+    .chain(rewrite_audit)
+    {
         refused(Process::Dispatcher, statement).await;
     }
     for statement in [
         "DROP TABLE receipts",
         "ALTER TABLE effects DROP COLUMN sink",
-    ] {
+        "TRUNCATE receipt_replays",
+    ]
+    .into_iter()
+    .chain(rewrite_audit)
+    {
         refused(Process::Operator, statement).await;
     }
     // What the ingress does is allowed: a receipt in, its id back.
@@ -407,4 +431,93 @@ async fn ingress_worker_and_dispatcher_do_their_work_under_their_roles() {
     )
     .await;
     assert_eq!(domain::order_status(pool, "o1").await, "paid");
+}
+
+/// The operators' role does every decision `inboundctl` records — replay, quarantine,
+/// fail, close, resolve — and purges, with the audit trail insert-only.
+#[tokio::test]
+async fn operators_decide_and_purge_under_their_role() {
+    let database = TestDatabase::create().await;
+    let roles = TestRoles::create(&database).await;
+    sqlx::raw_sql(
+        "INSERT INTO receipts (id, integration, source_scope, event_id, event_type, route_key, payload, status, attempts)
+         OVERRIDING SYSTEM VALUE VALUES
+           (1, 'stripe-acme', 's', 'evt_failed', 't', 't', '{}', 'failed', 10),
+           (2, 'stripe-acme', 's', 'evt_to_quarantine', 't', 't', '{}', 'pending', 0),
+           (3, 'stripe-acme', 's', 'evt_to_fail', 't', 't', '{}', 'pending', 0);
+         INSERT INTO receipt_queue (receipt_id, integration, enqueued_at)
+           SELECT id, integration, received_at FROM receipts WHERE status = 'pending';
+         INSERT INTO receipts (id, integration, source_scope, event_id, event_type, route_key, payload,
+                               status, outcome, received_at, finished_at)
+         OVERRIDING SYSTEM VALUE VALUES
+           (4, 'stripe-acme', 's', 'evt_old', 't', 't', '{}', 'done', 'applied',
+            now() - interval '90 days', now() - interval '90 days');
+         INSERT INTO effects (receipt_id, operation_key, sink, kind, tenant, data, event, status)
+           VALUES (4, 'op-1', 'audit', 'forward', 'acme', '{}', '{}', 'review');",
+    )
+    .execute(database.pool())
+    .await
+    .expect("seed");
+    let operator = roles.url(database.url(), Process::Operator);
+    let run = |args: &[&str]| {
+        let output = inboundctl(args, &operator);
+        assert!(
+            output.status.success(),
+            "{args:?}: {}",
+            text(&output.stderr)
+        );
+    };
+    for args in [
+        &[
+            "receipts", "replay", "1", "--reason", "fixed", "--by", "ops",
+        ][..],
+        &[
+            "receipts",
+            "quarantine",
+            "2",
+            "--reason",
+            "looks wrong",
+            "--by",
+            "ops",
+        ],
+        &[
+            "receipts", "close", "2", "--reason", "not ours", "--by", "ops",
+        ],
+        &["receipts", "fail", "3", "--reason", "poison", "--by", "ops"],
+        &[
+            "effects",
+            "resolve",
+            "1",
+            "--completed",
+            "--note",
+            "sent by hand",
+            "--by",
+            "ops",
+        ],
+    ] {
+        run(args);
+    }
+    let audit: i64 = sqlx::query_scalar(
+        "SELECT (SELECT count(*) FROM receipt_replays) + (SELECT count(*) FROM receipt_resolutions)
+              + (SELECT count(*) FROM effect_resolutions)",
+    )
+    .fetch_one(database.pool())
+    .await
+    .expect("audit rows");
+    assert_eq!(audit, 5, "one row per decision");
+    run(&[
+        "purge",
+        "--payloads-older-than-days",
+        "31",
+        "--keys-older-than-days",
+        "31",
+    ]);
+    let purged: i64 = sqlx::query_scalar("SELECT count(*) FROM receipts WHERE id = 4")
+        .fetch_one(database.pool())
+        .await
+        .expect("purged");
+    assert_eq!(
+        purged, 0,
+        "the old receipt's key is gone with its closed effect"
+    );
 }

@@ -5,7 +5,9 @@
 //!
 //! None of them owns a table, so none can drop or alter one; the migrating role keeps
 //! ownership. The ingress cannot read a payload, update a receipt or touch a business
-//! table; the dispatcher cannot read payloads either. The statements are idempotent and
+//! table; the dispatcher cannot read payloads either; only operators remove receipts
+//! (purge); and the audit trail of operators' decisions (`receipt_replays`,
+//! `receipt_resolutions`, `effect_resolutions`) is insert-only for every role. The statements are idempotent and
 //! are re-run after every migration (`inboundctl migrate --create-roles`), so a new table
 //! is granted as it arrives. Passwords are not ours to choose: the roles are created
 //! without one (`ALTER ROLE … PASSWORD`, certificates or a cloud IAM log them in).
@@ -28,22 +30,36 @@ const GRANTS: &[(Process, &[&str])] = &[
     (
         Process::Worker,
         &[
-            "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} TO {role}",
+            // Receipts change state but are never inserted or removed (purge is an
+            // operator's); queue rows are fenced away and released; intents are written
+            // and, with `--role all`, delivered. Operators' decisions are none of its
+            // business.
+            "GRANT SELECT, UPDATE ON {schema}.receipts TO {role}",
+            "GRANT SELECT, UPDATE, DELETE ON {schema}.receipt_queue TO {role}",
+            "GRANT SELECT, INSERT, UPDATE ON {schema}.effects, {schema}.effect_attempts TO {role}",
             "GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {schema} TO {role}",
         ],
     ),
     (
         Process::Dispatcher,
         &[
-            "GRANT SELECT, INSERT, UPDATE ON {schema}.effects, {schema}.effect_attempts, {schema}.effect_resolutions TO {role}",
+            "GRANT SELECT, UPDATE ON {schema}.effects TO {role}",
+            "GRANT SELECT, INSERT, UPDATE ON {schema}.effect_attempts TO {role}",
             "GRANT SELECT ON {schema}.receipt_queue TO {role}",
             "GRANT SELECT (id, integration, source_scope, event_id, event_type, status, received_at) ON {schema}.receipts TO {role}",
+            "GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {schema} TO {role}",
         ],
     ),
     (
         Process::Operator,
         &[
-            "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} TO {role}",
+            // Decisions, backfill and purge change receipts, queue rows and effects; the
+            // audit trail of those decisions only grows (purge's cascade runs as the
+            // tables' owner).
+            "GRANT SELECT, INSERT, UPDATE, DELETE ON {schema}.receipts, {schema}.receipt_queue TO {role}",
+            "GRANT SELECT, UPDATE ON {schema}.effects TO {role}",
+            "GRANT SELECT ON {schema}.effect_attempts TO {role}",
+            "GRANT SELECT, INSERT ON {schema}.receipt_replays, {schema}.receipt_resolutions, {schema}.effect_resolutions TO {role}",
             "GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {schema} TO {role}",
         ],
     ),
