@@ -4,7 +4,7 @@
 //! A resolution fences out any dispatcher holding the effect (a reconciliation in
 //! progress cannot overwrite it).
 
-use crate::output::out;
+use crate::output::{out, out_exact};
 use crate::selection::{
     ConfigArg, Confirmation, EffectStatus, Operator, Window, check_bulk, next_page_hint,
     sink_owner, sinks_selected,
@@ -167,7 +167,7 @@ fn print_effects(
     json: bool,
 ) -> anyhow::Result<()> {
     if json {
-        out!("{}", serde_json::to_string(rows)?);
+        out_exact!("{}", serde_json::to_string(rows)?);
         return Ok(());
     }
     out!(
@@ -379,7 +379,7 @@ async fn resolve(args: ResolveArgs) -> anyhow::Result<()> {
     }
     transaction.commit().await?;
     if json {
-        out!("{}", json!({"effects": ids, "action": resolution.action()}));
+        out_exact!("{}", json!({"effects": ids, "action": resolution.action()}));
     } else {
         for id in &ids {
             out!("effect {id}: {} (recorded for {by})", resolution.action());

@@ -24,7 +24,7 @@ use inbound_core::verify::Provider;
 use serde_json::{Value, json};
 
 use crate::operate::DatabaseArgs;
-use crate::output::out;
+use crate::output::{out, out_exact};
 use crate::provider_api;
 use crate::selection::{parse_time, secret_from};
 
@@ -241,7 +241,7 @@ fn hook_path(args: &RedeliverArgs) -> anyhow::Result<String> {
 
 fn report(summary: &Summary, as_json: bool) -> anyhow::Result<()> {
     if as_json {
-        out!("{}", serde_json::to_string(summary)?);
+        out_exact!("{}", serde_json::to_string(summary)?);
         return Ok(());
     }
     let verb = if summary.dry_run {

@@ -3,7 +3,7 @@
 //! `--json`, and refuses bad input (bad ages, a floor it would cross) with a clear message
 //! and a non-zero exit.
 
-use crate::output::out;
+use crate::output::{out, out_exact};
 use std::path::Path;
 use std::time::Duration;
 
@@ -130,7 +130,7 @@ pub async fn status(
             .into_iter()
             .map(|(state, n)| (state.as_str().to_owned(), json!(n)))
             .collect();
-        out!(
+        out_exact!(
             "{}",
             json!({"receipts": counts, "effects": effects,
                    "owners": ages.iter()
@@ -263,7 +263,7 @@ pub async fn purge(
         .await?;
     }
     if as_json {
-        out!(
+        out_exact!(
             "{}",
             json!({"payloads_purged": payloads, "keys_purged": keys, "finished": finished})
         );
@@ -285,7 +285,7 @@ async fn preview_purge(
     let (payloads, keys) =
         admin::purge_preview(connection, options.payload_days, options.key_days, None).await?;
     if as_json {
-        out!(
+        out_exact!(
             "{}",
             json!({"dry_run": true, "payloads": payloads, "keys": keys})
         );

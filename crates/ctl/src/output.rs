@@ -3,22 +3,60 @@
 //! finishes its work (a migration half done because nobody read its progress would be
 //! worse than the panic `println!` gives) and exits as it would have. And the one line an
 //! error becomes ([`error_line`]).
+//!
+//! Human-readable lines ([`out!`]) hold what senders wrote (event ids, types, reasons,
+//! errors, payloads): every control character in them (C0, DEL, C1 — an escape sequence
+//! for the terminal, a carriage return or newline that forges a line) and every
+//! bidirectional override is printed escaped (`\u{1b}`, `\n`), so one line printed is one
+//! line seen. JSON and commands to paste ([`out_exact!`]) are printed exactly: a program
+//! reads them.
 
+use std::borrow::Cow;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Set once standard output was found closed: nothing more is written to it.
 static STDOUT_CLOSED: AtomicBool = AtomicBool::new(false);
 
-/// Writes one line to standard output; once it is closed, writes nothing; on any other
-/// write error, says so on standard error and goes on (the work matters more).
+/// Writes one human-readable line to standard output, its control characters escaped
+/// ([`terminal_safe`]).
 pub fn line(text: std::fmt::Arguments<'_>) {
+    exact_line(&terminal_safe(&text.to_string()));
+}
+
+/// Writes one line exactly (JSON, a command to paste) to standard output.
+pub fn exact(text: std::fmt::Arguments<'_>) {
+    exact_line(&text.to_string());
+}
+
+/// `text` with every control character and bidirectional override escaped as Rust writes
+/// it in a literal (`\u{1b}`, `\n`, `\u{202e}`); everything else, any script, as it is.
+pub fn terminal_safe(text: &str) -> Cow<'_, str> {
+    let unsafe_char =
+        |c: char| c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+    if !text.chars().any(unsafe_char) {
+        return Cow::Borrowed(text);
+    }
+    let mut escaped = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if unsafe_char(c) {
+            escaped.extend(c.escape_debug());
+        } else {
+            escaped.push(c);
+        }
+    }
+    Cow::Owned(escaped)
+}
+
+/// Writes `text` and a newline to standard output; once it is closed, writes nothing; on
+/// any other write error, says so on standard error and goes on (the work matters more).
+fn exact_line(text: &str) {
     if STDOUT_CLOSED.load(Ordering::Relaxed) {
         return;
     }
     let mut stdout = std::io::stdout().lock();
     let written = stdout
-        .write_fmt(text)
+        .write_all(text.as_bytes())
         .and_then(|()| stdout.write_all(b"\n"))
         .and_then(|()| stdout.flush());
     if let Err(error) = written {
@@ -29,7 +67,8 @@ pub fn line(text: std::fmt::Arguments<'_>) {
     }
 }
 
-/// `println!` that ends the command quietly when standard output was closed.
+/// `println!` for people: control characters escaped, and the command ends quietly when
+/// standard output was closed.
 macro_rules! out {
     () => {
         $crate::output::line(format_args!(""))
@@ -39,6 +78,15 @@ macro_rules! out {
     };
 }
 pub(crate) use out;
+
+/// `println!` for what a program reads or a shell runs (JSON, a command to paste): exactly
+/// as written, and the command ends quietly when standard output was closed.
+macro_rules! out_exact {
+    ($($arg:tt)*) => {
+        $crate::output::exact(format_args!($($arg)*))
+    };
+}
+pub(crate) use out_exact;
 
 /// `error` and its causes on one line, each said once, without the PostgreSQL source
 /// line the driver appends to a database error (" at line 1392": a line of the server's
@@ -71,6 +119,15 @@ fn without_server_source_line(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn control_characters_and_overrides_are_escaped_and_the_rest_kept() {
+        assert_eq!(
+            terminal_safe("evt_\u{1b}[31m\u{9b}2J\r\nline\u{7f}\u{202e}é漢"),
+            "evt_\\u{1b}[31m\\u{9b}2J\\r\\nline\\u{7f}\\u{202e}é漢"
+        );
+        assert!(matches!(terminal_safe("plain évent"), Cow::Borrowed(_)));
+    }
 
     #[test]
     fn a_cause_already_said_is_left_out_and_server_lines_are_dropped() {

@@ -112,10 +112,18 @@ fn print_payload(detail: &admin::ReceiptDetail) -> anyhow::Result<()> {
         None => out!("  payload      (purged)"),
         Some(text) => match payload::decode(text) {
             Ok(payload) => {
-                out!("  payload\n{}", serde_json::to_string_pretty(&payload)?);
+                out!("  payload");
+                for line in serde_json::to_string_pretty(&payload)?.lines() {
+                    out!("{line}");
+                }
             }
             // Stored before the storability contract: show it exactly as stored.
-            Err(error) => out!("  payload      (not decodable: {error})\n{text}"),
+            Err(error) => {
+                out!("  payload      (not decodable: {error})");
+                for line in text.lines() {
+                    out!("{line}");
+                }
+            }
         },
     }
     Ok(())

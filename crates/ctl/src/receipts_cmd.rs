@@ -4,7 +4,7 @@
 //! decision is recorded with who and why, and refused whole when any receipt is in the
 //! wrong state.
 
-use crate::output::out;
+use crate::output::{out, out_exact};
 use crate::selection::{
     ConfigArg, Confirmation, Operator, ReceiptStatus, Window, check_bulk, integration_owner,
     integrations_selected, next_page_hint,
@@ -390,7 +390,7 @@ fn required_reason(reason: Option<&str>) -> anyhow::Result<String> {
 
 fn report(ids: &[ReceiptId], verb: &str, json: bool) {
     if json {
-        out!("{}", json!({ verb: ids }));
+        out_exact!("{}", json!({ verb: ids }));
     } else {
         let listed: Vec<String> = ids.iter().map(ReceiptId::to_string).collect();
         out!("{verb} {} receipt(s): {}", ids.len(), listed.join(", "));
@@ -403,7 +403,7 @@ fn print_receipts(
     json: bool,
 ) -> anyhow::Result<()> {
     if json {
-        out!("{}", serde_json::to_string(rows)?);
+        out_exact!("{}", serde_json::to_string(rows)?);
         return Ok(());
     }
     out!(
@@ -480,7 +480,7 @@ async fn show(database: DatabaseArgs, id: ReceiptId, json: bool) -> anyhow::Resu
             history: &history,
             complete,
         };
-        out!("{}", serde_json::to_string(&shown)?);
+        out_exact!("{}", serde_json::to_string(&shown)?);
         return Ok(());
     }
     receipt_text::print_receipt(&detail, &effects, &history, complete)

@@ -28,7 +28,7 @@ use serde_json::Value;
 use sqlx::Connection;
 
 use crate::operate::DatabaseArgs;
-use crate::output::out;
+use crate::output::{out, out_exact};
 use crate::provider_api;
 use crate::selection::{parse_time, secret_from};
 
@@ -326,7 +326,7 @@ async fn store_page(
 
 fn report(summary: &Summary, as_json: bool) -> anyhow::Result<()> {
     if as_json {
-        out!("{}", serde_json::to_string(summary)?);
+        out_exact!("{}", serde_json::to_string(summary)?);
         return Ok(());
     }
     let verb = if summary.dry_run {
