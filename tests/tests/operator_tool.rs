@@ -750,3 +750,69 @@ async fn effect_ids_are_resolved_all_or_none() {
     .expect("effect");
     assert_eq!((status.as_str(), resolutions), ("review", 0));
 }
+
+/// What a sender wrote reaches the operator's terminal as text: an escape sequence (ESC,
+/// the one-byte CSI U+009B), a carriage return, a newline that would forge a line, a
+/// DEL and a bidirectional override in an event id, type, reason or error are printed
+/// escaped by every human-readable command; `--json` keeps them exactly.
+#[tokio::test]
+async fn sender_bytes_never_reach_the_terminal_as_control_characters() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let hostile = "evt_\u{1b}[31mred\u{9b}2J\r\nreceipt 1 replayed\u{7f}\u{202e}";
+    let id = receipt_in(pool, "evt_plain", "quarantined").await;
+    sqlx::query(
+        "UPDATE receipts SET event_id = $2, event_type = $2, outcome_reason = $2, last_error = $2
+         WHERE id = $1",
+    )
+    .bind(id)
+    .bind(hostile)
+    .execute(pool)
+    .await
+    .expect("hostile fields");
+    let effect = effect_in(pool, "op_hostile", "review").await;
+    sqlx::query("UPDATE effects SET last_error = $2 WHERE id = $1")
+        .bind(effect)
+        .bind(hostile)
+        .execute(pool)
+        .await
+        .expect("hostile error");
+    let id_text = id.to_string();
+    let effect_text = effect.to_string();
+    for args in [
+        &["receipts", "list", "--status", "quarantined"][..],
+        &["receipts", "find", "--event-id", hostile],
+        &["receipts", "show", &id_text],
+        &["effects", "list", "--status", "review"],
+        &["effects", "show", &effect_text],
+    ] {
+        let output = inboundctl(&database, args, &[]);
+        assert!(
+            output.status.success(),
+            "{args:?}: {}",
+            text(&output.stderr)
+        );
+        let stdout = text(&output.stdout);
+        let controls: Vec<char> = stdout
+            .chars()
+            .filter(|c| (c.is_control() && *c != '\n') || *c == '\u{202e}')
+            .collect();
+        assert!(
+            controls.is_empty(),
+            "{args:?} printed {controls:?}: {stdout}"
+        );
+        assert!(
+            !stdout
+                .lines()
+                .any(|line| line.starts_with("receipt 1 replayed")),
+            "{args:?} let a newline forge a line: {stdout}"
+        );
+        assert!(stdout.contains(r"\u{1b}[31mred"), "{args:?}: {stdout}");
+    }
+    let listed = json_of(inboundctl(
+        &database,
+        &["receipts", "list", "--status", "quarantined", "--json"],
+        &[],
+    ));
+    assert_eq!(listed[0]["event_id"], hostile, "JSON stays exact");
+}
