@@ -151,6 +151,20 @@ def render(figures, machine, date, pending):
             (f"worker peak RSS draining 2,000 pending receipts of ~{figures['worker_payload_kib']} KiB, default flags",
              f"{figures['worker_large_rss']} MiB ({figures['worker_large_secs']} s)", "target ≤ 64 MiB"),
         ]
+    schemes = ["stripe", "github", "slack", "shopify", "paddle", "zoom", "standard",
+               "standard_v1a", "standard_v1a_170", "hmac_sha256", "hmac_sha512", "token"]
+    for body, label in (("1048576", "1 MiB"), ("61440", "60 KB")):
+        if f"forged_stripe_{body}_ms" not in figures:
+            continue
+        for scheme in schemes:
+            key = f"forged_{scheme}_{body}"
+            before = figures.get(f"{key}_ms_before")
+            rows.append((
+                f"ingress CPU per forged request, {scheme.replace('_', '-')}, {label} body, "
+                f"16 KiB head (answers {figures[f'{key}_answers']})",
+                f"{float(figures[f'{key}_ms']):.3f} ms"
+                + (f" (before: {float(before):.3f} ms)" if before else ""),
+                "target ≤ 1 ms"))
     lines = [
         BEGIN,
         f"## Latest `make bench` ({date}; {machine}; everything on this one machine)",

@@ -25,6 +25,8 @@
 #                      done receipts already in the database
 #   retention          inboundctl purge of all those done receipts: payloads, then keys
 #   memory             peak RSS under hostile inputs (scripts/bench-memory.sh)
+#   forgery            ingress CPU per forged request of each scheme at the largest head
+#                      and body the defaults allow (scripts/bench-forgery.sh)
 #   plus peak RSS of each binary and commits per receipt (pg_stat_database.xact_commit).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -379,6 +381,7 @@ left=$(psql -Atq "$url" -c "SELECT count(*) FROM receipts WHERE status = 'done'"
 # --- memory under hostile inputs ----------------------------------------------------------------
 step "memory: 1 MB bodies in 1-byte chunks; 500 KB payloads"
 scripts/bench-memory.sh "$results"
+scripts/bench-forgery.sh "$results"
 
 # --- the table ----------------------------------------------------------------------------------
 machine="$(nproc) cores, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo), $(psql -Atq "$bench_admin_url" -c "SHOW server_version" | cut -d' ' -f1) PostgreSQL, $(rustc --version | cut -d' ' -f2) rustc"

@@ -9,8 +9,8 @@
 //! # What an unauthenticated request can cost
 //!
 //! Every request is refused before any cryptography when its header lists more than
-//! [`MAX_SIGNATURES_PER_HEADER`] signatures, or asks for more than [`MAX_ED25519_CHECKS`]
-//! Ed25519 checks; an integration holds at most [`MAX_KEYS`] secrets and [`MAX_KEYS`]
+//! [`MAX_SIGNATURES_PER_HEADER`] signatures, more than [`MAX_ED25519_SIGNATURES`] distinct
+//! Ed25519 ones, or asks for more than [`MAX_ED25519_CHECKS`] Ed25519 checks; an integration holds at most [`MAX_KEYS`] secrets and [`MAX_KEYS`]
 //! public keys. So one request costs at most one MAC pass over its signed bytes per secret
 //! (however many signatures it lists: each MAC is compared with every candidate) plus
 //! [`MAX_ED25519_CHECKS`] SHA-512 passes, and the body is never copied to be verified.
@@ -50,9 +50,13 @@ pub use zoom::{encrypted_token as zoom_encrypted_token, sign as sign_zoom};
 /// leaves room. Counted before anything is decoded or checked.
 pub const MAX_SIGNATURES_PER_HEADER: usize = 8;
 
+/// The most distinct `v1a` (Ed25519) signatures one request may list: a sender signs with
+/// its current key, and with the old one too while it rotates.
+pub const MAX_ED25519_SIGNATURES: usize = 2;
+
 /// The most Ed25519 checks (distinct `v1a` signatures × `whpk_` keys) one request may ask
-/// for: each is a SHA-512 pass over the whole message, which no check can share. A sender
-/// rotating its key signs twice, and a receiver holds at most the old and the new key.
+/// for: each is a SHA-512 pass over the whole message, which no check can share. Two
+/// signatures under the old and the new key of a rotation are four.
 pub const MAX_ED25519_CHECKS: usize = 4;
 
 /// The most secrets, and the most public keys, one integration holds at once (a rotation
@@ -60,9 +64,11 @@ pub const MAX_ED25519_CHECKS: usize = 4;
 pub const MAX_KEYS: usize = 4;
 
 /// Verification whose [`worst_case_cost`] is at most this runs where the request is
-/// handled; above it the ingress runs it on a bounded pool of its own: 256 KiB of SHA-256,
-/// about a quarter of a millisecond on the machines BENCHMARKS.md describes.
-pub const INLINE_COST_LIMIT: u64 = 256 * 1024;
+/// handled; above it the ingress runs it on a bounded pool of its own: 1.5 MiB of SHA-256,
+/// about a millisecond on the machines BENCHMARKS.md describes. One secret's MAC over the
+/// largest default body (1 MiB) stays inline; two secrets, SHA-512 or Ed25519 over it do
+/// not.
+pub const INLINE_COST_LIMIT: u64 = 3 * 512 * 1024;
 
 /// The webhook senders inbound understands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -181,8 +187,9 @@ pub enum VerifyError {
     /// No received signature matches any configured secret.
     #[error("no signature matches")]
     NoMatchingSignature,
-    /// The header lists more signatures than [`MAX_SIGNATURES_PER_HEADER`], or asks for
-    /// more than [`MAX_ED25519_CHECKS`] Ed25519 checks; refused before any is checked.
+    /// The header lists more signatures than [`MAX_SIGNATURES_PER_HEADER`] (or more
+    /// Ed25519 ones than [`MAX_ED25519_SIGNATURES`]), or asks for more than
+    /// [`MAX_ED25519_CHECKS`] Ed25519 checks; refused before any is checked.
     #[error("more signatures than any sender lists")]
     TooManySignatures,
 }
@@ -285,7 +292,7 @@ pub fn worst_case_cost(
     };
     let macs = secrets.saturating_mul(length).saturating_mul(mac_factor);
     let ed25519 = if provider == Provider::Standard && public_keys > 0 {
-        let checks = MAX_ED25519_CHECKS as u64;
+        let checks = MAX_ED25519_CHECKS.min(MAX_ED25519_SIGNATURES * public_keys) as u64;
         checks.saturating_mul(
             length
                 .saturating_mul(SHA512_FACTOR)

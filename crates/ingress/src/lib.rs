@@ -8,7 +8,7 @@
 //! - [`group_commit`]: concurrent receipts committed together, one statement per batch.
 //! - [`reply`]: every outcome, mapped to its status and body in one place.
 //! - [`verification`]: where signatures are checked: inline, or off the async threads
-//!   when a forged request could cost more than a fraction of a millisecond.
+//!   when a forged request could cost more than about a millisecond.
 //! - [`telemetry`]: metric names, HELP text and buckets.
 //!
 //! # Errors

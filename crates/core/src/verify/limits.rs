@@ -149,8 +149,9 @@ fn signed_v1a(seed: u8, body: &[u8]) -> (String, PublicKey) {
     )
 }
 
-/// `v1a` signatures × public keys beyond [`MAX_ED25519_CHECKS`] are refused before any
-/// check, whatever the header's length; the same signature listed twice is checked once.
+/// More distinct `v1a` signatures than [`MAX_ED25519_SIGNATURES`], or signatures × public
+/// keys beyond [`MAX_ED25519_CHECKS`], are refused before any check, whatever the header's
+/// length; the same signature listed twice is checked once.
 #[test]
 fn ed25519_checks_are_capped_and_each_signature_checked_once() {
     let (first, first_key) = signed_v1a(1, BODY);
@@ -179,12 +180,23 @@ fn ed25519_checks_are_capped_and_each_signature_checked_once() {
     assert_eq!(
         run(&[&third, &first, &second], &both_keys),
         Err(VerifyError::TooManySignatures),
-        "3 × 2 checks"
+        "3 signatures"
+    );
+    let (_, fourth_key) = signed_v1a(4, BODY);
+    assert_eq!(
+        run(&[&third, &first], &[fourth_key, second_key, first_key]),
+        Err(VerifyError::TooManySignatures),
+        "2 × 3 checks"
     );
     assert_eq!(
-        run(&[&third, &third, &first, &second, &first], &[first_key]),
+        run(&[&third, &third, &first], &[first_key]),
         Ok(()),
-        "3 × 1 checks"
+        "2 × 1 checks"
+    );
+    assert_eq!(
+        run(&[&third, &second, &first], &[first_key]),
+        Err(VerifyError::TooManySignatures),
+        "3 signatures: more than a rotating sender lists"
     );
     // The red team's request: 170 zero signatures, refused by their count.
     let zero = format!("v1a,{}", BASE64.encode([0u8; 64]));
@@ -221,12 +233,21 @@ fn the_worst_case_cost_counts_each_pass_the_caps_allow() {
     );
     assert_eq!(
         worst_case_cost(Provider::Standard, None, 1, 1, mib),
-        1024 * 1024 + MAX_ED25519_CHECKS as u64 * (3 * 1024 * 1024 + 64 * 1024)
+        1024 * 1024 + 2 * (3 * 1024 * 1024 + 64 * 1024),
+        "one key: two signatures"
+    );
+    assert_eq!(
+        worst_case_cost(Provider::Standard, None, 1, 3, mib),
+        1024 * 1024 + MAX_ED25519_CHECKS as u64 * (3 * 1024 * 1024 + 64 * 1024),
+        "three keys: four checks"
     );
     let token = custom::CustomVerifier::Token(custom::TokenScheme {
         header: "x-token".to_owned(),
     });
     assert_eq!(worst_case_cost(Provider::Token, Some(&token), 2, 0, mib), 0);
-    assert!(worst_case_cost(Provider::Github, None, 1, 0, 200 * 1024) <= INLINE_COST_LIMIT);
-    assert!(worst_case_cost(Provider::Github, None, 1, 0, 300 * 1024) > INLINE_COST_LIMIT);
+    let with_head = mib + 16 * 1024;
+    assert!(worst_case_cost(Provider::Github, None, 1, 0, with_head) <= INLINE_COST_LIMIT);
+    assert!(worst_case_cost(Provider::Github, None, 2, 0, with_head) > INLINE_COST_LIMIT);
+    assert!(worst_case_cost(Provider::Standard, None, 1, 1, 200 * 1024) <= INLINE_COST_LIMIT);
+    assert!(worst_case_cost(Provider::Standard, None, 1, 1, 300 * 1024) > INLINE_COST_LIMIT);
 }

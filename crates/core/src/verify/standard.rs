@@ -8,8 +8,8 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 
 use super::{
-    MAX_ED25519_CHECKS, PublicKey, VerifyContext, VerifyError, check_freshness,
-    check_signature_count, mac,
+    MAX_ED25519_CHECKS, MAX_ED25519_SIGNATURES, PublicKey, VerifyContext, VerifyError,
+    check_freshness, check_signature_count, mac,
 };
 use crate::headers::Headers;
 use crate::secret::Secret;
@@ -54,7 +54,9 @@ pub(super) fn verify(
             asymmetric.push(signature);
         }
     }
-    if asymmetric.len().saturating_mul(context.public_keys.len()) > MAX_ED25519_CHECKS {
+    if asymmetric.len() > MAX_ED25519_SIGNATURES
+        || asymmetric.len().saturating_mul(context.public_keys.len()) > MAX_ED25519_CHECKS
+    {
         return Err(VerifyError::TooManySignatures);
     }
     let parts: [&[u8]; 5] = [id.as_bytes(), b".", timestamp.as_bytes(), b".", body];

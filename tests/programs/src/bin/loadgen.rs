@@ -19,6 +19,7 @@ use hdrhistogram::Histogram;
 use http_body_util::{BodyExt, Full};
 use inbound_core::secret::Secret;
 use inbound_core::verify;
+use inbound_programs::cpu::process_ticks;
 use tokio::net::TcpStream;
 
 #[derive(Debug, Parser)]
@@ -97,21 +98,6 @@ impl CpuTicks {
             "machine_total": machine(|ticks| ticks.total),
         })
     }
-}
-
-/// utime + stime of one process, from its `/proc/…/stat`.
-fn process_ticks(path: &str) -> Option<u64> {
-    process_ticks_in(&std::fs::read_to_string(path).ok()?)
-}
-
-/// utime + stime from the text of a `/proc/…/stat` (fields 14 and 15; the command name in
-/// field 2 may hold spaces and parentheses, so fields are counted after its last `)`).
-fn process_ticks_in(stat: &str) -> Option<u64> {
-    let (_, after_name) = stat.rsplit_once(')')?;
-    let fields: Vec<&str> = after_name.split_whitespace().collect();
-    let user: u64 = fields.get(11)?.parse().ok()?;
-    let system: u64 = fields.get(12)?.parse().ok()?;
-    Some(user + system)
 }
 
 /// The machine's ticks so far, from `/proc/stat`.
@@ -353,14 +339,6 @@ async fn main() {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn process_ticks_count_fields_after_a_command_name_with_spaces_and_parentheses() {
-        let stat = "4242 (tokio (rt) 1) S 1 4242 4242 0 -1 4194560 100 0 0 0 \
-                    37 5 0 0 20 0 3 0 500 1000 200 18446744073709551615";
-        assert_eq!(process_ticks_in(stat), Some(42));
-        assert_eq!(process_ticks_in("4242 (truncated"), None);
-    }
 
     #[test]
     fn machine_ticks_split_busy_steal_and_total() {
