@@ -192,6 +192,21 @@ pub async fn connect_tcp<Ws: WithSocket>(
         // delayed ACK (~40 ms); libpq and earlier sqlx set TCP_NODELAY.
         let stream = tokio::net::TcpStream::connect((host, port)).await?;
         stream.set_nodelay(true)?;
+        // inbound: a server that vanished (a failover whose old primary drops packets)
+        // is noticed by the kernel in about half a minute, not the default two hours
+        // and more: keepalive probes an idle connection after 10 s, every 5 s, 3 times;
+        // data left unacknowledged for 30 s ends the connection (TCP_USER_TIMEOUT). A
+        // proxy that acknowledges while its server is silent fools both: the callers'
+        // own deadlines cover that (inbound-core's store::bounded).
+        let socket = socket2::SockRef::from(&stream);
+        socket.set_tcp_keepalive(
+            &socket2::TcpKeepalive::new()
+                .with_time(std::time::Duration::from_secs(10))
+                .with_interval(std::time::Duration::from_secs(5))
+                .with_retries(3),
+        )?;
+        #[cfg(any(target_os = "linux", target_os = "android", target_os = "fuchsia"))]
+        socket.set_tcp_user_timeout(Some(std::time::Duration::from_secs(30)))?;
         return Ok(with_socket.with_socket(stream).await);
     }
 
