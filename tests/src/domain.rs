@@ -230,6 +230,7 @@ pub fn settings() -> WorkerSettings {
         batch_size: 4,
         effect_concurrency: 8,
         lease: Duration::from_secs(30),
+        statement_limit: Duration::from_secs(6),
         poll_interval: Duration::from_millis(50),
         max_attempts: 10,
         backoff_base: Duration::from_millis(100),
@@ -292,6 +293,7 @@ pub async fn claim_at(
         payload_bytes: i64::MAX,
         allow_one_larger: true,
         max_attempts: settings().max_attempts,
+        statement_limit: settings().statement_limit,
     };
     store::queue::claim_batch(connection, limits, lease, worker_id, None, now)
         .await

@@ -4,7 +4,8 @@
 //! one way to deliver a signed request, [`SignedRequest`] (built by the provider signers or
 //! [`fixtures::Provider::request`]). Besides: the in-process dispatcher harness
 //! ([`dispatcher::Harness`]), a test sink, the reference domain's helpers, PgBouncer, a
-//! private PostgreSQL cluster a test may crash and restart, and the audit of a run.
+//! private PostgreSQL cluster a test may crash and restart, the audit of a run, and
+//! [`eventually`], the one way to wait for a condition.
 //!
 //! Binaries are taken from the workspace's target directory (`make test` builds them
 //! first, with the `failpoints` feature); `INBOUND_BIN_DIR` overrides the location.
@@ -26,8 +27,10 @@ pub mod signing;
 pub mod sink;
 pub mod stack;
 pub mod stripe_api;
+pub mod wait;
 
 pub use database::TestDatabase;
 pub use process::{Service, ServiceOptions};
 pub use signing::SignedRequest;
 pub use stack::Stack;
+pub use wait::eventually;

@@ -195,6 +195,7 @@ async fn outcomes_are_recorded_while_the_pool_is_exhausted() {
         harness.pool(),
         &domain::settings().session,
         &harness.worker.clock,
+        domain::settings().statement_limit,
     );
     let claimed = {
         let mut connection = harness.pool().acquire().await.expect("conn");

@@ -78,7 +78,7 @@ pub async fn run(
         request_timeout: Duration::from_secs(cli.request_timeout_secs),
         database_timeout: acquire_timeout + statement_timeout,
     };
-    let readiness = ops::Readiness::start(pool.clone(), Duration::from_secs(1));
+    let readiness = ops::Readiness::start(pool.clone(), Duration::from_secs(1), sessions.gate());
     let group_commit = start_group_commit(&cli, pool.clone()).gated_by(sessions.gate());
     let app = Arc::new(App::new(
         Arc::new(config),
@@ -128,11 +128,6 @@ pub async fn run(
     sessions.finish()
 }
 
-/// How much longer than `statement_timeout` a committer waits for an answer before it
-/// gives up its connection: the server cancels a slow statement itself, so only a server
-/// that is gone is given up on.
-const STATEMENT_MARGIN: Duration = Duration::from_secs(1);
-
 /// The group commit, with a connection left for `/readyz`.
 fn start_group_commit(cli: &IngressArgs, pool: sqlx::PgPool) -> GroupCommit {
     GroupCommit::start(
@@ -142,7 +137,9 @@ fn start_group_commit(cli: &IngressArgs, pool: sqlx::PgPool) -> GroupCommit {
             committers: cli
                 .commit_concurrency
                 .min(cli.db_max_connections.saturating_sub(1).max(1) as usize),
-            statement_limit: cli.common.statement_timeout() + STATEMENT_MARGIN,
+            // The server cancels a slow statement itself: only a server that went silent is
+            // given up on (store::bounded).
+            statement_limit: cli.common.statement_timeout() + store::bounded::STATEMENT_MARGIN,
         },
     )
 }

@@ -5,6 +5,7 @@
 //! - [`server`]: the hyper 1.x accept loop with limits and a graceful drain.
 //! - [`http`]: the response body type and JSON responses.
 //! - [`ops`]: `/metrics`, `/healthz` and `/readyz`, and the Prometheus recorder.
+//! - [`database`]: a unit of database work, bounded on the client.
 //! - [`process`]: a binary's runtime and exit code.
 //! - [`logging`]: `--log-format json|text` and `RUST_LOG`.
 //! - [`signals`]: SIGTERM/SIGINT as a future.
@@ -20,6 +21,7 @@
 //! that connection.
 
 pub mod args;
+pub mod database;
 pub mod failpoint;
 pub mod http;
 pub mod logging;

@@ -16,6 +16,7 @@ use sqlx::PgPool;
 use tokio::sync::watch;
 
 use crate::http::{Body, json_response};
+use crate::sessions::SessionGate;
 
 /// The recorder this process installed, if any (a lock, not a once-cell: two services
 /// starting together must not both try to install one).
@@ -71,25 +72,33 @@ pub const READINESS_INTERVAL: Duration = Duration::from_secs(1);
 /// A success older than this no longer counts (the probe task is stuck or gone).
 const READINESS_FRESHNESS: Duration = Duration::from_secs(3);
 
-/// Whether the database answered the readiness task's last ping, and when. The same task
-/// samples the pool's gauges.
+/// Whether the process can work: its database sessions were checked (the
+/// [`SessionGate`] is open) and the database answered the readiness task's last ping,
+/// recently. The same task samples the pool's gauges.
 #[derive(Debug, Clone)]
 pub struct Readiness {
     last_success: watch::Receiver<Option<Instant>>,
+    sessions: SessionGate,
 }
 
 impl Readiness {
     /// Starts the task that pings the database through `pool` every
-    /// [`READINESS_INTERVAL`], each ping bounded by `timeout`. It stops when every clone
-    /// of the returned handle is gone.
-    pub fn start(pool: PgPool, timeout: Duration) -> Self {
+    /// [`READINESS_INTERVAL`], each ping (its wait for a connection too) bounded by
+    /// `timeout`. It stops when every clone of the returned handle is gone. Until
+    /// `sessions` opens, the process is not ready whatever the pings say: a session check
+    /// that hangs or has not passed leaves it unable to commit or claim.
+    pub fn start(pool: PgPool, timeout: Duration, sessions: SessionGate) -> Self {
         let (last_success, receiver) = watch::channel(None);
         tokio::spawn(async move {
             while !last_success.is_closed() {
-                let answered = matches!(
-                    tokio::time::timeout(timeout, inbound_core::store::ping(&pool)).await,
-                    Ok(Ok(()))
-                );
+                let pinged = tokio::time::timeout(
+                    timeout,
+                    crate::database::with_connection(&pool, timeout, async |connection| {
+                        inbound_core::store::ping(connection).await
+                    }),
+                )
+                .await;
+                let answered = matches!(pinged, Ok(Ok(())));
                 last_success.send_replace(answered.then(Instant::now));
                 crate::process_metrics::sample_pool(&pool);
                 tokio::time::sleep(READINESS_INTERVAL).await;
@@ -97,14 +106,17 @@ impl Readiness {
         });
         Self {
             last_success: receiver,
+            sessions,
         }
     }
 
-    /// Whether the last ping succeeded, recently.
+    /// Whether the sessions were checked and the last ping succeeded, recently.
     pub fn is_ready(&self) -> bool {
-        self.last_success
-            .borrow()
-            .is_some_and(|at| at.elapsed() < READINESS_FRESHNESS)
+        self.sessions.is_open()
+            && self
+                .last_success
+                .borrow()
+                .is_some_and(|at| at.elapsed() < READINESS_FRESHNESS)
     }
 }
 

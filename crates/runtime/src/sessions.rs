@@ -26,6 +26,27 @@ enum Verdict {
     Refused(String),
 }
 
+/// How long the check's statements may take, once both sessions are connected (each
+/// connect has [`CONNECT_TIMEOUT`]): a server that answers none of them is given up on,
+/// and the check tried again on new sessions.
+const CHECK_STATEMENTS_LIMIT: Duration = Duration::from_secs(5);
+
+/// One check: two sessions, then the statements that compare them, each phase bounded.
+/// The sessions end with the attempt (dropped: a silent server gets no goodbye).
+async fn check_once(
+    options: &sqlx::postgres::PgConnectOptions,
+    target: &SessionTarget,
+) -> Result<Result<(), session::SessionMismatch>, sqlx::Error> {
+    let (mut first, mut second) = session::connect_pair(options, target, CONNECT_TIMEOUT).await?;
+    crate::failpoint::pause("session_check_connected").await;
+    tokio::time::timeout(
+        CHECK_STATEMENTS_LIMIT,
+        session::check_connected(&mut first, &mut second, target),
+    )
+    .await
+    .unwrap_or_else(|_| Err(store::bounded::gave_up(CHECK_STATEMENTS_LIMIT)))
+}
+
 /// Open once the check has passed; closed before (and for ever after a refusal).
 #[derive(Debug, Clone)]
 pub struct SessionGate(watch::Receiver<Verdict>);
@@ -79,7 +100,7 @@ impl SessionGuard {
         let task = tokio::spawn(async move {
             let mut warned: Option<Instant> = None;
             let verdict = loop {
-                match session::check_sessions(&options, &target, CONNECT_TIMEOUT).await {
+                match check_once(&options, &target).await {
                     Ok(Ok(())) => break Verdict::Passed,
                     Ok(Err(mismatch)) => break Verdict::Refused(mismatch.to_string()),
                     Err(error) => {

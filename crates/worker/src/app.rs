@@ -119,11 +119,17 @@ impl WorkerBuilder {
             .await
             .with_context(|| format!("cannot listen on {}", args.metrics_listen))?;
         tracing::info!(metrics_addr = %metrics_listener.local_addr()?, worker_id, ?role, "listening");
-        let readiness = ops::Readiness::start(pool.clone(), Duration::from_secs(1));
+        let readiness =
+            ops::Readiness::start(pool.clone(), Duration::from_secs(1), sessions.gate());
         let ops_port = ops::spawn_ops_port(metrics_listener, metrics, readiness);
         let gauge_worker = Arc::clone(&worker);
         let gauge_interval = Duration::from_secs(args.gauge_interval_secs.max(1));
+        // The gauges query the database like everything else: not before its sessions
+        // are checked (an undeclared pooler would carry their statements).
+        let gauge_gate = sessions.gate();
         let gauges = tokio::spawn(async move {
+            gauges::initialise(&gauge_worker);
+            gauge_gate.opened().await;
             gauges::refresh_forever(&gauge_worker, gauge_interval).await;
         });
 

@@ -8,6 +8,9 @@ use std::time::Duration;
 
 use inbound_core::states::{EffectStatus, ReceiptStatus};
 use inbound_core::store::{admin, effects};
+use inbound_runtime::database::with_connection;
+use inbound_runtime::failpoint;
+use sqlx::PgConnection;
 
 use crate::Worker;
 use crate::telemetry::{
@@ -19,15 +22,27 @@ use crate::telemetry::{
 /// The end states the dispatcher reaches (an operator's `abandoned` is not its own).
 pub const FINISHED_STATES: [EffectStatus; 2] = [EffectStatus::Completed, EffectStatus::Failed];
 
-/// Refreshes the gauges once.
+/// Refreshes the gauges once, all its statements together waiting on the database at
+/// most the statement limit.
 pub async fn refresh(worker: &Worker) -> Result<(), sqlx::Error> {
-    let mut connection = worker.pool.acquire().await?;
-    let counts = admin::receipt_counts(&mut connection).await?;
+    with_connection(
+        &worker.pool,
+        worker.settings.statement_limit,
+        async |connection| {
+            failpoint::pause("before_gauges").await;
+            refresh_on(worker, connection).await
+        },
+    )
+    .await
+}
+
+async fn refresh_on(worker: &Worker, connection: &mut PgConnection) -> Result<(), sqlx::Error> {
+    let counts = admin::receipt_counts(&mut *connection).await?;
     for (state, count) in counts.by_state() {
         metrics::gauge!(RECEIPTS, "state" => state).set(count as f64);
     }
     for integration in worker.config.integrations() {
-        let ages = admin::queue_ages(&mut connection, &integration.id).await?;
+        let ages = admin::queue_ages(&mut *connection, &integration.id).await?;
         metrics::gauge!(OLDEST_PENDING_AGE_SECONDS, "integration" => integration.id.clone())
             .set(ages.pending);
         metrics::gauge!(OLDEST_WAITING_AGE_SECONDS, "integration" => integration.id.clone())
@@ -36,7 +51,7 @@ pub async fn refresh(worker: &Worker) -> Result<(), sqlx::Error> {
     // Counted for every configured integration and sink, and for any other the rows name:
     // receipts of an integration since removed from the configuration (or effects of a
     // removed sink) still need a person, and their alert must not resolve by itself.
-    let for_review = admin::review_counts(&mut connection).await?;
+    let for_review = admin::review_counts(&mut *connection).await?;
     let configured: Vec<&str> = worker
         .config
         .integrations()
@@ -52,7 +67,7 @@ pub async fn refresh(worker: &Worker) -> Result<(), sqlx::Error> {
         metrics::gauge!(RECEIPTS_FOR_REVIEW, "integration" => integration, "state" => state.as_str())
             .set(count as f64);
     }
-    let open = effects::open_counts_by_sink(&mut connection).await?;
+    let open = effects::open_counts_by_sink(&mut *connection).await?;
     let configured: Vec<&str> = worker
         .config
         .sinks()
@@ -64,9 +79,9 @@ pub async fn refresh(worker: &Worker) -> Result<(), sqlx::Error> {
         metrics::gauge!(EFFECTS, "sink" => sink, "state" => state.as_str()).set(count as f64);
     }
     for sink in worker.config.sinks() {
-        let age = effects::oldest_open_age_seconds(&mut connection, &sink.id).await?;
+        let age = effects::oldest_open_age_seconds(&mut *connection, &sink.id).await?;
         metrics::gauge!(OLDEST_EFFECT_AGE_SECONDS, "sink" => sink.id.clone()).set(age);
-        let wait = effects::oldest_due_wait_seconds(&mut connection, &sink.id).await?;
+        let wait = effects::oldest_due_wait_seconds(&mut *connection, &sink.id).await?;
         metrics::gauge!(OLDEST_DUE_EFFECT_WAIT_SECONDS, "sink" => sink.id.clone()).set(wait);
     }
     let known: Vec<&str> = worker
@@ -75,7 +90,7 @@ pub async fn refresh(worker: &Worker) -> Result<(), sqlx::Error> {
         .iter()
         .map(|sink| sink.id.as_str())
         .collect();
-    let unknown = effects::open_for_unknown_sinks(&mut connection, &known).await?;
+    let unknown = effects::open_for_unknown_sinks(&mut *connection, &known).await?;
     metrics::gauge!(EFFECTS_FOR_UNKNOWN_SINKS)
         .set(unknown.iter().map(|(_, count)| *count).sum::<i64>() as f64);
     if !unknown.is_empty() {
@@ -162,7 +177,6 @@ pub fn initialise(worker: &Worker) {
 
 /// Refreshes every `interval` until the task is dropped; failures are logged and retried.
 pub async fn refresh_forever(worker: &Worker, interval: Duration) {
-    initialise(worker);
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {

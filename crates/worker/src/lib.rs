@@ -73,8 +73,12 @@ pub struct WorkerSettings {
     pub batch_size: usize,
     /// Effects delivered or reconciled at once.
     pub effect_concurrency: usize,
-    /// How long a claim is held before another worker may take it over.
+    /// How long a claim is held before another worker may take it over; also the longest
+    /// a business transaction may wait on the database before it is given up.
     pub lease: Duration,
+    /// The longest one statement (a claim, a recording, a refresh of the gauges) waits on
+    /// the database: the server's statement timeout and a margin.
+    pub statement_limit: Duration,
     /// Sleep between claims when there is nothing to do.
     pub poll_interval: Duration,
     /// Attempts before a receipt is `failed` (and the budget of an effect's resends after

@@ -22,6 +22,7 @@ use inbound_core::handlers::{Handler, HandlerError, HandlerInput, Transition};
 use inbound_core::keys::{ReceiptId, ReceiptLease};
 use inbound_core::store::effects::{self, SourceEvent};
 use inbound_core::store::queue::{self, ClaimedReceipt, Finish, FinishedReceipt, StoredPayload};
+use inbound_runtime::database::with_connection;
 use inbound_runtime::failpoint;
 use sqlx::{Acquire, PgConnection};
 
@@ -136,17 +137,21 @@ async fn apply_batch(
     worker: &Worker,
     batch: &[ClaimedReceipt],
 ) -> Result<Vec<Result<Transition, Abort>>, sqlx::Error> {
-    let mut connection = inbound_runtime::process_metrics::acquire(&worker.pool).await?;
-    let applied = apply_together_or_isolated(worker, &mut connection, batch).await;
-    // Large payloads grew the connection's buffers: give them back rather than let every
-    // pooled connection keep the largest batch it ever carried.
-    let bytes: i64 = batch.iter().map(|claimed| claimed.payload_bytes).sum();
-    if usize::try_from(bytes).unwrap_or(usize::MAX)
-        > inbound_core::store::SHRINK_BUFFERS_AFTER_BYTES
-    {
-        sqlx::Connection::shrink_buffers(&mut *connection);
-    }
-    applied
+    // The whole transaction waits on the database at most the lease: past it another
+    // worker may take the receipts, and a silent server must not hold this slot longer.
+    with_connection(&worker.pool, worker.settings.lease, async |connection| {
+        let applied = apply_together_or_isolated(worker, connection, batch).await;
+        // Large payloads grew the connection's buffers: give them back rather than let
+        // every pooled connection keep the largest batch it ever carried.
+        let bytes: i64 = batch.iter().map(|claimed| claimed.payload_bytes).sum();
+        if usize::try_from(bytes).unwrap_or(usize::MAX)
+            > inbound_core::store::SHRINK_BUFFERS_AFTER_BYTES
+        {
+            sqlx::Connection::shrink_buffers(connection);
+        }
+        applied
+    })
+    .await
 }
 
 async fn apply_together_or_isolated(
@@ -219,6 +224,7 @@ async fn transitions_together(
         let next = if fenced.contains(&claimed.receipt_id) {
             let route = resolve(worker, claimed)?;
             failpoint::hit("worker_in_business_tx");
+            failpoint::pause("worker_in_business_tx").await;
             match readable_payload(claimed) {
                 Ok(payload) => Some((route, payload)),
                 Err(unreadable) => {
@@ -297,6 +303,7 @@ async fn apply_one(
         return Err(Abort::LeaseLost);
     }
     failpoint::hit("worker_in_business_tx");
+    failpoint::pause("worker_in_business_tx").await;
     let transition = transition(transaction, claimed, &route).await?;
     queue::finish(
         transaction,

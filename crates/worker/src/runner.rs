@@ -14,6 +14,8 @@ use std::time::Duration;
 
 use inbound_core::store::queue::{ClaimLimits, ClaimedReceipt, ExhaustedReceipt};
 use inbound_core::store::{self, effects, queue};
+use inbound_runtime::database::with_connection;
+use inbound_runtime::failpoint;
 use sqlx::Connection;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
@@ -70,7 +72,12 @@ pub async fn dispatch_once(
     client: &reqwest::Client,
 ) -> Result<Vec<dispatcher::Step>, sqlx::Error> {
     let claimed = claim_effects(worker, worker.settings.effect_concurrency).await?;
-    let recorder = Recorder::start(&worker.pool, &worker.settings.session, &worker.clock);
+    let recorder = Recorder::start(
+        &worker.pool,
+        &worker.settings.session,
+        &worker.clock,
+        worker.settings.statement_limit,
+    );
     let mut tasks = JoinSet::new();
     for (effect, permit) in claimed {
         let (worker, client, recorder) = (Arc::clone(worker), client.clone(), recorder.clone());
@@ -112,11 +119,14 @@ async fn claim_receipts(worker: &Worker, slots: usize) -> Result<Vec<ClaimedBatc
         // (alone), or it would never be.
         allow_one_larger: available >= worker.settings.payload_budget_bytes,
         max_attempts: worker.settings.max_attempts,
+        statement_limit: worker.settings.statement_limit,
     };
-    let claim = {
-        let mut connection = inbound_runtime::process_metrics::acquire(&worker.pool).await?;
+    // Each of the claim's statements is bounded by the statement limit; the whole, by the
+    // lease it takes (a claim that outlives its lease is worth nothing).
+    let claim = with_connection(&worker.pool, worker.settings.lease, async |connection| {
+        failpoint::pause("before_claim").await;
         let claim = queue::claim_batch(
-            &mut connection,
+            connection,
             limits,
             worker.settings.lease,
             &worker.settings.worker_id,
@@ -132,8 +142,9 @@ async fn claim_receipts(worker: &Worker, slots: usize) -> Result<Vec<ClaimedBatc
         if usize::try_from(bytes).unwrap_or(usize::MAX) > store::SHRINK_BUFFERS_AFTER_BYTES {
             connection.shrink_buffers();
         }
-        claim
-    };
+        Ok::<_, sqlx::Error>(claim)
+    })
+    .await?;
     for exhausted in &claim.exhausted {
         record_exhausted(exhausted, worker.settings.max_attempts);
     }
@@ -196,18 +207,22 @@ async fn claim_effects(
     if sinks.is_empty() {
         return Ok(Vec::new());
     }
-    let claimed = {
-        let mut connection = inbound_runtime::process_metrics::acquire(&worker.pool).await?;
-        effects::claim_batch(
-            &mut connection,
-            i64::try_from(limit).unwrap_or(i64::MAX),
-            worker.settings.lease,
-            &worker.settings.worker_id,
-            &sinks,
-            worker.clock.now(),
-        )
-        .await?
-    };
+    let claimed = with_connection(
+        &worker.pool,
+        worker.settings.statement_limit,
+        async |connection| {
+            effects::claim_batch(
+                connection,
+                i64::try_from(limit).unwrap_or(i64::MAX),
+                worker.settings.lease,
+                &worker.settings.worker_id,
+                &sinks,
+                worker.clock.now(),
+            )
+            .await
+        },
+    )
+    .await?;
     Ok(claimed
         .into_iter()
         .filter_map(|effect| {
@@ -257,7 +272,12 @@ pub async fn run(
             return;
         }
         let worker = Arc::clone(&worker);
-        let recorder = Recorder::start(&worker.pool, &worker.settings.session, &worker.clock);
+        let recorder = Recorder::start(
+            &worker.pool,
+            &worker.settings.session,
+            &worker.clock,
+            worker.settings.statement_limit,
+        );
         claim_loop(
             "effects",
             worker.settings.effect_concurrency,

@@ -13,6 +13,7 @@
 //!   finishing, retrying or failing a receipt.
 //! - [`effects`]: effect intents (the outbox).
 //! - [`admin`]: what operators read and change (`inboundctl`), and the queue gauges.
+//! - [`bounded`]: every wait on the database bounded on the client as well.
 //! - [`migrations`]: the schema applied so that any migration may be interrupted and rerun,
 //!   and none blocks writers.
 
@@ -32,6 +33,7 @@ pub const DURABLE: &str = "durable AS (
          )";
 
 pub mod admin;
+pub mod bounded;
 pub mod clock;
 pub mod effects;
 pub mod migrations;
@@ -106,10 +108,17 @@ pub fn connect_pool_lazy(
 ) -> Result<PgPool, StoreError> {
     let mut options = connect_options(database_url, &settings.target)?
         .application_name(&settings.application_name);
-    // Behind a transaction pooler the role's statement_timeout applies (session.rs).
+    // Behind a transaction pooler the role's settings apply (session.rs, roles.rs).
     if settings.target.pooler == Pooler::None {
         let statement_timeout_ms = settings.statement_timeout.as_millis().to_string();
-        options = options.options([("statement_timeout", statement_timeout_ms.as_str())]);
+        let idle_in_transaction_ms = bounded::IDLE_IN_TRANSACTION_TIMEOUT.as_millis().to_string();
+        options = options.options([
+            ("statement_timeout", statement_timeout_ms.as_str()),
+            (
+                "idle_in_transaction_session_timeout",
+                idle_in_transaction_ms.as_str(),
+            ),
+        ]);
     }
     Ok(durable_sessions(PgPoolOptions::new(), &settings.target)
         .max_connections(settings.max_connections)

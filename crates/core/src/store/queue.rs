@@ -101,6 +101,9 @@ pub struct ClaimLimits {
     pub allow_one_larger: bool,
     /// A visible receipt with this many attempts is failed instead of claimed.
     pub max_attempts: i32,
+    /// How long each of the claim's statements (the claim, the payload reads) may wait
+    /// on the database ([`super::bounded`]).
+    pub statement_limit: Duration,
 }
 
 struct ClaimRow {
@@ -131,7 +134,7 @@ pub async fn claim_batch(
     integrations: Option<&[String]>,
     now: Option<DateTime<Utc>>,
 ) -> Result<Claim, sqlx::Error> {
-    let rows = sqlx::query_as!(
+    let claim = sqlx::query_as!(
         ClaimRow,
         r#"WITH locked AS MATERIALIZED (
              -- MATERIALIZED with LIMIT: exactly these rows are locked, never more.
@@ -196,14 +199,14 @@ pub async fn claim_batch(
         limits.allow_one_larger,
         now,
     )
-    .fetch_all(&mut *conn)
-    .await?;
+    .fetch_all(&mut *conn);
+    let rows = super::bounded::statement(limits.statement_limit, claim).await?;
     let claimed_ids: Vec<ReceiptId> = rows
         .iter()
         .filter(|row| !row.exhausted)
         .map(|row| row.receipt_id)
         .collect();
-    let payloads = stored_payloads(conn, &claimed_ids).await?;
+    let payloads = stored_payloads(conn, &claimed_ids, limits.statement_limit).await?;
     Ok(Claim::from_rows(rows, payloads))
 }
 

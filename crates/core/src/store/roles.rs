@@ -97,12 +97,13 @@ impl Process {
     }
 
     /// The bound a statement may run for, as the binaries' default
-    /// `--db-statement-timeout-ms`: behind a transaction pooler only the role carries it.
-    /// Operators' purges and listings may take longer.
+    /// `--db-statement-timeout-ms` and `inboundctl`'s `--statement-timeout-secs`: behind a
+    /// transaction pooler only the role carries it (purge works in bounded batches, so
+    /// no statement of an operator's needs longer).
     fn statement_timeout(self) -> &'static str {
         match self {
             Self::Ingress | Self::Worker | Self::Dispatcher => "5s",
-            Self::Operator => "0",
+            Self::Operator => "60s",
         }
     }
 }
@@ -200,6 +201,13 @@ pub fn statements(
             (
                 "statement_timeout",
                 format!("'{}'", process.statement_timeout()),
+            ),
+            (
+                "idle_in_transaction_session_timeout",
+                format!(
+                    "'{}s'",
+                    super::bounded::IDLE_IN_TRANSACTION_TIMEOUT.as_secs()
+                ),
             ),
         ] {
             statements.push(format!(

@@ -179,26 +179,44 @@ pub async fn check_sessions(
     target: &SessionTarget,
     timeout: Duration,
 ) -> Result<Result<(), SessionMismatch>, sqlx::Error> {
+    let (mut first, mut second) = connect_pair(options, target, timeout).await?;
+    tokio::time::timeout(timeout, check_connected(&mut first, &mut second, target))
+        .await
+        .unwrap_or_else(|_| Err(super::bounded::gave_up(timeout)))
+}
+
+/// The two sessions [`check_sessions`] compares, each connected within `timeout`.
+pub async fn connect_pair(
+    options: &PgConnectOptions,
+    target: &SessionTarget,
+    timeout: Duration,
+) -> Result<(PgConnection, PgConnection), sqlx::Error> {
     let options = session_options(options.clone(), target);
     let connect = || async {
         tokio::time::timeout(timeout, PgConnection::connect_with(&options))
             .await
             .map_err(|_| sqlx::Error::PoolTimedOut)?
     };
-    let mut first = connect().await?;
-    let mut second = connect().await?;
+    Ok((connect().await?, connect().await?))
+}
+
+/// [`check_sessions`] on two sessions already connected; the caller bounds how long it
+/// may wait (a server that went silent would answer none of its statements).
+pub async fn check_connected(
+    first: &mut PgConnection,
+    second: &mut PgConnection,
+    target: &SessionTarget,
+) -> Result<Result<(), SessionMismatch>, sqlx::Error> {
     let verdict = match target.pooler {
-        Pooler::Transaction => match role_settings_hold(&mut first, &target.schema).await {
+        Pooler::Transaction => match role_settings_hold(first, &target.schema).await {
             Ok(()) => Ok(()),
             Err(sqlx::Error::Configuration(error)) => {
                 Err(SessionMismatch::RoleSettings(error.to_string()))
             }
             Err(error) => return Err(error),
         },
-        Pooler::None => moves_between_servers(&mut first, &mut second).await?,
+        Pooler::None => moves_between_servers(first, second).await?,
     };
-    first.close().await.ok();
-    second.close().await.ok();
     Ok(verdict)
 }
 

@@ -32,6 +32,7 @@ use inbound_core::effects::{
 use inbound_core::store::effects::{
     self as store, ClaimedEffect, FinishedDelivery, SinkClaim, StepKind, StepRecord,
 };
+use inbound_runtime::database::with_connection;
 use inbound_runtime::failpoint;
 
 pub use self::http::http_client;
@@ -227,20 +228,23 @@ async fn record_step(
     started: Instant,
 ) -> Step {
     let record = step_record(decision, maybe_delivered, outcome, None);
-    let recorded = match inbound_runtime::process_metrics::acquire(&worker.pool).await {
-        Ok(mut connection) => {
+    let now = worker.clock.now();
+    let recorded = with_connection(
+        &worker.pool,
+        worker.settings.statement_limit,
+        async |connection| {
             store::record_step(
-                &mut connection,
+                connection,
                 effect.id,
                 effect.lease_token,
                 kind,
                 &record,
-                worker.clock.now(),
+                now,
             )
             .await
-        }
-        Err(error) => Err(error),
-    };
+        },
+    )
+    .await;
     finish_step(
         effect,
         decision,

@@ -9,6 +9,8 @@
 //! - the recorder writes on a connection of its own, which nothing else can take;
 //! - a statement refused for what it carries (one row's data) is retried member by
 //!   member, so that only the offender goes unrecorded;
+//! - a statement the database does not answer within the statement limit is given up
+//!   and its connection replaced, like an unavailable database;
 //! - when the database is unavailable, it retries (50 ms doubling to 1 s) until each
 //!   outcome's deadline — the end of its in-flight lease, after which another worker may
 //!   judge the attempt lost — and only then gives that outcome up.
@@ -17,6 +19,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use inbound_core::store::{self, effects::FinishedDelivery};
+use inbound_runtime::database::with_connection;
+use inbound_runtime::failpoint;
 use sqlx::PgPool;
 use tokio::sync::{mpsc, oneshot};
 
@@ -74,10 +78,15 @@ impl Recorder {
         pool: &PgPool,
         session: &store::SessionTarget,
         clock: &Arc<store::StatementClock>,
+        statement_limit: Duration,
     ) -> Self {
         let (sender, receiver) = mpsc::channel(MAX_BATCH);
-        let own = store::dedicated_connection(pool, session, CONNECT_TIMEOUT);
-        tokio::spawn(record_loop(own, Arc::clone(clock), receiver));
+        let database = Database {
+            pool: store::dedicated_connection(pool, session, CONNECT_TIMEOUT),
+            clock: Arc::clone(clock),
+            statement_limit,
+        };
+        tokio::spawn(record_loop(database, receiver));
         Self { sender }
     }
 
@@ -98,13 +107,8 @@ impl Recorder {
     }
 }
 
-async fn record_loop(
-    pool: PgPool,
-    clock: Arc<store::StatementClock>,
-    mut receiver: mpsc::Receiver<Waiting>,
-) {
+async fn record_loop(database: Database, mut receiver: mpsc::Receiver<Waiting>) {
     let mut waiting = Vec::with_capacity(MAX_BATCH);
-    let database = Database { pool, clock };
     while receiver.recv_many(&mut waiting, MAX_BATCH).await > 0 {
         write_until_deadlines(&database, std::mem::take(&mut waiting)).await;
     }
@@ -112,10 +116,12 @@ async fn record_loop(
 
 /// Writes `waiting` together; on a statement error, member by member; on unavailability,
 /// again after a pause, answering each outcome once written or once its deadline passed.
-/// The recorder's connection and the time its statements compare with.
+/// The recorder's connection, the time its statements compare with, and how long one
+/// statement may wait on the database.
 struct Database {
     pool: PgPool,
     clock: Arc<store::StatementClock>,
+    statement_limit: Duration,
 }
 
 async fn write_until_deadlines(database: &Database, mut waiting: Vec<Waiting>) {
@@ -177,6 +183,14 @@ async fn write(
     waiting: &[Waiting],
 ) -> Result<Vec<inbound_core::keys::EffectId>, sqlx::Error> {
     let outcomes: Vec<FinishedDelivery> = waiting.iter().map(|one| one.outcome.clone()).collect();
-    let mut connection = inbound_runtime::process_metrics::acquire(&database.pool).await?;
-    store::effects::finish_deliveries(&mut connection, &outcomes, database.clock.now()).await
+    let now = database.clock.now();
+    with_connection(
+        &database.pool,
+        database.statement_limit,
+        async |connection| {
+            failpoint::pause("before_recording").await;
+            store::effects::finish_deliveries(connection, &outcomes, now).await
+        },
+    )
+    .await
 }

@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use inbound_core::handlers::Transition;
 use inbound_core::store::queue::{self, ClaimedReceipt};
+use inbound_runtime::database::with_connection;
 
 use super::{Attempt, bounded};
 use crate::Worker;
@@ -41,16 +42,19 @@ pub(super) async fn record_failure(
         worker.settings.backoff_cap,
         rand::random::<f64>(),
     );
-    let recorded = match inbound_runtime::process_metrics::acquire(&worker.pool).await {
-        Ok(mut connection) if exhausted => {
-            queue::fail_exhausted(&mut connection, claimed.lease(), &error).await
-        }
-        Ok(mut connection) => {
-            let now = worker.clock.now();
-            queue::release_for_retry(&mut connection, claimed.lease(), delay, &error, now).await
-        }
-        Err(acquire_error) => Err(acquire_error),
-    };
+    let now = worker.clock.now();
+    let recorded = with_connection(
+        &worker.pool,
+        worker.settings.statement_limit,
+        async |connection| {
+            if exhausted {
+                queue::fail_exhausted(connection, claimed.lease(), &error).await
+            } else {
+                queue::release_for_retry(connection, claimed.lease(), delay, &error, now).await
+            }
+        },
+    )
+    .await;
     match recorded {
         Ok(false) => return Attempt::LeaseLost,
         Ok(true) => {}

@@ -2,11 +2,13 @@
 //! payload that cannot be read or decoded costs only its receipt.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use sqlx::PgConnection;
 
 use crate::keys::ReceiptId;
 use crate::payload;
+use crate::store::bounded::statement;
 
 /// A claimed receipt's payload.
 #[derive(Debug, Clone, PartialEq)]
@@ -40,6 +42,7 @@ impl StoredPayload {
 pub(super) async fn stored_payloads(
     conn: &mut PgConnection,
     receipt_ids: &[ReceiptId],
+    statement_limit: Duration,
 ) -> Result<HashMap<ReceiptId, StoredPayload>, sqlx::Error> {
     if receipt_ids.is_empty() {
         return Ok(HashMap::new());
@@ -48,12 +51,12 @@ pub(super) async fn stored_payloads(
         rows.into_iter()
             .map(|(id, text)| (id, StoredPayload::from_text(text)))
     };
-    match payload_texts(conn, receipt_ids).await {
+    match statement(statement_limit, payload_texts(conn, receipt_ids)).await {
         Ok(rows) => Ok(decoded(rows).collect()),
         Err(error) if cannot_render_a_row(&error) => {
             let mut payloads = HashMap::with_capacity(receipt_ids.len());
             for &id in receipt_ids {
-                match payload_texts(conn, &[id]).await {
+                match statement(statement_limit, payload_texts(conn, &[id])).await {
                     Ok(rows) => payloads.extend(decoded(rows)),
                     Err(error) if cannot_render_a_row(&error) => {
                         let reason = format!("the stored payload cannot be read: {error}");
