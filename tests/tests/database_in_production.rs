@@ -93,6 +93,18 @@ async fn a_pooler_that_ignores_startup_options_is_detected_by_moving_sessions() 
         "{}",
         text(&output.stderr)
     );
+    // So does every operating command: its session limits would stay on a server
+    // connection the pooler then hands to other clients.
+    for args in [&["status"][..], &["receipts", "list", "--status", "failed"]] {
+        let output = inboundctl(args, &url);
+        assert_eq!(output.status.code(), Some(1), "{args:?}");
+        assert!(
+            text(&output.stderr).contains("transaction-pooling proxy")
+                && text(&output.stderr).contains("--db-pooler transaction"),
+            "{args:?}: {}",
+            text(&output.stderr)
+        );
+    }
 }
 
 /// In transaction mode the role must carry inbound's schema and durable commits: a role

@@ -223,16 +223,12 @@ async fn list(
     json: bool,
 ) -> anyhow::Result<()> {
     let config = filter.config.load()?;
-    let mut connection = database.connect().await?;
-    let rows = select(
-        &mut connection,
-        status,
-        &filter,
-        config.as_ref(),
-        before,
-        limit,
-    )
-    .await?;
+    let mut db = database.connect().await?;
+    let rows = db
+        .run(async |connection| {
+            select(connection, status, &filter, config.as_ref(), before, limit).await
+        })
+        .await?;
     print_effects(&rows, config.as_ref(), json)?;
     next_page_hint(rows.len(), limit, rows.last().map(|row| row.id), json);
     Ok(())
@@ -240,14 +236,19 @@ async fn list(
 
 /// Shows one effect with its history.
 async fn show(database: DatabaseArgs, id: EffectId, json: bool) -> anyhow::Result<()> {
-    let mut connection = database.connect().await?;
-    let Some(effect) = effects::find(&mut connection, id).await? else {
-        bail!("effect {id} does not exist");
-    };
-    let attempts = effects::attempts(&mut connection, id).await?;
-    let resolutions = effects::resolutions(&mut connection, id).await?;
+    let mut db = database.connect().await?;
+    let (effect, attempts, resolutions) = db
+        .run(async |connection| {
+            let Some(effect) = effects::find(&mut *connection, id).await? else {
+                bail!("effect {id} does not exist");
+            };
+            let attempts = effects::attempts(&mut *connection, id).await?;
+            let resolutions = effects::resolutions(&mut *connection, id).await?;
+            Ok((effect, attempts, resolutions))
+        })
+        .await?;
     if json {
-        out!(
+        out_exact!(
             "{}",
             json!({"effect": effect, "attempts": attempts, "resolutions": resolutions})
         );
@@ -340,20 +341,24 @@ async fn resolve(args: ResolveArgs) -> anyhow::Result<()> {
         _ => None,
     };
     check_bulk(status.is_some(), filter.narrows(), &confirmation)?;
-    let mut connection = database.connect().await?;
+    let mut db = database.connect().await?;
     let ids = match status {
         None => ids,
         Some(status) => {
             let config = filter.config.load()?;
-            let selected = select(
-                &mut connection,
-                status,
-                &filter,
-                config.as_ref(),
-                None,
-                confirmation.max,
-            )
-            .await?;
+            let selected = db
+                .run(async |connection| {
+                    select(
+                        connection,
+                        status,
+                        &filter,
+                        config.as_ref(),
+                        None,
+                        confirmation.max,
+                    )
+                    .await
+                })
+                .await?;
             let ids = selected.iter().map(|row| row.id).collect();
             let print = || print_effects(&selected, config.as_ref(), json);
             let Some(ids) = confirmation.ids(ids, "effect", "resolve", json, print)? else {
@@ -371,13 +376,17 @@ async fn resolve(args: ResolveArgs) -> anyhow::Result<()> {
     };
     let by = operator.name()?;
     // One transaction, no savepoints: a refusal of any id leaves every one as it was.
-    let mut transaction = connection.begin().await?;
     let expected = status;
     let ids = inbound_core::store::in_lock_order(&ids);
-    for &id in &ids {
-        effects::resolve_in(&mut transaction, id, resolution, expected, &by, &note).await?;
-    }
-    transaction.commit().await?;
+    db.run(async |connection| {
+        let mut transaction = connection.begin().await?;
+        for &id in &ids {
+            effects::resolve_in(&mut transaction, id, resolution, expected, &by, &note).await?;
+        }
+        transaction.commit().await?;
+        Ok(())
+    })
+    .await?;
     if json {
         out_exact!("{}", json!({"effects": ids, "action": resolution.action()}));
     } else {

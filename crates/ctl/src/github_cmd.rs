@@ -173,8 +173,12 @@ async fn redeliver(args: RedeliverArgs) -> anyhow::Result<()> {
     failed.sort_by(|left, right| right.1.newest_at.cmp(&left.1.newest_at));
     summary.failed_events = failed.len() as u64;
     let guids: Vec<&str> = failed.iter().map(|(guid, _)| guid.as_str()).collect();
-    let mut connection = args.database.connect().await?;
-    let held = store::receipts::held_event_ids(&mut connection, &integration.id, &guids).await?;
+    let mut db = args.database.connect().await?;
+    let held = db
+        .run(async |connection| {
+            Ok(store::receipts::held_event_ids(connection, &integration.id, &guids).await?)
+        })
+        .await?;
     summary.held = held.len() as u64;
     let not_held: Vec<_> = failed
         .into_iter()

@@ -12,6 +12,7 @@
 //! - `completions SHELL`: a shell completion script.
 //! - `dev-sink`: a local effect receiver that prints and verifies what it gets.
 
+mod db;
 mod dev_sink;
 mod effects_cmd;
 mod github_cmd;
@@ -418,20 +419,19 @@ async fn migrate(
         pooler: store::Pooler::None,
     };
     let connect_options = store::connect_options(database_url, &target)?;
-    // Reachable at all, within the timeout (the migrator itself retries only on locks).
-    let mut probe = operate::connect(&connect_options, &target, options.connect_timeout).await?;
-    // A migration holds a session lock across transactions: never through a pooler that
-    // passes the startup options on but moves sessions between servers.
-    if let Err(mismatch) =
-        store::session::check_sessions(&connect_options, &target, options.connect_timeout)
-            .await
-            .context("cannot connect to PostgreSQL")?
-    {
-        anyhow::bail!("{mismatch}; migrations need a direct connection (or a session-mode pool)");
-    }
-    store::ping(&mut probe)
-        .await
-        .context("cannot connect to PostgreSQL")?;
+    // Reachable at all, within the timeout (the migrator itself retries only on locks),
+    // and never through a pooler that passes the startup options on but moves sessions
+    // between servers: a migration holds a session lock across transactions.
+    let mut probe =
+        match db::connect_checked(&connect_options, &target, options.connect_timeout).await {
+            Ok(probe) => probe,
+            Err(error) => match error.downcast_ref::<store::session::SessionMismatch>() {
+                Some(mismatch) => anyhow::bail!(
+                    "{mismatch}; migrations need a direct connection (or a session-mode pool)"
+                ),
+                None => return Err(error),
+            },
+        };
     let migrated =
         store::migrations::migrate_with(&connect_options, schema, store::migrations::MAX_RUNS)
             .await

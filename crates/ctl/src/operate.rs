@@ -7,13 +7,13 @@ use crate::output::{out, out_exact};
 use std::path::Path;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use crate::db::Db;
+use anyhow::bail;
 use clap::Args;
 use inbound_core::config::Config;
 use inbound_core::store::{self, admin, effects};
 use inbound_core::verify::Provider;
 use serde_json::json;
-use sqlx::{Connection, PgConnection};
 
 /// How to reach the database.
 #[derive(Debug, Args)]
@@ -37,55 +37,37 @@ pub struct DatabaseArgs {
 }
 
 impl DatabaseArgs {
-    /// Connects, giving up after 10 s, with the statement timeout set for the session.
-    pub async fn connect(&self) -> anyhow::Result<PgConnection> {
+    /// Connects within 10 s, checks the session ([`crate::db::connect_checked`]), and
+    /// bounds every unit of work by the statement timeout and a margin. Directly, the
+    /// limits are startup options of the session (never a `SET` a pooler could carry to
+    /// another client); behind a transaction pooler the role's settings apply.
+    pub async fn connect(&self) -> anyhow::Result<Db> {
         let target = store::SessionTarget {
             schema: self.schema.clone(),
             pooler: self.db_pooler,
         };
-        let mut connection = connect(
-            &store::connect_options(&self.database_url, &target)?,
-            &target,
-            Duration::from_secs(10),
-        )
-        .await?;
+        let mut options = store::connect_options(&self.database_url, &target)?;
+        let statement_timeout = Duration::from_secs(self.statement_timeout_secs);
         if target.pooler == store::Pooler::None {
-            sqlx::query_scalar!(
-                "SELECT set_config('statement_timeout', $1, false)",
-                format!("{}s", self.statement_timeout_secs)
-            )
-            .fetch_one(&mut connection)
-            .await
-            .context("cannot set the statement timeout")?;
+            let statement_timeout_ms = statement_timeout.as_millis().to_string();
+            let idle_in_transaction_ms = store::bounded::IDLE_IN_TRANSACTION_TIMEOUT
+                .as_millis()
+                .to_string();
+            options = options.options([
+                ("statement_timeout", statement_timeout_ms.as_str()),
+                (
+                    "idle_in_transaction_session_timeout",
+                    idle_in_transaction_ms.as_str(),
+                ),
+            ]);
         }
-        Ok(connection)
+        let connection =
+            crate::db::connect_checked(&options, &target, Duration::from_secs(10)).await?;
+        inbound_runtime::failpoint::pause("ctl_connected").await;
+        let limit = (!statement_timeout.is_zero())
+            .then(|| statement_timeout + store::bounded::STATEMENT_MARGIN);
+        Ok(Db::new(connection, limit))
     }
-}
-
-/// One session for `target` within `timeout`; behind a transaction pooler it is checked
-/// as every pooled session is (the role's schema and durability), and a pooler refusing
-/// a direct session's startup options is named with the flag that fixes it.
-pub async fn connect(
-    options: &sqlx::postgres::PgConnectOptions,
-    target: &store::SessionTarget,
-    timeout: Duration,
-) -> anyhow::Result<PgConnection> {
-    let connected = tokio::time::timeout(timeout, PgConnection::connect_with(options))
-        .await
-        .context("cannot connect to PostgreSQL: timed out")?;
-    let mut connection = match connected {
-        Ok(connection) => connection,
-        Err(error) => match store::session::explain_connect_error(&error, target.pooler) {
-            Some(explained) => bail!("cannot connect to PostgreSQL: {explained}"),
-            None => return Err(error).context("cannot connect to PostgreSQL"),
-        },
-    };
-    if target.pooler == store::Pooler::Transaction {
-        store::session::role_settings_hold(&mut connection, &target.schema)
-            .await
-            .context("cannot use this database session")?;
-    }
-    Ok(connection)
 }
 
 /// `inboundctl status`.
@@ -95,10 +77,16 @@ pub async fn status(
     owner: Option<&str>,
     as_json: bool,
 ) -> anyhow::Result<()> {
-    let mut connection = database.connect().await?;
-    let counts = admin::receipt_counts(&mut connection).await?;
-    let effects = effects::counts(&mut connection, inbound_core::states::EffectStatus::ALL).await?;
-    let mut integrations = admin::queued_integrations(&mut connection).await?;
+    let mut db = database.connect().await?;
+    let (counts, effects, mut integrations) = db
+        .run(async |connection| {
+            let counts = admin::receipt_counts(&mut *connection).await?;
+            let effects =
+                effects::counts(&mut *connection, inbound_core::states::EffectStatus::ALL).await?;
+            let integrations = admin::queued_integrations(&mut *connection).await?;
+            Ok((counts, effects, integrations))
+        })
+        .await?;
     let config = config.map(Config::load).transpose()?;
     if let Some(config) = &config {
         integrations.extend(
@@ -115,10 +103,10 @@ pub async fn status(
     }
     let mut ages = Vec::new();
     for integration in &integrations {
-        ages.push((
-            integration.clone(),
-            admin::queue_ages(&mut connection, integration).await?,
-        ));
+        let integration_ages = db
+            .run(async |connection| Ok(admin::queue_ages(connection, integration).await?))
+            .await?;
+        ages.push((integration.clone(), integration_ages));
     }
     if as_json {
         let by_integration = |age: fn(&admin::QueueAges) -> f64| {
@@ -235,32 +223,26 @@ pub async fn purge(
     as_json: bool,
 ) -> anyhow::Result<()> {
     check_purge(&options)?;
-    let mut connection = database.connect().await?;
+    let mut db = database.connect().await?;
     if options.dry_run {
-        return preview_purge(&mut connection, &options, as_json).await;
+        return preview_purge(&mut db, &options, as_json).await;
     }
     let started = std::time::Instant::now();
     let mut progress = Progress::new();
-    let (payloads, mut finished) = purge_until_done(
-        &mut connection,
-        &options,
-        Purged::Payloads,
-        started,
-        |payloads| progress.report(payloads, 0),
-    )
-    .await?;
+    let (payloads, mut finished) =
+        purge_until_done(&mut db, &options, Purged::Payloads, started, |payloads| {
+            progress.report(payloads, 0)
+        })
+        .await?;
     let mut keys = 0;
     if let Some(key_days) = options.key_days
         && finished
     {
-        (keys, finished) = purge_until_done(
-            &mut connection,
-            &options,
-            Purged::Keys(key_days),
-            started,
-            |keys| progress.report(payloads, keys),
-        )
-        .await?;
+        (keys, finished) =
+            purge_until_done(&mut db, &options, Purged::Keys(key_days), started, |keys| {
+                progress.report(payloads, keys)
+            })
+            .await?;
     }
     if as_json {
         out_exact!(
@@ -277,13 +259,15 @@ pub async fn purge(
 }
 
 /// `purge --dry-run`: what a purge would remove now.
-async fn preview_purge(
-    connection: &mut sqlx::PgConnection,
-    options: &PurgeOptions,
-    as_json: bool,
-) -> anyhow::Result<()> {
-    let (payloads, keys) =
-        admin::purge_preview(connection, options.payload_days, options.key_days, None).await?;
+async fn preview_purge(db: &mut Db, options: &PurgeOptions, as_json: bool) -> anyhow::Result<()> {
+    let (payloads, keys) = db
+        .run(async |connection| {
+            Ok(
+                admin::purge_preview(connection, options.payload_days, options.key_days, None)
+                    .await?,
+            )
+        })
+        .await?;
     if as_json {
         out_exact!(
             "{}",
@@ -308,7 +292,7 @@ enum Purged {
 /// or the time budget is spent; `(rows purged, whether it finished)`. `report` sees the
 /// running total after each batch.
 async fn purge_until_done(
-    connection: &mut sqlx::PgConnection,
+    db: &mut Db,
     options: &PurgeOptions,
     what: Purged,
     started: std::time::Instant,
@@ -322,20 +306,25 @@ async fn purge_until_done(
         {
             return Ok((total, false));
         }
-        let purged = match what {
-            Purged::Payloads => {
-                admin::purge_payloads_batch(
-                    connection,
-                    options.payload_days,
-                    options.batch_size,
-                    None,
-                )
-                .await?
-            }
-            Purged::Keys(days) => {
-                admin::purge_keys_batch(connection, days, options.batch_size, None).await?
-            }
-        };
+        // Each batch is its own transaction, and its own bounded unit of work.
+        let purged = db
+            .run(async |connection| {
+                Ok(match what {
+                    Purged::Payloads => {
+                        admin::purge_payloads_batch(
+                            connection,
+                            options.payload_days,
+                            options.batch_size,
+                            None,
+                        )
+                        .await?
+                    }
+                    Purged::Keys(days) => {
+                        admin::purge_keys_batch(connection, days, options.batch_size, None).await?
+                    }
+                })
+            })
+            .await?;
         total += purged;
         report(total);
         if purged < options.batch_size as u64 {

@@ -232,16 +232,12 @@ async fn list(
     json: bool,
 ) -> anyhow::Result<()> {
     let config = filter.config.load()?;
-    let mut connection = database.connect().await?;
-    let selected = select(
-        &mut connection,
-        status,
-        &filter,
-        config.as_ref(),
-        before,
-        limit,
-    )
-    .await?;
+    let mut db = database.connect().await?;
+    let selected = db
+        .run(async |connection| {
+            select(connection, status, &filter, config.as_ref(), before, limit).await
+        })
+        .await?;
     print_receipts(&selected, config.as_ref(), json)?;
     next_page_hint(
         selected.len(),
@@ -260,8 +256,10 @@ async fn find(
     json: bool,
 ) -> anyhow::Result<()> {
     let config = config.load()?;
-    let mut connection = database.connect().await?;
-    let found = admin::receipts_by_event_id(&mut connection, &event_id).await?;
+    let mut db = database.connect().await?;
+    let found = db
+        .run(async |connection| Ok(admin::receipts_by_event_id(connection, &event_id).await?))
+        .await?;
     if found.is_empty() {
         bail!(
             "no receipt holds event id {event_id:?}: it never arrived, was answered `ignored` (no route: see inbound_ingress_ignored_total), or its key was purged"
@@ -283,20 +281,24 @@ async fn replay(args: ReplayArgs) -> anyhow::Result<()> {
         json,
     } = args;
     check_bulk(status.is_some(), filter.narrows(), &confirmation)?;
-    let mut connection = database.connect().await?;
+    let mut db = database.connect().await?;
     let ids = match status {
         None => ids,
         Some(status @ (ReceiptStatus::Failed | ReceiptStatus::Quarantined)) => {
             let config = filter.config.load()?;
-            let selected = select(
-                &mut connection,
-                status,
-                &filter,
-                config.as_ref(),
-                None,
-                confirmation.max,
-            )
-            .await?;
+            let selected = db
+                .run(async |connection| {
+                    select(
+                        connection,
+                        status,
+                        &filter,
+                        config.as_ref(),
+                        None,
+                        confirmation.max,
+                    )
+                    .await
+                })
+                .await?;
             let ids = selected.iter().map(|row| row.id).collect();
             let print = || print_receipts(&selected, config.as_ref(), json);
             let Some(ids) = confirmation.ids(ids, "receipt", "replay", json, print)? else {
@@ -313,7 +315,8 @@ async fn replay(args: ReplayArgs) -> anyhow::Result<()> {
     let by = operator.name()?;
     let expected = status;
     let ids = inbound_core::store::in_lock_order(&ids);
-    admin::replay(&mut connection, &ids, expected, &by, &reason).await?;
+    db.run(async |connection| Ok(admin::replay(connection, &ids, expected, &by, &reason).await?))
+        .await?;
     report(&ids, "replayed", json);
     if status.is_some() {
         confirmation.more_may_match(ids.len(), json);
@@ -331,9 +334,10 @@ async fn close(
 ) -> anyhow::Result<()> {
     let reason = required_reason(Some(&reason))?;
     let by = operator.name()?;
-    let mut connection = database.connect().await?;
+    let mut db = database.connect().await?;
     let ids = inbound_core::store::in_lock_order(&ids);
-    admin::close(&mut connection, &ids, &by, &reason).await?;
+    db.run(async |connection| Ok(admin::close(connection, &ids, &by, &reason).await?))
+        .await?;
     report(&ids, "closed", json);
     Ok(())
 }
@@ -441,8 +445,11 @@ async fn resolve_pending(
 ) -> anyhow::Result<()> {
     let reason = required_reason(Some(&args.reason))?;
     let by = args.operator.name()?;
-    let mut connection = args.database.connect().await?;
-    admin::resolve_pending(&mut connection, &args.ids, resolution, &by, &reason).await?;
+    let mut db = args.database.connect().await?;
+    db.run(async |connection| {
+        Ok(admin::resolve_pending(connection, &args.ids, resolution, &by, &reason).await?)
+    })
+    .await?;
     let verb = match resolution {
         admin::PendingResolution::Quarantine => "quarantined",
         admin::PendingResolution::Fail => "failed",
@@ -453,12 +460,17 @@ async fn resolve_pending(
 
 /// `inboundctl receipts show`.
 async fn show(database: DatabaseArgs, id: ReceiptId, json: bool) -> anyhow::Result<()> {
-    let mut connection = database.connect().await?;
-    let Some(detail) = admin::receipt_detail(&mut connection, id).await? else {
-        bail!("receipt {id} does not exist");
-    };
-    let effects = admin::receipt_effects(&mut connection, id).await?;
-    let history = admin::receipt_history(&mut connection, id).await?;
+    let mut db = database.connect().await?;
+    let (detail, effects, history) = db
+        .run(async |connection| {
+            let Some(detail) = admin::receipt_detail(&mut *connection, id).await? else {
+                bail!("receipt {id} does not exist");
+            };
+            let effects = admin::receipt_effects(&mut *connection, id).await?;
+            let history = admin::receipt_history(&mut *connection, id).await?;
+            Ok((detail, effects, history))
+        })
+        .await?;
     // Complete end to end: the transition is done and every effect delivered.
     let complete = detail.status == ReceiptStatus::Done
         && effects

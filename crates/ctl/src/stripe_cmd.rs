@@ -130,7 +130,7 @@ async fn backfill(args: BackfillArgs) -> anyhow::Result<()> {
     };
     let api = StripeApi::new(&args, key, connected.clone())?;
     api.check_account(&account).await?;
-    let mut connection = args.database.connect().await?;
+    let mut db = args.database.connect().await?;
     let mut summary = Summary {
         dry_run: args.dry_run,
         ..Summary::default()
@@ -151,13 +151,16 @@ async fn backfill(args: BackfillArgs) -> anyhow::Result<()> {
             }
         }
         let storable = sort_events(integration, &page.events, &mut summary);
-        store_page(
-            &mut connection,
-            integration,
-            &storable,
-            args.dry_run,
-            &mut summary,
-        )
+        db.run(async |connection| {
+            store_page(
+                connection,
+                integration,
+                &storable,
+                args.dry_run,
+                &mut summary,
+            )
+            .await
+        })
         .await?;
         if !page.has_more {
             return report(&summary, args.json);
