@@ -69,43 +69,75 @@ async fn sessions_commit_durably_whatever_the_database_default_says() {
     }
 }
 
+/// What `synchronous_commit` is in force when a transaction that writes `receipts`
+/// commits: a deferred constraint trigger fires at the commit itself (for an autocommitted
+/// statement, its implicit commit) and writes it down, per statement.
+async fn record_the_commits_durability(pool: &sqlx::PgPool) {
+    sqlx::raw_sql(
+        "CREATE TABLE inbound.commit_durability (setting text NOT NULL);
+         CREATE FUNCTION inbound.note_commit_durability() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+             INSERT INTO inbound.commit_durability VALUES (current_setting('synchronous_commit'));
+             RETURN NULL;
+         END $$;
+         CREATE CONSTRAINT TRIGGER note_commit_durability AFTER INSERT OR UPDATE ON inbound.receipts
+             DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION inbound.note_commit_durability();",
+    )
+    .execute(pool)
+    .await
+    .expect("the durability recorder");
+}
+
+async fn commit_durability(pool: &sqlx::PgPool) -> Vec<String> {
+    sqlx::query_scalar("DELETE FROM inbound.commit_durability RETURNING setting")
+        .fetch_all(pool)
+        .await
+        .expect("recorded settings")
+}
+
 /// Behind a transaction pooler the session is not ours: a server connection may carry
-/// `synchronous_commit = off` from before the role was fixed. The receipt insert itself
-/// raises the setting for its own transaction, so the commit behind a 2xx is durable
-/// whatever the session says.
+/// `synchronous_commit = off` (or `local`) from before the role was fixed. The ingress's
+/// group commit is one autocommitted statement, and that statement itself raises the
+/// setting for its own implicit transaction: the commit behind a 2xx is durable whatever
+/// the session says. Recorded at the commit, on the exact path the ingress runs.
 #[tokio::test]
-async fn the_receipt_insert_raises_a_weak_session_setting_for_its_own_commit() {
+async fn the_autocommitted_receipt_insert_commits_durably_on_a_weak_session() {
     use inbound_core::keys::{EventId, SourceScope};
-    use sqlx::Connection;
     let database = TestDatabase::create().await;
+    record_the_commits_durability(database.pool()).await;
     let scope = SourceScope::from_parts(["stripe-acme", "acct_1", "test"]);
     for (weak, event) in [("off", "evt_weak_off"), ("local", "evt_weak_local")] {
         let mut connection = database.pool().acquire().await.expect("connection");
-        let mut transaction = connection.begin().await.expect("begin");
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SET LOCAL synchronous_commit = {weak}"
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "SET synchronous_commit = {weak}"
         )))
-        .execute(&mut *transaction)
+        .execute(&mut *connection)
         .await
-        .expect("weaken");
+        .expect("weaken the session");
         let event_id = EventId::new(event);
-        store::insert_receipt(&mut transaction, receipt(&scope, &event_id))
+        let inserted = store::insert_receipts(&mut connection, &[receipt(&scope, &event_id)])
             .await
             .expect("insert");
-        let in_force: String = sqlx::query_scalar("SELECT current_setting('synchronous_commit')")
-            .fetch_one(&mut *transaction)
+        assert!(matches!(inserted[..], [store::InsertOutcome::Accepted(_)]));
+        let session: String = sqlx::query_scalar("SELECT current_setting('synchronous_commit')")
+            .fetch_one(&mut *connection)
             .await
             .expect("setting");
-        transaction.commit().await.expect("commit");
-        assert_eq!(in_force, "on", "a session at {weak}");
+        assert_eq!(session, weak, "the session itself is left as it was");
+        assert_eq!(
+            commit_durability(database.pool()).await,
+            ["on"],
+            "a session at {weak}"
+        );
     }
 }
 
 /// The same for the worker: the statement that marks receipts finished inside the
 /// business transaction raises the setting for that transaction, so a `done` (and the
-/// effect intents a dispatcher may already read) is never committed less durably.
+/// effect intents a dispatcher may already read) is never committed less durably — on a
+/// session left at `off`, recorded at the commit.
 #[tokio::test]
-async fn finishing_receipts_raises_a_weak_session_setting_for_the_business_commit() {
+async fn finishing_receipts_commits_durably_on_a_weak_session() {
     use inbound_core::keys::{EventId, SourceScope};
     use inbound_core::store::queue::{self, Finish, FinishedReceipt};
     use sqlx::Connection;
@@ -120,39 +152,32 @@ async fn finishing_receipts_raises_a_weak_session_setting_for_the_business_commi
     else {
         panic!("a new receipt");
     };
-    let receipt_id = receipt.0;
+    record_the_commits_durability(database.pool()).await;
+    sqlx::raw_sql("SET synchronous_commit = off")
+        .execute(&mut *connection)
+        .await
+        .expect("weaken the session");
     for batch in [false, true] {
         let mut transaction = connection.begin().await.expect("begin");
-        sqlx::query("SET LOCAL synchronous_commit = off")
-            .execute(&mut *transaction)
-            .await
-            .expect("weaken");
+        let finished = FinishedReceipt {
+            receipt_id: receipt,
+            attempts: 1,
+            finish: Finish::Applied,
+        };
         if batch {
-            queue::finish_all(
-                &mut transaction,
-                &[FinishedReceipt {
-                    receipt_id: inbound_core::keys::ReceiptId(receipt_id),
-                    attempts: 1,
-                    finish: Finish::Applied,
-                }],
-            )
-            .await
-            .expect("finish all");
+            queue::finish_all(&mut transaction, &[finished])
+                .await
+                .expect("finish all");
         } else {
-            queue::finish(
-                &mut transaction,
-                inbound_core::keys::ReceiptId(receipt_id),
-                1,
-                Finish::Applied,
-            )
-            .await
-            .expect("finish");
+            queue::finish(&mut transaction, receipt, 1, Finish::Applied)
+                .await
+                .expect("finish");
         }
-        let in_force: String = sqlx::query_scalar("SELECT current_setting('synchronous_commit')")
-            .fetch_one(&mut *transaction)
-            .await
-            .expect("setting");
-        transaction.rollback().await.expect("rollback");
-        assert_eq!(in_force, "on", "batch: {batch}");
+        transaction.commit().await.expect("commit");
+        assert_eq!(
+            commit_durability(database.pool()).await,
+            ["on"],
+            "batch: {batch}"
+        );
     }
 }

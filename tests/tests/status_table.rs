@@ -295,14 +295,20 @@ async fn standard_webhooks_v1a_verifies_with_a_public_key() {
     }
     let refused = stack.deliver(&listed).await;
     assert_status(&refused, 401, "170 listed signatures");
-    assert!(
-        stack
-            .ingress
-            .logs()
-            .iter()
-            .any(|line| line.contains("more signatures than any sender lists")),
-        "the log names why"
-    );
+    // The request's log line is written after its answer: wait for it.
+    inbound_tests::eventually(
+        "the log names why",
+        std::time::Duration::from_secs(5),
+        async || {
+            stack
+                .ingress
+                .logs()
+                .iter()
+                .any(|line| line.contains("more signatures than any sender lists"))
+                .then_some(())
+        },
+    )
+    .await;
     assert_eq!(stack.database.receipt_count().await, 2);
 }
 
