@@ -8,6 +8,7 @@
 # usage: bench-forgery.sh [RESULTS.json]   (records into RESULTS.json when given)
 #        BENCH_COMPARE_BIN_DIR=DIR also measures the ingress there (an older build), scheme
 #        by scheme beside this one, recorded with the suffix _before.
+#        BENCH_FORGERY_SCHEMES, BENCH_FORGERY_BODIES narrow the run (space-separated).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 results="${1:-}"
@@ -74,13 +75,14 @@ TOML
 done
 
 # bench_forgery_ingress BIN_DIR PORT: a migrated database of its own and an ingress from
-# BIN_DIR on PORT; prints its pid.
+# BIN_DIR on PORT; prints its pid (the ingress's own output goes elsewhere: it would hold
+# the caller's command substitution open).
 bench_forgery_ingress() {
   local url
   url=$(bench_bin="$1" bench_db "inbound_bench_forgery_$2")
   RUST_LOG=warn "$1/inbound-ingress" --config "$config" --database-url "$url" \
     --listen "127.0.0.1:$2" --metrics-listen "127.0.0.1:$(($2 + 1000))" --log-format json \
-    2>>"$bench_work/ingress-$2.log" &
+    >/dev/null 2>>"$bench_work/ingress-$2.log" &
   local pid=$!
   for _ in $(seq 1 50); do curl -sf "http://127.0.0.1:$2/readyz" >/dev/null && break; sleep 0.2; done
   echo "$pid"
@@ -97,8 +99,8 @@ if [ -n "${BENCH_COMPARE_BIN_DIR:-}" ]; then
 fi
 bench_pids+=("${pids[@]}")
 
-schemes="stripe github slack shopify paddle zoom standard standard-v1a standard-v1a-170 hmac-sha256 hmac-sha512 token"
-for body in 1048576 61440; do
+schemes="${BENCH_FORGERY_SCHEMES:-stripe github slack shopify paddle zoom standard standard-v1a standard-v1a-170 hmac-sha256 hmac-sha512 token}"
+for body in ${BENCH_FORGERY_BODIES:-1048576 61440}; do
   for scheme in $schemes; do
     for index in "${!ports[@]}"; do
       report=$("$forgery" --addr "127.0.0.1:${ports[$index]}" --cpu-of "${pids[$index]}" \

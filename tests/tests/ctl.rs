@@ -1221,3 +1221,22 @@ async fn migrate_works_for_a_role_that_is_no_superuser_and_may_not_create_schema
     assert!(output.status.success(), "{stderr}");
     assert!(text(&output.stdout).contains("example domain applied"));
 }
+
+/// Granting inbound's own schema to the worker as if it were a handlers' schema would
+/// give the worker every right on the audit trail: refused before anything is done.
+#[tokio::test]
+async fn migrate_refuses_to_grant_inbounds_own_schema_to_the_worker() {
+    let output = inboundctl(
+        &["migrate", "--create-roles", "--grant-schema", "inbound"],
+        &[(
+            "DATABASE_URL".to_owned(),
+            "postgres://postgres@127.0.0.1:1/none".to_owned(),
+        )],
+    );
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        text(&output.stderr).contains("names inbound's own schema"),
+        "{}",
+        text(&output.stderr)
+    );
+}

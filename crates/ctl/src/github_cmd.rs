@@ -201,7 +201,11 @@ async fn redeliver(args: RedeliverArgs) -> anyhow::Result<()> {
         match api.redeliver(&hook_path, event.newest_id).await {
             Ok(()) => summary.redelivered += 1,
             Err(error) => {
-                eprintln!("inboundctl: redelivery of {guid} refused: {error:#}");
+                eprintln!(
+                    "inboundctl: redelivery of {} refused: {}",
+                    crate::output::terminal_safe(guid),
+                    crate::output::terminal_safe(&format!("{error:#}"))
+                );
                 summary.refused += 1;
             }
         }

@@ -274,7 +274,11 @@ async fn main() -> ExitCode {
     match run(Cli::parse()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("inboundctl: {}", output::error_line(&error));
+            // An error may quote what a provider's API or a sender wrote.
+            eprintln!(
+                "inboundctl: {}",
+                output::terminal_safe(&output::error_line(&error))
+            );
             ExitCode::FAILURE
         }
     }
@@ -404,14 +408,33 @@ async fn migrate(
     schema: &store::Schema,
     options: MigrateOptions,
 ) -> anyhow::Result<()> {
+    if options.grant_schemas.contains(schema) {
+        anyhow::bail!(
+            "--grant-schema {schema} names inbound's own schema: the worker would get every right on inbound's tables, the audit trail included; grant only your handlers' schemas"
+        );
+    }
+    // Each wait on the database is bounded; only the migrations' own statements (an
+    // index build on a large table) may take longer.
+    let connect_timeout = options.connect_timeout;
+    let bounded = move |what: &'static str| {
+        move |_elapsed| anyhow::anyhow!("{what}: no answer within {connect_timeout:?}")
+    };
     if options.create_database
-        && !sqlx::Postgres::database_exists(database_url)
-            .await
-            .context("cannot reach PostgreSQL")?
+        && !tokio::time::timeout(
+            options.connect_timeout,
+            sqlx::Postgres::database_exists(database_url),
+        )
+        .await
+        .map_err(bounded("cannot reach PostgreSQL"))?
+        .context("cannot reach PostgreSQL")?
     {
-        sqlx::Postgres::create_database(database_url)
-            .await
-            .context("cannot create the database")?;
+        tokio::time::timeout(
+            options.connect_timeout,
+            sqlx::Postgres::create_database(database_url),
+        )
+        .await
+        .map_err(bounded("cannot create the database"))?
+        .context("cannot create the database")?;
         out!("created the database");
     }
     let target = store::SessionTarget {
@@ -456,9 +479,13 @@ async fn migrate(
         business_schemas.push(store::Schema::from_str(inbound_example::SCHEMA)?);
     }
     if let Some(prefix) = options.roles {
-        let roles = store::roles::create_roles(&mut probe, schema, &prefix, &business_schemas)
-            .await
-            .context("cannot create or grant the roles (needs CREATEROLE and the tables' owner)")?;
+        let roles = tokio::time::timeout(
+            options.connect_timeout,
+            store::roles::create_roles(&mut probe, schema, &prefix, &business_schemas),
+        )
+        .await
+        .map_err(bounded("cannot create or grant the roles"))?
+        .context("cannot create or grant the roles (needs CREATEROLE and the tables' owner)")?;
         out!("roles granted: {}", roles.join(", "));
     }
     probe.close().await.ok();

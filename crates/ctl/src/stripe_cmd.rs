@@ -233,7 +233,7 @@ fn sort_events(
             summary.malformed += 1;
             eprintln!(
                 "inboundctl: event {} not stored: larger than the integration's max_body_bytes",
-                listed["id"]
+                crate::output::terminal_safe(&listed["id"].to_string())
             );
             continue;
         }
@@ -246,7 +246,10 @@ fn sort_events(
             }
             Err(ExtractError::Malformed(reason)) => {
                 summary.malformed += 1;
-                eprintln!("inboundctl: event {} not stored: {reason}", listed["id"]);
+                eprintln!(
+                    "inboundctl: event {} not stored: {reason}",
+                    crate::output::terminal_safe(&listed["id"].to_string())
+                );
                 continue;
             }
         };

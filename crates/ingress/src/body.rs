@@ -59,6 +59,15 @@ impl HeldBody {
     pub fn bytes(&self) -> &Bytes {
         &self.bytes
     }
+
+    /// A body outside any budget (for tests of what reads one).
+    #[cfg(test)]
+    pub(crate) fn unbudgeted(bytes: Bytes) -> Self {
+        Self {
+            bytes,
+            _reservation: None,
+        }
+    }
 }
 
 /// Why a body was not read.

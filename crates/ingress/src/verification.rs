@@ -8,6 +8,7 @@
 //! longer than [`PERMIT_WAIT`] for a turn is answered 503 `overloaded` (the sender retries).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use inbound_core::config::{Config, Integration};
@@ -35,6 +36,8 @@ pub struct Verification {
     config: Arc<Config>,
     turns: Arc<Semaphore>,
     concurrency: usize,
+    /// Checks run on the verification threads so far.
+    offloaded: AtomicU64,
 }
 
 impl Verification {
@@ -45,6 +48,7 @@ impl Verification {
             config,
             turns: Arc::new(Semaphore::new(concurrency)),
             concurrency,
+            offloaded: AtomicU64::new(0),
         }
     }
 
@@ -59,6 +63,11 @@ impl Verification {
         self.concurrency
     }
 
+    /// How many checks ran on the verification threads so far.
+    pub fn offloaded(&self) -> u64 {
+        self.offloaded.load(Ordering::Relaxed)
+    }
+
     /// Verifies `body` as sent with `headers` to `integration` at `now_unix_secs`.
     pub async fn verify(
         &self,
@@ -68,12 +77,14 @@ impl Verification {
         now_unix_secs: i64,
         deadline: Instant,
     ) -> Result<(), Unverified> {
+        // What is signed is the body and at most a head's worth of header parts (an id,
+        // a timestamp, a template's literals).
         let cost = verify::worst_case_cost(
             integration.provider,
             integration.custom.as_ref().map(|custom| &custom.verifier),
             integration.secrets.len(),
             integration.public_keys.len(),
-            body.bytes().len(),
+            body.bytes().len() + inbound_runtime::server::MAX_REQUEST_HEAD_BYTES,
         );
         if cost <= verify::INLINE_COST_LIMIT {
             return check(integration, headers, body.bytes(), now_unix_secs)
@@ -85,6 +96,7 @@ impl Verification {
             .ok()
             .and_then(Result::ok)
             .ok_or(Unverified::Busy)?;
+        self.offloaded.fetch_add(1, Ordering::Relaxed);
         let config = Arc::clone(&self.config);
         let integration_id = integration.id.clone();
         let headers = headers.clone();
@@ -128,4 +140,91 @@ fn check(
     };
     let scheme = integration.custom.as_ref().map(|custom| &custom.verifier);
     verify::verify_with(integration.provider, scheme, &headers, body, context)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use inbound_core::secret::Secret;
+
+    const CONFIG: &str = r#"
+[[integration]]
+id = "std"
+provider = "standard"
+tenant = "t"
+secrets = ["env:WHSEC", "env:WHPK"]
+
+[[integration]]
+id = "stripe"
+provider = "stripe"
+tenant = "t"
+secrets = ["env:STRIPE"]
+"#;
+
+    /// A Standard Webhooks check of a large body under a public key costs more than the
+    /// inline limit: it runs on the verification threads, and verifies there; a small
+    /// Stripe check stays where it is.
+    #[tokio::test]
+    async fn a_costly_check_runs_on_the_verification_threads_and_a_cheap_one_inline() {
+        let config = Config::from_toml(CONFIG, &|name| {
+            Some(
+                match name {
+                    "WHSEC" => "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+                    // RFC 8032's first test key.
+                    "WHPK" => "whpk_11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=",
+                    _ => "stripe-secret",
+                }
+                .to_owned(),
+            )
+        })
+        .expect("config");
+        let config = Arc::new(config);
+        let verification = Verification::new(Arc::clone(&config), 1);
+        let now = 1_700_000_000;
+        let deadline = Instant::now() + Duration::from_secs(10);
+
+        let standard = config.integration("std").expect("std");
+        let large = Bytes::from(format!(r#"{{"pad":"{}"}}"#, "x".repeat(600 * 1024)));
+        let signature = verify::sign_standard(&standard.secrets[0], "msg_1", now, &large);
+        let headers: http::HeaderMap = [
+            ("webhook-id", "msg_1".to_owned()),
+            ("webhook-timestamp", now.to_string()),
+            ("webhook-signature", signature),
+        ]
+        .into_iter()
+        .map(|(name, value)| {
+            (
+                http::HeaderName::from_static(name),
+                http::HeaderValue::from_str(&value).expect("header"),
+            )
+        })
+        .collect();
+        let body = Arc::new(HeldBody::unbudgeted(large));
+        assert!(
+            verification
+                .verify(standard, &headers, &body, now, deadline)
+                .await
+                .is_ok()
+        );
+        assert_eq!(verification.offloaded(), 1);
+
+        let stripe = config.integration("stripe").expect("stripe");
+        let small = Bytes::from_static(br#"{"id":"evt_1"}"#);
+        let signed = verify::sign_stripe(&Secret::new(b"stripe-secret".to_vec()), now, &small);
+        let headers: http::HeaderMap = [(
+            http::HeaderName::from_static("stripe-signature"),
+            http::HeaderValue::from_str(&signed).expect("header"),
+        )]
+        .into_iter()
+        .collect();
+        let body = Arc::new(HeldBody::unbudgeted(small));
+        assert!(
+            verification
+                .verify(stripe, &headers, &body, now, deadline)
+                .await
+                .is_ok()
+        );
+        assert_eq!(verification.offloaded(), 1, "the small check stayed inline");
+    }
 }

@@ -91,14 +91,22 @@ impl Readiness {
         let (last_success, receiver) = watch::channel(None);
         tokio::spawn(async move {
             while !last_success.is_closed() {
-                let pinged = tokio::time::timeout(
-                    timeout,
-                    crate::database::with_connection(&pool, timeout, async |connection| {
-                        inbound_core::store::ping(connection).await
-                    }),
-                )
-                .await;
-                let answered = matches!(pinged, Ok(Ok(())));
+                // The wait for a connection and the ping are bounded apart: a ping cut
+                // short by an outer timer would send its connection back to the pool
+                // unanswered, where sqlx pings it again without a limit.
+                let answered =
+                    match tokio::time::timeout(timeout, crate::process_metrics::acquire(&pool))
+                        .await
+                    {
+                        Ok(Ok(mut connection)) => inbound_core::store::bounded::within(
+                            &mut connection,
+                            timeout,
+                            async |connection| inbound_core::store::ping(connection).await,
+                        )
+                        .await
+                        .is_ok(),
+                        _ => false,
+                    };
                 last_success.send_replace(answered.then(Instant::now));
                 crate::process_metrics::sample_pool(&pool);
                 tokio::time::sleep(READINESS_INTERVAL).await;

@@ -23,8 +23,8 @@
 //!   rewrites or scans a table under a lock writers need — a column gets a constant
 //!   default, a constraint on existing rows is added `NOT VALID` and validated apart, an
 //!   index is built concurrently. `make lint` checks every migration with squawk
-//!   (`.squawk.toml`), and `tests/tests/migrations.rs` applies each one to a table of
-//!   100,000 receipts while a writer inserts.
+//!   (`.squawk.toml`), and `tests/tests/migrations.rs` applies each one to a table of a
+//!   million receipts while a writer inserts.
 
 use std::borrow::Cow;
 use std::time::Duration;
@@ -136,8 +136,12 @@ async fn run_with_retries(
 /// Identifies inbound's migrator among PostgreSQL's advisory locks ("inbound" in ASCII).
 const MIGRATION_LOCK_ID: i64 = 0x0069_6e62_6f75_6e64;
 
+/// How long a migrator waits to connect.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
 async fn run_once(options: &PgConnectOptions, plan: &Plan<'_>) -> Result<Migrated, MigrationError> {
-    let mut connection = PgConnection::connect_with(options).await?;
+    let mut connection =
+        super::bounded::statement(CONNECT_TIMEOUT, PgConnection::connect_with(options)).await?;
     let outcome = migrate_locked(&mut connection, plan).await;
     // Closing ends the session, and with it the advisory lock whatever happened.
     connection.close().await.ok();
