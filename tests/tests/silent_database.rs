@@ -85,6 +85,21 @@ async fn wait_done(stack: &Stack, event_id: &str, limit: Duration) {
     .await;
 }
 
+/// When the worker's gauges were last refreshed, as its metrics say (0 before the first).
+async fn gauges_refreshed_at(stack: &Stack) -> Option<f64> {
+    let metrics = stack
+        .client
+        .get(&stack.worker().metrics_url("/metrics"))
+        .await
+        .ok()?;
+    String::from_utf8_lossy(&metrics.body)
+        .lines()
+        .find_map(|line| line.strip_prefix("inbound_gauges_refreshed_timestamp_seconds "))?
+        .trim()
+        .parse()
+        .ok()
+}
+
 fn gave_up_on_the_database(service: &Service) -> bool {
     service
         .logs()
@@ -184,19 +199,11 @@ async fn a_gauge_refresh_on_a_silent_connection_is_given_up_and_the_next_one_run
         .duration_since(std::time::UNIX_EPOCH)
         .expect("clock")
         .as_secs_f64();
-    let url = stack.worker().metrics_url("/metrics");
     eventually(
         "the gauges refreshed again",
         Duration::from_secs(15),
         async || {
-            let metrics = stack.client.get(&url).await.ok()?;
-            let text = String::from_utf8_lossy(&metrics.body).into_owned();
-            let refreshed: f64 = text
-                .lines()
-                .find_map(|line| line.strip_prefix("inbound_gauges_refreshed_timestamp_seconds "))?
-                .trim()
-                .parse()
-                .ok()?;
+            let refreshed = gauges_refreshed_at(&stack).await?;
             (refreshed > stranded_at).then_some(())
         },
     )
@@ -377,16 +384,7 @@ async fn the_worker_refreshes_no_gauge_before_its_sessions_are_checked() {
         })
         .start()
         .await;
-    let url = stack.worker().metrics_url("/metrics");
-    let refreshed_at = async || -> Option<f64> {
-        let metrics = stack.client.get(&url).await.ok()?;
-        let text = String::from_utf8_lossy(&metrics.body).into_owned();
-        text.lines()
-            .find_map(|line| line.strip_prefix("inbound_gauges_refreshed_timestamp_seconds "))?
-            .trim()
-            .parse()
-            .ok()
-    };
+    let refreshed_at = async || gauges_refreshed_at(&stack).await;
     // Two refresh intervals while the check is still paused.
     tokio::time::sleep(Duration::from_millis(2500)).await;
     assert!(
