@@ -10,8 +10,8 @@
 //!
 //! Every request is refused before any cryptography when its header lists more than
 //! [`MAX_SIGNATURES_PER_HEADER`] signatures, more than [`MAX_ED25519_SIGNATURES`] distinct
-//! Ed25519 ones, or asks for more than [`MAX_ED25519_CHECKS`] Ed25519 checks; an integration holds at most [`MAX_KEYS`] secrets and [`MAX_KEYS`]
-//! public keys. So one request costs at most one MAC pass over its signed bytes per secret
+//! Ed25519 ones, or asks for more than [`MAX_ED25519_CHECKS`] Ed25519 checks; an
+//! integration holds at most [`MAX_KEYS`] secrets and [`MAX_KEYS`] public keys. So one request costs at most one MAC pass over its signed bytes per secret
 //! (however many signatures it lists: each MAC is compared with every candidate) plus
 //! [`MAX_ED25519_CHECKS`] SHA-512 passes, and the body is never copied to be verified.
 //! [`worst_case_cost`] states that bound for the ingress, which verifies a request whose

@@ -49,17 +49,7 @@ impl DatabaseArgs {
         let mut options = store::connect_options(&self.database_url, &target)?;
         let statement_timeout = Duration::from_secs(self.statement_timeout_secs);
         if target.pooler == store::Pooler::None {
-            let statement_timeout_ms = statement_timeout.as_millis().to_string();
-            let idle_in_transaction_ms = store::bounded::IDLE_IN_TRANSACTION_TIMEOUT
-                .as_millis()
-                .to_string();
-            options = options.options([
-                ("statement_timeout", statement_timeout_ms.as_str()),
-                (
-                    "idle_in_transaction_session_timeout",
-                    idle_in_transaction_ms.as_str(),
-                ),
-            ]);
+            options = store::with_session_limits(options, statement_timeout);
         }
         let connection =
             crate::db::connect_checked(&options, &target, Duration::from_secs(10)).await?;

@@ -367,8 +367,8 @@ async fn insert_isolating_members(
     }
 }
 
-/// One statement for `batch`, given up (as an I/O error: the connection is then dropped)
-/// when no answer came within `statement_limit`.
+/// One statement for `batch`, given up (`store::bounded`: an I/O error, so the connection
+/// is then dropped) when no answer came within `statement_limit`.
 async fn insert(
     connection: &mut PgConnection,
     batch: &[Job],
@@ -379,17 +379,11 @@ async fn insert(
     let Some(receipts) = receipts else {
         return Err(sqlx::Error::Decode("a queued body is not UTF-8".into()));
     };
-    tokio::time::timeout(
+    store::bounded::statement(
         statement_limit,
         store::insert_receipts(connection, &receipts),
     )
     .await
-    .unwrap_or_else(|_silent| {
-        Err(sqlx::Error::Io(std::io::Error::new(
-            std::io::ErrorKind::TimedOut,
-            "the database did not answer within the statement timeout",
-        )))
-    })
 }
 
 /// The SQLSTATE class of a database error (`"22"` for data exceptions).

@@ -1,10 +1,10 @@
 //! `POST /webhooks/{integration}`: the order of checks is the contract's — integration
-//! (404) → body limit (413, even unsigned) → signature and freshness (401) → media type
-//! (415: a declared type other than JSON, or any content coding; a forged request's cost
-//! is bounded, and a large one checked off the async threads: `verification`) → shape, event id and
-//! type (400) → scope (403) → route (200 ignored) → commit → 200. Nothing answers
-//! 2xx for an event until its batch's [`inbound_core::store::insert_receipts`] has returned, i.e.
-//! committed.
+//! (404) → body limit (413, even unsigned) → signature and freshness (401; its cost
+//! bounded, a costly one checked off the async threads: `verification`) → media type
+//! (415: a declared type other than JSON, or any content coding) → shape, event id and
+//! type (400) → scope (403) → route (200 ignored) → commit → 200. Nothing answers 2xx
+//! for an event until its batch's [`inbound_core::store::insert_receipts`] has
+//! returned, i.e. committed.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,8 +38,8 @@ pub struct AppSettings {
 
 /// What the pipeline needs of the process: where receipts are committed, the budget
 /// request bodies share, where signatures are checked, the clock freshness checks read,
-/// and the timing policy. The
-/// application owns one (`app::App`); the pipeline knows nothing else of it.
+/// and the timing policy. The application owns one (`app::App`); the pipeline knows
+/// nothing else of it.
 pub struct Pipeline {
     group_commit: GroupCommit,
     body_budget: BodyBudget,

@@ -151,8 +151,8 @@ async fn run_once(options: &PgConnectOptions, plan: &Plan<'_>) -> Result<Migrate
 /// How often a migrator asks again for the migration lock a peer holds.
 const LOCK_POLL_INTERVAL: Duration = Duration::from_millis(250);
 
-/// One migrator at a time: the repair and every pending migration under one advisory lock, waited for without a timeout (a migrator waiting for a migrator holds
-/// up no one).
+/// One migrator at a time: the repair and every pending migration under one advisory
+/// lock, waited for without a timeout (a migrator waiting for a migrator holds up no one).
 async fn migrate_locked(
     connection: &mut PgConnection,
     plan: &Plan<'_>,

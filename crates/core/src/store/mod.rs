@@ -110,21 +110,32 @@ pub fn connect_pool_lazy(
         .application_name(&settings.application_name);
     // Behind a transaction pooler the role's settings apply (session.rs, roles.rs).
     if settings.target.pooler == Pooler::None {
-        let statement_timeout_ms = settings.statement_timeout.as_millis().to_string();
-        let idle_in_transaction_ms = bounded::IDLE_IN_TRANSACTION_TIMEOUT.as_millis().to_string();
-        options = options.options([
-            ("statement_timeout", statement_timeout_ms.as_str()),
-            (
-                "idle_in_transaction_session_timeout",
-                idle_in_transaction_ms.as_str(),
-            ),
-        ]);
+        options = with_session_limits(options, settings.statement_timeout);
     }
     Ok(durable_sessions(PgPoolOptions::new(), &settings.target)
         .max_connections(settings.max_connections)
         .acquire_timeout(settings.acquire_timeout)
         .idle_timeout(Duration::from_secs(60))
         .connect_lazy_with(options))
+}
+
+/// `options` whose sessions carry their limits from the start (startup options, never a
+/// `SET`): `statement_timeout` (zero: none) and `idle_in_transaction_session_timeout`
+/// ([`bounded::IDLE_IN_TRANSACTION_TIMEOUT`]). Only for direct sessions: behind a
+/// transaction pooler they come from the role.
+pub fn with_session_limits(
+    options: PgConnectOptions,
+    statement_timeout: Duration,
+) -> PgConnectOptions {
+    let statement_timeout_ms = statement_timeout.as_millis().to_string();
+    let idle_in_transaction_ms = bounded::IDLE_IN_TRANSACTION_TIMEOUT.as_millis().to_string();
+    options.options([
+        ("statement_timeout", statement_timeout_ms.as_str()),
+        (
+            "idle_in_transaction_session_timeout",
+            idle_in_transaction_ms.as_str(),
+        ),
+    ])
 }
 
 /// `options` whose sessions see `schema` alone: inbound's unqualified names resolve there

@@ -7,9 +7,9 @@
 //! ownership. The ingress cannot read a payload, update a receipt or touch a business
 //! table; the dispatcher cannot read payloads either; only operators remove receipts
 //! (purge); and the audit trail of operators' decisions (`receipt_replays`,
-//! `receipt_resolutions`, `effect_resolutions`) is insert-only for every role. The statements are idempotent and
-//! are re-run after every migration (`inboundctl migrate --create-roles`), so a new table
-//! is granted as it arrives. Passwords are not ours to choose: the roles are created
+//! `receipt_resolutions`, `effect_resolutions`) is insert-only for every role. The
+//! statements are idempotent and are re-run after every migration (`inboundctl migrate
+//! --create-roles`), so a new table is granted as it arrives. Passwords are not ours to choose: the roles are created
 //! without one (`ALTER ROLE … PASSWORD`, certificates or a cloud IAM log them in).
 
 use sqlx::PgConnection;
