@@ -102,6 +102,32 @@ fn check_config_warns_about_route_keys_the_provider_never_sends() {
     assert_eq!(denied.status.code(), Some(1), "{}", text(&denied.stderr));
 }
 
+/// Shopify topics are checked too, `/` and all: `orders/created` is no topic, and the
+/// warning names `orders/create`.
+#[test]
+fn check_config_warns_about_a_shopify_topic_typo() {
+    let scratch = ScratchDir::new();
+    let typo = write_config(&scratch, |config| {
+        assert!(
+            config.contains("\"orders/create\" ="),
+            "fixture holds orders/create"
+        );
+        config.replacen("\"orders/create\" =", "\"orders/created\" =", 1)
+    });
+    let warned = inboundctl(
+        &["check-config", "--config", &typo],
+        &fixtures::secret_env(),
+    );
+    assert!(warned.status.success(), "{}", text(&warned.stderr));
+    let stderr = text(&warned.stderr);
+    assert!(
+        stderr.contains("warning: integration shop-acme: route \"orders/created\"")
+            && stderr.contains("did you mean \"orders/create\""),
+        "{stderr}"
+    );
+    assert_eq!(stderr.matches("warning:").count(), 1, "{stderr}");
+}
+
 /// `inboundctl … | head` closes the pipe early: the command stops printing and finishes
 /// with its own exit status instead of panicking on the failed write.
 #[test]

@@ -33,8 +33,36 @@
 //!   (answered by the ingress itself) and `app_rate_limited` (it carries no inner event),
 //!   and the subscription names `message.channels`, `message.im`, … are not listed: those
 //!   subscriptions deliver events of type `message`.
-//! - Standard Webhooks: every sender names its own types, so there is no list and no
-//!   warning.
+//! - [`SHOPIFY`] lists the topics (the `X-Shopify-Topic` header, which is the route key) of
+//!   the `WebhookSubscriptionTopic` enum of Shopify's GraphQL Admin API, version 2026-07
+//!   (<https://shopify.dev/docs/api/admin-graphql/latest/enums/WebhookSubscriptionTopic>),
+//!   each spelled as its description names it. The enum value is the topic upper-cased with
+//!   its `/` (or `.`) made `_`, as `topicForStorage` of `@shopify/shopify-api`
+//!   (<https://github.com/Shopify/shopify-app-js>) maps a topic, but the separator sits at
+//!   no fixed place: `ORDERS_CREATE` is `orders/create`, `APP_SCOPES_UPDATE` is
+//!   `app/scopes_update`, `CUSTOMERS_EMAIL_MARKETING_CONSENT_UPDATE` is
+//!   `customers_email_marketing_consent/update`, `CUSTOMER_TAGS_ADDED` is
+//!   `customer.tags_added`. Added to them, the mandatory compliance topics
+//!   `customers/data_request`, `customers/redact` and `shop/redact`, which are subscribed
+//!   in the app configuration and are not in the enum
+//!   (<https://shopify.dev/docs/apps/build/compliance/privacy-law-compliance>). A pattern
+//!   cannot split a topic at its `/`: the configuration refuses `orders/*`, and `prefix.*`
+//!   matches only the four `customer.…` topics.
+//! - [`PADDLE`] lists the Paddle Billing event types (`event_type`), the `EventName` enum
+//!   of `@paddle/paddle-node-sdk` 3.8.0 (<https://github.com/PaddleHQ/paddle-node-sdk>),
+//!   cross-checked against the `event_type` values of Paddle's webhook reference
+//!   (<https://developer.paddle.com/webhooks>).
+//! - [`ZOOM`] lists the `event` names of the webhook events typed in Zoom's `@zoom/rivet`
+//!   0.3.0 (<https://github.com/zoom/rivet-javascript>): Meetings (with webinars and cloud
+//!   recordings), Phone, Team Chat, Chatbot, Users, Accounts, Marketplace and Video SDK,
+//!   spot-checked against Zoom's event reference
+//!   (<https://developers.zoom.us/docs/api/webhooks/>). `endpoint.url_validation` is not
+//!   listed: the ingress answers it itself and never routes it. Products Rivet does not
+//!   cover (Rooms, Contact Center, Zoom Events, Whiteboard, RTMS, …) send events that are
+//!   not listed here either: a route for one gets a warning, and routes as configured all
+//!   the same.
+//! - Standard Webhooks and the configured `hmac` and `token` senders: every sender names
+//!   its own types, so there is no list and no warning.
 //!
 //! Each list is sorted in byte order without duplicates (the tests check it), so lookups
 //! binary-search. A pattern key `prefix.*` is known when at least one listed type starts
@@ -751,25 +779,585 @@ pub const SLACK: &[&str] = &[
     "workflow_unpublished",
 ];
 
+/// Shopify webhook topics (`X-Shopify-Topic`): the `WebhookSubscriptionTopic` enum, spelled
+/// as delivered, and the mandatory compliance topics.
+pub const SHOPIFY: &[&str] = &[
+    "app/scopes_update",
+    "app/uninstalled",
+    "app_purchases_one_time/update",
+    "app_subscriptions/approaching_capped_amount",
+    "app_subscriptions/update",
+    "audit_events/admin_api_activity",
+    "bulk_operations/finish",
+    "carts/create",
+    "carts/update",
+    "channels/delete",
+    "checkouts/create",
+    "checkouts/delete",
+    "checkouts/update",
+    "collection_listings/add",
+    "collection_listings/remove",
+    "collection_listings/update",
+    "collection_publications/create",
+    "collection_publications/delete",
+    "collection_publications/update",
+    "collections/create",
+    "collections/delete",
+    "collections/update",
+    "companies/create",
+    "companies/delete",
+    "companies/update",
+    "company_contact_roles/assign",
+    "company_contact_roles/revoke",
+    "company_contacts/create",
+    "company_contacts/delete",
+    "company_contacts/update",
+    "company_locations/create",
+    "company_locations/delete",
+    "company_locations/update",
+    "customer.joined_segment",
+    "customer.left_segment",
+    "customer.tags_added",
+    "customer.tags_removed",
+    "customer_account_settings/update",
+    "customer_groups/create",
+    "customer_groups/delete",
+    "customer_groups/update",
+    "customer_payment_methods/create",
+    "customer_payment_methods/revoke",
+    "customer_payment_methods/update",
+    "customers/create",
+    "customers/data_request",
+    "customers/delete",
+    "customers/disable",
+    "customers/enable",
+    "customers/merge",
+    "customers/purchasing_summary",
+    "customers/redact",
+    "customers/update",
+    "customers_email_marketing_consent/update",
+    "customers_marketing_consent/update",
+    "customers_whats_app_marketing_consent/update",
+    "delivery_promise_settings/update",
+    "discounts/create",
+    "discounts/delete",
+    "discounts/redeemcode_added",
+    "discounts/redeemcode_removed",
+    "discounts/update",
+    "disputes/create",
+    "disputes/update",
+    "domains/create",
+    "domains/destroy",
+    "domains/update",
+    "draft_orders/create",
+    "draft_orders/delete",
+    "draft_orders/update",
+    "finance_app_staff_member/delete",
+    "finance_app_staff_member/grant",
+    "finance_app_staff_member/revoke",
+    "finance_app_staff_member/update",
+    "finance_kyc_information/update",
+    "fulfillment_events/create",
+    "fulfillment_events/delete",
+    "fulfillment_holds/added",
+    "fulfillment_holds/released",
+    "fulfillment_orders/cancellation_request_accepted",
+    "fulfillment_orders/cancellation_request_rejected",
+    "fulfillment_orders/cancellation_request_submitted",
+    "fulfillment_orders/cancelled",
+    "fulfillment_orders/fulfillment_request_accepted",
+    "fulfillment_orders/fulfillment_request_rejected",
+    "fulfillment_orders/fulfillment_request_submitted",
+    "fulfillment_orders/fulfillment_service_failed_to_complete",
+    "fulfillment_orders/hold_released",
+    "fulfillment_orders/line_items_prepared_for_local_delivery",
+    "fulfillment_orders/line_items_prepared_for_pickup",
+    "fulfillment_orders/manually_reported_progress_stopped",
+    "fulfillment_orders/merged",
+    "fulfillment_orders/moved",
+    "fulfillment_orders/order_routing_complete",
+    "fulfillment_orders/placed_on_hold",
+    "fulfillment_orders/progress_reported",
+    "fulfillment_orders/rescheduled",
+    "fulfillment_orders/scheduled_fulfillment_order_ready",
+    "fulfillment_orders/split",
+    "fulfillments/create",
+    "fulfillments/update",
+    "inventory_items/create",
+    "inventory_items/delete",
+    "inventory_items/update",
+    "inventory_levels/connect",
+    "inventory_levels/disconnect",
+    "inventory_levels/update",
+    "inventory_shipments/add_items",
+    "inventory_shipments/create",
+    "inventory_shipments/delete",
+    "inventory_shipments/mark_in_transit",
+    "inventory_shipments/receive_items",
+    "inventory_shipments/remove_items",
+    "inventory_shipments/update_item_quantities",
+    "inventory_shipments/update_tracking",
+    "inventory_transfers/add_items",
+    "inventory_transfers/cancel",
+    "inventory_transfers/complete",
+    "inventory_transfers/ready_to_ship",
+    "inventory_transfers/remove_items",
+    "inventory_transfers/update_item_quantities",
+    "inventory_transfers/updated",
+    "locales/create",
+    "locales/destroy",
+    "locales/update",
+    "locations/activate",
+    "locations/create",
+    "locations/deactivate",
+    "locations/delete",
+    "locations/update",
+    "markets/create",
+    "markets/delete",
+    "markets/update",
+    "markets_backup_region/update",
+    "metafield_definitions/create",
+    "metafield_definitions/delete",
+    "metafield_definitions/update",
+    "metaobjects/create",
+    "metaobjects/delete",
+    "metaobjects/update",
+    "order_transactions/create",
+    "orders/cancelled",
+    "orders/create",
+    "orders/delete",
+    "orders/edited",
+    "orders/fulfilled",
+    "orders/link_requested",
+    "orders/paid",
+    "orders/partially_fulfilled",
+    "orders/risk_assessment_changed",
+    "orders/shopify_protect_eligibility_changed",
+    "orders/updated",
+    "payment_schedules/due",
+    "payment_terms/create",
+    "payment_terms/delete",
+    "payment_terms/update",
+    "product_feeds/create",
+    "product_feeds/full_sync",
+    "product_feeds/full_sync_finish",
+    "product_feeds/incremental_sync",
+    "product_feeds/update",
+    "product_listings/add",
+    "product_listings/remove",
+    "product_listings/update",
+    "product_publications/create",
+    "product_publications/delete",
+    "product_publications/update",
+    "products/create",
+    "products/delete",
+    "products/update",
+    "profiles/create",
+    "profiles/delete",
+    "profiles/update",
+    "refunds/create",
+    "returns/approve",
+    "returns/cancel",
+    "returns/close",
+    "returns/decline",
+    "returns/process",
+    "returns/reopen",
+    "returns/request",
+    "returns/update",
+    "reverse_deliveries/attach_deliverable",
+    "reverse_fulfillment_orders/dispose",
+    "scheduled_product_listings/add",
+    "scheduled_product_listings/remove",
+    "scheduled_product_listings/update",
+    "segments/create",
+    "segments/delete",
+    "segments/update",
+    "selling_plan_groups/create",
+    "selling_plan_groups/delete",
+    "selling_plan_groups/update",
+    "shipping_addresses/create",
+    "shipping_addresses/update",
+    "shop/redact",
+    "shop/update",
+    "subscription_billing_attempts/challenged",
+    "subscription_billing_attempts/failure",
+    "subscription_billing_attempts/success",
+    "subscription_billing_cycle_edits/create",
+    "subscription_billing_cycle_edits/delete",
+    "subscription_billing_cycle_edits/update",
+    "subscription_billing_cycles/skip",
+    "subscription_billing_cycles/unskip",
+    "subscription_contracts/activate",
+    "subscription_contracts/cancel",
+    "subscription_contracts/create",
+    "subscription_contracts/expire",
+    "subscription_contracts/fail",
+    "subscription_contracts/pause",
+    "subscription_contracts/update",
+    "tax_services/create",
+    "tax_services/update",
+    "tender_transactions/create",
+    "themes/create",
+    "themes/delete",
+    "themes/publish",
+    "themes/update",
+    "variants/in_stock",
+    "variants/out_of_stock",
+];
+
+/// The event types Paddle Billing sends (`event_type`).
+pub const PADDLE: &[&str] = &[
+    "address.created",
+    "address.imported",
+    "address.updated",
+    "adjustment.created",
+    "adjustment.updated",
+    "api_key.created",
+    "api_key.expired",
+    "api_key.expiring",
+    "api_key.revoked",
+    "api_key.updated",
+    "api_key_exposure.created",
+    "business.created",
+    "business.imported",
+    "business.updated",
+    "client_token.created",
+    "client_token.revoked",
+    "client_token.updated",
+    "customer.created",
+    "customer.imported",
+    "customer.updated",
+    "discount.created",
+    "discount.imported",
+    "discount.updated",
+    "discount_group.created",
+    "discount_group.updated",
+    "payment_method.deleted",
+    "payment_method.saved",
+    "payout.created",
+    "payout.paid",
+    "price.created",
+    "price.imported",
+    "price.updated",
+    "product.created",
+    "product.imported",
+    "product.updated",
+    "report.created",
+    "report.updated",
+    "subscription.activated",
+    "subscription.canceled",
+    "subscription.created",
+    "subscription.imported",
+    "subscription.past_due",
+    "subscription.paused",
+    "subscription.resumed",
+    "subscription.trialing",
+    "subscription.updated",
+    "transaction.billed",
+    "transaction.canceled",
+    "transaction.completed",
+    "transaction.created",
+    "transaction.paid",
+    "transaction.past_due",
+    "transaction.payment_failed",
+    "transaction.ready",
+    "transaction.revised",
+    "transaction.updated",
+];
+
+/// The `event` names Zoom's webhooks carry, for the products `@zoom/rivet` covers, without
+/// `endpoint.url_validation` (answered by the ingress).
+pub const ZOOM: &[&str] = &[
+    "account.created",
+    "account.disassociated",
+    "account.lock_settings_updated",
+    "account.settings_updated",
+    "account.updated",
+    "account.vanity_url_approved",
+    "account.vanity_url_rejected",
+    "app.authorization_request_created",
+    "app_deauthorized",
+    "bot_installed",
+    "bot_notification",
+    "chat_channel.created",
+    "chat_channel.deleted",
+    "chat_channel.member_invited",
+    "chat_channel.member_joined",
+    "chat_channel.member_left",
+    "chat_channel.member_removed",
+    "chat_channel.updated",
+    "chat_message.deleted",
+    "chat_message.replied",
+    "chat_message.sent",
+    "chat_message.updated",
+    "group.admin_added",
+    "group.admin_deleted",
+    "group.created",
+    "group.deleted",
+    "group.lock_settings_updated",
+    "group.member_added",
+    "group.member_deleted",
+    "group.settings_updated",
+    "group.updated",
+    "information_barriers.policy_created",
+    "information_barriers.policy_deleted",
+    "information_barriers.policy_updated",
+    "interactive_message_actions",
+    "interactive_message_editable",
+    "interactive_message_fields_editable",
+    "interactive_message_select",
+    "meeting.alert",
+    "meeting.breakout_room_sharing_ended",
+    "meeting.breakout_room_sharing_started",
+    "meeting.chat_message_file_sent",
+    "meeting.chat_message_sent",
+    "meeting.created",
+    "meeting.deleted",
+    "meeting.device_tested",
+    "meeting.ended",
+    "meeting.live_streaming_started",
+    "meeting.live_streaming_stopped",
+    "meeting.participant_admitted",
+    "meeting.participant_bind",
+    "meeting.participant_feedback",
+    "meeting.participant_jbh_joined",
+    "meeting.participant_jbh_waiting",
+    "meeting.participant_jbh_waiting_left",
+    "meeting.participant_joined",
+    "meeting.participant_joined_breakout_room",
+    "meeting.participant_joined_waiting_room",
+    "meeting.participant_left",
+    "meeting.participant_left_breakout_room",
+    "meeting.participant_left_waiting_room",
+    "meeting.participant_phone_callout_accepted",
+    "meeting.participant_phone_callout_missed",
+    "meeting.participant_phone_callout_rejected",
+    "meeting.participant_phone_callout_ringing",
+    "meeting.participant_put_in_waiting_room",
+    "meeting.participant_role_changed",
+    "meeting.participant_room_system_callout_accepted",
+    "meeting.participant_room_system_callout_failed",
+    "meeting.participant_room_system_callout_missed",
+    "meeting.participant_room_system_callout_rejected",
+    "meeting.participant_room_system_callout_ringing",
+    "meeting.permanently_deleted",
+    "meeting.recovered",
+    "meeting.registration_approved",
+    "meeting.registration_cancelled",
+    "meeting.registration_created",
+    "meeting.registration_denied",
+    "meeting.risk_alert",
+    "meeting.sharing_ended",
+    "meeting.sharing_started",
+    "meeting.started",
+    "meeting.summary_completed",
+    "meeting.summary_deleted",
+    "meeting.summary_recovered",
+    "meeting.summary_shared",
+    "meeting.summary_trashed",
+    "meeting.summary_updated",
+    "meeting.updated",
+    "phone.account_settings_updated",
+    "phone.blind_transfer_initiated",
+    "phone.call_history_deleted",
+    "phone.call_log_deleted",
+    "phone.call_log_permanently_deleted",
+    "phone.callee_answered",
+    "phone.callee_call_history_completed",
+    "phone.callee_call_log_completed",
+    "phone.callee_ended",
+    "phone.callee_hold",
+    "phone.callee_meeting_inviting",
+    "phone.callee_missed",
+    "phone.callee_mute",
+    "phone.callee_parked",
+    "phone.callee_rejected",
+    "phone.callee_ringing",
+    "phone.callee_unhold",
+    "phone.callee_unmute",
+    "phone.caller_call_history_completed",
+    "phone.caller_call_log_completed",
+    "phone.caller_connected",
+    "phone.caller_ended",
+    "phone.caller_hold",
+    "phone.caller_meeting_inviting",
+    "phone.caller_mute",
+    "phone.caller_ringing",
+    "phone.caller_unhold",
+    "phone.caller_unmute",
+    "phone.conference_started",
+    "phone.device_registration",
+    "phone.emergency_alert",
+    "phone.generic_device_provision",
+    "phone.group_settings_updated",
+    "phone.peering_number_cnam_updated",
+    "phone.peering_number_emergency_address_updated",
+    "phone.recording_completed",
+    "phone.recording_completed_for_access_member",
+    "phone.recording_deleted",
+    "phone.recording_failed",
+    "phone.recording_paused",
+    "phone.recording_permanently_deleted",
+    "phone.recording_resumed",
+    "phone.recording_started",
+    "phone.recording_stopped",
+    "phone.recording_transcript_completed",
+    "phone.sms_campaign_number_opt_in",
+    "phone.sms_campaign_number_opt_out",
+    "phone.sms_received",
+    "phone.sms_sent",
+    "phone.sms_sent_failed",
+    "phone.transfer_call_to_voicemail_initiated",
+    "phone.voicemail_deleted",
+    "phone.voicemail_permanently_deleted",
+    "phone.voicemail_received",
+    "phone.voicemail_received_for_access_member",
+    "phone.voicemail_transcript_completed",
+    "recording.archive_files_completed",
+    "recording.batch_deleted",
+    "recording.batch_recovered",
+    "recording.batch_trashed",
+    "recording.cloud_storage_usage_updated",
+    "recording.completed",
+    "recording.deleted",
+    "recording.paused",
+    "recording.recovered",
+    "recording.registration_approved",
+    "recording.registration_created",
+    "recording.registration_denied",
+    "recording.renamed",
+    "recording.resumed",
+    "recording.started",
+    "recording.stopped",
+    "recording.transcript_completed",
+    "recording.trashed",
+    "session.alert",
+    "session.ended",
+    "session.live_streaming_started",
+    "session.live_streaming_stopped",
+    "session.recording_completed",
+    "session.recording_deleted",
+    "session.recording_paused",
+    "session.recording_recovered",
+    "session.recording_resumed",
+    "session.recording_started",
+    "session.recording_stopped",
+    "session.recording_transcript_completed",
+    "session.recording_transcript_failed",
+    "session.recording_trashed",
+    "session.sharing_ended",
+    "session.sharing_started",
+    "session.started",
+    "session.user_joined",
+    "session.user_left",
+    "session.user_phone_callout_accepted",
+    "session.user_phone_callout_missed",
+    "session.user_phone_callout_rejected",
+    "session.user_phone_callout_ringing",
+    "session.user_room_system_callout_accepted",
+    "session.user_room_system_callout_failed",
+    "session.user_room_system_callout_missed",
+    "session.user_room_system_callout_rejected",
+    "session.user_room_system_callout_ringing",
+    "team_chat.bookmark_added",
+    "team_chat.bookmark_removed",
+    "team_chat.channel_app_added",
+    "team_chat.channel_app_removed",
+    "team_chat.channel_archived",
+    "team_chat.channel_invitation_accepted",
+    "team_chat.channel_invitation_approval_requested",
+    "team_chat.channel_invitation_approved",
+    "team_chat.channel_invitation_created",
+    "team_chat.channel_invitation_declined",
+    "team_chat.channel_invitation_rejected",
+    "team_chat.channel_invitation_removed",
+    "team_chat.channel_join_approval_requested",
+    "team_chat.channel_join_approved",
+    "team_chat.channel_join_declined",
+    "team_chat.channel_join_requested",
+    "team_chat.channel_message_deleted",
+    "team_chat.channel_message_posted",
+    "team_chat.channel_message_updated",
+    "team_chat.channel_pin_added",
+    "team_chat.channel_pin_removed",
+    "team_chat.channel_reaction_added",
+    "team_chat.channel_reaction_removed",
+    "team_chat.channel_unarchived",
+    "team_chat.dm_message_deleted",
+    "team_chat.dm_message_posted",
+    "team_chat.dm_message_updated",
+    "team_chat.dm_reaction_added",
+    "team_chat.dm_reaction_removed",
+    "team_chat.emoji_added",
+    "team_chat.emoji_removed",
+    "team_chat.file_changed",
+    "team_chat.file_deleted",
+    "team_chat.file_downloaded",
+    "team_chat.file_shared",
+    "team_chat.file_unshared",
+    "team_chat.file_uploaded",
+    "team_chat.link_shared",
+    "team_chat.shared_spaces_edited",
+    "team_chat.shared_spaces_member_invited",
+    "team_chat.shared_spaces_member_left",
+    "team_chat.shared_spaces_member_removed",
+    "team_chat.starred",
+    "team_chat.unstarred",
+    "user.activated",
+    "user.created",
+    "user.deactivated",
+    "user.deleted",
+    "user.disassociated",
+    "user.invitation_accepted",
+    "user.personal_notes_updated",
+    "user.presence_status_updated",
+    "user.settings_updated",
+    "user.signed_in",
+    "user.signed_out",
+    "user.tsp_created",
+    "user.tsp_deleted",
+    "user.tsp_updated",
+    "user.updated",
+    "webinar.alert",
+    "webinar.chat_message_file_sent",
+    "webinar.chat_message_sent",
+    "webinar.created",
+    "webinar.deleted",
+    "webinar.ended",
+    "webinar.participant_bind",
+    "webinar.participant_feedback",
+    "webinar.participant_joined",
+    "webinar.participant_left",
+    "webinar.participant_role_changed",
+    "webinar.permanently_deleted",
+    "webinar.recovered",
+    "webinar.registration_approved",
+    "webinar.registration_cancelled",
+    "webinar.registration_created",
+    "webinar.registration_denied",
+    "webinar.sharing_ended",
+    "webinar.sharing_started",
+    "webinar.started",
+    "webinar.updated",
+];
+
 /// The known event types of `provider`, sorted; `None` when every sender chooses its own
-/// (Standard Webhooks).
+/// (Standard Webhooks, `hmac`, `token`).
 pub fn known_types(provider: Provider) -> Option<&'static [&'static str]> {
     match provider {
         Provider::Stripe => Some(STRIPE),
         Provider::Github => Some(GITHUB),
         Provider::Slack => Some(SLACK),
-        Provider::Standard
-        | Provider::Shopify
-        | Provider::Paddle
-        | Provider::Zoom
-        | Provider::Hmac
-        | Provider::Token => None,
+        Provider::Shopify => Some(SHOPIFY),
+        Provider::Paddle => Some(PADDLE),
+        Provider::Zoom => Some(ZOOM),
+        Provider::Standard | Provider::Hmac | Provider::Token => None,
     }
 }
 
 /// Whether `provider` is known to send events that `route_key` matches: an exact type, a
 /// pattern `prefix.*` that at least one known type falls under, or the catch-all `*`.
-/// `None` when the provider has no list (Standard Webhooks).
+/// `None` when the provider has no list (Standard Webhooks, `hmac`, `token`).
 pub fn is_known(provider: Provider, route_key: &str) -> Option<bool> {
     let types = known_types(provider)?;
     if route_key == CATCH_ALL {
@@ -923,7 +1511,14 @@ fn edit_distance(from: &[u8], to: &[u8]) -> usize {
 mod tests {
     use super::*;
 
-    const LISTS: [(&str, &[&str]); 3] = [("stripe", STRIPE), ("github", GITHUB), ("slack", SLACK)];
+    const LISTS: [(&str, &[&str]); 6] = [
+        ("stripe", STRIPE),
+        ("github", GITHUB),
+        ("slack", SLACK),
+        ("shopify", SHOPIFY),
+        ("paddle", PADDLE),
+        ("zoom", ZOOM),
+    ];
 
     #[test]
     fn lists_are_sorted_without_duplicates() {
@@ -991,6 +1586,23 @@ mod tests {
             (Provider::Slack, "reaction_added"),
             (Provider::Slack, "team_join"),
             (Provider::Slack, "app_uninstalled"),
+            (Provider::Shopify, "orders/create"),
+            (Provider::Shopify, "orders/paid"),
+            (Provider::Shopify, "app/uninstalled"),
+            (Provider::Shopify, "app/scopes_update"),
+            (Provider::Shopify, "customers/data_request"),
+            (Provider::Shopify, "customers/redact"),
+            (Provider::Shopify, "shop/redact"),
+            (Provider::Shopify, "customer.tags_added"),
+            (Provider::Paddle, "transaction.completed"),
+            (Provider::Paddle, "subscription.created"),
+            (Provider::Paddle, "subscription.canceled"),
+            (Provider::Paddle, "api_key_exposure.created"),
+            (Provider::Zoom, "meeting.started"),
+            (Provider::Zoom, "meeting.ended"),
+            (Provider::Zoom, "recording.completed"),
+            (Provider::Zoom, "phone.callee_answered"),
+            (Provider::Zoom, "bot_notification"),
         ];
         for (provider, key) in cases {
             assert_eq!(is_known(provider, key), Some(true), "{provider:?} {key}");
@@ -1016,6 +1628,15 @@ mod tests {
             (Provider::Github, "pull_requests.*", false),
             // Slack types have no dots: no pattern can match one.
             (Provider::Slack, "message.*", false),
+            // Shopify topics split at `/`; only the `customer.…` ones have a dot.
+            (Provider::Shopify, "customer.*", true),
+            (Provider::Shopify, "orders.*", false),
+            (Provider::Paddle, "transaction.*", true),
+            (Provider::Paddle, "transactions.*", false),
+            (Provider::Zoom, "meeting.*", true),
+            (Provider::Zoom, "team_chat.*", true),
+            // Answered by the ingress, never routed.
+            (Provider::Zoom, "endpoint.*", false),
         ];
         for (provider, key, known) in cases {
             assert_eq!(is_known(provider, key), Some(known), "{provider:?} {key}");
@@ -1024,7 +1645,14 @@ mod tests {
 
     #[test]
     fn catch_all_is_always_known_where_there_is_a_list() {
-        for provider in [Provider::Stripe, Provider::Github, Provider::Slack] {
+        for provider in [
+            Provider::Stripe,
+            Provider::Github,
+            Provider::Slack,
+            Provider::Shopify,
+            Provider::Paddle,
+            Provider::Zoom,
+        ] {
             assert_eq!(is_known(provider, CATCH_ALL), Some(true), "{provider:?}");
             assert_eq!(suggestion(provider, CATCH_ALL), None, "{provider:?}");
         }
@@ -1033,6 +1661,8 @@ mod tests {
     #[test]
     fn standard_webhooks_has_no_list() {
         assert_eq!(known_types(Provider::Standard), None);
+        assert_eq!(known_types(Provider::Hmac), None);
+        assert_eq!(known_types(Provider::Token), None);
         for key in [
             "payment_intent.succeded",
             "user.created",
@@ -1071,6 +1701,23 @@ mod tests {
             // A subscription name, not a type: those subscriptions deliver `message`.
             (Provider::Slack, "message.channels", "message"),
             (Provider::Slack, "message.im", "message"),
+            (Provider::Shopify, "orders/created", "orders/create"),
+            (Provider::Shopify, "orders.create", "orders/create"),
+            (Provider::Shopify, "order/paid", "orders/paid"),
+            (Provider::Shopify, "app/uninstall", "app/uninstalled"),
+            (Provider::Shopify, "customer/redact", "customers/redact"),
+            (
+                Provider::Paddle,
+                "subscription.cancelled",
+                "subscription.canceled",
+            ),
+            (
+                Provider::Paddle,
+                "transaction.complete",
+                "transaction.completed",
+            ),
+            (Provider::Zoom, "meeting.strated", "meeting.started"),
+            (Provider::Zoom, "recording.complete", "recording.completed"),
         ];
         for (provider, key, expected) in cases {
             assert_eq!(is_known(provider, key), Some(false), "{provider:?} {key}");
@@ -1108,6 +1755,9 @@ mod tests {
             // anything.
             (Provider::Github, "pr"),
             (Provider::Slack, "message.*"),
+            // No Shopify topic has the prefix `orders.`, and `customer` is too far from it.
+            (Provider::Shopify, "orders.*"),
+            (Provider::Zoom, "endpoint.url_validation"),
         ] {
             assert_eq!(is_known(provider, key), Some(false), "{provider:?} {key}");
             assert_eq!(suggestion(provider, key), None, "{provider:?} {key}");
@@ -1239,5 +1889,77 @@ secrets = ["env:GOOD"]
             .replace("app_menton", "app_mention")
             .replace("\"message.channels\"", "\"reaction_added\"");
         assert_eq!(route_key_warnings(&config(&text)), Vec::<String>::new());
+    }
+
+    const SHOPIFY_CONFIG: &str = r#"
+[[integration]]
+id = "shop-acme"
+provider = "shopify"
+tenant = "acme"
+secrets = ["env:GOOD"]
+
+[integration.routes]
+"orders/created" = { handler = "orders.create" }
+"orders/paid" = { handler = "orders.mark_paid" }
+"customers/data_request" = { handler = "privacy.export" }
+"customers/redact" = { handler = "privacy.erase" }
+"shop/redact" = { handler = "privacy.erase_shop" }
+"#;
+
+    #[test]
+    fn shopify_typos_warn_and_compliance_topics_do_not() {
+        assert_eq!(
+            route_key_warnings(&config(SHOPIFY_CONFIG)),
+            [
+                r#"integration shop-acme: route "orders/created" is not an event type shopify sends (did you mean "orders/create"?): deliveries of it would be answered 200 ignored"#,
+            ]
+        );
+        let fixed = SHOPIFY_CONFIG.replace("orders/created", "orders/create");
+        assert_eq!(route_key_warnings(&config(&fixed)), Vec::<String>::new());
+    }
+
+    /// A pattern ends in `.*`, so no pattern can stand for the topics of one Shopify
+    /// resource: the configuration refuses `orders/*` before any warning is looked for.
+    #[test]
+    fn shopify_topics_cannot_be_patterned_at_their_slash() {
+        let text = SHOPIFY_CONFIG.replace("\"orders/created\"", "\"orders/*\"");
+        let Err(error) = Config::from_toml(&text, &|_| {
+            Some("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".to_owned())
+        }) else {
+            panic!("orders/* must be refused");
+        };
+        assert!(error.to_string().contains("`prefix.*`"), "{error}");
+    }
+
+    #[test]
+    fn paddle_and_zoom_typos_warn() {
+        let text = r#"
+[[integration]]
+id = "paddle-acme"
+provider = "paddle"
+tenant = "acme"
+secrets = ["env:GOOD"]
+
+[integration.routes]
+"transaction.completed" = { handler = "billing.fulfil" }
+"subscription.cancelled" = { handler = "billing.revoke" }
+
+[[integration]]
+id = "zoom-acme"
+provider = "zoom"
+tenant = "acme"
+secrets = ["env:GOOD"]
+
+[integration.routes]
+"meeting.ended" = { handler = "meetings.close" }
+"recording.complete" = { handler = "meetings.archive" }
+"#;
+        assert_eq!(
+            route_key_warnings(&config(text)),
+            [
+                r#"integration paddle-acme: route "subscription.cancelled" is not an event type paddle sends (did you mean "subscription.canceled"?): deliveries of it would be answered 200 ignored"#,
+                r#"integration zoom-acme: route "recording.complete" is not an event type zoom sends (did you mean "recording.completed"?): deliveries of it would be answered 200 ignored"#,
+            ]
+        );
     }
 }
