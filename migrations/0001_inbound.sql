@@ -17,6 +17,10 @@ CREATE TABLE receipts (
     route_key      text        NOT NULL,
     -- The validated payload; NULL once purged by retention.
     payload        jsonb,
+    -- The provider's facts about the delivery that handlers and sinks may need (Shopify's
+    -- triggered-at, webhook id and API version, GitHub's hook id, Stripe's api_version):
+    -- a JSON object, or NULL when the provider sends none.
+    delivery       jsonb,
     status         text        NOT NULL DEFAULT 'pending'
                    CHECK (status IN ('pending', 'done', 'quarantined', 'failed')),
     outcome        text        CHECK (outcome IN ('applied', 'duplicate', 'ignored')),

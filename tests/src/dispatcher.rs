@@ -68,6 +68,7 @@ impl Harness {
             integration: "stripe-acme",
             id: "evt",
             event_type: "payment_intent.succeeded",
+            delivery: None,
         };
         let mut connection = self.pool().acquire().await.expect("conn");
         effects::insert_intent(

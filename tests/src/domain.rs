@@ -180,8 +180,9 @@ pub async fn accept_with_headers(
         event_id: &event.event_id,
         event_type: &event.event_type,
         route_key,
-        payload_json: event.payload_json,
+        payload_json: &event.payload_json,
         content_digest: None,
+        delivery_json: event.delivery.as_deref(),
     };
     let mut connection = pool.acquire().await.expect("connection");
     Some(

@@ -210,6 +210,15 @@ impl Service {
         format!("http://{}{path}", self.metrics_addr)
     }
 
+    /// The text of `/metrics` on the ops port now.
+    pub async fn metrics_page(&self) -> String {
+        let answer = crate::http::HttpClient::new()
+            .get(&self.metrics_url("/metrics"))
+            .await
+            .expect("metrics answer");
+        String::from_utf8_lossy(&answer.body).into_owned()
+    }
+
     /// Every log line so far.
     pub fn logs(&self) -> Vec<String> {
         self.logs.lock().expect("log lock").clone()

@@ -19,6 +19,7 @@ fn receipt<'a>(
         route_key: "payment_intent.succeeded",
         payload_json: "{}",
         content_digest: None,
+        delivery_json: None,
     }
 }
 

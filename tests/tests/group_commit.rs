@@ -31,6 +31,7 @@ async fn a_batch_answers_in_order_with_duplicates_inside_and_outside_it() {
             route_key: "payment_intent.succeeded",
             payload_json: r#"{"id":"x"}"#,
             content_digest: None,
+            delivery_json: None,
         }
     }
     let mut connection = database.pool().acquire().await.expect("connection");
@@ -232,6 +233,7 @@ async fn a_member_postgres_refuses_fails_alone_and_the_rest_of_its_batch_commits
                 route_key: "t",
                 payload_json: payload,
                 content_digest: None,
+                delivery_json: None,
             };
             group.commit(&receipt, Arc::new(body)).await
         })
@@ -320,6 +322,7 @@ async fn nothing_is_committed_before_the_session_check_passed() {
                 route_key: "t",
                 payload_json: "{}",
                 content_digest: None,
+                delivery_json: None,
             },
             Arc::new(body),
         ),

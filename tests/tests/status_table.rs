@@ -113,13 +113,36 @@ async fn status_table_for(provider: Provider) {
         assert_status(&fresh_enough, 200, &format!("{name} inside tolerance"));
     }
 
-    // 403: verified, but another account/installation/team.
+    // 200 ignored: verified, but another account, installation, team or shop. Never
+    // refused: the sender would retry it and count it towards disabling the endpoint.
+    // Not stored; counted per integration and logged with its scope.
     if provider.has_scope() {
-        let forbidden = stack
+        let out_of_scope = stack
             .deliver(&provider.request(Variant::ForeignScope("evt-foreign")))
             .await;
-        assert_status(&forbidden, 403, &format!("{name} forbidden"));
-        assert_eq!(forbidden.json["error"], "forbidden");
+        assert_status(&out_of_scope, 200, &format!("{name} out of scope"));
+        assert_eq!(
+            out_of_scope.json,
+            serde_json::json!({"status": "ignored"}),
+            "{name}"
+        );
+        let counted = format!(
+            "inbound_ingress_out_of_scope_total{{integration=\"{}\",",
+            provider.integration()
+        );
+        let page = stack.ingress.metrics_page().await;
+        assert!(
+            page.lines()
+                .any(|line| line.starts_with(&counted) && line.ends_with(" 1")),
+            "{name}: {page}"
+        );
+        assert!(
+            stack.ingress.logs().iter().any(|line| {
+                line.contains("\"outcome\":\"out_of_scope\"") && line.contains("\"scope\":")
+            }),
+            "{name}: the out-of-scope line names the scope: {:#?}",
+            stack.ingress.logs()
+        );
     }
 
     // 404 unknown integration.

@@ -1,10 +1,14 @@
 //! After a request verifies: validate its shape, extract the event id and type, derive the
 //! source scope from verified data, check it against `expect`, and find the route.
 //!
-//! Shape problems are [`ExtractError::Malformed`] (400); a verified event from the wrong
-//! account, installation or team is [`ExtractError::Forbidden`] (403). Payloads must meet
-//! the storability contract ([`crate::payload`]): PostgreSQL's `jsonb` stores them and the
-//! worker reads them back, so a 2xx never acknowledges an event that cannot be processed.
+//! Shape problems are [`ExtractError::Malformed`] (400). A verified event from another
+//! mode, account, installation, team or shop than the integration's is
+//! [`Extracted::OutOfScope`]: acknowledged 200 `ignored` and not stored, never refused —
+//! a sender retries a refusal and counts it towards disabling the endpoint, which would
+//! also stop the events we want (docs/contract.md, "Acknowledged without being stored").
+//! Payloads must meet the storability contract ([`crate::payload`]): PostgreSQL's `jsonb`
+//! stores them and the worker reads them back, so a 2xx never acknowledges an event that
+//! cannot be processed.
 
 use std::borrow::Cow;
 
@@ -17,6 +21,7 @@ use crate::payload;
 pub use crate::payload::MAX_JSON_DEPTH;
 use crate::verify::Provider;
 
+mod form;
 mod pointer;
 
 /// The longest event id or type we store; longer ones are malformed, not truncated.
@@ -25,6 +30,21 @@ pub const MAX_IDENTIFIER_LEN: usize = 255;
 /// A verified delivery, understood.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Extracted<'body> {
+    /// Verified, but of another mode, account, installation, team, shop or scope than the
+    /// integration takes: acknowledged, not stored.
+    OutOfScope(OutOfScope),
+    /// Verified, and of a type no route takes, found before reading the fields only a
+    /// routed event needs (configured senders: GitLab's group events have no project).
+    Unrouted {
+        /// The event type, `-` when the delivery names none.
+        event_type: String,
+    },
+    /// Slack's `app_rate_limited`: Slack is dropping this app's events from the team
+    /// (more than 30,000 an hour). Acknowledged and counted; it carries no event.
+    SlackRateLimited {
+        /// `team_id`.
+        team_id: String,
+    },
     /// Slack's endpoint check: answer with the challenge, store nothing.
     UrlVerification {
         /// The value to echo.
@@ -51,8 +71,37 @@ pub struct Event<'body> {
     pub route_keys: Vec<String>,
     /// The first half of the receipt key.
     pub source_scope: SourceScope,
-    /// The body as UTF-8 JSON text, checked against the storability contract.
-    pub payload_json: &'body str,
+    /// The provider's facts about this delivery that handlers and sinks may need, as a
+    /// JSON object (`receipts.delivery`): Shopify's triggered-at, webhook id, event id and
+    /// API version, GitHub's hook id and target, Stripe's `api_version`. `None` when the
+    /// provider sends none.
+    pub delivery: Option<String>,
+    /// The payload as UTF-8 JSON text, checked against the storability contract: the
+    /// body itself, or the JSON a form-encoded body carries (GitHub's default).
+    pub payload_json: Cow<'body, str>,
+}
+
+impl Event<'_> {
+    /// The same event owning its payload.
+    pub fn into_owned(self) -> Event<'static> {
+        Event {
+            payload_json: Cow::Owned(self.payload_json.into_owned()),
+            ..self
+        }
+    }
+}
+
+/// A verified event the integration does not take, and what it said of its scope.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutOfScope {
+    /// Which part of the scope differs: `mode`, `account`, `installation`,
+    /// `organization`, `repository`, `installation_target`, `team`, `app`, `shop` or
+    /// `scope` (the `reason` label of `inbound_ingress_out_of_scope_total`).
+    pub reason: &'static str,
+    /// What the event said, e.g. `acct_9` or `test` (logged; `-` when it said nothing).
+    pub found: String,
+    /// The event type, when the event has one.
+    pub event_type: Option<String>,
 }
 
 /// Why a verified request is refused.
@@ -61,23 +110,50 @@ pub enum ExtractError {
     /// Not parseable, no event id or type, or a shape we do not support (400).
     #[error("malformed: {0}")]
     Malformed(Cow<'static, str>),
-    /// Authentic, but from an account/installation/team this integration does not expect (403).
-    #[error("forbidden: {0}")]
-    Forbidden(&'static str),
 }
 
 fn malformed(reason: impl Into<Cow<'static, str>>) -> ExtractError {
     ExtractError::Malformed(reason.into())
 }
 
-/// Understands one verified request for `integration`.
+/// Understands one verified request for `integration`. A GitHub delivery declared
+/// `application/x-www-form-urlencoded` (GitHub's default content type) is read from its
+/// `payload` field; every other body is the JSON itself.
 pub fn extract<'body>(
     integration: &Integration,
     headers: &Headers<'_>,
     body: &'body [u8],
 ) -> Result<Extracted<'body>, ExtractError> {
+    if integration.provider == Provider::Github && form::is_form(headers) {
+        let json = form::payload_field(body).map_err(malformed)?;
+        let payload_json = payload::check_storable(json.as_bytes())
+            .map_err(|unstorable| malformed(unstorable.to_string()))?;
+        return Ok(extract_json(integration, headers, payload_json)?.into_owned());
+    }
     let payload_json =
         payload::check_storable(body).map_err(|unstorable| malformed(unstorable.to_string()))?;
+    extract_json(integration, headers, payload_json)
+}
+
+impl Extracted<'_> {
+    /// The same delivery owning its payload.
+    fn into_owned(self) -> Extracted<'static> {
+        match self {
+            Self::Event(event) => Extracted::Event(event.into_owned()),
+            Self::OutOfScope(out) => Extracted::OutOfScope(out),
+            Self::Unrouted { event_type } => Extracted::Unrouted { event_type },
+            Self::SlackRateLimited { team_id } => Extracted::SlackRateLimited { team_id },
+            Self::UrlVerification { challenge } => Extracted::UrlVerification { challenge },
+            Self::ZoomUrlValidation { plain_token } => Extracted::ZoomUrlValidation { plain_token },
+        }
+    }
+}
+
+fn extract_json<'body>(
+    integration: &Integration,
+    headers: &Headers<'_>,
+    payload_json: &'body str,
+) -> Result<Extracted<'body>, ExtractError> {
     match integration.provider {
         Provider::Stripe => extract_stripe(integration, payload_json),
         Provider::Github => extract_github(integration, headers, payload_json),
@@ -99,6 +175,14 @@ pub fn find_route<'i>(
     integration: &'i Integration,
     event: &Event<'_>,
 ) -> Option<(&'i str, &'i Route)> {
+    route_for_keys(integration, &event.route_keys)
+}
+
+/// [`find_route`] for an event's route keys alone.
+fn route_for_keys<'i>(
+    integration: &'i Integration,
+    route_keys: &[String],
+) -> Option<(&'i str, &'i Route)> {
     let routes = &integration.routes;
     let longest_pattern = |event_key: &str| {
         routes
@@ -110,8 +194,7 @@ pub fn find_route<'i>(
             })
             .max_by_key(|(key, _)| key.len())
     };
-    event
-        .route_keys
+    route_keys
         .iter()
         .find_map(|key| routes.get_key_value(key).or_else(|| longest_pattern(key)))
         .or_else(|| routes.get_key_value(CATCH_ALL))
@@ -152,15 +235,42 @@ fn header_identifier(
     required_identifier(headers.get(name).map(Cow::Borrowed), what)
 }
 
-fn expect_equal(
-    expected: &Option<String>,
-    actual: Option<&str>,
-    reason: &'static str,
-) -> Result<(), ExtractError> {
-    match expected {
-        Some(expected) if Some(expected.as_str()) != actual => Err(ExtractError::Forbidden(reason)),
-        _ => Ok(()),
+/// The first of `checks` — `(expected, found, reason)` — whose `expect` value the event
+/// does not have.
+fn out_of_scope<const N: usize>(
+    checks: [(&Option<String>, Option<&str>, &'static str); N],
+    event_type: Option<&str>,
+) -> Option<OutOfScope> {
+    checks
+        .into_iter()
+        .find(|(expected, found, _)| {
+            expected
+                .as_deref()
+                .is_some_and(|expected| Some(expected) != *found)
+        })
+        .map(|(_, found, reason)| OutOfScope {
+            reason,
+            found: found.unwrap_or("-").to_owned(),
+            event_type: event_type.map(str::to_owned),
+        })
+}
+
+/// `pairs` with a value, as the JSON object `receipts.delivery` keeps; `None` when none
+/// has one. Each value is an identifier the provider sent, bounded like one.
+fn delivery_facts(pairs: &[(&str, Option<&str>)]) -> Result<Option<String>, ExtractError> {
+    let mut facts = serde_json::Map::new();
+    for (name, value) in pairs {
+        let Some(value) = value.filter(|value| !value.is_empty()) else {
+            continue;
+        };
+        if value.len() > MAX_IDENTIFIER_LEN {
+            return Err(malformed(format!(
+                "{name} is longer than {MAX_IDENTIFIER_LEN} bytes"
+            )));
+        }
+        facts.insert((*name).to_owned(), serde_json::Value::from(value));
     }
+    Ok((!facts.is_empty()).then(|| serde_json::Value::Object(facts).to_string()))
 }
 
 #[derive(Deserialize)]
@@ -170,10 +280,27 @@ struct StripeFields<'a> {
     #[serde(borrow, rename = "type")]
     event_type: Option<Cow<'a, str>>,
     #[serde(borrow)]
+    object: Option<Cow<'a, str>>,
+    #[serde(borrow)]
     account: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    context: Option<Cow<'a, str>>,
     livemode: Option<bool>,
+    #[serde(borrow)]
+    api_version: Option<Cow<'a, str>>,
 }
 
+/// The `object` of a thin event (API v2, event destinations).
+const STRIPE_THIN_EVENT: &str = "v2.core.event";
+
+/// Stripe: the id, type and mode from the signed body. The account is `account` on a
+/// snapshot event (a Connect endpoint's connected account; absent for the platform's
+/// own), and `context` on a thin event (`object` = `v2.core.event`), which is the account
+/// path Stripe names in `Stripe-Context` (`acct_…`, or `acct_…/acct_…` for an
+/// organization's: <https://docs.stripe.com/context>; stripe-python
+/// `stripe/v2/core/_event.py`). A Connect endpoint receives test-mode events and every
+/// connected account's at one URL (<https://docs.stripe.com/connect/webhooks>): those the
+/// integration does not take are out of scope, not refused.
 fn extract_stripe<'body>(
     integration: &Integration,
     payload_json: &'body str,
@@ -182,20 +309,32 @@ fn extract_stripe<'body>(
     let event_id = required_identifier(fields.id, "event id")?;
     let event_type = required_identifier(fields.event_type, "event type")?;
     let livemode = fields.livemode.ok_or_else(|| malformed("no livemode"))?;
-    let account = fields
-        .account
-        .map(|account| required_identifier(Some(account), "account"))
+    let thin = fields.object.as_deref() == Some(STRIPE_THIN_EVENT);
+    let (account, what) = if thin {
+        (fields.context, "context")
+    } else {
+        (fields.account, "account")
+    };
+    let account = account
+        .filter(|account| !account.is_empty())
+        .map(|account| required_identifier(Some(account), what))
         .transpose()?;
     let account = account.as_deref();
-    expect_equal(&integration.expect.account, account, "unexpected account")?;
-    if integration
+    let mode = if livemode { "live" } else { "test" };
+    let expected_mode = integration
         .expect
         .livemode
-        .is_some_and(|expected| expected != livemode)
-    {
-        return Err(ExtractError::Forbidden("unexpected livemode"));
+        .map(|live| if live { "live" } else { "test" }.to_owned());
+    if let Some(out) = out_of_scope(
+        [
+            (&expected_mode, Some(mode), "mode"),
+            (&integration.expect.account, account, "account"),
+        ],
+        Some(&event_type),
+    ) {
+        return Ok(Extracted::OutOfScope(out));
     }
-    let mode = if livemode { "live" } else { "test" };
+    let delivery = delivery_facts(&[("api_version", fields.api_version.as_deref())])?;
     Ok(Extracted::Event(Event {
         event_id: EventId::new(event_id),
         route_keys: vec![event_type.clone()],
@@ -205,7 +344,8 @@ fn extract_stripe<'body>(
             account.unwrap_or("platform"),
             mode,
         ]),
-        payload_json,
+        delivery,
+        payload_json: Cow::Borrowed(payload_json),
     }))
 }
 
@@ -252,33 +392,6 @@ fn extract_github<'body>(
     let installation = account_id(fields.installation);
     let organization = account_id(fields.organization);
     let repository = account_id(fields.repository);
-    let expect = &integration.expect;
-    expect_equal(
-        &expect.installation_id,
-        installation.as_deref(),
-        "unexpected installation",
-    )?;
-    expect_equal(
-        &expect.organization_id,
-        organization.as_deref(),
-        "unexpected organization",
-    )?;
-    expect_equal(
-        &expect.repository_id,
-        repository.as_deref(),
-        "unexpected repository",
-    )?;
-    expect_equal(
-        &expect.installation_target_id,
-        target,
-        "unexpected installation target",
-    )?;
-    // The most encompassing signed account: an App installation, else the organization,
-    // else the repository (a repository hook outside any organization).
-    let account = installation
-        .map(|id| format!("installation:{id}"))
-        .or_else(|| organization.map(|id| format!("organization:{id}")))
-        .or_else(|| repository.map(|id| format!("repository:{id}")));
     let mut route_keys = Vec::with_capacity(2);
     if let Some(action) = fields.action.filter(|action| !action.is_empty()) {
         route_keys.push(format!("{event_name}.{action}"));
@@ -288,6 +401,44 @@ fn extract_github<'body>(
     if event_type.len() > MAX_IDENTIFIER_LEN {
         return Err(malformed("event type is too long"));
     }
+    let expect = &integration.expect;
+    if let Some(out) = out_of_scope(
+        [
+            (
+                &expect.installation_id,
+                installation.as_deref(),
+                "installation",
+            ),
+            (
+                &expect.organization_id,
+                organization.as_deref(),
+                "organization",
+            ),
+            (&expect.repository_id, repository.as_deref(), "repository"),
+            (
+                &expect.installation_target_id,
+                target,
+                "installation_target",
+            ),
+        ],
+        Some(&event_type),
+    ) {
+        return Ok(Extracted::OutOfScope(out));
+    }
+    // The most encompassing signed account: an App installation, else the organization,
+    // else the repository (a repository hook outside any organization).
+    let account = installation
+        .map(|id| format!("installation:{id}"))
+        .or_else(|| organization.map(|id| format!("organization:{id}")))
+        .or_else(|| repository.map(|id| format!("repository:{id}")));
+    let delivery = delivery_facts(&[
+        ("hook_id", headers.get("x-github-hook-id")),
+        (
+            "installation_target_type",
+            headers.get("x-github-hook-installation-target-type"),
+        ),
+        ("installation_target_id", target),
+    ])?;
     Ok(Extracted::Event(Event {
         event_id: EventId::new(event_id),
         event_type,
@@ -296,7 +447,8 @@ fn extract_github<'body>(
             integration.id.as_str(),
             account.as_deref().unwrap_or("-"),
         ]),
-        payload_json,
+        delivery,
+        payload_json: Cow::Borrowed(payload_json),
     }))
 }
 
@@ -322,17 +474,33 @@ struct SlackInnerEvent<'a> {
     event_type: Option<Cow<'a, str>>,
 }
 
+/// The envelope type of Slack's rate-limit notice
+/// (<https://docs.slack.dev/reference/events/app_rate_limited>).
+const SLACK_APP_RATE_LIMITED: &str = "app_rate_limited";
+
+/// Slack's Events API: the envelope's `event_id`, the inner `event.type`, scoped by team
+/// and app. `url_verification` is answered with its challenge; `app_rate_limited` (no
+/// event id, no inner event: Slack is dropping the app's events for the team) is
+/// acknowledged and counted, since refusing it counts against the app too.
 fn extract_slack<'body>(
     integration: &Integration,
     payload_json: &'body str,
 ) -> Result<Extracted<'body>, ExtractError> {
     let fields: SlackFields = parse_fields(payload_json)?;
-    if fields.envelope_type.as_deref() == Some("url_verification") {
-        // It carries no team, so no scope check applies (docs/contract.md).
-        let challenge = fields.challenge.ok_or_else(|| malformed("no challenge"))?;
-        return Ok(Extracted::UrlVerification {
-            challenge: challenge.into_owned(),
-        });
+    match fields.envelope_type.as_deref() {
+        Some("url_verification") => {
+            // It carries no team, so no scope check applies (docs/contract.md).
+            let challenge = fields.challenge.ok_or_else(|| malformed("no challenge"))?;
+            return Ok(Extracted::UrlVerification {
+                challenge: challenge.into_owned(),
+            });
+        }
+        Some(SLACK_APP_RATE_LIMITED) => {
+            return Ok(Extracted::SlackRateLimited {
+                team_id: required_identifier(fields.team_id, "team_id")?,
+            });
+        }
+        _ => {}
     }
     let event_id = required_identifier(fields.event_id, "event id")?;
     let event_type = required_identifier(
@@ -341,22 +509,22 @@ fn extract_slack<'body>(
     )?;
     let team_id = required_identifier(fields.team_id, "team_id")?;
     let api_app_id = required_identifier(fields.api_app_id, "api_app_id")?;
-    expect_equal(
-        &integration.expect.team_id,
-        Some(&team_id),
-        "unexpected team",
-    )?;
-    expect_equal(
-        &integration.expect.api_app_id,
-        Some(&api_app_id),
-        "unexpected app",
-    )?;
+    if let Some(out) = out_of_scope(
+        [
+            (&integration.expect.team_id, Some(&team_id), "team"),
+            (&integration.expect.api_app_id, Some(&api_app_id), "app"),
+        ],
+        Some(&event_type),
+    ) {
+        return Ok(Extracted::OutOfScope(out));
+    }
     Ok(Extracted::Event(Event {
         event_id: EventId::new(event_id),
         route_keys: vec![event_type.clone()],
         event_type,
         source_scope: SourceScope::from_parts([integration.id.as_str(), &team_id, &api_app_id]),
-        payload_json,
+        delivery: None,
+        payload_json: Cow::Borrowed(payload_json),
     }))
 }
 
@@ -384,36 +552,61 @@ fn extract_standard<'body>(
         route_keys: vec![event_type.clone()],
         event_type,
         source_scope: SourceScope::from_parts([integration.id.as_str()]),
-        payload_json,
+        delivery: None,
+        payload_json: Cow::Borrowed(payload_json),
     }))
 }
 
 /// Shopify: every identifier travels in headers beside the signed body. The event id is
-/// `X-Shopify-Event-Id` (one per event: a retry, and each subscription's copy, carries the
-/// same), else `X-Shopify-Webhook-Id` (one per delivery, kept across its retries); the type
-/// is the topic (`orders/create`), the only route key; the scope is the shop.
+/// `X-Shopify-Event-Id`, else `X-Shopify-Webhook-Id` (one per delivery, kept across its
+/// retries); the type is the topic (`orders/create`), the only route key.
+///
+/// Shopify's event id names the merchant action, and the deliveries that one action
+/// produces share it across topics (`orders/create` and `orders/paid` of one checkout):
+/// the topic is part of the scope, so each topic's event is a receipt of its own, while
+/// the same topic reaching two subscriptions (two webhook ids) stays one
+/// (<https://shopify.dev/docs/apps/build/webhooks/ignore-duplicates>; shopify-app-js
+/// `lib/webhooks/types.ts`). Triggered-at, which tells a stale retry from a fresh event
+/// (Shopify changelog, 2024-09-10), the webhook and event ids and the API version are
+/// kept as the delivery's facts. Shopify's Events preview signs with
+/// `Shopify-Hmac-Sha256` and sends the other headers without `X-` too.
 fn extract_shopify<'body>(
     integration: &Integration,
     headers: &Headers<'_>,
     payload_json: &'body str,
 ) -> Result<Extracted<'body>, ExtractError> {
-    let event_id = match headers.get("x-shopify-event-id") {
-        Some(event_id) => required_identifier(Some(Cow::Borrowed(event_id)), "event id")?,
-        None => header_identifier(headers, "x-shopify-webhook-id", "webhook id")?,
+    let header = |name: &str| {
+        headers
+            .get(&format!("x-{name}"))
+            .or_else(|| headers.get(name))
     };
-    let topic = header_identifier(headers, "x-shopify-topic", "topic")?;
-    let shop = header_identifier(headers, "x-shopify-shop-domain", "shop domain")?;
-    expect_equal(
-        &integration.expect.shop_domain,
-        Some(&shop),
-        "unexpected shop",
+    let event_id = header("shopify-event-id");
+    let webhook_id = header("shopify-webhook-id");
+    let event_id = required_identifier(event_id.or(webhook_id).map(Cow::Borrowed), "event id")?;
+    let topic = required_identifier(header("shopify-topic").map(Cow::Borrowed), "topic")?;
+    let shop = required_identifier(
+        header("shopify-shop-domain").map(Cow::Borrowed),
+        "shop domain",
     )?;
+    if let Some(out) = out_of_scope(
+        [(&integration.expect.shop_domain, Some(&shop), "shop")],
+        Some(&topic),
+    ) {
+        return Ok(Extracted::OutOfScope(out));
+    }
+    let delivery = delivery_facts(&[
+        ("event_id", header("shopify-event-id")),
+        ("webhook_id", webhook_id),
+        ("triggered_at", header("shopify-triggered-at")),
+        ("api_version", header("shopify-api-version")),
+    ])?;
     Ok(Extracted::Event(Event {
         event_id: EventId::new(event_id),
         route_keys: vec![topic.clone()],
+        source_scope: SourceScope::from_parts([integration.id.as_str(), &shop, &topic]),
         event_type: topic,
-        source_scope: SourceScope::from_parts([integration.id.as_str(), &shop]),
-        payload_json,
+        delivery,
+        payload_json: Cow::Borrowed(payload_json),
     }))
 }
 
@@ -440,7 +633,8 @@ fn extract_paddle<'body>(
         route_keys: vec![event_type.clone()],
         event_type,
         source_scope: SourceScope::from_parts([integration.id.as_str()]),
-        payload_json,
+        delivery: None,
+        payload_json: Cow::Borrowed(payload_json),
     }))
 }
 
@@ -484,11 +678,12 @@ fn extract_zoom<'body>(
             "payload.account_id is longer than {MAX_IDENTIFIER_LEN} bytes"
         )));
     }
-    expect_equal(
-        &integration.expect.account_id,
-        account_id,
-        "unexpected account",
-    )?;
+    if let Some(out) = out_of_scope(
+        [(&integration.expect.account_id, account_id, "account")],
+        Some(&event_type),
+    ) {
+        return Ok(Extracted::OutOfScope(out));
+    }
     Ok(Extracted::Event(Event {
         event_id: EventId::new(hex::encode(crate::keys::content_digest(
             payload_json.as_bytes(),
@@ -496,12 +691,19 @@ fn extract_zoom<'body>(
         route_keys: vec![event_type.clone()],
         event_type,
         source_scope: SourceScope::from_parts([integration.id.as_str(), account_id.unwrap_or("-")]),
-        payload_json,
+        delivery: None,
+        payload_json: Cow::Borrowed(payload_json),
     }))
 }
 
 /// The configurable schemes: each field from the header or the body's JSON pointer its
 /// `[integration.fields]` names (a string, or a number or boolean as written).
+///
+/// The route is decided first: an event of a type no route takes needs no other field and
+/// is `ignored` (GitLab's group and member events have no `/project/id`; a 400 for them
+/// counts towards GitLab disabling the hook after 4 failures in a row, which also stops
+/// the routed events: gitlab-org/gitlab MR 166329). Only a routed event must carry its id
+/// and scope.
 fn extract_configured<'body>(
     integration: &Integration,
     headers: &Headers<'_>,
@@ -512,8 +714,8 @@ fn extract_configured<'body>(
     };
     let fields = &custom.fields;
     let sources = [
-        Some(&fields.event_id),
         Some(&fields.event_type),
+        Some(&fields.event_id),
         fields.scope.as_ref(),
     ];
     // The body's fields in one streaming pass, never as a tree (pointer.rs).
@@ -533,28 +735,40 @@ fn extract_configured<'body>(
         FieldSource::Header(name) => headers.get(name).map(Cow::Borrowed),
         FieldSource::Pointer(_) => from_body.next().flatten(),
     };
+    let event_type = required_identifier(value(&fields.event_type), "event type");
+    let route_keys = match &event_type {
+        Ok(event_type) => vec![event_type.clone()],
+        Err(_) => Vec::new(),
+    };
+    if route_for_keys(integration, &route_keys).is_none() {
+        return Ok(Extracted::Unrouted {
+            event_type: event_type.unwrap_or_else(|_| "-".to_owned()),
+        });
+    }
+    let event_type = event_type?;
     let event_id = required_identifier(value(&fields.event_id), "event id")?;
-    let event_type = required_identifier(value(&fields.event_type), "event type")?;
     let scope = fields
         .scope
         .as_ref()
         .map(|source| required_identifier(value(source), "scope"))
         .transpose()?;
-    expect_equal(
-        &integration.expect.scope,
-        scope.as_deref(),
-        "unexpected scope",
-    )?;
+    if let Some(out) = out_of_scope(
+        [(&integration.expect.scope, scope.as_deref(), "scope")],
+        Some(&event_type),
+    ) {
+        return Ok(Extracted::OutOfScope(out));
+    }
     let source_scope = match &scope {
         Some(scope) => SourceScope::from_parts([integration.id.as_str(), scope]),
         None => SourceScope::from_parts([integration.id.as_str()]),
     };
     Ok(Extracted::Event(Event {
         event_id: EventId::new(event_id),
-        route_keys: vec![event_type.clone()],
+        route_keys,
         event_type,
         source_scope,
-        payload_json,
+        delivery: None,
+        payload_json: Cow::Borrowed(payload_json),
     }))
 }
 

@@ -217,6 +217,7 @@ struct Storable {
     event_id: EventId,
     event_type: String,
     route_key: String,
+    delivery: Option<String>,
 }
 
 /// Extracts each listed event as the ingress would, counting the ones it would not store.
@@ -239,11 +240,19 @@ fn sort_events(
         }
         let event = match event::extract(integration, &no_headers, json.as_bytes()) {
             Ok(Extracted::Event(event)) => event,
-            Ok(_) => continue,
-            Err(ExtractError::Forbidden(_)) => {
+            Ok(Extracted::OutOfScope(_)) => {
                 summary.other_scope += 1;
                 continue;
             }
+            Ok(Extracted::Unrouted { .. }) => {
+                summary.not_routed += 1;
+                continue;
+            }
+            Ok(
+                Extracted::UrlVerification { .. }
+                | Extracted::ZoomUrlValidation { .. }
+                | Extracted::SlackRateLimited { .. },
+            ) => continue,
             Err(ExtractError::Malformed(reason)) => {
                 summary.malformed += 1;
                 eprintln!(
@@ -258,14 +267,19 @@ fn sort_events(
             continue;
         };
         let route_key = route_key.to_owned();
-        let (source_scope, event_id, event_type) =
-            (event.source_scope, event.event_id, event.event_type);
+        let (source_scope, event_id, event_type, delivery) = (
+            event.source_scope,
+            event.event_id,
+            event.event_type,
+            event.delivery,
+        );
         storable.push(Storable {
             json,
             source_scope,
             event_id,
             event_type,
             route_key,
+            delivery,
         });
     }
     storable
@@ -312,6 +326,7 @@ async fn store_page(
             route_key: &one.route_key,
             payload_json: &one.json,
             content_digest: None,
+            delivery_json: one.delivery.as_deref(),
         })
         .collect();
     let mut transaction = connection.begin().await?;

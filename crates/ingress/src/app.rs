@@ -129,6 +129,7 @@ impl App {
                 _ => None,
             },
             reason = details.reason.as_deref(),
+            scope = details.scope.as_deref(),
             duration_ms = elapsed.as_secs_f64() * 1000.0,
             "webhook"
         );

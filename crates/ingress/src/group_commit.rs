@@ -75,7 +75,11 @@ struct QueuedReceipt {
     event_type: String,
     route_key: String,
     content_digest: Option<Vec<u8>>,
+    delivery_json: Option<String>,
     body: Arc<HeldBody>,
+    /// The payload when it is not the body itself (the JSON a GitHub form carried): at
+    /// most the body's size, held beside the body's budget.
+    decoded_payload: Option<String>,
 }
 
 impl QueuedReceipt {
@@ -88,8 +92,12 @@ impl QueuedReceipt {
             event_id: &self.event_id,
             event_type: &self.event_type,
             route_key: &self.route_key,
-            payload_json: std::str::from_utf8(self.body.bytes()).ok()?,
+            payload_json: match &self.decoded_payload {
+                Some(payload) => payload,
+                None => std::str::from_utf8(self.body.bytes()).ok()?,
+            },
             content_digest: self.content_digest.as_deref(),
+            delivery_json: self.delivery_json.as_deref(),
         })
     }
 }
@@ -135,10 +143,15 @@ impl GroupCommit {
         Self { gate, ..self }
     }
 
-    /// Commits `receipt`, whose payload is `body`, with whatever else is waiting. The
+    /// Commits `receipt`, whose payload is `body` (or was read out of it), with whatever
+    /// else is waiting. The
     /// caller bounds the wait.
     pub async fn commit(&self, receipt: &NewReceipt<'_>, body: Arc<HeldBody>) -> Answer {
         let (answer, answered) = oneshot::channel();
+        // The body itself is shared, never copied; a payload read out of it is.
+        let body_bytes: &[u8] = body.bytes();
+        let decoded_payload = (!std::ptr::eq(receipt.payload_json.as_bytes(), body_bytes))
+            .then(|| receipt.payload_json.to_owned());
         let job = Job {
             receipt: QueuedReceipt {
                 integration: receipt.integration.to_owned(),
@@ -147,7 +160,9 @@ impl GroupCommit {
                 event_type: receipt.event_type.to_owned(),
                 route_key: receipt.route_key.to_owned(),
                 content_digest: receipt.content_digest.map(<[u8]>::to_vec),
+                delivery_json: receipt.delivery_json.map(str::to_owned),
                 body,
+                decoded_payload,
             },
             answer,
         };

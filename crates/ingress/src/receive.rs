@@ -1,10 +1,10 @@
 //! `POST /webhooks/{integration}`: the order of checks is the contract's — integration
 //! (404) → body limit (413, even unsigned) → signature and freshness (401; its cost
 //! bounded, a costly one checked off the async threads: `verification`) → media type
-//! (415: a declared type other than JSON, or any content coding) → shape, event id and
-//! type (400) → scope (403) → route (200 ignored) → commit → 200. Nothing answers 2xx
-//! for an event until its batch's [`inbound_core::store::insert_receipts`] has
-//! returned, i.e. committed.
+//! (415: a declared type other than JSON — GitHub's form encoding aside — or any content
+//! coding) → shape, event id and type (400) → scope (200 ignored: out of scope) → route
+//! (200 ignored) → commit → 200. Nothing answers 2xx for an event until its batch's
+//! [`inbound_core::store::insert_receipts`] has returned, i.e. committed.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,7 +17,7 @@ use inbound_core::event::{self, ExtractError, Extracted};
 use inbound_core::headers::Headers;
 use inbound_core::keys::{self, EventId};
 use inbound_core::store::{InsertOutcome, NewReceipt};
-use inbound_core::verify::{self, VerifyContext};
+use inbound_core::verify::{self, Provider, VerifyContext};
 use inbound_runtime::failpoint;
 use tokio::time::Instant;
 
@@ -76,6 +76,9 @@ pub struct Details {
     pub event_type: Option<String>,
     /// Why it was refused, for the log only (never in the response).
     pub reason: Option<String>,
+    /// What an out-of-scope event or a Slack rate-limit notice said of its scope (the
+    /// account, mode, team or shop), for the log.
+    pub scope: Option<String>,
 }
 
 /// Runs the pipeline for one webhook request to a known integration.
@@ -119,7 +122,7 @@ pub async fn receive(
         tolerance_secs: integration.tolerance_secs,
         now_unix_secs,
     };
-    if let Some(reason) = unsupported_media(&parts.headers) {
+    if let Some(reason) = unsupported_media(&parts.headers, integration.provider) {
         details.reason = Some(reason);
         return Reply::UnsupportedMediaType;
     }
@@ -139,13 +142,32 @@ pub async fn receive(
             };
         }
         Ok(Extracted::Event(event)) => event,
+        Ok(Extracted::OutOfScope(out)) => {
+            telemetry::record_out_of_scope(&integration.id, out.reason);
+            details.event_type = out.event_type;
+            details.reason = Some(format!("another {} than the integration's", out.reason));
+            details.scope = Some(out.found);
+            return Reply::OutOfScope;
+        }
+        Ok(Extracted::Unrouted { event_type }) => {
+            telemetry::record_ignored(&integration.id, &event_type);
+            details.event_type = Some(event_type);
+            return Reply::Ignored;
+        }
+        Ok(Extracted::SlackRateLimited { team_id }) => {
+            telemetry::record_slack_rate_limited(&integration.id, &team_id);
+            tracing::warn!(
+                integration = %integration.id,
+                team = %team_id,
+                "Slack sent app_rate_limited: it is dropping this app's events from the team \
+                 (over 30,000 an hour); see docs/operations.md"
+            );
+            details.scope = Some(team_id);
+            return Reply::SlackRateLimited;
+        }
         Err(ExtractError::Malformed(reason)) => {
             details.reason = Some(reason.to_string());
             return Reply::Malformed(reason.into_owned());
-        }
-        Err(error @ ExtractError::Forbidden(_)) => {
-            details.reason = Some(error.to_string());
-            return Reply::Forbidden;
         }
     };
     details.event_id = Some(event.event_id.clone());
@@ -164,8 +186,9 @@ pub async fn receive(
         event_id: &event.event_id,
         event_type: &event.event_type,
         route_key,
-        payload_json: event.payload_json,
+        payload_json: &event.payload_json,
         content_digest: digest.as_ref().map(|digest| &digest[..]),
+        delivery_json: event.delivery.as_deref(),
     };
     match commit_receipt(pipeline, receipt, Arc::clone(&held), deadline).await {
         Ok(InsertOutcome::Accepted(receipt_id)) => {
@@ -185,9 +208,12 @@ pub async fn receive(
 }
 
 /// Why a verified body is not JSON we read, judged by its headers: a declared
-/// `Content-Type` other than `application/json` (or a `+json` type), or any
-/// `Content-Encoding` but `identity`. No `Content-Type` at all is read as JSON.
-fn unsupported_media(headers: &http::HeaderMap) -> Option<String> {
+/// `Content-Type` other than `application/json` (or a `+json` type) — GitHub's
+/// `application/x-www-form-urlencoded` aside, its default, whose `payload` field is read
+/// ([`inbound_core::event`]) — or any `Content-Encoding` but `identity`. No
+/// `Content-Type` at all is read as JSON. Other senders' forms (Slack's interactivity
+/// and slash commands) are not webhooks inbound stores: docs/contract.md says why.
+fn unsupported_media(headers: &http::HeaderMap, provider: Provider) -> Option<String> {
     if let Some(value) = headers.get(http::header::CONTENT_TYPE) {
         let declared = value.to_str().unwrap_or_default();
         let media_type = declared
@@ -196,7 +222,9 @@ fn unsupported_media(headers: &http::HeaderMap) -> Option<String> {
             .unwrap_or_default()
             .trim()
             .to_ascii_lowercase();
-        if media_type != "application/json" && !media_type.ends_with("+json") {
+        let github_form =
+            provider == Provider::Github && media_type == "application/x-www-form-urlencoded";
+        if media_type != "application/json" && !media_type.ends_with("+json") && !github_form {
             return Some(format!("content type {media_type:?} is not JSON"));
         }
     }
@@ -264,6 +292,7 @@ async fn commit_receipt(
 mod tests {
     use super::unsupported_media;
     use http::HeaderMap;
+    use inbound_core::verify::Provider;
 
     fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
         pairs
@@ -286,7 +315,11 @@ mod tests {
             &[("content-type", "application/cloudevents+json")],
             &[("content-encoding", "identity")],
         ] {
-            assert_eq!(unsupported_media(&headers(pairs)), None, "{pairs:?}");
+            assert_eq!(
+                unsupported_media(&headers(pairs), Provider::Stripe),
+                None,
+                "{pairs:?}"
+            );
         }
     }
 
@@ -299,7 +332,22 @@ mod tests {
             &[("content-type", "application/jsonp")],
             &[("content-encoding", "gzip")],
         ] {
-            assert!(unsupported_media(&headers(pairs)).is_some(), "{pairs:?}");
+            assert!(
+                unsupported_media(&headers(pairs), Provider::Slack).is_some(),
+                "{pairs:?}"
+            );
         }
+    }
+
+    #[test]
+    fn only_github_may_send_a_form() {
+        let form = headers(&[("content-type", "application/x-www-form-urlencoded")]);
+        assert_eq!(unsupported_media(&form, Provider::Github), None);
+        assert!(unsupported_media(&form, Provider::Shopify).is_some());
+        let gzipped = headers(&[
+            ("content-type", "application/x-www-form-urlencoded"),
+            ("content-encoding", "gzip"),
+        ]);
+        assert!(unsupported_media(&gzipped, Provider::Github).is_some());
     }
 }

@@ -20,6 +20,12 @@ pub enum Reply {
     Duplicate,
     /// Verified, but the event type is not routed: counted, not stored.
     Ignored,
+    /// Verified, but of another mode, account, installation, team or shop than the
+    /// integration takes: answered as `ignored` (a refusal would be retried and count
+    /// towards disabling the endpoint), counted, not stored.
+    OutOfScope,
+    /// Slack's `app_rate_limited` notice: answered as `ignored`, counted per team.
+    SlackRateLimited,
     /// Slack `url_verification`, verified: echo the challenge.
     Challenge(String),
     /// Zoom `endpoint.url_validation`, verified: the plain token and its HMAC.
@@ -36,8 +42,6 @@ pub enum Reply {
     Malformed(String),
     /// Signature missing or wrong, or timestamp outside tolerance.
     Unauthorized,
-    /// Verified, but from an account/installation/team we do not expect.
-    Forbidden,
     /// No integration with that id.
     UnknownIntegration,
     /// Body over the integration's limit.
@@ -62,6 +66,8 @@ impl Reply {
             Self::Accepted(_)
                 | Self::Duplicate
                 | Self::Ignored
+                | Self::OutOfScope
+                | Self::SlackRateLimited
                 | Self::Challenge(_)
                 | Self::ZoomUrlValidation { .. }
         )
@@ -73,11 +79,12 @@ impl Reply {
             Self::Accepted(_) => "accepted",
             Self::Duplicate => "duplicate",
             Self::Ignored => "ignored",
+            Self::OutOfScope => "out_of_scope",
+            Self::SlackRateLimited => "slack_rate_limited",
             Self::Challenge(_) | Self::ZoomUrlValidation { .. } => "challenge",
             Self::UnsupportedMediaType => "unsupported_media_type",
             Self::Malformed(_) => "malformed",
             Self::Unauthorized => "unauthorized",
-            Self::Forbidden => "forbidden",
             Self::UnknownIntegration => "unknown_integration",
             Self::PayloadTooLarge => "payload_too_large",
             Self::RequestTimeout => "request_timeout",
@@ -96,7 +103,9 @@ impl Reply {
                 json!({"status": "accepted", "receipt_id": id.0}),
             ),
             Self::Duplicate => (StatusCode::OK, json!({"status": "duplicate"})),
-            Self::Ignored => (StatusCode::OK, json!({"status": "ignored"})),
+            Self::Ignored | Self::OutOfScope | Self::SlackRateLimited => {
+                (StatusCode::OK, json!({"status": "ignored"}))
+            }
             Self::Challenge(challenge) => (StatusCode::OK, json!({"challenge": challenge})),
             Self::ZoomUrlValidation {
                 plain_token,
@@ -114,7 +123,6 @@ impl Reply {
                 json!({"error": "malformed", "detail": detail}),
             ),
             Self::Unauthorized => (StatusCode::UNAUTHORIZED, json!({"error": "unauthorized"})),
-            Self::Forbidden => (StatusCode::FORBIDDEN, json!({"error": "forbidden"})),
             Self::UnknownIntegration => (
                 StatusCode::NOT_FOUND,
                 json!({"error": "unknown_integration"}),

@@ -20,6 +20,20 @@ pub const IGNORED_TOTAL: &str = "inbound_ingress_ignored_total";
 /// are counted as `event_type="other"`, so a sender inventing types cannot grow the page.
 pub const MAX_IGNORED_TYPES: usize = 200;
 
+/// Counter: verified deliveries of another mode, account, installation, team, shop or
+/// scope than the integration takes (answered 200 `ignored`, stored nowhere), by
+/// integration and `reason` (which part differs: a fixed set, see
+/// `inbound_core::event::OutOfScope`).
+pub const OUT_OF_SCOPE_TOTAL: &str = "inbound_ingress_out_of_scope_total";
+
+/// Counter: Slack's `app_rate_limited` notices (Slack is dropping the app's events from a
+/// workspace), by integration and team.
+pub const SLACK_RATE_LIMITED_TOTAL: &str = "inbound_ingress_slack_rate_limited_total";
+
+/// Distinct teams the Slack notice counter keeps per process; later ones are counted as
+/// `team="other"` (a notice verified, so only Slack can send one, but a bound is a bound).
+pub const MAX_RATE_LIMITED_TEAMS: usize = 200;
+
 /// Gauge: when the integration's last verified delivery was answered 2xx (Unix time,
 /// seconds), per integration; absent until the first. The silence alert reads its newest
 /// value over a week, so a restart forgets nothing.
@@ -62,6 +76,14 @@ pub fn install_metrics() -> anyhow::Result<PrometheusHandle> {
         IGNORED_TOTAL,
         "Verified deliveries no route takes (200 ignored, not stored), by integration and event type (\"other\" past the first 200 types)."
     );
+    metrics::describe_counter!(
+        OUT_OF_SCOPE_TOTAL,
+        "Verified deliveries of another mode, account, installation, team, shop or scope than the integration takes (200 ignored, not stored), by integration and reason."
+    );
+    metrics::describe_counter!(
+        SLACK_RATE_LIMITED_TOTAL,
+        "Slack app_rate_limited notices: Slack is dropping this app's events from the team (over 30,000 an hour). By integration and team (\"other\" past the first 200 teams)."
+    );
     metrics::describe_gauge!(
         LAST_DELIVERY_TIMESTAMP_SECONDS,
         metrics::Unit::Seconds,
@@ -81,23 +103,52 @@ pub fn install_metrics() -> anyhow::Result<PrometheusHandle> {
 
 /// Records one verified delivery that no route took.
 pub fn record_ignored(integration: &str, event_type: &str) {
-    static SEEN: std::sync::Mutex<Option<std::collections::HashSet<(String, String)>>> =
-        std::sync::Mutex::new(None);
-    let label = {
-        let mut seen = SEEN
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+    static SEEN: LabelSet = LabelSet::new(MAX_IGNORED_TYPES);
+    let label = SEEN.label(integration, event_type);
+    metrics::counter!(IGNORED_TOTAL, "integration" => integration.to_owned(), "event_type" => label)
+        .increment(1);
+}
+
+/// Records one verified delivery outside the integration's scope.
+pub fn record_out_of_scope(integration: &str, reason: &'static str) {
+    metrics::counter!(OUT_OF_SCOPE_TOTAL, "integration" => integration.to_owned(), "reason" => reason)
+        .increment(1);
+}
+
+/// Records one Slack `app_rate_limited` notice.
+pub fn record_slack_rate_limited(integration: &str, team_id: &str) {
+    static SEEN: LabelSet = LabelSet::new(MAX_RATE_LIMITED_TEAMS);
+    let label = SEEN.label(integration, team_id);
+    metrics::counter!(SLACK_RATE_LIMITED_TOTAL, "integration" => integration.to_owned(), "team" => label)
+        .increment(1);
+}
+
+/// The `(integration, value)` label pairs one counter has used, at most `limit`: a value
+/// first seen past the limit is labelled `other`, so senders cannot grow the page.
+struct LabelSet {
+    limit: usize,
+    seen: std::sync::Mutex<Option<std::collections::HashSet<(String, String)>>>,
+}
+
+impl LabelSet {
+    const fn new(limit: usize) -> Self {
+        Self {
+            limit,
+            seen: std::sync::Mutex::new(None),
+        }
+    }
+
+    fn label(&self, integration: &str, value: &str) -> String {
+        let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
         let seen = seen.get_or_insert_with(Default::default);
-        let key = (integration.to_owned(), event_type.to_owned());
-        if seen.contains(&key) || seen.len() < MAX_IGNORED_TYPES {
+        let key = (integration.to_owned(), value.to_owned());
+        if seen.contains(&key) || seen.len() < self.limit {
             seen.insert(key);
-            event_type.to_owned()
+            value.to_owned()
         } else {
             "other".to_owned()
         }
-    };
-    metrics::counter!(IGNORED_TOTAL, "integration" => integration.to_owned(), "event_type" => label)
-        .increment(1);
+    }
 }
 
 /// Records the size of one group-commit batch.

@@ -427,6 +427,7 @@ fn handler_input<'a>(
         event_id: &claimed.event_id,
         event_type: &claimed.event_type,
         source_scope: &claimed.source_scope,
+        delivery: claimed.delivery.as_ref(),
         payload,
         sink: route.route.sink(),
         sinks: &route.route.sinks,
@@ -451,6 +452,7 @@ async fn record_intents(
         integration: &claimed.integration,
         id: &claimed.event_id,
         event_type: &claimed.event_type,
+        delivery: claimed.delivery.as_ref(),
     };
     for intent in effects {
         effects::insert_intent(

@@ -75,6 +75,7 @@ id = "custom"
 provider = "hmac"
 tenant = "acme"
 secrets = ["env:S"]
+routes = { "*" = { handler = "forward", sink = "s" } }
 [integration.hmac]
 header = "x-sig"
 algorithm = "sha256"
@@ -83,6 +84,20 @@ encoding = "hex"
 event_id = { pointer = "/event/id" }
 event_type = { pointer = "/type" }
 scope = { pointer = "/account" }
+
+[[integration]]
+id = "gitlab"
+provider = "token"
+tenant = "acme"
+secrets = ["env:S"]
+expect = { scope = "42" }
+routes = { "Push Hook" = { handler = "forward", sink = "s" } }
+[integration.token]
+header = "x-gitlab-token"
+[integration.fields]
+event_id = { header = "x-gitlab-event-uuid" }
+event_type = { header = "x-gitlab-event" }
+scope = { pointer = "/project/id" }
 
 [[sink]]
 id = "s"
@@ -141,22 +156,63 @@ fn event_of_platform() -> Event<'static> {
     ))
 }
 
+/// What an out-of-scope delivery said, or a panic naming what it was instead.
+fn out_of_scope(delivery: Result<Extracted<'_>, ExtractError>) -> (&'static str, String) {
+    match delivery {
+        Ok(Extracted::OutOfScope(out)) => (out.reason, out.found),
+        other => panic!("expected an out-of-scope event, got {other:?}"),
+    }
+}
+
 #[test]
-fn stripe_scope_mismatch_is_forbidden() {
+fn stripe_events_of_another_account_or_mode_are_out_of_scope_not_refused() {
     let wrong_account = r#"{"id":"evt_1","type":"t","account":"acct_2","livemode":true}"#;
     assert_eq!(
-        run("stripe-acme", &[], wrong_account),
-        Err(ExtractError::Forbidden("unexpected account"))
+        out_of_scope(run("stripe-acme", &[], wrong_account)),
+        ("account", "acct_2".to_owned())
     );
     let no_account = r#"{"id":"evt_1","type":"t","livemode":true}"#;
     assert_eq!(
-        run("stripe-acme", &[], no_account),
-        Err(ExtractError::Forbidden("unexpected account"))
+        out_of_scope(run("stripe-acme", &[], no_account)),
+        ("account", "-".to_owned())
     );
     let test_mode = r#"{"id":"evt_1","type":"t","account":"acct_1","livemode":false}"#;
     assert_eq!(
-        run("stripe-acme", &[], test_mode),
-        Err(ExtractError::Forbidden("unexpected livemode"))
+        out_of_scope(run("stripe-acme", &[], test_mode)),
+        ("mode", "test".to_owned())
+    );
+}
+
+#[test]
+fn a_stripe_thin_event_is_scoped_by_its_context() {
+    let thin = |context: &str| {
+        format!(
+            r#"{{"id":"evt_t","object":"v2.core.event","type":"v1.billing.meter.no_meter_found","livemode":true,"created":"2026-12-04T10:00:00.000Z","context":"{context}"}}"#
+        )
+    };
+    let ours = thin("acct_1");
+    let thin_event = event(run("stripe-acme", &[], &ours));
+    assert_eq!(thin_event.source_scope.as_str(), "stripe-acme/acct_1/live");
+    assert_eq!(
+        thin_event.delivery, None,
+        "thin events carry no api_version"
+    );
+    assert_eq!(
+        out_of_scope(run("stripe-acme", &[], &thin("acct_2"))),
+        ("account", "acct_2".to_owned())
+    );
+    // A snapshot event's `context` is not its account.
+    let snapshot = r#"{"id":"evt_s","object":"event","type":"t","livemode":true,"context":"acct_1","api_version":"2025-03-31.basil"}"#;
+    let platform = out_of_scope(run("stripe-acme", &[], snapshot));
+    assert_eq!(platform, ("account", "-".to_owned()));
+    let kept = event(run(
+        "stripe-any",
+        &[],
+        r#"{"id":"evt_v","type":"t","livemode":false,"api_version":"2025-03-31.basil"}"#,
+    ));
+    assert_eq!(
+        kept.delivery.as_deref(),
+        Some(r#"{"api_version":"2025-03-31.basil"}"#)
     );
 }
 
@@ -229,8 +285,8 @@ fn github_routes_action_before_event_and_checks_target() {
         ("x-github-hook-installation-target-id", "7"),
     ];
     assert_eq!(
-        run("gh", &wrong_target, "{}"),
-        Err(ExtractError::Forbidden("unexpected installation target"))
+        out_of_scope(run("gh", &wrong_target, "{}")),
+        ("installation_target", "7".to_owned())
     );
     assert!(
         is_malformed(run("gh", &headers[1..], "{}")),
@@ -273,14 +329,14 @@ fn github_scope_and_expect_come_from_the_signed_body() {
         event(run("gh-signed", &headers, app)).source_scope.as_str(),
         "gh-signed/installation:5"
     );
-    for (body, reason) in [
-        (r#"{"repository":{"id":7}}"#, "unexpected repository"),
-        (r#"{"organization":{"id":9}}"#, "unexpected repository"),
-        ("{}", "unexpected repository"),
+    for (body, found) in [
+        (r#"{"repository":{"id":7}}"#, "7"),
+        (r#"{"organization":{"id":9}}"#, "-"),
+        ("{}", "-"),
     ] {
         assert_eq!(
-            run("gh-signed", &headers, body),
-            Err(ExtractError::Forbidden(reason)),
+            out_of_scope(run("gh-signed", &headers, body)),
+            ("repository", found.to_owned()),
             "{body}"
         );
     }
@@ -335,8 +391,15 @@ fn slack_url_verification_and_events() {
     assert_eq!(event.source_scope.as_str(), "slack/T1/A1");
     let other_team = body.replace("\"T1\"", "\"T2\"");
     assert_eq!(
-        run("slack", &[], &other_team),
-        Err(ExtractError::Forbidden("unexpected team"))
+        out_of_scope(run("slack", &[], &other_team)),
+        ("team", "T2".to_owned())
+    );
+    let rate_limited = r#"{"token":"x","type":"app_rate_limited","team_id":"T9","minute_rate_limited":1518467820,"api_app_id":"A1"}"#;
+    assert_eq!(
+        run("slack", &[], rate_limited),
+        Ok(Extracted::SlackRateLimited {
+            team_id: "T9".to_owned()
+        })
     );
     assert!(is_malformed(run(
         "slack",
@@ -463,7 +526,15 @@ fn shopify_takes_ids_topic_and_shop_from_headers() {
     );
     assert_eq!(order.event_type, "orders/create");
     assert_eq!(order.route_keys, ["orders/create"]);
-    assert_eq!(order.source_scope.as_str(), "shop/acme.myshopify.com");
+    assert_eq!(
+        order.source_scope.as_str(),
+        "shop/acme.myshopify.com/orders%2Fcreate",
+        "the topic is part of the key: Shopify shares an event id across topics"
+    );
+    assert_eq!(
+        order.delivery.as_deref(),
+        Some(r#"{"event_id":"ev-1","webhook_id":"wh-1"}"#)
+    );
     let config = config();
     let integration = config.integration("shop").expect("shop");
     assert_eq!(
@@ -482,8 +553,8 @@ fn shopify_takes_ids_topic_and_shop_from_headers() {
         ("x-shopify-shop-domain", "evil.myshopify.com"),
     ];
     assert_eq!(
-        run("shop", &other_shop, "{}"),
-        Err(ExtractError::Forbidden("unexpected shop"))
+        out_of_scope(run("shop", &other_shop, "{}")),
+        ("shop", "evil.myshopify.com".to_owned())
     );
     assert!(is_malformed(run("shop", &[], "{}")), "no header at all");
     assert!(
@@ -565,10 +636,7 @@ fn zoom_keys_a_receipt_by_its_body_and_answers_the_endpoint_validation() {
     );
 
     let other = body.replace("AAAAAABBBB", "CCCC");
-    assert_eq!(
-        run("zoom", &[], &other),
-        Err(ExtractError::Forbidden("unexpected account"))
-    );
+    assert_eq!(out_of_scope(run("zoom", &[], &other)).0, "account");
     assert!(
         is_malformed(run("zoom", &[], r#"{"payload":{}}"#)),
         "no event"
@@ -623,5 +691,70 @@ fn configured_fields_with_a_repeated_key_are_malformed() {
         "custom",
         &[],
         r#"{"event":{"id":"a"},"type":"t","type":"u","account":"x"}"#,
+    )));
+}
+
+/// GitLab's group and member events carry no `/project/id`: a type no route takes is
+/// ignored before any field is read; a routed one still needs every field.
+#[test]
+fn configured_senders_decide_the_route_before_reading_fields() {
+    let member = r#"{"event_name":"user_add_to_group","group_id":7}"#;
+    let unrouted = [("x-gitlab-event", "Member Hook")];
+    assert_eq!(
+        run("gitlab", &unrouted, member),
+        Ok(Extracted::Unrouted {
+            event_type: "Member Hook".to_owned()
+        })
+    );
+    assert_eq!(
+        run("gitlab", &[], member),
+        Ok(Extracted::Unrouted {
+            event_type: "-".to_owned()
+        }),
+        "no type, and no catch-all route"
+    );
+    let routed = [
+        ("x-gitlab-event", "Push Hook"),
+        ("x-gitlab-event-uuid", "u-1"),
+    ];
+    assert!(is_malformed(run("gitlab", &routed, member)), "no project");
+    assert!(
+        is_malformed(run("gitlab", &routed[..1], r#"{"project":{"id":42}}"#)),
+        "no event id"
+    );
+    let push = event(run("gitlab", &routed, r#"{"project":{"id":42}}"#));
+    assert_eq!(push.source_scope.as_str(), "gitlab/42");
+    assert_eq!(
+        out_of_scope(run("gitlab", &routed, r#"{"project":{"id":7}}"#)),
+        ("scope", "7".to_owned())
+    );
+    // With a catch-all route, every event is routed, so a missing type is malformed.
+    assert!(is_malformed(run(
+        "custom",
+        &[],
+        r#"{"event":{"id":"e"},"account":1}"#
+    )));
+}
+
+#[test]
+fn a_github_form_delivery_is_read_from_its_payload_field() {
+    let json = r#"{"action":"opened","repository":{"id":42}}"#;
+    let form = format!(
+        "payload={}",
+        percent_encoding::utf8_percent_encode(json, percent_encoding::NON_ALPHANUMERIC)
+    );
+    let headers = [
+        ("x-github-delivery", "d-1"),
+        ("x-github-event", "pull_request"),
+        ("content-type", "application/x-www-form-urlencoded"),
+    ];
+    let delivery = event(run("gh-signed", &headers, &form));
+    assert_eq!(delivery.payload_json, json);
+    assert!(is_malformed(run("gh-signed", &headers, "other=1")));
+    // Another provider's form body is not read as a form (the ingress answers 415).
+    assert!(is_malformed(run(
+        "slack",
+        &[("content-type", "application/x-www-form-urlencoded")],
+        &form
     )));
 }

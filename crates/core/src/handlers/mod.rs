@@ -41,6 +41,11 @@ pub struct HandlerInput<'a> {
     pub event_type: &'a str,
     /// The receipt key's scope.
     pub source_scope: &'a str,
+    /// The delivery's provider facts, when the provider sent any: a JSON object with
+    /// Shopify's `triggered_at` (to tell a stale retry from a fresh event), `webhook_id`,
+    /// `event_id` and `api_version`, GitHub's `hook_id`, `installation_target_type` and
+    /// `installation_target_id`, or Stripe's `api_version` (docs/contract.md).
+    pub delivery: Option<&'a serde_json::Value>,
     /// The validated payload.
     pub payload: &'a serde_json::Value,
     /// The sink the route names, if any: effects go there.

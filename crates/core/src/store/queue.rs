@@ -43,6 +43,8 @@ pub struct ClaimedReceipt {
     pub event_type: String,
     /// The route that matched at acceptance.
     pub route_key: String,
+    /// The delivery's provider facts (`receipts.delivery`), when the provider sent any.
+    pub delivery: Option<serde_json::Value>,
     /// The payload, decoded on its own: one that cannot be decoded costs only its receipt.
     pub payload: StoredPayload,
     /// The payload's size as accepted (what the claim counted against its byte budget).
@@ -117,6 +119,7 @@ struct ClaimRow {
     event_id: String,
     event_type: String,
     route_key: String,
+    delivery: Option<serde_json::Value>,
     payload_bytes: i32,
     received_at: DateTime<Utc>,
 }
@@ -183,11 +186,12 @@ pub async fn claim_batch(
                 c.reclaimed AS "reclaimed!", r.integration AS "integration!",
                 r.source_scope AS "source_scope!", r.event_id AS "event_id!",
                 r.event_type AS "event_type!", r.route_key AS "route_key!",
+                r.delivery AS "delivery?: serde_json::Value",
                 c.payload_bytes AS "payload_bytes!", r.received_at AS "received_at!"
          FROM claimed c JOIN receipts r ON r.id = c.receipt_id
          UNION ALL
          SELECT true, f.id, 0, f.attempts, false, f.integration, '', f.event_id, '', '',
-                0, coalesce($8, now())
+                NULL::jsonb, 0, coalesce($8, now())
          FROM failed f
          ORDER BY 2 -- receipt_id: claim order, exhausted ones among them"#,
         limits.receipts,
@@ -234,6 +238,7 @@ impl Claim {
                 event_id: row.event_id,
                 event_type: row.event_type,
                 route_key: row.route_key,
+                delivery: row.delivery,
                 payload: payloads
                     .remove(&row.receipt_id)
                     .unwrap_or(StoredPayload::Purged),

@@ -22,6 +22,8 @@ pub struct NewReceipt<'a> {
     pub route_key: &'a str,
     /// The payload as JSON text, meeting the storability contract ([`crate::payload`]).
     pub payload_json: &'a str,
+    /// The delivery's provider facts as a JSON object's text ([`crate::event::Event`]).
+    pub delivery_json: Option<&'a str>,
     /// The SHA-256 of the raw body, for integrations that deduplicate by content: a
     /// second receipt with the same digest in the same integration is a duplicate.
     pub content_digest: Option<&'a [u8]>,
@@ -78,12 +80,17 @@ pub async fn insert_receipts<'a>(
         .iter()
         .map(|&index| receipts[index].content_digest)
         .collect();
+    let deliveries: Vec<Option<&str>> = unique
+        .iter()
+        .map(|&index| receipts[index].delivery_json)
+        .collect();
     let inserted = sqlx::query!(
         r#"WITH input AS (
              SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
-                                  $6::text[], $7::bytea[])
+                                  $6::text[], $7::bytea[], $8::text[])
                  WITH ORDINALITY AS input (integration, source_scope, event_id, event_type,
-                                           route_key, payload, content_digest, position)
+                                           route_key, payload, content_digest, delivery,
+                                           position)
          ), inserted AS (
              -- In receipt-key order: two batches holding the same receipt keys then wait
              -- for each other instead of deadlocking. No conflict target: a repeated
@@ -91,9 +98,9 @@ pub async fn insert_receipts<'a>(
              -- its own order, two batches can still deadlock on it; the group commit
              -- then commits their members one by one.
              INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key,
-                                   payload, content_digest)
+                                   payload, content_digest, delivery)
              SELECT integration, source_scope, event_id, event_type, route_key, payload::jsonb,
-                    content_digest
+                    content_digest, delivery::jsonb
              FROM input ORDER BY source_scope, event_id
              ON CONFLICT DO NOTHING
              RETURNING id, integration, source_scope, event_id, received_at
@@ -118,6 +125,7 @@ pub async fn insert_receipts<'a>(
         column(|receipt| receipt.route_key) as Vec<&str>,
         column(|receipt| receipt.payload_json) as Vec<&str>,
         digests as Vec<Option<&[u8]>>,
+        deliveries as Vec<Option<&str>>,
     )
     .fetch_all(&mut *conn)
     .await?;

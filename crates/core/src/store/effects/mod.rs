@@ -27,6 +27,8 @@ pub struct SourceEvent<'a> {
     pub id: &'a str,
     /// The event type.
     pub event_type: &'a str,
+    /// The delivery's provider facts (`receipts.delivery`), when the provider sent any.
+    pub delivery: Option<&'a serde_json::Value>,
 }
 
 /// Another operation already holds an intent's operation key.
@@ -54,11 +56,14 @@ pub async fn insert_intent(
     event: SourceEvent<'_>,
     intent: &EffectIntent,
 ) -> Result<Result<EffectId, KeyCollision>, sqlx::Error> {
-    let event_json = serde_json::json!({
+    let mut event_json = serde_json::json!({
         "integration": event.integration,
         "id": event.id,
         "type": event.event_type,
     });
+    if let Some(delivery) = event.delivery {
+        event_json["delivery"] = delivery.clone();
+    }
     // The key's UNIQUE index decides: a concurrent twin waits for this transaction.
     let inserted = sqlx::query_scalar!(
         r#"INSERT INTO effects (receipt_id, operation_key, sink, kind, tenant, data, event)
