@@ -463,7 +463,7 @@ async fn operators_decide_and_purge_under_their_role() {
                                status, outcome, received_at, finished_at)
          OVERRIDING SYSTEM VALUE VALUES
            (4, 'stripe-acme', 's', 'evt_old', 't', 't', '{}', 'done', 'applied',
-            now() - interval '90 days', now() - interval '90 days');
+            now() - interval '100 days', now() - interval '100 days');
          INSERT INTO effects (receipt_id, operation_key, sink, kind, tenant, data, event, status)
            VALUES (4, 'op-1', 'audit', 'forward', 'acme', '{}', '{}', 'review');",
     )
@@ -522,7 +522,7 @@ async fn operators_decide_and_purge_under_their_role() {
         "--payloads-older-than-days",
         "31",
         "--keys-older-than-days",
-        "31",
+        "91",
     ]);
     let purged: i64 = sqlx::query_scalar("SELECT count(*) FROM receipts WHERE id = 4")
         .fetch_one(database.pool())

@@ -590,7 +590,7 @@ async fn purge_counts_first_keeps_keys_past_redelivery_and_stops_at_its_budget()
     let database = TestDatabase::create().await;
     let pool = database.pool();
     let old = receipt_in(pool, "evt_old", "done_later").await;
-    sqlx::query("UPDATE receipts SET finished_at = now() - interval '40 days' WHERE id = $1")
+    sqlx::query("UPDATE receipts SET finished_at = now() - interval '100 days' WHERE id = $1")
         .bind(old)
         .execute(pool)
         .await
@@ -603,7 +603,7 @@ async fn purge_counts_first_keeps_keys_past_redelivery_and_stops_at_its_budget()
             "--payloads-older-than-days",
             "30",
             "--keys-older-than-days",
-            "35",
+            "95",
             "--dry-run",
             "--json",
         ],
@@ -619,7 +619,22 @@ async fn purge_counts_first_keeps_keys_past_redelivery_and_stops_at_its_budget()
         "a dry run removes nothing"
     );
 
-    // Below the longest horizon (30 days for Stripe): refused unless forced.
+    // Below the longest horizon (90 days: Paddle replays and Svix retains that long, and
+    // the configurable schemes take the longest): refused unless forced.
+    refused(
+        &inboundctl(
+            &database,
+            &[
+                "purge",
+                "--payloads-older-than-days",
+                "1",
+                "--keys-older-than-days",
+                "60",
+            ],
+            &[],
+        ),
+        "(90 days",
+    );
     refused(
         &inboundctl(
             &database,

@@ -366,6 +366,70 @@ async fn github_redeliver_asks_again_only_for_what_failed_and_inbound_does_not_h
     assert!(!stderr.contains("github_pat_wrong"), "{stderr}");
 }
 
+/// A 4xx can be an outage of ours: a 408 (the body did not arrive in time) is asked again
+/// by default; a 401 after a half-done secret rotation or a 404 after renaming an
+/// integration, once the operator fixed it, with `--include-status`. GitHub's own guidance
+/// redelivers every failed delivery; inbound's held-receipt check keeps it from storing any
+/// twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn github_redeliver_asks_again_for_a_408_by_default_and_other_4xx_on_request() {
+    use inbound_tests::github_api::{GithubApi, TOKEN};
+    let database = TestDatabase::create().await;
+    let api = GithubApi::start(vec![
+        delivery(1, "d-timeout", 10, 408),
+        delivery(2, "d-rotation", 20, 401),
+        delivery(3, "d-renamed", 30, 404),
+        delivery(4, "d-ok", 40, 200),
+    ])
+    .await;
+    let base = api.base_url();
+    let scratch = ScratchDir::new();
+    let config = config_file(&scratch);
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "github",
+            "redeliver",
+            "--config",
+            &config,
+            "--integration",
+            "gh-acme",
+            "--since",
+            "1d",
+            "--api-base",
+            &base,
+            "--requests-per-second",
+            "50",
+            "--json",
+            "--repo",
+            "acme/app",
+            "--hook-id",
+            "123",
+        ];
+        args.extend_from_slice(extra);
+        inboundctl(
+            &args,
+            &[("DATABASE_URL", database.url()), ("GITHUB_TOKEN", TOKEN)],
+        )
+    };
+    let counts = |summary: &Value| {
+        (
+            summary["redelivered"].as_u64(),
+            summary["refused_by_inbound"].as_u64(),
+        )
+    };
+    let default = summary(&run(&["--dry-run"]));
+    assert_eq!(counts(&default), (Some(1), Some(2)), "{default}");
+    let named = summary(&run(&["--dry-run", "--include-status", "401"]));
+    assert_eq!(counts(&named), (Some(2), Some(1)), "{named}");
+    let every = summary(&run(&["--include-status", "4xx"]));
+    assert_eq!(counts(&every), (Some(3), Some(0)), "{every}");
+    let mut redelivered = api.redelivered();
+    redelivered.sort_unstable();
+    assert_eq!(redelivered, [1, 2, 3]);
+    let nonsense = run(&["--dry-run", "--include-status", "200"]);
+    assert!(!nonsense.status.success());
+}
+
 /// How many times the receipt key's index was scanned in this transaction so far.
 async fn receipt_key_scans(connection: &mut sqlx::PgConnection) -> i64 {
     sqlx::query_scalar("SELECT pg_stat_get_xact_numscans('receipts_receipt_key'::regclass)")

@@ -142,20 +142,31 @@ impl Provider {
     /// How long after an event the provider may still deliver it again, by itself or at
     /// an operator's request: a receipt key purged sooner lets that redelivery be accepted
     /// as new (the business key still refuses a second transition). `inboundctl purge`
-    /// keeps keys at least this long unless forced.
-    /// - Stripe retries for up to 3 days, and its events can be listed and resent for 30.
-    /// - GitHub never retries, but a delivery can be redelivered for 3 days.
-    /// - Slack retries 3 times within about an hour; 1 day leaves a margin.
-    /// - Standard Webhooks senders differ (Svix retries for about 28 hours and can
-    ///   replay its retained messages); 30 days is the cautious default.
-    /// - Shopify retries 8 times over 4 hours; 1 day leaves a margin.
-    /// - Zoom retries 3 times within about 2 hours; 1 day leaves a margin.
-    /// - Paddle retries 60 times over 3 days (live), and a notification can be replayed
-    ///   through its API later; 30 days, as for Stripe.
+    /// keeps keys at least this long unless forced. Each from the provider's own words:
+    /// - Stripe resends undelivered events "for up to three days", and events can be
+    ///   listed (and resent) for 30 (<https://docs.stripe.com/webhooks/process-undelivered-events>).
+    /// - GitHub never retries, but "you can redeliver webhook deliveries that occurred in
+    ///   the past 3 days" (7 on GitHub Enterprise Server 3.16+, which a github.com
+    ///   integration never is): <https://docs.github.com/webhooks/testing-and-troubleshooting-webhooks/redelivering-webhooks>.
+    /// - Slack retries 3 times within minutes (immediately, after 1 and 5 minutes); 1 day
+    ///   leaves a margin.
+    /// - Svix "retains all message payloads … for 90 days" and replays them on request
+    ///   (<https://docs.svix.com/retention>); its retries end after about 28 hours
+    ///   (<https://docs.svix.com/retries>). Standard Webhooks senders: 90.
+    /// - Shopify retries "8 times over 4 hours" (changelog, 2024-09-10); 1 day leaves a
+    ///   margin.
+    /// - Zoom retries 3 times: 5 minutes after the first attempt, then 20 and 60 minutes
+    ///   after each retry, about 85 minutes in all (<https://developers.zoom.us/blog/webhook-delays>);
+    ///   1 day leaves a margin.
+    /// - Paddle retries for 3 days (live), and a notification can be replayed through its
+    ///   API with the same `event_id` for 90 days ("Notifications older than 90 days
+    ///   aren't retained": <https://developer.paddle.com/api-reference/notifications/replay-notification>).
+    /// - The configurable schemes: senders differ and none is named, so the longest any
+    ///   known sender documents, 90.
     pub fn redelivery_horizon_days(self) -> u32 {
         match self {
-            // The configurable schemes: senders differ, so the cautious 30 days.
-            Self::Stripe | Self::Standard | Self::Paddle | Self::Hmac | Self::Token => 30,
+            Self::Standard | Self::Paddle | Self::Hmac | Self::Token => 90,
+            Self::Stripe => 30,
             Self::Github => 3,
             Self::Slack | Self::Shopify | Self::Zoom => 1,
         }

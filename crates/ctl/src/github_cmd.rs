@@ -4,6 +4,14 @@
 //! *and* that inbound holds no receipt for (by delivery id, the receipt key), and asks
 //! GitHub to redeliver each once — newest first, at most `--max`. Suitable for a CronJob.
 //!
+//! GitHub's guidance redelivers every failed delivery ("the data for a failed delivery
+//! will have a `status` value that is not `OK`": docs.github.com, "Automatically
+//! redelivering failed deliveries"). By default this asks again for what inbound could
+//! not take then — no answer, a 408 (the body did not arrive in time), a 429 or a 5xx —
+//! and, with `--include-status`, for the 4xx an operator has since fixed the cause of (a
+//! 401 after a half-done secret rotation, a 404 after renaming an integration). The
+//! held-receipt check keeps any of them from being stored twice.
+//!
 //! Authentication is a token (`--token env:NAME`: a fine-grained token with "Webhooks:
 //! read and write" on the repository or organization) or, for an App's hook, the App's own
 //! JWT (`--app-id` and `--app-key file:/key.pem`, signed RS256 here). Both are references,
@@ -79,6 +87,11 @@ pub struct RedeliverArgs {
     /// List what would be redelivered; ask for nothing.
     #[arg(long)]
     dry_run: bool,
+    /// Also redeliver events whose last delivery inbound answered with this 4xx, once its
+    /// cause is fixed (401 after a secret rotation, 404 after a rename); `4xx` for every
+    /// one. Repeatable. 408 is always redelivered.
+    #[arg(long = "include-status", value_parser = parse_included_status)]
+    include_status: Vec<IncludedStatus>,
     /// Redeliver at most this many events in this run (newest first).
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=1000))]
     max: u32,
@@ -102,8 +115,9 @@ struct Summary {
     failed_events: u64,
     /// Of those, the ones inbound holds a receipt for (it stored them; GitHub's answer was lost).
     held: u64,
-    /// Of those, the ones inbound refused for what they are (a 4xx: a bad signature, another
-    /// scope, too large) — a redelivery would be refused again.
+    /// Of those, the ones inbound refused for what they are (a 4xx other than 408 that
+    /// `--include-status` does not name: a bad signature, too large) — a redelivery would
+    /// be refused again.
     refused_by_inbound: u64,
     /// Redeliveries asked for (or, in a dry run, that would be).
     redelivered: u64,
@@ -131,10 +145,45 @@ struct EventDeliveries {
 }
 
 impl EventDeliveries {
-    /// Whether a redelivery can succeed where the last one failed: no answer (0), a 429 or
-    /// a 5xx (inbound unavailable). A 4xx is inbound's verdict on the request itself.
-    fn worth_redelivering(&self) -> bool {
-        self.newest_status == 0 || self.newest_status == 429 || self.newest_status >= 500
+    /// Whether a redelivery can succeed where the last one failed: no answer (0), a 408
+    /// (the body was not received in time), a 429 or a 5xx (inbound unavailable), or a
+    /// 4xx the operator names (`included`): any other 4xx is inbound's verdict on the
+    /// request itself, which asking again would not change.
+    fn worth_redelivering(&self, included: &[IncludedStatus]) -> bool {
+        let status = self.newest_status;
+        status == 0
+            || status == 408
+            || status == 429
+            || status >= 500
+            || included.iter().any(|include| include.covers(status))
+    }
+}
+
+/// A 4xx `--include-status` names: one status, or every one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum IncludedStatus {
+    One(u64),
+    Every4xx,
+}
+
+impl IncludedStatus {
+    fn covers(self, status: u64) -> bool {
+        match self {
+            Self::One(one) => one == status,
+            Self::Every4xx => (400..500).contains(&status),
+        }
+    }
+}
+
+fn parse_included_status(value: &str) -> Result<IncludedStatus, String> {
+    if value.eq_ignore_ascii_case("4xx") {
+        return Ok(IncludedStatus::Every4xx);
+    }
+    match value.parse::<u64>() {
+        Ok(status) if (400..500).contains(&status) => Ok(IncludedStatus::One(status)),
+        _ => Err(format!(
+            "{value:?} is not a 4xx status (400-499) or \"4xx\"; 0, 408, 429 and 5xx are always redelivered"
+        )),
     }
 }
 
@@ -186,7 +235,7 @@ async fn redeliver(args: RedeliverArgs) -> anyhow::Result<()> {
         .collect();
     let (to_redeliver, refused): (Vec<_>, Vec<_>) = not_held
         .into_iter()
-        .partition(|(_, event)| event.worth_redelivering());
+        .partition(|(_, event)| event.worth_redelivering(&args.include_status));
     summary.refused_by_inbound = refused.len() as u64;
     let max = args.max as usize;
     summary.left = to_redeliver.len().saturating_sub(max) as u64;

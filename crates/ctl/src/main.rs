@@ -242,9 +242,9 @@ struct PurgeArgs {
     /// continues); progress goes to stderr every 10 s.
     #[arg(long)]
     time_budget_secs: Option<u64>,
-    /// Delete keys younger than a provider's redelivery horizon (Stripe and Standard
-    /// Webhooks 30 days, GitHub 3, Slack 1: of the configured integrations with
-    /// --config, else the longest).
+    /// Delete keys younger than a provider's redelivery horizon (Paddle, Standard
+    /// Webhooks, hmac and token 90 days, Stripe 30, GitHub 3, Slack, Shopify and Zoom 1:
+    /// of the configured integrations with --config, else the longest).
     #[arg(long)]
     force: bool,
     #[command(flatten)]
