@@ -1,13 +1,16 @@
 //! Each provider's own recovery, run by `inboundctl` against a local server with the
-//! documented API shape (never the real service): `stripe backfill` pages through the
-//! events API, stores what inbound does not hold as `api`-provenance receipts exactly once,
-//! leaves what it holds, does not route or may not accept alone, and says so.
+//! documented API shape (never the real service): `stripe backfill` reads the events API
+//! oldest first, for the key's own account (a restricted key's account known from Stripe's
+//! permission error) or each connected account, snapshot and thin events, stores what
+//! inbound does not hold as `api`-provenance receipts exactly once, leaves what it holds,
+//! does not route or may not accept alone, and says so; `github redeliver` asks GitHub
+//! again for what failed.
 
 use std::process::{Command, Output};
 
 use chrono::Utc;
 use inbound_tests::process::{ScratchDir, binary};
-use inbound_tests::stripe_api::{API_KEY, StripeApi};
+use inbound_tests::stripe_api::{API_KEY, PLATFORM_ACCOUNT, SECRET_KEY, StripeApi};
 use inbound_tests::{TestDatabase, domain, fixtures};
 use serde_json::{Value, json};
 
@@ -45,6 +48,55 @@ fn event(id: &str, event_type: &str, created: i64, account: &str) -> Value {
         "livemode": true, "account": account,
         "data": {"object": {"id": format!("pi_{id}"), "object": "payment_intent"}}
     })
+}
+
+/// The suites' configuration with `extra` integrations after it.
+fn config_file_with(scratch: &ScratchDir, extra: &str) -> String {
+    let path = config_file(scratch);
+    let mut config = std::fs::read_to_string(&path).expect("config");
+    config.push_str(extra);
+    std::fs::write(&path, config).expect("write config");
+    path
+}
+
+/// `inboundctl stripe backfill --integration {integration} --since 2d` against `api`.
+fn backfill(
+    database: &TestDatabase,
+    api: &StripeApi,
+    config: &str,
+    integration: &str,
+    key: &str,
+    extra: &[&str],
+) -> Output {
+    let base = api.base_url();
+    let mut args = vec![
+        "stripe",
+        "backfill",
+        "--config",
+        config,
+        "--integration",
+        integration,
+        "--since",
+        "2d",
+        "--api-base",
+        &base,
+        "--requests-per-second",
+        "100",
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    inboundctl(
+        &args,
+        &[("DATABASE_URL", database.url()), ("STRIPE_API_KEY", key)],
+    )
+}
+
+/// The event ids of the receipts, in the order they were stored.
+async fn stored_order(database: &TestDatabase) -> Vec<String> {
+    sqlx::query_scalar("SELECT event_id FROM receipts ORDER BY id")
+        .fetch_all(database.pool())
+        .await
+        .expect("receipts")
 }
 
 fn summary(output: &Output) -> Value {
@@ -140,22 +192,24 @@ async fn stripe_backfill_stores_what_inbound_missed_exactly_once() {
         inboundctl(&refs, &env)
     };
 
-    // A dry run counts and stores nothing (through a 429 it waits out).
+    // A dry run counts and stores nothing (through a 429 it waits out). Only acct_123's
+    // events are listed: on its behalf (`Stripe-Account`), as its own.
     let dry = summary(&run(&["--dry-run"]));
     assert_eq!(
         dry,
-        json!({"listed": 124, "stored": 2, "held": 1, "not_routed": 120, "other_scope": 1, "malformed": 0, "dry_run": true})
+        json!({"accounts": 1, "listed": 123, "stored": 2, "held": 1, "not_routed": 120, "other_scope": 0, "malformed": 0, "dry_run": true})
     );
     assert_eq!(database.receipt_count().await, 1);
     let requests = api.requests();
     assert!(
-        requests.len() >= 3,
-        "a 429 retried and two pages: {requests:?}"
+        requests.len() >= 4,
+        "a 429 retried, and more than a page's window halved: {requests:?}"
     );
     assert!(
         requests
             .iter()
-            .any(|query| query.contains("starting_after=evt_"))
+            .all(|request| request.starts_with("/v1/events?")),
+        "a Connect endpoint's one account needs no account check: {requests:?}"
     );
 
     // The run stores the two missed events, as fetched, queued for the worker.
@@ -187,6 +241,11 @@ async fn stripe_backfill_stores_what_inbound_missed_exactly_once() {
             pending("evt_missed_1", "api", true),
             pending("evt_missed_2", "api", true),
         ]
+    );
+    assert_eq!(
+        stored_order(&database).await,
+        ["evt_held", "evt_missed_1", "evt_missed_2"],
+        "stored oldest first: the worker replays the gap in the order it happened"
     );
 
     // Again: nothing new.
@@ -240,6 +299,243 @@ fn delivery(id: u64, guid: &str, minutes_ago: i64, status_code: u64) -> Value {
         "status_code": status_code, "event": "push", "action": null,
         "installation_id": null, "repository_id": 42
     })
+}
+
+/// An account endpoint's own events. The key the docs prescribe — a restricted key with
+/// "Events: Read" — is refused `GET /v1/account`, and Stripe's refusal names the key's
+/// account: that is the check. Events are stored oldest first, across windows and within
+/// a second holding more than a page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stripe_backfill_reads_an_account_endpoint_with_a_restricted_key_oldest_first() {
+    let database = TestDatabase::create().await;
+    let now = Utc::now().timestamp();
+    let own = |id: String, created: i64| {
+        json!({
+            "id": id, "object": "event", "type": "payment_intent.succeeded",
+            "created": created, "livemode": true, "api_version": "2025-03-31.basil",
+            "data": {"object": {"id": "pi_1", "object": "payment_intent"}}
+        })
+    };
+    // 150 events a minute apart, then 130 in one second, then 20 more.
+    let mut events: Vec<Value> = (0..150)
+        .map(|index| own(format!("evt_a{index:03}"), now - 20_000 + index * 60))
+        .collect();
+    events.extend((0..130).map(|index| own(format!("evt_b{index:03}"), now - 5_000)));
+    events.extend((0..20).map(|index| own(format!("evt_c{index:03}"), now - 3_000 + index)));
+    let api = StripeApi::start(events).await;
+    let scratch = ScratchDir::new();
+    let integration = |id: &str, account: &str| {
+        format!(
+            r#"
+[[integration]]
+id = "{id}"
+provider = "stripe"
+tenant = "acme"
+secrets = ["env:TEST_STRIPE_SECRET"]
+expect = {{ livemode = true }}
+stripe = {{ account = "{account}" }}
+[integration.routes]
+"payment_intent.succeeded" = {{ handler = "forward", sink = "audit" }}
+"#
+        )
+    };
+    let config = config_file_with(
+        &scratch,
+        &(integration("stripe-direct", PLATFORM_ACCOUNT)
+            + &integration("stripe-elsewhere", "acct_elsewhere")),
+    );
+    let stored = summary(&backfill(
+        &database,
+        &api,
+        &config,
+        "stripe-direct",
+        API_KEY,
+        &[],
+    ));
+    assert_eq!(
+        (stored["accounts"].as_u64(), stored["stored"].as_u64()),
+        (Some(1), Some(300)),
+        "{stored}"
+    );
+    // Stripe lists newest first; inbound stored oldest first: every window, and the
+    // crowded second whole before what came after it.
+    let order = stored_order(&database).await;
+    let named = |prefix: &str, count: i64| -> Vec<String> {
+        (0..count)
+            .map(|index| format!("{prefix}{index:03}"))
+            .collect()
+    };
+    assert_eq!(order.len(), 300);
+    assert_eq!(order[..150], named("evt_a", 150), "across windows");
+    let mut crowded = order[150..280].to_vec();
+    crowded.sort();
+    assert_eq!(
+        crowded,
+        named("evt_b", 130),
+        "the crowded second, read whole"
+    );
+    assert_eq!(order[280..], named("evt_c", 20), "after the crowded second");
+    let delivery: Value =
+        sqlx::query_scalar("SELECT delivery FROM receipts WHERE event_id = 'evt_a000'")
+            .fetch_one(database.pool())
+            .await
+            .expect("delivery");
+    assert_eq!(delivery, json!({"api_version": "2025-03-31.basil"}));
+
+    // A key of another account is refused before anything is read.
+    let elsewhere = backfill(&database, &api, &config, "stripe-elsewhere", API_KEY, &[]);
+    assert!(!elsewhere.status.success());
+    let stderr = String::from_utf8_lossy(&elsewhere.stderr);
+    assert!(
+        stderr.contains("belongs to account acct_platform"),
+        "{stderr}"
+    );
+
+    // A refusal that names no account: refused, unless the operator takes the cost.
+    api.name_no_account_in_permission_errors();
+    let unnamed = backfill(&database, &api, &config, "stripe-direct", API_KEY, &[]);
+    assert!(!unnamed.status.success());
+    let stderr = String::from_utf8_lossy(&unnamed.stderr);
+    assert!(stderr.contains("--skip-account-check"), "{stderr}");
+    let unchecked = summary(&backfill(
+        &database,
+        &api,
+        &config,
+        "stripe-direct",
+        API_KEY,
+        &["--skip-account-check"],
+    ));
+    assert_eq!(unchecked["held"], 300, "{unchecked}");
+    // A secret key is answered with its account.
+    let secret = summary(&backfill(
+        &database,
+        &api,
+        &config,
+        "stripe-direct",
+        SECRET_KEY,
+        &[],
+    ));
+    assert_eq!(secret["held"], 300, "{secret}");
+    assert_eq!(database.receipt_count().await, 300);
+}
+
+/// A Connect endpoint that takes every connected account: each account's events, listed
+/// on its behalf; and thin events from `/v2/core/events` when a route takes them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stripe_backfill_covers_every_connected_account_and_thin_events() {
+    let database = TestDatabase::create().await;
+    let now = Utc::now().timestamp();
+    let thin = |id: &str, context: &str, ago: i64| {
+        let created = chrono::DateTime::from_timestamp(now - ago, 0)
+            .expect("time")
+            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        json!({
+            "id": id, "object": "v2.core.event",
+            "type": "v1.billing.meter.error_report_triggered", "livemode": true,
+            "created": created, "context": context,
+            "related_object": {"id": "mtr_1", "type": "billing.meter", "url": "/v1/billing/meters/mtr_1"}
+        })
+    };
+    let api = StripeApi::start(vec![
+        event("evt_a1", "payment_intent.succeeded", now - 600, "acct_a"),
+        event("evt_b1", "payment_intent.succeeded", now - 500, "acct_b"),
+        // The platform's own event: an account endpoint's, not this one's.
+        json!({"id": "evt_own", "object": "event", "type": "payment_intent.succeeded",
+               "created": now - 400, "livemode": true, "data": {"object": {}}}),
+        thin("evt_thin_a1", "acct_a", 300),
+        thin("evt_thin_a2", "acct_a", 200),
+        thin("evt_thin_own", PLATFORM_ACCOUNT, 100),
+    ])
+    .await;
+    api.connect_accounts(&["acct_a", "acct_b"]);
+    let scratch = ScratchDir::new();
+    let config = config_file_with(
+        &scratch,
+        r#"
+[[integration]]
+id = "stripe-connect"
+provider = "stripe"
+tenant = "acme"
+secrets = ["env:TEST_STRIPE_SECRET"]
+expect = { livemode = true }
+stripe = { connect = true }
+[integration.routes]
+"payment_intent.succeeded" = { handler = "forward", sink = "audit" }
+"v1.billing.meter.error_report_triggered" = { handler = "forward", sink = "audit" }
+"#,
+    );
+    let stored = summary(&backfill(
+        &database,
+        &api,
+        &config,
+        "stripe-connect",
+        SECRET_KEY,
+        &[],
+    ));
+    assert_eq!(
+        (
+            stored["accounts"].as_u64(),
+            stored["listed"].as_u64(),
+            stored["stored"].as_u64()
+        ),
+        (Some(2), Some(4), Some(4)),
+        "{stored}"
+    );
+    let rows: Vec<(String, String)> =
+        sqlx::query_as("SELECT event_id, source_scope FROM receipts ORDER BY id")
+            .fetch_all(database.pool())
+            .await
+            .expect("receipts");
+    assert_eq!(
+        rows,
+        [
+            ("evt_a1".to_owned(), "stripe-connect/acct_a/live".to_owned()),
+            (
+                "evt_thin_a1".to_owned(),
+                "stripe-connect/acct_a/live".to_owned()
+            ),
+            (
+                "evt_thin_a2".to_owned(),
+                "stripe-connect/acct_a/live".to_owned()
+            ),
+            ("evt_b1".to_owned(), "stripe-connect/acct_b/live".to_owned()),
+        ]
+    );
+    let requests = api.requests();
+    assert!(
+        requests
+            .iter()
+            .any(|request| request.starts_with("/v1/accounts?")),
+        "{requests:?}"
+    );
+    assert!(
+        requests
+            .iter()
+            .any(|request| request.starts_with("/v2/core/events?")),
+        "{requests:?}"
+    );
+    // Without a way to tell whose events an integration takes, nothing is read.
+    let scratch = ScratchDir::new();
+    let unsaid = config_file_with(
+        &scratch,
+        r#"
+[[integration]]
+id = "stripe-unsaid"
+provider = "stripe"
+tenant = "acme"
+secrets = ["env:TEST_STRIPE_SECRET"]
+expect = { livemode = true }
+[integration.routes]
+"payment_intent.succeeded" = { handler = "forward", sink = "audit" }
+"#,
+    );
+    let output = backfill(&database, &api, &unsaid, "stripe-unsaid", SECRET_KEY, &[]);
+    assert!(!output.status.success());
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("[integration.stripe]"),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -127,6 +127,36 @@ pub struct Integration {
     pub provider_timeout_secs: u64,
     /// Providers `hmac` and `token`: the scheme and where the event's fields come from.
     pub custom: Option<Custom>,
+    /// Stripe only: whose events the endpoint receives (`[integration.stripe]`).
+    pub stripe: Option<StripeEndpoint>,
+}
+
+/// Whose events a Stripe endpoint receives (<https://docs.stripe.com/connect/webhooks>):
+/// an account endpoint gets the account's own events, which name no `account`; a Connect
+/// endpoint gets its connected accounts' events, each naming its `account` (and, a thin
+/// event, its `context`). `inboundctl stripe backfill` lists the same events, and the
+/// ingress takes an event of the other kind as out of scope.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StripeEndpoint {
+    /// `account = "acct_…"`: the account's own events; the id is the account the API key
+    /// must belong to.
+    Account(String),
+    /// `connect = true`: connected accounts' events (`expect.account` may pin one).
+    Connect,
+}
+
+impl Integration {
+    /// Whose events this Stripe integration receives: `[integration.stripe]`, else a
+    /// Connect endpoint when `expect.account` names a connected account; `None` when the
+    /// configuration does not say.
+    pub fn stripe_endpoint(&self) -> Option<StripeEndpoint> {
+        self.stripe.clone().or_else(|| {
+            self.expect
+                .account
+                .as_ref()
+                .map(|_| StripeEndpoint::Connect)
+        })
+    }
 }
 
 /// A configurable integration's scheme ([`crate::verify::custom`]) and fields.

@@ -14,7 +14,7 @@ use std::borrow::Cow;
 
 use serde::Deserialize;
 
-use crate::config::{CATCH_ALL, FieldSource, Integration, PATTERN_SUFFIX, Route};
+use crate::config::{CATCH_ALL, FieldSource, Integration, PATTERN_SUFFIX, Route, StripeEndpoint};
 use crate::headers::Headers;
 use crate::keys::{EventId, SourceScope};
 use crate::payload;
@@ -333,6 +333,20 @@ fn extract_stripe<'body>(
         Some(&event_type),
     ) {
         return Ok(Extracted::OutOfScope(out));
+    }
+    // An account endpoint's events name no connected account; a Connect endpoint's each
+    // name one.
+    let other_kind = match integration.stripe_endpoint() {
+        Some(StripeEndpoint::Account(_)) => account.is_some(),
+        Some(StripeEndpoint::Connect) => account.is_none(),
+        None => false,
+    };
+    if other_kind {
+        return Ok(Extracted::OutOfScope(OutOfScope {
+            reason: "account",
+            found: account.unwrap_or("-").to_owned(),
+            event_type: Some(event_type),
+        }));
     }
     let delivery = delivery_facts(&[("api_version", fields.api_version.as_deref())])?;
     Ok(Extracted::Event(Event {

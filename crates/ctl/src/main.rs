@@ -23,6 +23,7 @@ mod receipt_text;
 mod receipts_cmd;
 mod selection;
 mod sign;
+mod stripe_api;
 mod stripe_cmd;
 
 use output::{out, out_exact};

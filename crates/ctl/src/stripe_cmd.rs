@@ -1,23 +1,30 @@
 //! `inboundctl stripe backfill`: Stripe retries a delivery for days, but an endpoint that
-//! was disabled, misconfigured or down past its retries misses events for good. This pages
-//! through Stripe's events API (`GET /v1/events`, newest first, `starting_after` cursor)
-//! over a window and stores, as pending receipts, the events the integration routes and
-//! inbound does not hold — marked `provenance = 'api'` (fetched with the account's key, not
-//! delivered signed) — so the worker processes them exactly like delivered ones. Events
-//! inbound holds are left alone (the receipt key decides), as are events of another
-//! account than the integration's `expect` and types it does not route.
+//! was disabled, misconfigured or down past its retries misses events for good. This reads
+//! Stripe's events API over a window — `/v1/events` for snapshot events, `/v2/core/events`
+//! for the thin events an event destination sends — oldest first ([`crate::stripe_api`]),
+//! and stores, as pending receipts, the events the integration routes and inbound does not
+//! hold, marked `provenance = 'api'` (fetched with the account's key, not delivered
+//! signed), so the worker processes them exactly like delivered ones and in the order they
+//! happened. Events inbound holds are left alone (the receipt key decides), as are events
+//! out of the integration's scope and types it does not route.
+//!
+//! Whose events: an account endpoint's (`[integration.stripe] account = "acct_…"`) are the
+//! key's own, and the key must belong to that account — checked with `GET /v1/account`,
+//! which a restricted key is refused but whose permission error names the key's account;
+//! a Connect endpoint's (`connect = true`, or `expect.account`) are each connected
+//! account's, listed on its behalf (`Stripe-Account`, or `Stripe-Context` for thin events):
+//! the one `expect.account` names, else every one `GET /v1/accounts` lists.
 //!
 //! Bounded: at most `--requests-per-second` requests, 100 events each; a 429 or 5xx is
 //! retried after its `Retry-After` (at most 60 s) or a doubling pause, at most 5 times in a
 //! row; any other refusal ends the run with what was stored so far reported.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::{Context, bail};
 use chrono::{DateTime, Utc};
 use clap::{Args, Subcommand};
-use inbound_core::config::{Config, Integration};
+use inbound_core::config::{Config, Integration, StripeEndpoint};
 use inbound_core::event::{self, ExtractError, Extracted};
 use inbound_core::headers::Headers;
 use inbound_core::keys::ReceiptId;
@@ -31,6 +38,7 @@ use crate::operate::DatabaseArgs;
 use crate::output::{out, out_exact};
 use crate::provider_api;
 use crate::selection::{parse_time, secret_from};
+use crate::stripe_api::{Acting, Chronological, KeyAccount, Listing, StripeApi};
 
 /// `inboundctl stripe …`.
 #[derive(Debug, Subcommand)]
@@ -41,7 +49,10 @@ pub enum StripeCommand {
   inboundctl stripe backfill --integration stripe-live --since 2d --dry-run
   STRIPE_API_KEY=rk_live_… inboundctl stripe backfill --integration stripe-live --since 2026-11-28T00:00:00Z
 
-The key needs read access to Events only: a restricted key (rk_…) with \"Events: Read\".")]
+The key needs read access to Events only: a restricted key (rk_…) with \"Events: Read\"; for
+a Connect endpoint, Connect read access too (and \"Connected accounts: Read\" to list them
+when expect.account names none). Thin events (/v2/core/events) need a secret key where
+Stripe does not yet take a restricted one.")]
     Backfill(BackfillArgs),
 }
 
@@ -50,7 +61,7 @@ The key needs read access to Events only: a restricted key (rk_…) with \"Event
 pub struct BackfillArgs {
     #[command(flatten)]
     database: DatabaseArgs,
-    /// Configuration file (TOML): the integration's routes and `expect`.
+    /// Configuration file (TOML): the integration's routes, `expect` and `[integration.stripe]`.
     #[arg(long, env = "INBOUND_CONFIG")]
     config: PathBuf,
     /// The Stripe integration to backfill.
@@ -75,10 +86,11 @@ pub struct BackfillArgs {
     /// Stripe's API base URL (a test server in the suite).
     #[arg(long, default_value = "https://api.stripe.com", hide = true)]
     api_base: String,
-    /// For an integration without `expect.account` (the key's own events): the account the
-    /// key must belong to, checked with `GET /v1/account` before anything is read.
+    /// An account endpoint's backfill when Stripe will not say whose the key is (its
+    /// refusal of `GET /v1/account` names no account): go on unchecked. The cost: a key of
+    /// another account would store that account's events as this integration's.
     #[arg(long)]
-    account: Option<String>,
+    skip_account_check: bool,
     /// Print the summary as JSON.
     #[arg(long)]
     json: bool,
@@ -87,6 +99,8 @@ pub struct BackfillArgs {
 /// What a backfill found, by what it did with each event.
 #[derive(Debug, Default, serde::Serialize)]
 struct Summary {
+    /// Accounts whose events were read (the key's own, or connected ones).
+    accounts: u64,
     /// Events the API listed in the window.
     listed: u64,
     /// Stored as new pending receipts (or, in a dry run, would be).
@@ -119,70 +133,115 @@ async fn backfill(args: BackfillArgs) -> anyhow::Result<()> {
     if args.since >= until {
         bail!("--since must be before --until");
     }
-    // A connected account's events are listed on its behalf (`Stripe-Account`); otherwise
-    // the key's own, and the operator names the account it must belong to.
-    let connected = integration.expect.account.clone();
-    let Some(account) = connected.clone().or_else(|| args.account.clone()) else {
-        bail!(
-            "integration {} has no expect.account: name the account the key belongs to with --account acct_…",
-            integration.id
-        );
-    };
-    let api = StripeApi::new(&args, key, connected.clone())?;
-    api.check_account(&account).await?;
+    let api = StripeApi::new(&args.api_base, key, args.requests_per_second)?;
+    let accounts = accounts_to_read(&api, integration, args.skip_account_check).await?;
     let mut db = args.database.connect().await?;
     let mut summary = Summary {
         dry_run: args.dry_run,
+        accounts: accounts.len() as u64,
         ..Summary::default()
     };
-    let mut cursor: Option<String> = None;
-    for _ in 0..MAX_PAGES {
-        let mut page = api
-            .events_page(args.since, until, cursor.as_deref())
-            .await?;
-        summary.listed += page.events.len() as u64;
-        if let Some(account) = &connected {
-            // Listed for the connected account: each is that account's, as its delivery
-            // would say.
-            for listed in &mut page.events {
-                if listed.get("account").is_none() {
-                    listed["account"] = Value::String(account.clone());
+    for acting in accounts {
+        for listing in listings_of(integration) {
+            let mut walk = Chronological::new(
+                listing,
+                acting.clone(),
+                args.since.timestamp(),
+                until.timestamp(),
+            );
+            while let Some(mut events) = walk.next(&api).await? {
+                summary.listed += events.len() as u64;
+                if let Acting::Connected(account) = &acting {
+                    name_the_account(&mut events, listing, account);
                 }
+                let storable = sort_events(integration, &events, &mut summary);
+                db.run(async |connection| {
+                    store_page(
+                        connection,
+                        integration,
+                        &storable,
+                        args.dry_run,
+                        &mut summary,
+                    )
+                    .await
+                })
+                .await?;
             }
         }
-        let storable = sort_events(integration, &page.events, &mut summary);
-        db.run(async |connection| {
-            store_page(
-                connection,
-                integration,
-                &storable,
-                args.dry_run,
-                &mut summary,
-            )
-            .await
-        })
-        .await?;
-        if !page.has_more {
-            return report(&summary, args.json);
-        }
-        cursor = page
-            .events
-            .last()
-            .and_then(|event| event["id"].as_str())
-            .map(str::to_owned);
-        if cursor.is_none() {
-            bail!("Stripe said there were more events but the page ended without an id");
-        }
     }
-    eprintln!("inboundctl: stopped after {MAX_PAGES} pages; run again with a later --since");
     report(&summary, args.json)
 }
 
-/// The pages one run reads at most (a million events): a cursor that never ends stops.
-const MAX_PAGES: u32 = 10_000;
+/// Whose events to read: the key's own for an account endpoint (once the key is known to
+/// be that account's), or each connected account's for a Connect endpoint.
+async fn accounts_to_read(
+    api: &StripeApi,
+    integration: &Integration,
+    skip_account_check: bool,
+) -> anyhow::Result<Vec<Acting>> {
+    match integration.stripe_endpoint() {
+        Some(StripeEndpoint::Account(account)) => {
+            match api.key_account().await? {
+                KeyAccount::Known(id) if id == account => {}
+                KeyAccount::Known(id) => bail!(
+                    "the key belongs to account {id}, and integration {} is account {account}'s",
+                    integration.id
+                ),
+                KeyAccount::Unknown(message) if skip_account_check => eprintln!(
+                    "inboundctl: Stripe would not say whose the key is ({}); going on unchecked as asked",
+                    crate::output::terminal_safe(&message)
+                ),
+                KeyAccount::Unknown(message) => bail!(
+                    "Stripe refused GET /v1/account without saying whose the key is ({message}): grant the key read access to the account, or pass --skip-account-check, and a key of another account would store that account's events as {}'s",
+                    integration.id
+                ),
+            }
+            Ok(vec![Acting::Own])
+        }
+        Some(StripeEndpoint::Connect) => match &integration.expect.account {
+            Some(account) => Ok(vec![Acting::Connected(account.clone())]),
+            None => Ok(api
+                .connected_accounts()
+                .await?
+                .into_iter()
+                .map(Acting::Connected)
+                .collect()),
+        },
+        None => bail!(
+            "integration {} does not say whose events it receives: set [integration.stripe] account = \"acct_…\" (an account endpoint: the account's own events) or connect = true (a Connect endpoint)",
+            integration.id
+        ),
+    }
+}
 
-/// The largest answer read (a page of 100 events).
-const MAX_ANSWER_BYTES: usize = 32 * 1024 * 1024;
+/// The lists the integration's routes need: `/v2/core/events` when a route takes a thin
+/// event type (they begin `v1.` or `v2.`: `v1.billing.meter.error_report_triggered`),
+/// `/v1/events` when a route takes any other (or every type).
+fn listings_of(integration: &Integration) -> Vec<Listing> {
+    let thin = |key: &str| key.starts_with("v1.") || key.starts_with("v2.");
+    let mut listings = Vec::with_capacity(2);
+    if integration.routes.keys().any(|key| !thin(key)) {
+        listings.push(Listing::Snapshot);
+    }
+    if integration.routes.keys().any(|key| thin(key)) {
+        listings.push(Listing::Thin);
+    }
+    listings
+}
+
+/// Events listed on a connected account's behalf are that account's, as their delivery
+/// would say (`account`, or a thin event's `context`), when the answer leaves it out.
+fn name_the_account(events: &mut [Value], listing: Listing, account: &str) {
+    let field = match listing {
+        Listing::Snapshot => "account",
+        Listing::Thin => "context",
+    };
+    for event in events {
+        if event.get(field).is_none_or(Value::is_null) {
+            event[field] = Value::String(account.to_owned());
+        }
+    }
+}
 
 /// The key's mode must be the integration's (`expect.livemode`, which backfill requires):
 /// a test key must never fill a live integration, nor a live key a test one.
@@ -367,127 +426,6 @@ fn report(summary: &Summary, as_json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// One page of `GET /v1/events`.
-struct Page {
-    events: Vec<Value>,
-    has_more: bool,
-}
-
-/// Stripe's events API, paced and retried.
-struct StripeApi {
-    client: reqwest::Client,
-    base: String,
-    key: String,
-    pause: Duration,
-    /// `Stripe-Account`: the connected account the requests act for.
-    connected: Option<String>,
-}
-
-/// Retries of one request in a row before the run gives up.
-const MAX_RETRIES: u32 = 5;
-/// The longest wait a `Retry-After` may ask for.
-const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
-
-impl StripeApi {
-    fn new(args: &BackfillArgs, key: String, connected: Option<String>) -> anyhow::Result<Self> {
-        let client = provider_api::client()?;
-        Ok(Self {
-            client,
-            base: args.api_base.trim_end_matches('/').to_owned(),
-            key,
-            pause: Duration::from_secs(1) / args.requests_per_second,
-            connected,
-        })
-    }
-
-    /// Refuses a key of another account than `account` (`GET /v1/account`).
-    async fn check_account(&self, account: &str) -> anyhow::Result<()> {
-        let body = self.get(&format!("{}/v1/account", self.base)).await?;
-        match body["id"].as_str() {
-            Some(id) if id == account => Ok(()),
-            Some(id) => bail!("the key acts for account {id}, not {account}"),
-            None => bail!("Stripe's account answer names no account"),
-        }
-    }
-
-    async fn events_page(
-        &self,
-        since: DateTime<Utc>,
-        until: DateTime<Utc>,
-        after: Option<&str>,
-    ) -> anyhow::Result<Page> {
-        let mut url = format!(
-            "{}/v1/events?limit=100&created%5Bgte%5D={}&created%5Blt%5D={}",
-            self.base,
-            since.timestamp(),
-            until.timestamp()
-        );
-        if let Some(after) = after {
-            url.push_str(&format!("&starting_after={}", urlencoding::encode(after)));
-        }
-        let body = self.get(&url).await?;
-        let Some(events) = body["data"].as_array() else {
-            bail!("Stripe's answer has no data list");
-        };
-        Ok(Page {
-            events: events.clone(),
-            has_more: body["has_more"].as_bool().unwrap_or(false),
-        })
-    }
-
-    /// One GET, paced, retried on a 429, a 5xx or no answer; its JSON body.
-    async fn get(&self, url: &str) -> anyhow::Result<Value> {
-        let mut backoff = Duration::from_secs(1);
-        for attempt in 0..=MAX_RETRIES {
-            tokio::time::sleep(self.pause).await;
-            let mut request = self.client.get(url).bearer_auth(&self.key);
-            if let Some(account) = &self.connected {
-                request = request.header("stripe-account", account);
-            }
-            let response = match request.send().await {
-                Ok(response) => response,
-                Err(error) if attempt < MAX_RETRIES => {
-                    eprintln!(
-                        "inboundctl: Stripe did not answer ({error}); retrying in {backoff:?}"
-                    );
-                    tokio::time::sleep(backoff).await;
-                    backoff *= 2;
-                    continue;
-                }
-                Err(error) => return Err(error).context("Stripe did not answer"),
-            };
-            let status = response.status();
-            if status.is_success() {
-                let bytes =
-                    provider_api::read_bounded(response, MAX_ANSWER_BYTES, "Stripe").await?;
-                return serde_json::from_slice(&bytes).context("Stripe's answer is not JSON");
-            }
-            let retryable = status.as_u16() == 429 || status.is_server_error();
-            if retryable && attempt < MAX_RETRIES {
-                let wait = retry_after(&response)
-                    .unwrap_or(backoff)
-                    .min(MAX_RETRY_AFTER);
-                eprintln!("inboundctl: Stripe answered {status}; retrying in {wait:?}");
-                tokio::time::sleep(wait).await;
-                backoff *= 2;
-                continue;
-            }
-            let bytes = provider_api::read_bounded(response, MAX_ANSWER_BYTES, "Stripe")
-                .await
-                .unwrap_or_default();
-            let detail: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-            let message = detail["error"]["message"].as_str().unwrap_or("no message");
-            bail!("Stripe refused the request with {status}: {message}");
-        }
-        unreachable!("the loop returns on its last attempt")
-    }
-}
-
-fn retry_after(response: &reqwest::Response) -> Option<Duration> {
-    let value = response.headers().get("retry-after")?.to_str().ok()?;
-    value.trim().parse::<u64>().ok().map(Duration::from_secs)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -503,10 +441,11 @@ mod tests {
             other_scope: 1,
             malformed: 0,
             dry_run: true,
+            accounts: 1,
         };
         assert_eq!(
             serde_json::to_value(&summary).expect("json"),
-            json!({"listed": 5, "stored": 1, "held": 2, "not_routed": 1, "other_scope": 1, "malformed": 0, "dry_run": true})
+            json!({"accounts": 1, "listed": 5, "stored": 1, "held": 2, "not_routed": 1, "other_scope": 1, "malformed": 0, "dry_run": true})
         );
     }
 }

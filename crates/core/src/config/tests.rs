@@ -553,3 +553,42 @@ fn standard_integrations_take_public_keys() {
     );
     assert!(!error.contains("AAAA"), "the value is never shown: {error}");
 }
+
+#[test]
+fn a_stripe_endpoint_says_whose_events_it_receives_once() {
+    let with = |stripe: &str, expect: &str| {
+        Config::from_toml(
+            &format!(
+                "[[integration]]\nid = \"s\"\nprovider = \"stripe\"\ntenant = \"t\"\nsecrets = [\"env:S\"]\n{expect}\n{stripe}\n"
+            ),
+            &|_| Some("whsec_x".to_owned()),
+        )
+    };
+    let direct = with("stripe = { account = \"acct_1\" }", "").expect("direct");
+    assert_eq!(
+        direct.integration("s").expect("s").stripe_endpoint(),
+        Some(crate::config::StripeEndpoint::Account("acct_1".to_owned()))
+    );
+    let implied = with("", "expect = { account = \"acct_2\" }").expect("connect");
+    assert_eq!(
+        implied.integration("s").expect("s").stripe_endpoint(),
+        Some(crate::config::StripeEndpoint::Connect)
+    );
+    for (stripe, expect, message) in [
+        ("stripe = {}", "", "exactly one of"),
+        (
+            "stripe = { account = \"acct_1\", connect = true }",
+            "",
+            "exactly one of",
+        ),
+        ("stripe = { account = \"x\" }", "", "acct_"),
+        (
+            "stripe = { account = \"acct_1\" }",
+            "expect = { account = \"acct_2\" }",
+            "account endpoint",
+        ),
+    ] {
+        let error = with(stripe, expect).expect_err(stripe).to_string();
+        assert!(error.contains(message), "{stripe}: {error}");
+    }
+}

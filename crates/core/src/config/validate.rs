@@ -60,6 +60,16 @@ struct RawIntegration {
     hmac: Option<super::custom::RawHmac>,
     token: Option<super::custom::RawToken>,
     fields: Option<super::custom::RawFields>,
+    stripe: Option<RawStripe>,
+}
+
+/// `[integration.stripe]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStripe {
+    account: Option<String>,
+    #[serde(default)]
+    connect: bool,
 }
 
 fn syntax_error(text: &str, error: &toml::de::Error) -> ConfigError {
@@ -214,6 +224,7 @@ fn validate_integration(
             ),
         ));
     }
+    let stripe = validate_stripe(path, provider, raw.stripe, &raw.expect)?;
     let mut routes = BTreeMap::new();
     for (key, raw_route) in raw.routes {
         let route_path = format!("{path}.routes.{key:?}");
@@ -236,7 +247,51 @@ fn validate_integration(
         alert_when_silent_secs: limits.alert_when_silent_secs,
         provider_timeout_secs: limits.provider_timeout_secs,
         custom,
+        stripe,
     })
+}
+
+/// `[integration.stripe]`: exactly one of `account` (an account endpoint's own account)
+/// and `connect = true`; an account endpoint's events name no connected account, so
+/// `expect.account` contradicts it.
+fn validate_stripe(
+    path: &str,
+    provider: Provider,
+    raw: Option<RawStripe>,
+    expect: &Expect,
+) -> Result<Option<StripeEndpoint>, ConfigError> {
+    let Some(raw) = raw else {
+        return Ok(None);
+    };
+    let field = format!("{path}.stripe");
+    if provider != Provider::Stripe {
+        return Err(invalid(
+            field,
+            format!("applies to provider stripe only, not {}", provider.name()),
+        ));
+    }
+    match (raw.account, raw.connect) {
+        (Some(account), false) => {
+            if !account.starts_with("acct_") || account.len() > 255 {
+                return Err(invalid(
+                    format!("{field}.account"),
+                    "must be a Stripe account id (acct_…)",
+                ));
+            }
+            if expect.account.is_some() {
+                return Err(invalid(
+                    format!("{path}.expect.account"),
+                    "names a connected account, and stripe.account says this is an account endpoint, whose events name none: use stripe.connect = true",
+                ));
+            }
+            Ok(Some(StripeEndpoint::Account(account)))
+        }
+        (None, true) => Ok(Some(StripeEndpoint::Connect)),
+        _ => Err(invalid(
+            field,
+            "needs exactly one of account = \"acct_…\" (an account endpoint: the account's own events) and connect = true (a Connect endpoint: connected accounts' events)",
+        )),
+    }
 }
 
 fn provider_named(path: &str, name: &str) -> Result<Provider, ConfigError> {

@@ -758,3 +758,52 @@ fn a_github_form_delivery_is_read_from_its_payload_field() {
         &form
     )));
 }
+
+#[test]
+fn a_stripe_endpoint_takes_only_its_kind_of_event() {
+    let config = Config::from_toml(
+        r#"
+[[integration]]
+id = "direct"
+provider = "stripe"
+tenant = "acme"
+secrets = ["env:S"]
+stripe = { account = "acct_own" }
+
+[[integration]]
+id = "connect"
+provider = "stripe"
+tenant = "acme"
+secrets = ["env:S"]
+stripe = { connect = true }
+"#,
+        &|_| Some("whsec_x".to_owned()),
+    )
+    .expect("config");
+    let no_headers: Headers = std::iter::empty::<(&str, &[u8])>().collect();
+    let run = |id: &str, body: &'static str| {
+        extract(
+            config.integration(id).expect("integration"),
+            &no_headers,
+            body.as_bytes(),
+        )
+    };
+    let own = r#"{"id":"evt_1","type":"t","livemode":true}"#;
+    let connected = r#"{"id":"evt_2","type":"t","livemode":true,"account":"acct_9"}"#;
+    assert_eq!(
+        event(run("direct", own)).source_scope.as_str(),
+        "direct/platform/live"
+    );
+    assert_eq!(
+        out_of_scope(run("direct", connected)),
+        ("account", "acct_9".to_owned())
+    );
+    assert_eq!(
+        event(run("connect", connected)).source_scope.as_str(),
+        "connect/acct_9/live"
+    );
+    assert_eq!(
+        out_of_scope(run("connect", own)),
+        ("account", "-".to_owned())
+    );
+}
