@@ -65,11 +65,33 @@ pub async fn order_status(pool: &PgPool, order_id: &str) -> String {
 
 /// A Stripe event body for `stripe-acme` with `object` as `data.object`.
 pub fn stripe_event(event_id: &str, event_type: &str, object: Value) -> String {
+    stripe_event_at(event_id, event_type, object, chrono::Utc::now().timestamp())
+}
+
+/// [`stripe_event`] created at `created` (Unix seconds).
+pub fn stripe_event_at(event_id: &str, event_type: &str, object: Value, created: i64) -> String {
     json!({
         "id": event_id, "object": "event", "type": event_type, "account": "acct_123",
-        "livemode": true, "data": {"object": object}
+        "livemode": true, "created": created, "data": {"object": object}
     })
     .to_string()
+}
+
+/// The Charge of an order's PaymentIntent (Stripe copies the PaymentIntent's metadata,
+/// `order_id` with it, onto the charge it creates), `refunded` of `amount`.
+pub fn order_charge(payment_id: &str, order_id: &str, amount: i64, refunded: i64) -> Value {
+    let mut charge = charge(payment_id, amount, refunded);
+    charge["metadata"] = json!({"order_id": order_id});
+    charge
+}
+
+/// A Refund object (`charge.refund.updated`) of `amount` for `payment_id`, in `status`.
+pub fn refund(refund_id: &str, payment_id: &str, amount: i64, status: &str) -> Value {
+    json!({
+        "id": refund_id, "object": "refund", "amount": amount, "currency": "usd",
+        "charge": format!("ch_{payment_id}"), "payment_intent": payment_id, "status": status,
+        "failure_reason": if status == "failed" { json!("expired_or_canceled_card") } else { Value::Null }
+    })
 }
 
 /// A PaymentIntent object.

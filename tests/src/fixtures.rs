@@ -92,6 +92,7 @@ expect = {{ account = "acct_123", livemode = true }}
 "payment_intent.succeeded" = {{ handler = "orders.mark_paid", sink = "audit" }}
 "payment_intent.payment_failed" = {{ handler = "orders.mark_paid" }}
 "charge.refunded" = {{ handler = "orders.refund", sink = "audit" }}
+"charge.refund.updated" = {{ handler = "orders.refund", sink = "audit" }}
 "invoice.paid" = {{ handler = "entitlements.grant", sink = "audit" }}
 [integration.entitlements]
 "price_pro" = "pro"

@@ -295,9 +295,9 @@ async fn payments_and_refunds_of_no_order_are_ignored_and_a_refund_waits_only_fo
     step(&worker).await;
     // The refunds come once their payments were handled: a refund racing its payment in
     // another batch waits a backoff, then is judged again.
-    // A subscription's charge names its invoice.
-    let mut renewal_charge = charge("pi_sub", 2000, 2000);
-    renewal_charge["invoice"] = serde_json::json!("in_sub");
+    // A subscription's charge names no order: on API versions from 2025-03-31 (basil) it
+    // names no invoice either.
+    let renewal_charge = charge("pi_sub", 2000, 2000);
     let renewal_refund = domain::accept_event(
         pool,
         &config,
@@ -306,10 +306,25 @@ async fn payments_and_refunds_of_no_order_are_ignored_and_a_refund_waits_only_fo
         renewal_charge,
     )
     .await;
-    // A refund of a payment nobody has seen (no invoice, no payment event yet) waits: the
-    // payment may come late, and must not then mark an order paid that was refunded.
-    let unseen_refund = accept_refund(pool, &config, "evt_r_unseen", "pi_unseen", 1000, 1000).await;
-    let waiting_refund = accept_refund(pool, &config, "evt_r_late", "pi_late", 1000, 1000).await;
+    // A refund of an order's payment nobody has seen (its charge names the order; no
+    // payment event yet) waits: the payment may come late, and must not then mark an order
+    // paid that was refunded.
+    let unseen_refund = domain::accept_event(
+        pool,
+        &config,
+        "evt_r_unseen",
+        "charge.refunded",
+        domain::order_charge("pi_unseen", "o_unseen", 1000, 1000),
+    )
+    .await;
+    let waiting_refund = domain::accept_event(
+        pool,
+        &config,
+        "evt_r_late",
+        "charge.refunded",
+        domain::order_charge("pi_late", "o_late", 1000, 1000),
+    )
+    .await;
     step(&worker).await;
 
     domain::assert_ended(
@@ -325,7 +340,7 @@ async fn payments_and_refunds_of_no_order_are_ignored_and_a_refund_waits_only_fo
         renewal_refund,
         "done",
         Some("ignored"),
-        "refund of an invoice's payment",
+        "names no order",
     )
     .await;
     assert_eq!(
@@ -346,8 +361,14 @@ async fn payments_and_refunds_of_no_order_are_ignored_and_a_refund_waits_only_fo
     let double = accept_succeeded(pool, &config, "evt_dbl", "pi_dbl_2", "o_dbl", 1000, "usd").await;
     step(&worker).await;
     assert_eq!(domain::receipt_state(pool, double).await.0, "quarantined");
-    let double_refund =
-        accept_refund(pool, &config, "evt_dbl_refund", "pi_dbl_2", 1000, 1000).await;
+    let double_refund = domain::accept_event(
+        pool,
+        &config,
+        "evt_dbl_refund",
+        "charge.refunded",
+        domain::order_charge("pi_dbl_2", "o_dbl", 1000, 1000),
+    )
+    .await;
     step(&worker).await;
     domain::assert_ended(
         pool,
@@ -1580,4 +1601,105 @@ async fn stripe_business_handlers_need_the_mode_pinned_and_refuse_unpinned_conne
     assert_eq!(status, "quarantined", "{reason:?}");
     assert!(reason.is_some_and(|reason| reason.contains("acct_999")));
     assert_eq!(domain::order_status(pool, "o1").await, "awaiting_payment");
+}
+
+/// A refund can fail (or be canceled) after `charge.refunded` said the charge was
+/// refunded: the money never went back, so the order is `paid` again, once per refund;
+/// a `charge.refunded` snapshot from before the failure, arriving late, changes nothing;
+/// a later, new full refund applies. Other refund statuses change nothing.
+#[tokio::test]
+async fn a_refund_that_fails_later_leaves_the_order_paid_once() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let config = domain::config();
+    let worker = domain::worker(pool, domain::settings());
+    let now = chrono::Utc::now().timestamp();
+    let refund_event = |id: &str, refund_id: &str, status: &str, created: i64| {
+        domain::stripe_event_at(
+            id,
+            "charge.refund.updated",
+            domain::refund(refund_id, "pi_1", 1000, status),
+            created,
+        )
+    };
+    domain::seed_order(pool, "o1", "pi_1", 1000, "usd").await;
+    accept_succeeded(pool, &config, "evt_p1", "pi_1", "o1", 1000, "usd").await;
+    let refunded = domain::stripe_event_at(
+        "evt_r1",
+        "charge.refunded",
+        domain::order_charge("pi_1", "o1", 1000, 1000),
+        now - 100,
+    );
+    domain::accept(pool, &config, &refunded).await.expect("new");
+    step(&worker).await;
+    step(&worker).await;
+    assert_eq!(domain::order_status(pool, "o1").await, "refunded");
+
+    let pending = domain::accept(
+        pool,
+        &config,
+        &refund_event("evt_u0", "re_1", "pending", now - 90),
+    )
+    .await
+    .expect("new");
+    let failed = domain::accept(
+        pool,
+        &config,
+        &refund_event("evt_u1", "re_1", "failed", now - 50),
+    )
+    .await
+    .expect("new");
+    step(&worker).await;
+    domain::assert_ended(pool, pending, "done", Some("ignored"), "is pending").await;
+    assert_eq!(
+        domain::receipt_state(pool, failed).await.1.as_deref(),
+        Some("applied")
+    );
+    assert_eq!(domain::order_status(pool, "o1").await, "paid");
+    // The same failure again (another event id: Stripe's refund.updated beside it).
+    let again = domain::accept(
+        pool,
+        &config,
+        &refund_event("evt_u2", "re_1", "failed", now - 40),
+    )
+    .await
+    .expect("new");
+    // The refund's charge.refunded, redelivered late under another id (a snapshot from
+    // before the failure): changes nothing.
+    let stale = domain::stripe_event_at(
+        "evt_r1_late",
+        "charge.refunded",
+        domain::order_charge("pi_1", "o1", 1000, 1000),
+        now - 100,
+    );
+    let stale = domain::accept(pool, &config, &stale).await.expect("new");
+    step(&worker).await;
+    domain::assert_ended(pool, again, "done", Some("duplicate"), "already recorded").await;
+    domain::assert_ended(pool, stale, "done", Some("ignored"), "failed").await;
+    assert_eq!(domain::order_status(pool, "o1").await, "paid");
+
+    // A new full refund, after the failure, applies.
+    let second = domain::stripe_event_at(
+        "evt_r2",
+        "charge.refunded",
+        domain::order_charge("pi_1", "o1", 1000, 1000),
+        now,
+    );
+    let second = domain::accept(pool, &config, &second).await.expect("new");
+    step(&worker).await;
+    assert_eq!(
+        domain::receipt_state(pool, second).await.1.as_deref(),
+        Some("applied")
+    );
+    assert_eq!(domain::order_status(pool, "o1").await, "refunded");
+    assert_eq!(
+        domain::operation_keys(pool).await,
+        [
+            "order.paid:acme:o1:pi_1",
+            "order.refunded:acme:o1:pi_1",
+            "order.refund_failed:acme:o1:re_1",
+            "order.refunded:acme:o1:pi_1:re_1"
+        ],
+        "one effect per transition: the refund after the failure is a new operation"
+    );
 }

@@ -24,6 +24,24 @@ CREATE TABLE inbound_example.orders (
 CREATE UNIQUE INDEX orders_payment ON inbound_example.orders (tenant_id, provider_payment_id)
     WHERE provider_payment_id IS NOT NULL;
 
+-- Refunds that failed or were canceled after the order was marked refunded: the money never
+-- went back, so the order is paid again. Keyed by the refund (its business key); the
+-- failure's event time tells a stale `charge.refunded` (a snapshot from before the failure)
+-- from a later, new refund of the same payment.
+CREATE TABLE inbound_example.refund_failures (
+    tenant_id           text        NOT NULL,
+    refund_id           text        NOT NULL,
+    provider_payment_id text        NOT NULL,
+    amount_minor        bigint      NOT NULL,
+    event_created_at    timestamptz NOT NULL,
+    receipt_id          bigint      NOT NULL,
+    recorded_at         timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (tenant_id, refund_id)
+);
+
+CREATE INDEX refund_failures_payment
+    ON inbound_example.refund_failures (tenant_id, provider_payment_id);
+
 -- The business key of a one-time grant is the primary key. A Stripe invoice has exactly
 -- one customer: a grant is also unique by the invoice and the entitlement, and the same
 -- invoice named under a second customer is an inconsistency the handler quarantines (the

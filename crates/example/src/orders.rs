@@ -28,7 +28,8 @@ use inbound_core::handlers::{
 /// `awaiting_payment → paid` from a Stripe PaymentIntent (`metadata.order_id`).
 pub(crate) struct MarkPaid;
 
-/// `paid → refunded` from a fully refunded Stripe Charge (by `payment_intent`).
+/// `paid → refunded` from a fully refunded Stripe Charge (by `payment_intent`), and back
+/// to `paid` when that refund fails or is canceled (`charge.refund.updated`).
 pub(crate) struct Refund;
 
 impl Handler for MarkPaid {
@@ -289,6 +290,10 @@ async fn refund(
     input: HandlerInput<'_>,
 ) -> Result<Transition, HandlerError> {
     let payload = input.payload;
+    // `charge.refund.updated` (and `refund.updated`) carry the Refund itself.
+    if text_at(payload, "/data/object/object") == Some("refund") {
+        return refund_updated(transaction, input).await;
+    }
     let Some(payment_id) = text_at(payload, "/data/object/payment_intent") else {
         return Ok(quarantine("the charge carries no payment_intent"));
     };
@@ -317,6 +322,17 @@ async fn refund(
             "the refund of PaymentIntent {payment_id} has no amount"
         )));
     };
+    // A snapshot from before the refund failed (Stripe does not order its events).
+    let Some(created) = event_created(payload) else {
+        return Ok(quarantine("the event has no created time"));
+    };
+    if orders::refund_failed_since(transaction, tenant, payment_id, refunded, created).await? {
+        return Ok(Transition::Ignored {
+            reason: format!(
+                "a later event says the refund of PaymentIntent {payment_id} failed: the money did not go back"
+            ),
+        });
+    }
     for _ in 0..2 {
         if let Some(order_id) = orders::mark_refunded(
             transaction,
@@ -329,9 +345,14 @@ async fn refund(
         {
             let data =
                 json!({"order_id": order_id, "payment_id": payment_id, "amount_minor": refunded});
+            // A refund after an earlier one failed is another instance of the transition:
+            // its key names the failure it follows.
+            let after = orders::latest_refund_failure(transaction, tenant, payment_id).await?;
+            let mut key = vec![tenant, order_id.as_str(), payment_id];
+            key.extend(after.as_deref());
             return Ok(Transition::Applied {
                 effects: input
-                    .effect("order.refunded", &[tenant, &order_id, payment_id], data)
+                    .effect("order.refunded", &key, data)
                     .into_iter()
                     .collect(),
             });
@@ -353,7 +374,11 @@ async fn refund(
 }
 
 /// A full refund of a PaymentIntent no order expects, classified for what it is:
-/// - the refund of an invoice's charge (a subscription's) is no order's: ignored;
+/// - a charge that names no order (`metadata.order_id`, which Stripe copies from the
+///   PaymentIntent onto the charge it creates: "how metadata works with related objects")
+///   is no order's — a subscription's, an invoice's, a payment link's: ignored at once.
+///   (A Charge's `invoice`, which told a subscription's before, is gone from API version
+///   2025-03-31, basil.)
 /// - while a payment event for the PaymentIntent is unfinished, it waits (its order may
 ///   not exist yet);
 /// - the refund of a payment that was quarantined or failed (a double payment, say)
@@ -366,10 +391,10 @@ async fn classify_orderless_refund(
     input: HandlerInput<'_>,
     payment_id: &str,
 ) -> Result<Transition, HandlerError> {
-    if text_at(input.payload, "/data/object/invoice").is_some() {
+    if text_at(input.payload, "/data/object/metadata/order_id").is_none() {
         return Ok(Transition::Ignored {
             reason: format!(
-                "refund of an invoice's payment (PaymentIntent {payment_id}): not an order's"
+                "the refunded charge of PaymentIntent {payment_id} names no order (no metadata.order_id): not an order's"
             ),
         });
     }
@@ -433,4 +458,90 @@ fn classify_unrefunded(order: OrderState, payment_id: &str) -> Result<Transition
             order.id, order.status
         ))),
     }
+}
+
+/// The event's `created` (Unix seconds), which every Stripe event carries.
+fn event_created(payload: &serde_json::Value) -> Option<i64> {
+    payload.get("created").and_then(serde_json::Value::as_i64)
+}
+
+/// A Refund that changed (`charge.refund.updated`). A refund can end `failed` (or
+/// `canceled`) after `charge.refunded` said the charge was refunded — a closed card, say
+/// (stripe-node `resources/Refunds.ts`: `failure_reason`) — and then the money never
+/// went back: the order is `paid` again, with effect `order.refund_failed` keyed by the
+/// order and the refund. The failure is recorded once per refund, whether or not the order
+/// was marked refunded yet, so that a `charge.refunded` snapshot from before it (events
+/// arrive in any order) changes nothing. Any other status changes nothing.
+async fn refund_updated(
+    transaction: &mut PgConnection,
+    input: HandlerInput<'_>,
+) -> Result<Transition, HandlerError> {
+    let payload = input.payload;
+    let Some(refund_id) = text_at(payload, "/data/object/id") else {
+        return Ok(quarantine("the refund carries no id"));
+    };
+    let status = text_at(payload, "/data/object/status").unwrap_or("unknown");
+    if status != "failed" && status != "canceled" {
+        return Ok(Transition::Ignored {
+            reason: format!(
+                "refund {refund_id} is {status}: only a failed or canceled refund changes an order"
+            ),
+        });
+    }
+    let Some(payment_id) = text_at(payload, "/data/object/payment_intent") else {
+        return Ok(Transition::Ignored {
+            reason: format!("refund {refund_id} refunds no PaymentIntent: not an order's"),
+        });
+    };
+    let Some(amount) = payload
+        .pointer("/data/object/amount")
+        .and_then(serde_json::Value::as_i64)
+    else {
+        return Ok(quarantine(format!("refund {refund_id} has no amount")));
+    };
+    let Some(event_created) = event_created(payload) else {
+        return Ok(quarantine("the event has no created time"));
+    };
+    let tenant = input.integration.tenant.as_str();
+    let failure = orders::RefundFailure {
+        tenant,
+        refund_id,
+        payment_id,
+        amount_minor: amount,
+        event_created,
+        receipt_id: input.receipt_id.0,
+    };
+    if !orders::record_refund_failure(transaction, failure).await? {
+        return Ok(Transition::Duplicate {
+            reason: format!("the failure of refund {refund_id} is already recorded"),
+        });
+    }
+    if let Some(order_id) = orders::undo_refund(transaction, tenant, payment_id, amount).await? {
+        let data = json!({
+            "order_id": order_id, "payment_id": payment_id, "refund_id": refund_id,
+            "amount_minor": amount, "refund_status": status,
+        });
+        return Ok(Transition::Applied {
+            effects: input
+                .effect("order.refund_failed", &[tenant, &order_id, refund_id], data)
+                .into_iter()
+                .collect(),
+        });
+    }
+    let order = orders::find_by_payment_for_update(transaction, tenant, payment_id).await?;
+    Ok(Transition::Ignored {
+        reason: match order {
+            None => format!(
+                "refund {refund_id} {status}, and no order expects PaymentIntent {payment_id}: recorded, so a late charge.refunded changes nothing"
+            ),
+            Some(order) if order.status == "refunded" => format!(
+                "refund {refund_id} {status} for another amount than order {} received: its full refund stands",
+                order.id
+            ),
+            Some(order) => format!(
+                "refund {refund_id} {status} before order {} was marked refunded (it is {}): recorded, so the refund's charge.refunded changes nothing",
+                order.id, order.status
+            ),
+        },
+    })
 }

@@ -198,3 +198,108 @@ pub async fn mark_refunded(
     .fetch_optional(conn)
     .await
 }
+
+/// A refund that failed or was canceled, as `charge.refund.updated` says.
+#[derive(Debug, Clone, Copy)]
+pub struct RefundFailure<'a> {
+    /// The tenant.
+    pub tenant: &'a str,
+    /// `re_…`: the business key.
+    pub refund_id: &'a str,
+    /// The PaymentIntent it would have refunded.
+    pub payment_id: &'a str,
+    /// The amount that did not go back.
+    pub amount_minor: i64,
+    /// When Stripe created the event that says so (Unix seconds).
+    pub event_created: i64,
+    /// The receipt that applied it.
+    pub receipt_id: i64,
+}
+
+/// Records `failure` once; `false` when this refund's failure was already recorded.
+pub async fn record_refund_failure(
+    conn: &mut PgConnection,
+    failure: RefundFailure<'_>,
+) -> Result<bool, sqlx::Error> {
+    let inserted = sqlx::query_scalar!(
+        "INSERT INTO inbound_example.refund_failures
+             (tenant_id, refund_id, provider_payment_id, amount_minor, event_created_at,
+              receipt_id)
+         VALUES ($1, $2, $3, $4, to_timestamp($5::int8), $6)
+         ON CONFLICT DO NOTHING
+         RETURNING 1 AS \"one!\"",
+        failure.tenant,
+        failure.refund_id,
+        failure.payment_id,
+        failure.amount_minor,
+        failure.event_created,
+        failure.receipt_id,
+    )
+    .fetch_optional(conn)
+    .await?;
+    Ok(inserted.is_some())
+}
+
+/// `refunded → paid` for the order of this PaymentIntent refunded in full by
+/// `amount_minor`: the money never went back. Returns the order id when the row changed.
+pub async fn undo_refund(
+    conn: &mut PgConnection,
+    tenant: &str,
+    payment_id: &str,
+    amount_minor: i64,
+) -> Result<Option<String>, sqlx::Error> {
+    sqlx::query_scalar!(
+        "UPDATE inbound_example.orders
+         SET status = 'paid', refunded_receipt_id = NULL, refunded_at = NULL, updated_at = now()
+         WHERE tenant_id = $1 AND provider_payment_id = $2 AND amount_received_minor = $3
+           AND status = 'refunded'
+         RETURNING id",
+        tenant,
+        payment_id,
+        amount_minor,
+    )
+    .fetch_optional(conn)
+    .await
+}
+
+/// Whether a failure of a refund of `amount_minor` of this PaymentIntent was reported by
+/// an event created at or after `event_created` (Unix seconds): a `charge.refunded` from
+/// before it is a stale snapshot of a refund that did not happen.
+pub async fn refund_failed_since(
+    conn: &mut PgConnection,
+    tenant: &str,
+    payment_id: &str,
+    amount_minor: i64,
+    event_created: i64,
+) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT EXISTS (
+             SELECT 1 FROM inbound_example.refund_failures
+             WHERE tenant_id = $1 AND provider_payment_id = $2 AND amount_minor = $3
+               AND event_created_at >= to_timestamp($4::int8)
+         ) AS "failed!""#,
+        tenant,
+        payment_id,
+        amount_minor,
+        event_created,
+    )
+    .fetch_one(conn)
+    .await
+}
+
+/// The refund of this PaymentIntent whose failure was reported last, if any.
+pub async fn latest_refund_failure(
+    conn: &mut PgConnection,
+    tenant: &str,
+    payment_id: &str,
+) -> Result<Option<String>, sqlx::Error> {
+    sqlx::query_scalar!(
+        "SELECT refund_id FROM inbound_example.refund_failures
+         WHERE tenant_id = $1 AND provider_payment_id = $2
+         ORDER BY event_created_at DESC, refund_id DESC LIMIT 1",
+        tenant,
+        payment_id,
+    )
+    .fetch_optional(conn)
+    .await
+}
