@@ -7,8 +7,10 @@ use std::time::{Duration, Instant};
 
 use inbound_tests::domain::{self, payment_intent, stripe_event};
 use inbound_tests::fixtures;
+use inbound_tests::signing;
 use inbound_tests::sink::TestSink;
 use inbound_tests::{Service, ServiceOptions, SignedRequest, Stack, TestDatabase};
+use serde_json::json;
 
 /// A payload field that must never reach a log line.
 const PAYLOAD_MARKER: &str = "card-fingerprint-5f3a9c";
@@ -98,6 +100,23 @@ async fn rules_and_dashboard_use_only_exported_metrics_and_logs_hold_no_secrets(
     assert_eq!(stack.deliver(&request).await.json["status"], "accepted");
     let forged = SignedRequest::stripe_signed("whsec_forged", body, 0);
     assert_eq!(stack.deliver(&forged).await.status, 401);
+    // What the out-of-scope and Slack alerts count: a test-mode event at the live
+    // integration, and Slack's rate-limit notice.
+    let test_mode = stripe_event("evt_test_mode", "payment_intent.succeeded", json!({}))
+        .replace("\"livemode\":true", "\"livemode\":false");
+    assert_eq!(
+        stack.deliver(&SignedRequest::stripe(test_mode)).await.json["status"],
+        "ignored"
+    );
+    let notice = json!({"token": "t", "type": "app_rate_limited", "team_id": "T1",
+        "minute_rate_limited": 1518467820, "api_app_id": "A1"})
+    .to_string();
+    let notice = SignedRequest::new(
+        "slack-acme",
+        signing::slack_headers(fixtures::SLACK_SECRET, &notice, 0),
+        notice,
+    );
+    assert_eq!(stack.deliver(&notice).await.json["status"], "ignored");
     let started = Instant::now();
     while sink.received().is_empty() {
         assert!(
