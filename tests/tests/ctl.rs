@@ -348,7 +348,12 @@ async fn migrate_lives_beside_a_teams_own_tables_and_creates_nothing_in_public()
     assert!(!inbound.contains(&"orders".to_owned()), "{inbound:?}");
     assert_eq!(
         relations_in(&pool, "inbound_example").await,
-        ["_sqlx_migrations", "entitlement_grants", "orders"]
+        [
+            "_sqlx_migrations",
+            "entitlement_grants",
+            "orders",
+            "refund_failures"
+        ]
     );
     // Another schema name serves a second installation in the same database.
     let output = inboundctl(

@@ -375,6 +375,16 @@ stripe = {{ account = "{account}" }}
         "the crowded second, read whole"
     );
     assert_eq!(order[280..], named("evt_c", 20), "after the crowded second");
+    let listings = api
+        .requests()
+        .iter()
+        .filter(|request| request.starts_with("/v1/events?"))
+        .count();
+    eprintln!("300 events over a 2-day window in {listings} requests");
+    assert!(
+        listings <= 60,
+        "the walk halves to the parts that fit a page, then keeps their size: {listings}"
+    );
     let delivery: Value =
         sqlx::query_scalar("SELECT delivery FROM receipts WHERE event_id = 'evt_a000'")
             .fetch_one(database.pool())

@@ -22,6 +22,7 @@ id = "custom"
 provider = "hmac"
 tenant = "acme"
 secrets = ["env:S"]
+routes = { "thing.happened" = { handler = "forward", sink = "s" } }
 [integration.hmac]
 header = "x-sig"
 algorithm = "sha256"
@@ -30,6 +31,10 @@ encoding = "hex"
 event_id = { pointer = "/id" }
 event_type = { pointer = "/type" }
 scope = { pointer = "/nested/account" }
+
+[[sink]]
+id = "s"
+url = "http://sink.internal/"
 "#,
         &|_| Some("secret".to_owned()),
     )

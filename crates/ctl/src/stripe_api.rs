@@ -7,7 +7,7 @@
 //! must store oldest first or the worker replays the gap backwards (a refund before its
 //! payment). [`Chronological`] walks the window forwards without holding it: it asks for
 //! the oldest part of the window that fits one page (`has_more` false), halving the part
-//! until it does and doubling it after, and orders each page oldest first. Only a single
+//! until it does and doubling it after a sparse one, and orders each page oldest first. Only a single
 //! second holding more than a page is read whole, bounded by [`MAX_EVENTS_IN_ONE_SECOND`].
 //!
 //! Listed events are rendered in the API version of their creation, not the key's or the
@@ -315,7 +315,11 @@ impl Chronological {
                 .await?;
             if page.next.is_none() {
                 self.start = end;
-                self.width = self.width.saturating_mul(2);
+                // Grow only past sparse parts: a part that nearly filled its page would
+                // overflow when doubled, costing a request to halve it again.
+                if page.items.len() <= PAGE_SIZE as usize / 2 {
+                    self.width = self.width.saturating_mul(2);
+                }
                 return Ok(Some(oldest_first(page.items)));
             }
             if end - self.start > 1 {
