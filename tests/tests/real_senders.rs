@@ -8,6 +8,7 @@
 use std::time::{Duration, Instant};
 
 use inbound_tests::fixtures::{self, SHOPIFY_SHOP};
+use inbound_tests::http::Answer;
 use inbound_tests::signing::{self, SignedRequest};
 use inbound_tests::sink::TestSink;
 use inbound_tests::{ServiceOptions, Stack};
@@ -25,6 +26,19 @@ fn with_routes(mut options: ServiceOptions, id: &str, extra: &str) -> ServiceOpt
         .config_toml
         .insert_str(routes, &format!("{extra}\n"));
     options
+}
+
+/// Asserts the ingress answered `ignored`, stored nothing, and counts `series` once.
+async fn assert_acknowledged_and_counted(stack: &Stack, answer: &Answer, series: &str) {
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(answer.json, serde_json::json!({"status": "ignored"}));
+    assert_eq!(stack.database.receipt_count().await, 0);
+    let page = stack.ingress.metrics_page().await;
+    assert!(
+        page.lines()
+            .any(|line| line.starts_with(series) && line.ends_with(" 1")),
+        "{series}: {page}"
+    );
 }
 
 async fn stored(stack: &Stack, sql: &str) -> Vec<serde_json::Value> {
@@ -169,16 +183,12 @@ async fn a_test_mode_event_at_a_live_endpoint_is_acknowledged_and_not_stored() {
         false,
     );
     let answer = stack.deliver(&SignedRequest::stripe(body)).await;
-    assert_eq!(answer.status, 200, "{answer:?}");
-    assert_eq!(answer.json, serde_json::json!({"status": "ignored"}));
-    assert_eq!(stack.database.receipt_count().await, 0);
-    let page = stack.ingress.metrics_page().await;
-    assert!(
-        page.lines().any(|line| line.starts_with(
-            "inbound_ingress_out_of_scope_total{integration=\"stripe-acme\",reason=\"mode\"}"
-        ) && line.ends_with(" 1")),
-        "{page}"
-    );
+    assert_acknowledged_and_counted(
+        &stack,
+        &answer,
+        "inbound_ingress_out_of_scope_total{integration=\"stripe-acme\",reason=\"mode\"}",
+    )
+    .await;
     // Unverified is still 401.
     let forged = SignedRequest::stripe_signed(
         "whsec_dGhlIHdyb25nIHNlY3JldA==",
@@ -310,16 +320,12 @@ async fn slack_app_rate_limited_is_acknowledged_and_counted_per_team() {
         body,
     );
     let answer = stack.deliver(&request).await;
-    assert_eq!(answer.status, 200, "{answer:?}");
-    assert_eq!(answer.json, serde_json::json!({"status": "ignored"}));
-    assert_eq!(stack.database.receipt_count().await, 0);
-    let page = stack.ingress.metrics_page().await;
-    assert!(
-        page.lines().any(|line| line.starts_with(
-            "inbound_ingress_slack_rate_limited_total{integration=\"slack-acme\",team=\"T1\"}"
-        ) && line.ends_with(" 1")),
-        "{page}"
-    );
+    assert_acknowledged_and_counted(
+        &stack,
+        &answer,
+        "inbound_ingress_slack_rate_limited_total{integration=\"slack-acme\",team=\"T1\"}",
+    )
+    .await;
     assert!(
         stack
             .ingress

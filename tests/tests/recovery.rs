@@ -99,6 +99,36 @@ async fn stored_order(database: &TestDatabase) -> Vec<String> {
         .expect("receipts")
 }
 
+/// `inboundctl github redeliver --integration gh-acme --since 1d` against `base`, with
+/// `extra` arguments and `env` besides the database.
+fn github_redeliver(
+    database: &TestDatabase,
+    config: &str,
+    base: &str,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> Output {
+    let mut args = vec![
+        "github",
+        "redeliver",
+        "--config",
+        config,
+        "--integration",
+        "gh-acme",
+        "--since",
+        "1d",
+        "--api-base",
+        base,
+        "--requests-per-second",
+        "50",
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    let mut env = env.to_vec();
+    env.push(("DATABASE_URL", database.url()));
+    inboundctl(&args, &env)
+}
+
 fn summary(output: &Output) -> Value {
     assert!(
         output.status.success(),
@@ -586,25 +616,7 @@ async fn github_redeliver_asks_again_only_for_what_failed_and_inbound_does_not_h
     let scratch = ScratchDir::new();
     let config = config_file(&scratch);
     let run = |extra: &[&str], env: &[(&str, &str)]| {
-        let mut args = vec![
-            "github",
-            "redeliver",
-            "--config",
-            &config,
-            "--integration",
-            "gh-acme",
-            "--since",
-            "1d",
-            "--api-base",
-            &base,
-            "--requests-per-second",
-            "50",
-            "--json",
-        ];
-        args.extend_from_slice(extra);
-        let mut env = env.to_vec();
-        env.push(("DATABASE_URL", database.url()));
-        inboundctl(&args, &env)
+        github_redeliver(&database, &config, &base, extra, env)
     };
     let repo = ["--repo", "acme/app", "--hook-id", "123"];
     let token = [("GITHUB_TOKEN", TOKEN)];
@@ -692,29 +704,13 @@ async fn github_redeliver_asks_again_for_a_408_by_default_and_other_4xx_on_reque
     let scratch = ScratchDir::new();
     let config = config_file(&scratch);
     let run = |extra: &[&str]| {
-        let mut args = vec![
-            "github",
-            "redeliver",
-            "--config",
+        let repo = ["--repo", "acme/app", "--hook-id", "123"];
+        github_redeliver(
+            &database,
             &config,
-            "--integration",
-            "gh-acme",
-            "--since",
-            "1d",
-            "--api-base",
             &base,
-            "--requests-per-second",
-            "50",
-            "--json",
-            "--repo",
-            "acme/app",
-            "--hook-id",
-            "123",
-        ];
-        args.extend_from_slice(extra);
-        inboundctl(
-            &args,
-            &[("DATABASE_URL", database.url()), ("GITHUB_TOKEN", TOKEN)],
+            &[&repo[..], extra].concat(),
+            &[("GITHUB_TOKEN", TOKEN)],
         )
     };
     let counts = |summary: &Value| {
