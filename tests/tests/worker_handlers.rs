@@ -1703,3 +1703,149 @@ async fn a_refund_that_fails_later_leaves_the_order_paid_once() {
         "one effect per transition: the refund after the failure is a new operation"
     );
 }
+
+/// Stripe does not order its events: a new full refund, created after the first refund
+/// failed, may be processed before that failure is. The failure then must not make the
+/// order `paid` — the later refund's money did go back.
+#[tokio::test]
+async fn a_later_refund_outlives_the_failure_of_an_earlier_one() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let config = domain::config();
+    let worker = domain::worker(pool, domain::settings());
+    let now = chrono::Utc::now().timestamp();
+    let refunded = |id: &str, created: i64| {
+        domain::stripe_event_at(
+            id,
+            "charge.refunded",
+            domain::order_charge("pi_1", "o1", 1000, 1000),
+            created,
+        )
+    };
+    domain::seed_order(pool, "o1", "pi_1", 1000, "usd").await;
+    accept_succeeded(pool, &config, "evt_p1", "pi_1", "o1", 1000, "usd").await;
+    step(&worker).await;
+    domain::accept(pool, &config, &refunded("evt_r1", now - 300))
+        .await
+        .expect("new");
+    step(&worker).await;
+    assert_eq!(domain::order_status(pool, "o1").await, "refunded");
+    // The second refund (created after the failure) is processed first.
+    domain::accept(pool, &config, &refunded("evt_r2", now - 100))
+        .await
+        .expect("new");
+    step(&worker).await;
+    let failure = domain::stripe_event_at(
+        "evt_u1",
+        "charge.refund.updated",
+        domain::refund("re_1", "pi_1", 1000, "failed"),
+        now - 200,
+    );
+    let failure = domain::accept(pool, &config, &failure).await.expect("new");
+    step(&worker).await;
+    domain::assert_ended(pool, failure, "done", Some("ignored"), "later refund").await;
+    assert_eq!(domain::order_status(pool, "o1").await, "refunded");
+}
+
+/// An order canceled after it was paid, then refunded: when that refund fails, it is
+/// canceled again (paid, and its money kept), not `paid`.
+#[tokio::test]
+async fn a_failed_refund_of_a_canceled_order_leaves_it_canceled() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let config = domain::config();
+    let worker = domain::worker(pool, domain::settings());
+    let now = chrono::Utc::now().timestamp();
+    domain::seed_order(pool, "o1", "pi_1", 1000, "usd").await;
+    accept_succeeded(pool, &config, "evt_p1", "pi_1", "o1", 1000, "usd").await;
+    step(&worker).await;
+    sqlx::query("UPDATE inbound_example.orders SET status = 'canceled' WHERE id = 'o1'")
+        .execute(pool)
+        .await
+        .expect("cancel after payment");
+    let refunded = domain::stripe_event_at(
+        "evt_r1",
+        "charge.refunded",
+        domain::order_charge("pi_1", "o1", 1000, 1000),
+        now - 100,
+    );
+    domain::accept(pool, &config, &refunded).await.expect("new");
+    step(&worker).await;
+    assert_eq!(domain::order_status(pool, "o1").await, "refunded");
+    let failure = domain::stripe_event_at(
+        "evt_u1",
+        "charge.refund.updated",
+        domain::refund("re_1", "pi_1", 1000, "failed"),
+        now - 50,
+    );
+    domain::accept(pool, &config, &failure).await.expect("new");
+    step(&worker).await;
+    assert_eq!(domain::order_status(pool, "o1").await, "canceled");
+}
+
+/// A refund and the failure of that refund, processed at once by two workers: whichever
+/// commits first, the order ends `paid`. The failure's transaction is held open here
+/// after recording the failure (as `orders.refund` does, under the payment's lock); the
+/// refund must wait for it and then see the failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refund_racing_its_own_failure_never_leaves_the_order_refunded() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let config = domain::config();
+    let worker = domain::worker(pool, domain::settings());
+    let now = chrono::Utc::now().timestamp();
+    domain::seed_order(pool, "o1", "pi_1", 1000, "usd").await;
+    accept_succeeded(pool, &config, "evt_p1", "pi_1", "o1", 1000, "usd").await;
+    step(&worker).await;
+    let refunded = domain::stripe_event_at(
+        "evt_r1",
+        "charge.refunded",
+        domain::order_charge("pi_1", "o1", 1000, 1000),
+        now - 100,
+    );
+    let refund = domain::accept(pool, &config, &refunded).await.expect("new");
+
+    let mut failing = pool.begin().await.expect("begin");
+    inbound_example::store::orders::lock_payment(&mut failing, "acme", "pi_1")
+        .await
+        .expect("lock");
+    inbound_example::store::orders::record_refund_failure(
+        &mut failing,
+        inbound_example::store::orders::RefundFailure {
+            tenant: "acme",
+            refund_id: "re_1",
+            payment_id: "pi_1",
+            amount_minor: 1000,
+            event_created: now - 50,
+            receipt_id: 0,
+        },
+    )
+    .await
+    .expect("record");
+    let racing = tokio::spawn({
+        let worker = worker.clone();
+        async move { step(&worker).await }
+    });
+    let started = std::time::Instant::now();
+    loop {
+        let blocked: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(pool)
+        .await
+        .expect("activity");
+        if blocked > 0 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the refund never waited for the failure's lock on the payment"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    failing.commit().await.expect("the failure commits");
+    racing.await.expect("step");
+    domain::assert_ended(pool, refund, "done", Some("ignored"), "failed").await;
+    assert_eq!(domain::order_status(pool, "o1").await, "paid");
+}

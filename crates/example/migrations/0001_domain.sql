@@ -15,6 +15,11 @@ CREATE TABLE inbound_example.orders (
     paid_at               timestamptz,
     refunded_receipt_id   bigint,
     refunded_at           timestamptz,
+    -- While refunded: the status the refund ended ('paid', or 'canceled' after payment),
+    -- which a failure of that refund restores, and the newest refund event seen for it
+    -- (a failure reported before that one does not undo it).
+    status_before_refund  text,
+    refund_event_at       timestamptz,
     created_at            timestamptz NOT NULL DEFAULT now(),
     updated_at            timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (tenant_id, id)

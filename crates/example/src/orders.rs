@@ -322,10 +322,13 @@ async fn refund(
             "the refund of PaymentIntent {payment_id} has no amount"
         )));
     };
-    // A snapshot from before the refund failed (Stripe does not order its events).
     let Some(created) = event_created(payload) else {
         return Ok(quarantine("the event has no created time"));
     };
+    // One refund decision about this payment at a time: this refund and its failure,
+    // handled by two workers at once, see each other.
+    orders::lock_payment(transaction, tenant, payment_id).await?;
+    // A snapshot from before the refund failed (Stripe does not order its events).
     if orders::refund_failed_since(transaction, tenant, payment_id, refunded, created).await? {
         return Ok(Transition::Ignored {
             reason: format!(
@@ -340,6 +343,7 @@ async fn refund(
             payment_id,
             refunded,
             input.receipt_id.0,
+            created,
         )
         .await?
         {
@@ -367,6 +371,12 @@ async fn refund(
                 continue;
             }
             None => return classify_orderless_refund(transaction, input, payment_id).await,
+            Some(order) if order.status == "refunded" => {
+                // A redelivery, or a new refund whose predecessor's failure is still on
+                // its way: a failure reported before this event must not undo it.
+                orders::note_refund_event(transaction, tenant, payment_id, created).await?;
+                return classify_unrefunded(order, payment_id);
+            }
             Some(order) => return classify_unrefunded(order, payment_id),
         }
     }
@@ -503,6 +513,7 @@ async fn refund_updated(
         return Ok(quarantine("the event has no created time"));
     };
     let tenant = input.integration.tenant.as_str();
+    orders::lock_payment(transaction, tenant, payment_id).await?;
     let failure = orders::RefundFailure {
         tenant,
         refund_id,
@@ -516,7 +527,9 @@ async fn refund_updated(
             reason: format!("the failure of refund {refund_id} is already recorded"),
         });
     }
-    if let Some(order_id) = orders::undo_refund(transaction, tenant, payment_id, amount).await? {
+    if let Some(order_id) =
+        orders::undo_refund(transaction, tenant, payment_id, amount, event_created).await?
+    {
         let data = json!({
             "order_id": order_id, "payment_id": payment_id, "refund_id": refund_id,
             "amount_minor": amount, "refund_status": status,
@@ -534,6 +547,14 @@ async fn refund_updated(
             None => format!(
                 "refund {refund_id} {status}, and no order expects PaymentIntent {payment_id}: recorded, so a late charge.refunded changes nothing"
             ),
+            Some(order)
+                if order.status == "refunded" && order.amount_received_minor == Some(amount) =>
+            {
+                format!(
+                    "refund {refund_id} {status}, but a later refund of order {} was seen: that later refund stands",
+                    order.id
+                )
+            }
             Some(order) if order.status == "refunded" => format!(
                 "refund {refund_id} {status} for another amount than order {} received: its full refund stands",
                 order.id

@@ -183,10 +183,12 @@ pub async fn mark_refunded(
     payment_id: &str,
     refunded_minor: i64,
     receipt_id: i64,
+    event_created: i64,
 ) -> Result<Option<String>, sqlx::Error> {
     sqlx::query_scalar!(
         "UPDATE inbound_example.orders
-         SET status = 'refunded', refunded_receipt_id = $4, refunded_at = now(), updated_at = now()
+         SET status = 'refunded', status_before_refund = status, refunded_receipt_id = $4,
+             refunded_at = now(), refund_event_at = to_timestamp($5::int8), updated_at = now()
          WHERE tenant_id = $1 AND provider_payment_id = $2 AND amount_received_minor = $3
            AND (status = 'paid' OR (status = 'canceled' AND paid_receipt_id IS NOT NULL))
          RETURNING id",
@@ -194,9 +196,32 @@ pub async fn mark_refunded(
         payment_id,
         refunded_minor,
         receipt_id,
+        event_created,
     )
     .fetch_optional(conn)
     .await
+}
+
+/// A full refund seen while the order is already `refunded` (a redelivery, or a new
+/// refund whose predecessor's failure is still on its way): remembers its event time, so
+/// that a failure reported before it does not undo the order's refund.
+pub async fn note_refund_event(
+    conn: &mut PgConnection,
+    tenant: &str,
+    payment_id: &str,
+    event_created: i64,
+) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE inbound_example.orders
+         SET refund_event_at = GREATEST(refund_event_at, to_timestamp($3::int8))
+         WHERE tenant_id = $1 AND provider_payment_id = $2 AND status = 'refunded'",
+        tenant,
+        payment_id,
+        event_created,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
 }
 
 /// A refund that failed or was canceled, as `charge.refund.updated` says.
@@ -240,23 +265,30 @@ pub async fn record_refund_failure(
     Ok(inserted.is_some())
 }
 
-/// `refunded → paid` for the order of this PaymentIntent refunded in full by
-/// `amount_minor`: the money never went back. Returns the order id when the row changed.
+/// `refunded →` the status before the refund (`paid`, or `canceled` after payment) for
+/// the order of this PaymentIntent refunded in full by `amount_minor`, unless a refund
+/// event newer than the failure (`failure_created`, Unix seconds) was seen: the money of
+/// that refund never went back. Returns the order id when the row changed.
 pub async fn undo_refund(
     conn: &mut PgConnection,
     tenant: &str,
     payment_id: &str,
     amount_minor: i64,
+    failure_created: i64,
 ) -> Result<Option<String>, sqlx::Error> {
     sqlx::query_scalar!(
         "UPDATE inbound_example.orders
-         SET status = 'paid', refunded_receipt_id = NULL, refunded_at = NULL, updated_at = now()
+         SET status = coalesce(status_before_refund, 'paid'), status_before_refund = NULL,
+             refunded_receipt_id = NULL, refunded_at = NULL, refund_event_at = NULL,
+             updated_at = now()
          WHERE tenant_id = $1 AND provider_payment_id = $2 AND amount_received_minor = $3
            AND status = 'refunded'
+           AND (refund_event_at IS NULL OR refund_event_at <= to_timestamp($4::int8))
          RETURNING id",
         tenant,
         payment_id,
         amount_minor,
+        failure_created,
     )
     .fetch_optional(conn)
     .await
@@ -302,4 +334,22 @@ pub async fn latest_refund_failure(
     )
     .fetch_optional(conn)
     .await
+}
+
+/// Serializes every refund decision about this PaymentIntent — a refund and that
+/// refund's failure, handled by two workers at once — for the rest of the transaction
+/// (an advisory lock: the order may not exist yet, and payments do not wait for it).
+pub async fn lock_payment(
+    conn: &mut PgConnection,
+    tenant: &str,
+    payment_id: &str,
+) -> Result<(), sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT pg_advisory_xact_lock(hashtextextended('inbound_example.refund:' || $1 || ':' || $2, 0)) AS "locked!: ()""#,
+        tenant,
+        payment_id,
+    )
+    .fetch_one(conn)
+    .await?;
+    Ok(())
 }
