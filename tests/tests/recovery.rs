@@ -459,6 +459,31 @@ stripe = {{ account = "{account}" }}
     assert_eq!(database.receipt_count().await, 300);
 }
 
+/// Events are stored in the order they were created even when their ids sort the other
+/// way (receipt ids follow the input, not the receipt key).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stripe_backfill_stores_a_page_in_creation_order_whatever_its_ids() {
+    let database = TestDatabase::create().await;
+    let now = Utc::now().timestamp();
+    let api = StripeApi::start(vec![
+        event("evt_z", "payment_intent.succeeded", now - 300, "acct_123"),
+        event("evt_m", "payment_intent.succeeded", now - 200, "acct_123"),
+        event("evt_a", "payment_intent.succeeded", now - 100, "acct_123"),
+    ])
+    .await;
+    let scratch = ScratchDir::new();
+    let config = config_file(&scratch);
+    summary(&backfill(
+        &database,
+        &api,
+        &config,
+        "stripe-acme",
+        API_KEY,
+        &[],
+    ));
+    assert_eq!(stored_order(&database).await, ["evt_z", "evt_m", "evt_a"]);
+}
+
 /// A Connect endpoint that takes every connected account: each account's events, listed
 /// on its behalf; and thin events from `/v2/core/events` when a route takes them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -339,6 +339,11 @@ impl Chronological {
                 let page = api
                     .page(self.listing, &self.acting, self.start, end, Some(next))
                     .await?;
+                // Every page of a list that goes on holds something: an empty one that
+                // promises more would be followed for ever.
+                if page.items.is_empty() && page.next.is_some() {
+                    bail!("Stripe answered an empty page that says there is more");
+                }
                 events.extend(page.items);
                 cursor = page.next;
             }

@@ -388,8 +388,32 @@ async fn store_page(
             delivery_json: one.delivery.as_deref(),
         })
         .collect();
+    // In creation order (the worker claims by receipt id); a deadlock with the ingress on
+    // a receipt key aborts the whole transaction, which is then simply run again.
+    let mut attempt = 1;
+    let (outcomes, stored) = loop {
+        match store_in_order(connection, &receipts).await {
+            Err(error) if is_deadlock(&error) && attempt < MAX_DEADLOCK_RETRIES => attempt += 1,
+            result => break result?,
+        }
+    };
+    summary.stored += stored.len() as u64;
+    summary.held += (outcomes.len() - stored.len()) as u64;
+    Ok(())
+}
+
+/// Times a page's transaction is rerun after PostgreSQL broke a deadlock by aborting it.
+const MAX_DEADLOCK_RETRIES: u32 = 3;
+
+/// Inserts `receipts` in the given order and marks the new ones fetched, in one
+/// transaction: each outcome, and the ids stored.
+async fn store_in_order(
+    connection: &mut sqlx::PgConnection,
+    receipts: &[NewReceipt<'_>],
+) -> Result<(Vec<InsertOutcome>, Vec<ReceiptId>), sqlx::Error> {
     let mut transaction = connection.begin().await?;
-    let outcomes = store::insert_receipts(&mut transaction, &receipts).await?;
+    let outcomes =
+        store::receipts::insert_receipts_in_given_order(&mut transaction, receipts).await?;
     let stored: Vec<ReceiptId> = outcomes
         .iter()
         .filter_map(|outcome| match outcome {
@@ -399,9 +423,15 @@ async fn store_page(
         .collect();
     store::receipts::mark_fetched(&mut transaction, &stored).await?;
     transaction.commit().await?;
-    summary.stored += stored.len() as u64;
-    summary.held += (outcomes.len() - stored.len()) as u64;
-    Ok(())
+    Ok((outcomes, stored))
+}
+
+/// PostgreSQL's `deadlock_detected` (40P01).
+fn is_deadlock(error: &sqlx::Error) -> bool {
+    error
+        .as_database_error()
+        .and_then(|error| error.code())
+        .is_some_and(|code| code == "40P01")
 }
 
 fn report(summary: &Summary, as_json: bool) -> anyhow::Result<()> {

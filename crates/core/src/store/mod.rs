@@ -252,7 +252,10 @@ mod tests {
             .collect::<Vec<_>>()
             .join(" ");
         for (source, signature) in [
-            (include_str!("receipts.rs"), "pub async fn insert_receipts"),
+            (
+                include_str!("receipts.rs"),
+                "async fn insert_receipts_ordered",
+            ),
             (include_str!("queue.rs"), "pub async fn finish("),
             (include_str!("queue.rs"), "pub async fn finish_all("),
         ] {

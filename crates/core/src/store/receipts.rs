@@ -54,13 +54,33 @@ pub async fn insert_receipt(
 
 /// Accepts several receipts in one autocommitted statement (group commit): each new
 /// receipt key gets a receipt and its queue row (which records the payload's size), a key
-/// already present gets nothing.
+/// already present gets nothing. Rows are written in receipt-key order, so concurrent
+/// batches never deadlock on their receipt keys.
 /// The answer is in input order. A key repeated within `receipts` is inserted once: its
 /// first occurrence is `Accepted`, the later ones `Duplicate`. When this returns `Ok`,
 /// every outcome is durable; on `Err` nothing may be acknowledged for any of them.
 pub async fn insert_receipts<'a>(
     conn: &mut PgConnection,
     receipts: &[NewReceipt<'a>],
+) -> Result<Vec<InsertOutcome>, sqlx::Error> {
+    insert_receipts_ordered(conn, receipts, false).await
+}
+
+/// [`insert_receipts`], the receipt ids given in input order — the order the worker
+/// claims them in — for a writer that stores events in the order they happened
+/// (`inboundctl stripe backfill`). Beside concurrent writers this order can deadlock on
+/// a receipt key: PostgreSQL then aborts one statement, which the caller may rerun.
+pub async fn insert_receipts_in_given_order<'a>(
+    conn: &mut PgConnection,
+    receipts: &[NewReceipt<'a>],
+) -> Result<Vec<InsertOutcome>, sqlx::Error> {
+    insert_receipts_ordered(conn, receipts, true).await
+}
+
+async fn insert_receipts_ordered<'a>(
+    conn: &mut PgConnection,
+    receipts: &[NewReceipt<'a>],
+    in_given_order: bool,
 ) -> Result<Vec<InsertOutcome>, sqlx::Error> {
     // Only the first occurrence of each key is sent; the later ones are duplicates.
     let mut seen = HashSet::with_capacity(receipts.len());
@@ -92,16 +112,17 @@ pub async fn insert_receipts<'a>(
                                            route_key, payload, content_digest, delivery,
                                            position)
          ), inserted AS (
-             -- In receipt-key order: two batches holding the same receipt keys then wait
-             -- for each other instead of deadlocking. No conflict target: a repeated
-             -- content key (content_dedupe) is a duplicate too — and since that key has
-             -- its own order, two batches can still deadlock on it; the group commit
-             -- then commits their members one by one.
+             -- In receipt-key order ($9 false): two batches holding the same receipt keys
+             -- then wait for each other instead of deadlocking. No conflict target: a
+             -- repeated content key (content_dedupe) is a duplicate too — and since that
+             -- key has its own order, two batches can still deadlock on it; the group
+             -- commit then commits their members one by one. In input order ($9 true)
+             -- the ids, which the worker claims by, follow the input.
              INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key,
                                    payload, content_digest, delivery)
              SELECT integration, source_scope, event_id, event_type, route_key, payload::jsonb,
                     content_digest, delivery::jsonb
-             FROM input ORDER BY source_scope, event_id
+             FROM input ORDER BY CASE WHEN $9::bool THEN position END, source_scope, event_id
              ON CONFLICT DO NOTHING
              RETURNING id, integration, source_scope, event_id, received_at
          ), queued AS (
@@ -126,6 +147,7 @@ pub async fn insert_receipts<'a>(
         column(|receipt| receipt.payload_json) as Vec<&str>,
         digests as Vec<Option<&[u8]>>,
         deliveries as Vec<Option<&str>>,
+        in_given_order,
     )
     .fetch_all(&mut *conn)
     .await?;
