@@ -205,7 +205,9 @@ async fn a_member_postgres_refuses_fails_alone_and_the_rest_of_its_batch_commits
     use bytes::Bytes;
     use http_body_util::Full;
     use inbound_ingress::body::{BodyBudget, read_body};
-    use inbound_ingress::group_commit::{CommitError, GroupCommit, GroupCommitSettings};
+    use inbound_ingress::group_commit::{
+        CommitError, CommitPayload, GroupCommit, GroupCommitSettings,
+    };
 
     let database = TestDatabase::create().await;
     let group = Arc::new(GroupCommit::start(
@@ -235,7 +237,9 @@ async fn a_member_postgres_refuses_fails_alone_and_the_rest_of_its_batch_commits
                 content_digest: None,
                 delivery_json: None,
             };
-            group.commit(&receipt, Arc::new(body)).await
+            group
+                .commit(&receipt, CommitPayload::body(Arc::new(body)))
+                .await
         })
     };
     // The only committer waits on a key held here while the batch gathers behind it.
@@ -292,7 +296,7 @@ async fn nothing_is_committed_before_the_session_check_passed() {
     use bytes::Bytes;
     use http_body_util::Full;
     use inbound_ingress::body::{BodyBudget, read_body};
-    use inbound_ingress::group_commit::{GroupCommit, GroupCommitSettings};
+    use inbound_ingress::group_commit::{CommitPayload, GroupCommit, GroupCommitSettings};
     use inbound_runtime::sessions::SessionGate;
 
     let database = TestDatabase::create().await;
@@ -324,7 +328,7 @@ async fn nothing_is_committed_before_the_session_check_passed() {
                 content_digest: None,
                 delivery_json: None,
             },
-            Arc::new(body),
+            CommitPayload::body(Arc::new(body)),
         ),
     )
     .await;

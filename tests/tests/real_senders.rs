@@ -363,6 +363,15 @@ async fn a_configured_sender_decides_the_route_before_reading_fields() {
         serde_json::json!({"status": "ignored"}),
         "{answer:?}"
     );
+    // Without a type, no route can be decided: malformed, not silently ignored (a typo in
+    // the type's source would otherwise drop every delivery).
+    assert_eq!(
+        stack
+            .deliver(&unrouted.clone().without_header("x-event-type"))
+            .await
+            .status,
+        400
+    );
     // A routed event without its scope field is still malformed.
     let routed = SignedRequest::new(
         "token-acme",

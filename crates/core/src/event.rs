@@ -36,7 +36,7 @@ pub enum Extracted<'body> {
     /// Verified, and of a type no route takes, found before reading the fields only a
     /// routed event needs (configured senders: GitLab's group events have no project).
     Unrouted {
-        /// The event type, `-` when the delivery names none.
+        /// The event type.
         event_type: String,
     },
     /// Slack's `app_rate_limited`: Slack is dropping this app's events from the team
@@ -81,16 +81,6 @@ pub struct Event<'body> {
     pub payload_json: Cow<'body, str>,
 }
 
-impl Event<'_> {
-    /// The same event owning its payload.
-    pub fn into_owned(self) -> Event<'static> {
-        Event {
-            payload_json: Cow::Owned(self.payload_json.into_owned()),
-            ..self
-        }
-    }
-}
-
 /// A verified event the integration does not take, and what it said of its scope.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutOfScope {
@@ -124,22 +114,37 @@ pub fn extract<'body>(
     headers: &Headers<'_>,
     body: &'body [u8],
 ) -> Result<Extracted<'body>, ExtractError> {
-    if integration.provider == Provider::Github && form::is_form(headers) {
+    if reads_a_form(integration, headers) {
         let json = form::payload_field(body).map_err(malformed)?;
-        let payload_json = payload::check_storable(json.as_bytes())
+        payload::check_storable(json.as_bytes())
             .map_err(|unstorable| malformed(unstorable.to_string()))?;
-        return Ok(extract_json(integration, headers, payload_json)?.into_owned());
+        // The event's payload is the decoded text itself, moved in, never copied again.
+        let mut extracted = extract_json(integration, headers, &json)?.detached();
+        if let Extracted::Event(event) = &mut extracted {
+            event.payload_json = Cow::Owned(json);
+        }
+        return Ok(extracted);
     }
     let payload_json =
         payload::check_storable(body).map_err(|unstorable| malformed(unstorable.to_string()))?;
     extract_json(integration, headers, payload_json)
 }
 
+/// Whether `extract` reads this delivery's body as GitHub's form encoding (its `payload`
+/// field is the event, at most as long as the body).
+pub fn reads_a_form(integration: &Integration, headers: &Headers<'_>) -> bool {
+    integration.provider == Provider::Github && form::is_form(headers)
+}
+
 impl Extracted<'_> {
-    /// The same delivery owning its payload.
-    fn into_owned(self) -> Extracted<'static> {
+    /// The same delivery without its payload's borrow: an event's payload text is left
+    /// empty, for the caller to put the owned text in.
+    fn detached(self) -> Extracted<'static> {
         match self {
-            Self::Event(event) => Extracted::Event(event.into_owned()),
+            Self::Event(event) => Extracted::Event(Event {
+                payload_json: Cow::Borrowed(""),
+                ..event
+            }),
             Self::OutOfScope(out) => Extracted::OutOfScope(out),
             Self::Unrouted { event_type } => Extracted::Unrouted { event_type },
             Self::SlackRateLimited { team_id } => Extracted::SlackRateLimited { team_id },
@@ -749,17 +754,13 @@ fn extract_configured<'body>(
         FieldSource::Header(name) => headers.get(name).map(Cow::Borrowed),
         FieldSource::Pointer(_) => from_body.next().flatten(),
     };
-    let event_type = required_identifier(value(&fields.event_type), "event type");
-    let route_keys = match &event_type {
-        Ok(event_type) => vec![event_type.clone()],
-        Err(_) => Vec::new(),
-    };
+    // Without a type no route can be decided: that is malformed (a wrong `event_type`
+    // source would otherwise drop every delivery as unrouted).
+    let event_type = required_identifier(value(&fields.event_type), "event type")?;
+    let route_keys = vec![event_type.clone()];
     if route_for_keys(integration, &route_keys).is_none() {
-        return Ok(Extracted::Unrouted {
-            event_type: event_type.unwrap_or_else(|_| "-".to_owned()),
-        });
+        return Ok(Extracted::Unrouted { event_type });
     }
-    let event_type = event_type?;
     let event_id = required_identifier(value(&fields.event_id), "event id")?;
     let scope = fields
         .scope

@@ -45,6 +45,45 @@ impl BodyBudget {
     pub fn available_bytes(&self) -> usize {
         self.permits.available_permits()
     }
+
+    /// Reserves `bytes` more for a text read out of a body (GitHub's form payload), or
+    /// `None` when the budget cannot hold them now.
+    pub fn try_reserve(&self, bytes: usize) -> Option<Reservation> {
+        let permits = u32::try_from(bytes).ok()?;
+        Arc::clone(&self.permits)
+            .try_acquire_many_owned(permits)
+            .ok()
+            .map(|permit| Reservation { _permit: permit })
+    }
+}
+
+/// Bytes of the [`BodyBudget`] held until dropped.
+#[derive(Debug)]
+pub struct Reservation {
+    _permit: OwnedSemaphorePermit,
+}
+
+/// A payload read out of a body (GitHub's form `payload`), held within the budget like
+/// the body it came from.
+#[derive(Debug)]
+pub struct HeldText {
+    text: String,
+    _reservation: Reservation,
+}
+
+impl HeldText {
+    /// `text`, counted against `reservation` (at least its length).
+    pub fn new(text: String, reservation: Reservation) -> Self {
+        Self {
+            text,
+            _reservation: reservation,
+        }
+    }
+
+    /// The text.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
 }
 
 /// A body read in full, with its share of the budget.
@@ -174,6 +213,18 @@ mod tests {
     use hyper::body::Frame;
 
     use super::*;
+
+    /// A payload read out of a body (GitHub's form) is held within the same budget.
+    #[test]
+    fn a_text_read_out_of_a_body_is_reserved_from_the_budget() {
+        let budget = BodyBudget::new(10);
+        let held = HeldText::new("{}".to_owned(), budget.try_reserve(6).expect("room"));
+        assert_eq!(held.text(), "{}");
+        assert_eq!(budget.available_bytes(), 4);
+        assert!(budget.try_reserve(6).is_none(), "the budget is spent");
+        drop(held);
+        assert_eq!(budget.available_bytes(), 10);
+    }
 
     /// A body delivered as the given chunks, one frame each.
     struct Chunks(VecDeque<Bytes>);

@@ -34,7 +34,7 @@ use sqlx::pool::PoolConnection;
 use sqlx::{Connection, PgConnection, PgPool, Postgres};
 use tokio::sync::{Mutex, mpsc, oneshot};
 
-use crate::body::HeldBody;
+use crate::body::{HeldBody, HeldText};
 use crate::telemetry;
 
 /// Payload bytes one statement carries at most (unless its first receipt alone is
@@ -76,10 +76,28 @@ struct QueuedReceipt {
     route_key: String,
     content_digest: Option<Vec<u8>>,
     delivery_json: Option<String>,
-    body: Arc<HeldBody>,
-    /// The payload when it is not the body itself (the JSON a GitHub form carried): at
-    /// most the body's size, held beside the body's budget.
-    decoded_payload: Option<String>,
+    payload: CommitPayload,
+}
+
+/// Where a queued receipt's payload is: the request body itself, shared with the request
+/// (no copy), or the text read out of it (GitHub's form `payload`), held within the body
+/// budget like the body.
+#[derive(Debug)]
+pub struct CommitPayload {
+    /// The request body: its budget is kept until both the request and the queue are done.
+    pub body: Arc<HeldBody>,
+    /// The payload read out of the body, when it is not the body itself.
+    pub read_out: Option<Arc<HeldText>>,
+}
+
+impl CommitPayload {
+    /// A payload that is the body itself.
+    pub fn body(body: Arc<HeldBody>) -> Self {
+        Self {
+            body,
+            read_out: None,
+        }
+    }
 }
 
 impl QueuedReceipt {
@@ -92,9 +110,9 @@ impl QueuedReceipt {
             event_id: &self.event_id,
             event_type: &self.event_type,
             route_key: &self.route_key,
-            payload_json: match &self.decoded_payload {
-                Some(payload) => payload,
-                None => std::str::from_utf8(self.body.bytes()).ok()?,
+            payload_json: match &self.payload.read_out {
+                Some(text) => text.text(),
+                None => std::str::from_utf8(self.payload.body.bytes()).ok()?,
             },
             content_digest: self.content_digest.as_deref(),
             delivery_json: self.delivery_json.as_deref(),
@@ -143,15 +161,11 @@ impl GroupCommit {
         Self { gate, ..self }
     }
 
-    /// Commits `receipt`, whose payload is `body` (or was read out of it), with whatever
-    /// else is waiting. The
+    /// Commits `receipt`, whose payload is in `payload`, with whatever else is waiting.
+    /// The
     /// caller bounds the wait.
-    pub async fn commit(&self, receipt: &NewReceipt<'_>, body: Arc<HeldBody>) -> Answer {
+    pub async fn commit(&self, receipt: &NewReceipt<'_>, payload: CommitPayload) -> Answer {
         let (answer, answered) = oneshot::channel();
-        // The body itself is shared, never copied; a payload read out of it is.
-        let body_bytes: &[u8] = body.bytes();
-        let decoded_payload = (!std::ptr::eq(receipt.payload_json.as_bytes(), body_bytes))
-            .then(|| receipt.payload_json.to_owned());
         let job = Job {
             receipt: QueuedReceipt {
                 integration: receipt.integration.to_owned(),
@@ -161,8 +175,7 @@ impl GroupCommit {
                 route_key: receipt.route_key.to_owned(),
                 content_digest: receipt.content_digest.map(<[u8]>::to_vec),
                 delivery_json: receipt.delivery_json.map(str::to_owned),
-                body,
-                decoded_payload,
+                payload,
             },
             answer,
         };
@@ -296,7 +309,7 @@ fn batch_length(jobs: &[Job], max_batch: usize) -> usize {
     jobs.iter()
         .take(max_batch)
         .take_while(|job| {
-            bytes += job.receipt.body.bytes().len();
+            bytes += job.receipt.payload.body.bytes().len();
             bytes <= MAX_BATCH_PAYLOAD_BYTES
         })
         .count()
@@ -332,7 +345,10 @@ async fn commit_batch(
 
 /// Payload bytes of `batch`.
 fn batch_bytes(batch: &[Job]) -> usize {
-    batch.iter().map(|job| job.receipt.body.bytes().len()).sum()
+    batch
+        .iter()
+        .map(|job| job.receipt.payload.body.bytes().len())
+        .sum()
 }
 
 /// One answer per job: the batch in one statement, or member by member when the

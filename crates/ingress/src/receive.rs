@@ -6,6 +6,7 @@
 //! (200 ignored) → commit → 200. Nothing answers 2xx for an event until its batch's
 //! [`inbound_core::store::insert_receipts`] has returned, i.e. committed.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,8 +22,8 @@ use inbound_core::verify::{self, Provider, VerifyContext};
 use inbound_runtime::failpoint;
 use tokio::time::Instant;
 
-use crate::body::{self, BodyBudget, BodyError, HeldBody};
-use crate::group_commit::{CommitError, GroupCommit};
+use crate::body::{self, BodyBudget, BodyError, HeldBody, HeldText};
+use crate::group_commit::{CommitError, CommitPayload, GroupCommit};
 use crate::reply::Reply;
 use crate::telemetry;
 use crate::verification::{Unverified, Verification};
@@ -126,6 +127,19 @@ pub async fn receive(
         details.reason = Some(reason);
         return Reply::UnsupportedMediaType;
     }
+    // A form's payload, read out of the body, is held within the budget too (it is at
+    // most as long as the body).
+    let text_reservation = if event::reads_a_form(integration, &headers) {
+        match pipeline.body_budget.try_reserve(body.len()) {
+            Some(reservation) => Some(reservation),
+            None => {
+                details.reason = Some("the in-flight body budget is full".to_owned());
+                return Reply::Overloaded;
+            }
+        }
+    } else {
+        None
+    };
     let event = match event::extract(integration, &headers, body) {
         Ok(Extracted::UrlVerification { challenge }) => return Reply::Challenge(challenge),
         Ok(Extracted::ZoomUrlValidation { plain_token }) => {
@@ -170,8 +184,17 @@ pub async fn receive(
             return Reply::Malformed(reason.into_owned());
         }
     };
+    let mut event = event;
     details.event_id = Some(event.event_id.clone());
     details.event_type = Some(event.event_type.clone());
+    // A payload read out of the body moves into the commit queue as it is.
+    let read_out = match (std::mem::take(&mut event.payload_json), text_reservation) {
+        (Cow::Owned(text), Some(reservation)) => Some(Arc::new(HeldText::new(text, reservation))),
+        (payload, _) => {
+            event.payload_json = payload;
+            None
+        }
+    };
     let Some((route_key, _route)) = event::find_route(integration, &event) else {
         telemetry::record_ignored(&integration.id, &event.event_type);
         return Reply::Ignored;
@@ -186,11 +209,17 @@ pub async fn receive(
         event_id: &event.event_id,
         event_type: &event.event_type,
         route_key,
-        payload_json: &event.payload_json,
+        payload_json: read_out
+            .as_deref()
+            .map_or(&*event.payload_json, HeldText::text),
         content_digest: digest.as_ref().map(|digest| &digest[..]),
         delivery_json: event.delivery.as_deref(),
     };
-    match commit_receipt(pipeline, receipt, Arc::clone(&held), deadline).await {
+    let payload = CommitPayload {
+        body: Arc::clone(&held),
+        read_out: read_out.clone(),
+    };
+    match commit_receipt(pipeline, receipt, payload, deadline).await {
         Ok(InsertOutcome::Accepted(receipt_id)) => {
             failpoint::hit("after_receipt_commit");
             Reply::Accepted(receipt_id)
@@ -275,11 +304,11 @@ const UNSTORABLE: &str = "the event cannot be stored as sent";
 async fn commit_receipt(
     pipeline: &Pipeline,
     receipt: NewReceipt<'_>,
-    body: Arc<HeldBody>,
+    payload: CommitPayload,
     deadline: Instant,
 ) -> Result<InsertOutcome, CommitError> {
     let database_deadline = deadline.min(Instant::now() + pipeline.settings.database_timeout);
-    let committing = pipeline.group_commit.commit(&receipt, body);
+    let committing = pipeline.group_commit.commit(&receipt, payload);
     match tokio::time::timeout_at(database_deadline, committing).await {
         Ok(outcome) => outcome,
         Err(_elapsed) => Err(CommitError::Unavailable(
