@@ -140,7 +140,7 @@ pub async fn receive(
     } else {
         None
     };
-    let event = match event::extract(integration, &headers, body) {
+    let mut event = match event::extract(integration, &headers, body) {
         Ok(Extracted::UrlVerification { challenge }) => return Reply::Challenge(challenge),
         Ok(Extracted::ZoomUrlValidation { plain_token }) => {
             // Answered under the secret that signed it (the request verified, so one did).
@@ -184,7 +184,6 @@ pub async fn receive(
             return Reply::Malformed(reason.into_owned());
         }
     };
-    let mut event = event;
     details.event_id = Some(event.event_id.clone());
     details.event_type = Some(event.event_type.clone());
     // A payload read out of the body moves into the commit queue as it is.
