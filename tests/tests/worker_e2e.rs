@@ -714,3 +714,51 @@ async fn roles_split_receipts_from_effects() {
     assert!(applied(&receipts_only), "{:?}", receipts_only.logs());
     assert!(!applied(&effects_only), "{:?}", effects_only.logs());
 }
+
+/// Failed effects wait for a person (retry or abandon): the worker gauges them per sink
+/// for as long as they remain, so their alert does not resolve while they wait.
+#[tokio::test]
+async fn failed_effects_are_gauged_until_a_person_closes_them() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    sqlx::raw_sql(
+        "INSERT INTO receipts (id, integration, source_scope, event_id, event_type, route_key,
+                               payload, status, outcome)
+         OVERRIDING SYSTEM VALUE VALUES
+           (1, 'stripe-acme', 's', 'evt_1', 't', 't', '{}', 'done', 'applied');
+         INSERT INTO effects (receipt_id, operation_key, sink, kind, tenant, data, event, status)
+           VALUES (1, 'op-1', 'audit', 'forward', 'acme', '{}', '{}', 'failed'),
+                  (1, 'op-2', 'audit', 'forward', 'acme', '{}', '{}', 'failed');",
+    )
+    .execute(pool)
+    .await
+    .expect("two failed effects");
+    let worker = Service::worker(&worker_options(database.url(), &[]));
+    let client = HttpClient::new();
+    let gauged = async |expected: &str| {
+        let started = Instant::now();
+        loop {
+            let metrics = client
+                .get(&worker.metrics_url("/metrics"))
+                .await
+                .expect("metrics");
+            let text = String::from_utf8_lossy(&metrics.body).into_owned();
+            if text.contains(&format!(
+                "inbound_effects_failed{{sink=\"audit\"}} {expected}"
+            )) {
+                return;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "no inbound_effects_failed {expected}: {text}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    gauged("2").await;
+    sqlx::query("UPDATE effects SET status = 'abandoned' WHERE operation_key = 'op-1'")
+        .execute(pool)
+        .await
+        .expect("a person abandons one");
+    gauged("1").await;
+}

@@ -14,9 +14,10 @@ use sqlx::PgConnection;
 
 use crate::Worker;
 use crate::telemetry::{
-    EFFECTS, EFFECTS_FINISHED_TOTAL, EFFECTS_FOR_UNKNOWN_SINKS, GAUGES_REFRESHED_TIMESTAMP_SECONDS,
-    LEASE_RECLAIMS_TOTAL, OLDEST_DUE_EFFECT_WAIT_SECONDS, OLDEST_EFFECT_AGE_SECONDS,
-    OLDEST_PENDING_AGE_SECONDS, OLDEST_WAITING_AGE_SECONDS, RECEIPTS, RECEIPTS_FOR_REVIEW,
+    EFFECTS, EFFECTS_FAILED, EFFECTS_FINISHED_TOTAL, EFFECTS_FOR_UNKNOWN_SINKS,
+    GAUGES_REFRESHED_TIMESTAMP_SECONDS, LEASE_RECLAIMS_TOTAL, OLDEST_DUE_EFFECT_WAIT_SECONDS,
+    OLDEST_EFFECT_AGE_SECONDS, OLDEST_PENDING_AGE_SECONDS, OLDEST_WAITING_AGE_SECONDS, RECEIPTS,
+    RECEIPTS_FOR_REVIEW,
 };
 
 /// The end states the dispatcher reaches (an operator's `abandoned` is not its own).
@@ -78,6 +79,18 @@ async fn refresh_on(worker: &Worker, connection: &mut PgConnection) -> Result<()
     {
         metrics::gauge!(EFFECTS, "sink" => sink, "state" => state.as_str()).set(count as f64);
     }
+    // Failed effects wait for a person: counted for every configured sink and any other
+    // they name, so the alert stays while any remain.
+    let failed: Vec<(String, EffectStatus, i64)> = effects::failed_counts_by_sink(&mut *connection)
+        .await?
+        .into_iter()
+        .map(|(sink, count)| (sink, EffectStatus::Failed, count))
+        .collect();
+    for (sink, _, count) in
+        counts_to_export(&FAILED_SEEN, &failed, &configured, &[EffectStatus::Failed])
+    {
+        metrics::gauge!(EFFECTS_FAILED, "sink" => sink).set(count as f64);
+    }
     for sink in worker.config.sinks() {
         let age = effects::oldest_open_age_seconds(&mut *connection, &sink.id).await?;
         metrics::gauge!(OLDEST_EFFECT_AGE_SECONDS, "sink" => sink.id.clone()).set(age);
@@ -107,6 +120,7 @@ async fn refresh_on(worker: &Worker, connection: &mut PgConnection) -> Result<()
 /// 0 once their rows are gone, never left at their last count.
 static REVIEW_SEEN: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
 static OPEN_SEEN: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+static FAILED_SEEN: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
 
 /// What to export from rows of `(key, state, count)`: every state of every configured
 /// key, of every key a row names, and of every key named before (0 when no row has it).
@@ -168,6 +182,7 @@ pub fn initialise(worker: &Worker) {
         }
     }
     for sink in worker.config.sinks() {
+        metrics::gauge!(EFFECTS_FAILED, "sink" => sink.id.clone()).set(0.0);
         metrics::gauge!(OLDEST_EFFECT_AGE_SECONDS, "sink" => sink.id.clone()).set(0.0);
         metrics::gauge!(OLDEST_DUE_EFFECT_WAIT_SECONDS, "sink" => sink.id.clone()).set(0.0);
     }

@@ -29,6 +29,9 @@ pub const RECEIPTS_FOR_REVIEW: &str = "inbound_receipts_for_review";
 pub const EFFECTS: &str = "inbound_effects";
 /// Histogram: how long a sink took to answer a delivery (or to fail it), per sink.
 pub const EFFECT_DELIVERY_SECONDS: &str = "inbound_effect_delivery_seconds";
+/// Gauge: failed effects no person has closed yet (retried or abandoned), per sink: what
+/// `InboundEffectsFailed` reads while they remain.
+pub const EFFECTS_FAILED: &str = "inbound_effects_failed";
 /// Counter: effects this worker brought to an end (completed, failed), per sink.
 pub const EFFECTS_FINISHED_TOTAL: &str = "inbound_effects_finished_total";
 /// Gauge: seconds since the oldest undelivered effect was recorded, per sink.
@@ -155,5 +158,9 @@ fn describe_effect_metrics() {
     metrics::describe_gauge!(
         EFFECTS_FOR_UNKNOWN_SINKS,
         "Undelivered effects whose sink this worker's configuration does not name."
+    );
+    metrics::describe_gauge!(
+        EFFECTS_FAILED,
+        "Failed effects (refused by their sink) that no person has retried or abandoned yet, per sink."
     );
 }

@@ -46,6 +46,19 @@ pub async fn open_counts_by_sink(
         .collect())
 }
 
+/// Failed effects per sink — refused by their sink, waiting for a person to retry or
+/// abandon them — through the status index (at most the ones not yet closed).
+pub async fn failed_counts_by_sink(
+    conn: &mut PgConnection,
+) -> Result<Vec<(String, i64)>, sqlx::Error> {
+    let rows = sqlx::query!(
+        r#"SELECT sink, count(*) AS "count!" FROM effects WHERE status = 'failed' GROUP BY sink"#,
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows.into_iter().map(|row| (row.sink, row.count)).collect())
+}
+
 /// Seconds since the oldest undelivered (pending, in flight or uncertain) effect of `sink`
 /// was recorded (0 when none).
 pub async fn oldest_open_age_seconds(
