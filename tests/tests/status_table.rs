@@ -199,6 +199,16 @@ fn assert_no_secret_in_logs(ingress: &Service) {
         logs.iter().any(|line| line.contains("\"webhook\"")),
         "request lines are logged"
     );
+    // Durations are written to the microsecond, never with a float's noise
+    // (`11.030562000000002`).
+    for line in logs.iter().filter(|line| line.contains("\"webhook\"")) {
+        let value: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
+        let text = value["duration_ms"].to_string();
+        let decimals = text
+            .split_once('.')
+            .map_or(0, |(_, fraction)| fraction.len());
+        assert!(decimals <= 3, "duration_ms {text} in {line}");
+    }
     for line in &logs {
         for secret in fixtures::ALL_SECRETS {
             assert!(!line.contains(secret), "a secret reached the log: {line}");

@@ -130,7 +130,7 @@ impl App {
             },
             reason = details.reason.as_deref(),
             scope = details.scope.as_deref(),
-            duration_ms = elapsed.as_secs_f64() * 1000.0,
+            duration_ms = inbound_runtime::logging::millis(elapsed),
             "webhook"
         );
         reply.into_response()

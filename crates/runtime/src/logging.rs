@@ -32,3 +32,28 @@ pub fn init_logging(format: Option<LogFormat>) {
         LogFormat::Text => builder.with_ansi(on_terminal).init(),
     }
 }
+
+/// `elapsed` in milliseconds to the microsecond, as log lines carry it: `11.03`, never a
+/// float's noise (`11.030562000000002`).
+pub fn millis(elapsed: std::time::Duration) -> f64 {
+    // A whole number of microseconds over 1000 prints as its shortest decimal.
+    elapsed.as_micros() as f64 / 1000.0
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    #[test]
+    fn milliseconds_are_logged_to_the_microsecond() {
+        assert_eq!(
+            super::millis(Duration::from_nanos(11_030_562)).to_string(),
+            "11.03"
+        );
+        assert_eq!(super::millis(Duration::from_nanos(999)).to_string(), "0");
+        assert_eq!(
+            super::millis(Duration::from_micros(1_234_567)).to_string(),
+            "1234.567"
+        );
+    }
+}

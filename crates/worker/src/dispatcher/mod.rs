@@ -281,7 +281,7 @@ fn finish_step(
         metrics::counter!(EFFECTS_FINISHED_TOTAL, "sink" => effect.sink.clone(), "status" => status.as_str())
             .increment(1);
     }
-    let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let duration_ms = inbound_runtime::logging::millis(started.elapsed());
     let integration = effect.event["integration"].as_str();
     let event_id = effect.event["id"].as_str();
     if matches!(decision, Decision::Fail(_) | Decision::Review(_)) {

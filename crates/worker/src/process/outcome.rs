@@ -74,7 +74,7 @@ pub(super) async fn record_failure(
 
 /// One structured line per attempt.
 fn log_attempt(claimed: &ClaimedReceipt, attempt: &Attempt, started: Instant) {
-    let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let duration_ms = inbound_runtime::logging::millis(started.elapsed());
     let outcome = attempt.outcome_label();
     let (reason, retry_in_ms, effects) = match attempt {
         Attempt::Committed(Transition::Applied { effects }) => (None, None, effects.len()),
