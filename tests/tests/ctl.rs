@@ -429,6 +429,19 @@ async fn sign_event_sends_the_github_event_type_it_is_given() {
     let refused = sign_and_send(&path, "stripe-acme", "{}", &base, &["--event-type", "x"])
         .expect_err("refused");
     assert!(refused.contains("--event-type"), "{refused}");
+
+    // Two events sent within the same second are two events, not a duplicate.
+    let other = r#"{"action":"opened","number":8,"repository":{"id":42,"full_name":"acme/app"}}"#;
+    let again = sign_and_send(
+        &path,
+        "gh-acme",
+        other,
+        &base,
+        &["--event-type", "pull_request"],
+    )
+    .expect("signed");
+    assert_eq!(again["status"], "accepted", "{again}");
+    assert_eq!(stack.database.receipt_count().await, 2);
 }
 
 /// Shopify names the topic in a header too: `--event-type` is required, and the request

@@ -35,6 +35,7 @@ pub fn curl_command(
         bail!("integration {integration_id:?} has no secret");
     };
     let now = SystemClock.now_unix_secs();
+    let unique = fresh_id();
     let headers: Vec<(String, String)> = match integration.provider {
         Provider::Stripe => vec![(
             "Stripe-Signature".into(),
@@ -49,7 +50,7 @@ pub fn curl_command(
                 "X-GitHub-Event".into(),
                 header_event_type.unwrap_or("ping").to_owned(),
             ),
-            ("X-GitHub-Delivery".into(), format!("delivery-{now}")),
+            ("X-GitHub-Delivery".into(), format!("delivery-{unique}")),
         ],
         Provider::Slack => vec![
             (
@@ -59,7 +60,7 @@ pub fn curl_command(
             ("X-Slack-Request-Timestamp".into(), now.to_string()),
         ],
         Provider::Standard => {
-            let id = format!("msg_{now}");
+            let id = format!("msg_{unique}");
             vec![
                 (
                     "webhook-signature".into(),
@@ -102,8 +103,8 @@ pub fn curl_command(
                 ),
                 ("X-Shopify-Topic".into(), topic.to_owned()),
                 ("X-Shopify-Shop-Domain".into(), shop.to_owned()),
-                ("X-Shopify-Webhook-Id".into(), format!("webhook-{now}")),
-                ("X-Shopify-Event-Id".into(), format!("event-{now}")),
+                ("X-Shopify-Webhook-Id".into(), format!("webhook-{unique}")),
+                ("X-Shopify-Event-Id".into(), format!("event-{unique}")),
             ]
         }
     };
@@ -117,6 +118,14 @@ pub fn curl_command(
     }
     command.push_str(&format!(" --data-binary {}", shell_quote(body)));
     Ok(command)
+}
+
+/// A fresh part for the ids a sender makes anew for each event (the nanoseconds now):
+/// two sends within one second are two events, never a duplicate.
+fn fresh_id() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_nanos())
 }
 
 /// The headers of a configurable scheme: its signature (or token), its timestamp, and the
@@ -156,7 +165,7 @@ fn configured_headers(
         }
     };
     if let FieldSource::Header(name) = &custom.fields.event_id {
-        headers.push((name.clone(), format!("evt-{now}")));
+        headers.push((name.clone(), format!("evt-{}", fresh_id())));
     }
     if let FieldSource::Header(name) = &custom.fields.event_type {
         let Some(event_type) = header_event_type else {
