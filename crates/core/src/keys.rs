@@ -33,7 +33,7 @@ impl SourceScope {
 
 impl fmt::Display for SourceScope {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.pad(&self.0)
     }
 }
 
@@ -55,7 +55,7 @@ impl EventId {
 
 impl fmt::Display for EventId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.pad(&self.0)
     }
 }
 
@@ -89,6 +89,19 @@ pub struct ReceiptLease {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Tables align ids and keys with `{:>10}` and `{:<20}`: their Display honours width.
+    #[test]
+    fn ids_and_keys_honour_width_and_alignment() {
+        assert_eq!(format!("{:>6}|", ReceiptId(42)), "    42|");
+        assert_eq!(format!("{:<6}|", EffectId(7)), "7     |");
+        assert_eq!(format!("{:>6}|", LeaseToken(3)), "     3|");
+        assert_eq!(format!("{:<8}|", EventId::new("evt_1")), "evt_1   |");
+        assert_eq!(
+            format!("{:<8}|", SourceScope::from_parts(["a", "b"])),
+            "a/b     |"
+        );
+    }
 
     #[test]
     fn the_first_part_of_a_stored_scope_is_its_integration() {
@@ -127,7 +140,8 @@ pub struct ReceiptId(pub i64);
 
 impl fmt::Display for ReceiptId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)
+        // The number's own Display honours width and alignment.
+        self.0.fmt(f)
     }
 }
 
@@ -149,7 +163,7 @@ pub struct EffectId(pub i64);
 
 impl fmt::Display for EffectId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)
+        self.0.fmt(f)
     }
 }
 

@@ -60,7 +60,8 @@ macro_rules! text_states {
 
         impl fmt::Display for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.as_str())
+                // `pad`: table columns (`{:<10}`) line up.
+                f.pad(self.as_str())
             }
         }
 
@@ -175,6 +176,13 @@ impl EffectStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Status columns are aligned with `{:<10}`: their Display honours width.
+    #[test]
+    fn states_honour_width_and_alignment() {
+        assert_eq!(format!("{:<8}|", ReceiptStatus::Done), "done    |");
+        assert_eq!(format!("{:>9}|", EffectStatus::Failed), "   failed|");
+    }
 
     #[test]
     fn every_state_round_trips_through_its_text_and_nothing_else_parses() {
