@@ -159,3 +159,52 @@ async fn hundreds_of_idle_connections_are_shed_by_the_header_timeout() {
     );
     drop(idle);
 }
+
+/// A flood of forged requests writes a few lines a second, not one each, and the next line
+/// says how many it left out; every delivery is still logged.
+#[tokio::test]
+async fn a_flood_of_refusals_writes_a_few_lines_and_says_what_it_left_out() {
+    let stack = inbound_tests::Stack::start().await;
+    let forged = inbound_tests::SignedRequest::stripe_signed(
+        "whsec_forged",
+        inbound_tests::signing::stripe_body("evt_forged", "payment_intent.succeeded", None, true),
+        0,
+    );
+    let started = std::time::Instant::now();
+    for _ in 0..60 {
+        assert_eq!(stack.deliver(&forged).await.status, 401);
+    }
+    let seconds = started.elapsed().as_secs() + 1;
+    // The next second's first refusal names what was left out.
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    assert_eq!(stack.deliver(&forged).await.status, 401);
+    let accepted = stack.deliver_event("evt_after_the_flood").await;
+    assert_eq!(accepted.json["status"], "accepted");
+    inbound_tests::eventually(
+        "the accepted delivery's line",
+        std::time::Duration::from_secs(5),
+        async || {
+            stack
+                .ingress
+                .logs()
+                .iter()
+                .any(|line| line.contains("evt_after_the_flood"))
+                .then_some(())
+        },
+    )
+    .await;
+    let logs = stack.ingress.logs();
+    let refusals: Vec<&String> = logs
+        .iter()
+        .filter(|line| line.contains("\"outcome\":\"unauthorized\""))
+        .collect();
+    assert!(
+        refusals.len() as u64 <= 10 * (seconds + 1) + 1,
+        "{} lines for 61 refusals in {seconds} s",
+        refusals.len()
+    );
+    assert!(
+        refusals.iter().any(|line| line.contains("\"suppressed\":")),
+        "no line says what was left out: {refusals:#?}"
+    );
+}

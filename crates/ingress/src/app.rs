@@ -15,6 +15,7 @@ use tokio::time::Instant;
 
 use crate::body::BodyBudget;
 use crate::group_commit::GroupCommit;
+use crate::log_budget::LogBudget;
 pub use crate::receive::AppSettings;
 use crate::receive::{self, Details, Pipeline};
 use crate::reply::{Body, Reply};
@@ -32,6 +33,9 @@ pub struct App {
     request_metrics: HashMap<String, RequestMetrics>,
     /// Requests to ids no integration has.
     unknown_metrics: RequestMetrics,
+    /// How many refusal lines each integration (and `unknown`) may write.
+    log_budgets: HashMap<String, LogBudget>,
+    unknown_log_budget: LogBudget,
 }
 
 impl App {
@@ -54,9 +58,16 @@ impl App {
             .collect();
         let verification =
             Verification::new(Arc::clone(&config), Verification::default_concurrency());
+        let log_budgets = config
+            .integrations()
+            .iter()
+            .map(|integration| (integration.id.clone(), LogBudget::default()))
+            .collect();
         Self {
             request_metrics,
             unknown_metrics: RequestMetrics::new("unknown"),
+            log_budgets,
+            unknown_log_budget: LogBudget::default(),
             config,
             pool,
             readiness,
@@ -119,6 +130,18 @@ impl App {
             .get(label)
             .unwrap_or(&self.unknown_metrics)
             .record(reply.outcome_label(), reply.is_delivery(), elapsed);
+        // Every delivery is logged; refusals within a budget (log_budget.rs).
+        let suppressed = if reply.is_delivery() {
+            Some(0)
+        } else {
+            self.log_budgets
+                .get(label)
+                .unwrap_or(&self.unknown_log_budget)
+                .admit(reply.outcome_label())
+        };
+        let Some(suppressed) = suppressed else {
+            return reply.into_response();
+        };
         tracing::info!(
             integration = label,
             outcome = reply.outcome_label(),
@@ -130,6 +153,7 @@ impl App {
             },
             reason = details.reason.as_deref(),
             scope = details.scope.as_deref(),
+            suppressed = (suppressed > 0).then_some(suppressed),
             duration_ms = inbound_runtime::logging::millis(elapsed),
             "webhook"
         );
