@@ -194,3 +194,24 @@ fn the_local_setup_works_under_debians_stock_authentication() {
         "{message}"
     );
 }
+
+/// `make run` on a taken port stops before anything is built or started, naming the port
+/// and the variable that moves it — never a banner whose pasted command reaches whatever
+/// holds the port.
+#[test]
+fn make_run_on_a_taken_port_says_so_and_starts_nothing() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let address = taken.local_addr().expect("addr").to_string();
+    let output = Command::new(repository().join("scripts/run-local.sh"))
+        .env("INBOUND_LISTEN", &address)
+        .env("DATABASE_URL", "postgres://unused@127.0.0.1:1/unused")
+        .output()
+        .expect("run scripts/run-local.sh");
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    let said = text(&output);
+    assert!(
+        said.contains(&address) && said.contains("INBOUND_LISTEN"),
+        "{said}"
+    );
+    assert!(!said.contains("Send a signed test event"), "{said}");
+}
