@@ -915,6 +915,27 @@ async fn effect_in(pool: &sqlx::PgPool, key: &str, status: &str) -> i64 {
     id
 }
 
+/// A completed effect was delivered: `effects show` says so, never "may have been
+/// delivered" (which is for an attempt whose outcome is unknown).
+#[tokio::test]
+async fn a_completed_effect_is_shown_as_delivered() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let env = [("DATABASE_URL".to_owned(), database.url().to_owned())];
+    let id = effect_in(pool, "op_done", "completed").await;
+    sqlx::query("UPDATE effects SET maybe_delivered = true WHERE id = $1")
+        .bind(id)
+        .execute(pool)
+        .await
+        .expect("delivered");
+    let shown = text(&inboundctl(&["effects", "show", &id.to_string()], &env).stdout);
+    assert!(
+        shown.contains("completed after 1 attempt(s), delivered"),
+        "{shown}"
+    );
+    assert!(!shown.contains("may have been"), "{shown}");
+}
+
 /// After a fix at the receiver, an effect waiting out its retry delay can be sent now:
 /// `effects resolve --retry` on a pending effect makes it due at once (audited) and keeps
 /// what its history says (an attempt that may have landed is still resent only with the

@@ -266,10 +266,11 @@ async fn show(database: DatabaseArgs, id: EffectId, json: bool) -> anyhow::Resul
         "  status          {} after {} attempt(s){}",
         effect.status,
         effect.attempts,
-        if effect.maybe_delivered {
-            ", may have been delivered"
-        } else {
-            ""
+        match (effect.status, effect.maybe_delivered) {
+            // The sink answered 2xx: delivered, not "may have been".
+            (EffectStatus::Completed, _) => ", delivered",
+            (_, true) => ", may have been delivered",
+            (_, false) => "",
         }
     );
     if let Some(error) = &effect.last_error {
@@ -278,7 +279,9 @@ async fn show(database: DatabaseArgs, id: EffectId, json: bool) -> anyhow::Resul
     out!("  recorded        {}", effect.created_at);
     if let Some(next) = effect.next_attempt_at {
         if effect.status == EffectStatus::Pending {
-            out!("  next attempt    {next} (effects resolve {id} --retry sends it now)");
+            out!(
+                "  next attempt    {next} (effects resolve {id} --retry makes it due now; while the sink's breaker is open it waits for the breaker's probe)"
+            );
         } else {
             out!("  next check      {next} (its status URL is asked then)");
         }
