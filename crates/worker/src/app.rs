@@ -232,7 +232,22 @@ pub fn check_routes(
 /// A whole worker process: flags from the command line and environment, logging, then
 /// [`WorkerBuilder::run`] until SIGTERM/SIGINT. `configure` registers the handlers.
 pub fn main(configure: impl FnOnce(WorkerBuilder) -> WorkerBuilder) -> ExitCode {
-    let args = WorkerArgs::parse();
+    let args = match WorkerArgs::try_parse() {
+        Ok(args) => args,
+        // `--list-handlers` reads neither the configuration nor the database: listing the
+        // registry must not need them (`check-config --handlers "$(… --list-handlers)"`).
+        Err(_) if std::env::args().skip(1).any(|arg| arg == "--list-handlers") => {
+            WorkerArgs::parse_from([
+                "inbound-worker",
+                "--list-handlers",
+                "--config",
+                "(not read)",
+                "--database-url",
+                "(not read)",
+            ])
+        }
+        Err(error) => error.exit(),
+    };
     logging::init_logging(args.common.log_format);
     let builder = configure(Worker::builder(args));
     inbound_runtime::process::run_to_exit_code(|| builder.run(shutdown_signal()))
