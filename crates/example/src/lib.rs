@@ -4,8 +4,9 @@
 //! - `orders.mark_paid`, `orders.refund` ([`orders`]): a Stripe PaymentIntent pays an
 //!   order, a fully refunded Charge refunds it; each a guarded `UPDATE` on the order.
 //! - `entitlements.grant` ([`entitlements`]): one grant per mapped price of a paid invoice.
-//! - `stripe`: the checks every one of them makes (Stripe signers, the mode pinned, no
-//!   unpinned Connect account), written once around each.
+//! - each is wrapped in [`inbound_core::handlers::StripeHandler`]: the checks every Stripe
+//!   business handler makes (Stripe signers, the mode pinned, no unpinned Connect
+//!   account), from the library, as a team's own handlers use it.
 //! - [`store`]: the SQL, on tables in schema [`SCHEMA`] (installed by [`migrate`], which
 //!   `inboundctl migrate --example` runs). Statements name their tables qualified: a
 //!   worker's sessions see only inbound's schema.
@@ -15,11 +16,8 @@
 mod entitlements;
 mod orders;
 pub mod store;
-mod stripe;
 
-use stripe::Stripe;
-
-use inbound_core::handlers::Registry;
+use inbound_core::handlers::{Registry, StripeHandler};
 use inbound_core::store::{InvalidSchema, Migrated, MigrationError, Schema, migrate_schema};
 use sqlx::migrate::Migrator;
 use sqlx::postgres::PgConnectOptions;
@@ -42,9 +40,9 @@ pub static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
 
 /// Adds this crate's handlers to `registry`.
 pub fn register(registry: &mut Registry) {
-    registry.register(ORDERS_MARK_PAID, Stripe(orders::MarkPaid));
-    registry.register(ORDERS_REFUND, Stripe(orders::Refund));
-    registry.register(ENTITLEMENTS_GRANT, Stripe(entitlements::Grant));
+    registry.register(ORDERS_MARK_PAID, StripeHandler(orders::MarkPaid));
+    registry.register(ORDERS_REFUND, StripeHandler(orders::Refund));
+    registry.register(ENTITLEMENTS_GRANT, StripeHandler(entitlements::Grant));
 }
 
 /// Installs (or brings up to date) the example's tables in [`SCHEMA`].

@@ -24,7 +24,8 @@
 //! `docs/handlers.md` walks through this crate.
 
 use inbound_core::handlers::{
-    Handler, HandlerError, HandlerFuture, HandlerInput, Transition, quarantine, text_at,
+    Handler, HandlerError, HandlerFuture, HandlerInput, StripeHandler, Transition, quarantine,
+    text_at,
 };
 use inbound_core::store::{InvalidSchema, Migrated, MigrationError, Schema, migrate_schema};
 use serde_json::json;
@@ -34,6 +35,14 @@ use sqlx::postgres::PgConnectOptions;
 
 /// The name routes give this handler.
 pub const SUBSCRIPTIONS_SYNC: &str = "subscriptions.sync";
+
+/// The handler as the worker registers it: inside the library's Stripe guard, so a route
+/// to it from another provider's integration, or from one that does not pin
+/// `expect.livemode`, stops the worker at start-up (another signer must never forge
+/// Stripe's shapes, and a live endpoint also receives test-mode events).
+pub fn handler() -> StripeHandler<SyncSubscription> {
+    StripeHandler(SyncSubscription)
+}
 
 /// The schema of this crate's tables.
 pub const SCHEMA: &str = "subscriptions_example";
@@ -235,6 +244,17 @@ mod tests {
             handler
                 .check_options(&json!({"notfy": true}))
                 .is_err_and(|error| error.contains("unknown option \"notfy\""))
+        );
+    }
+
+    /// Stripe's shapes are trusted from Stripe integrations only, with the mode pinned:
+    /// the registered handler is the library's guard around this one.
+    #[test]
+    fn the_registered_handler_trusts_stripe_alone() {
+        let handler = handler();
+        assert_eq!(
+            handler.providers(),
+            Some(&[inbound_core::verify::Provider::Stripe][..])
         );
     }
 }

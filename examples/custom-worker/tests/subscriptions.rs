@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use custom_worker::{SUBSCRIPTIONS_SYNC, SyncSubscription};
+use custom_worker::{SUBSCRIPTIONS_SYNC, handler};
 use inbound_core::secret::Secret;
 use inbound_core::store::{self, Schema};
 use inbound_ingress::IngressArgs;
@@ -79,6 +79,7 @@ id = "stripe-test"
 provider = "stripe"
 tenant = "acme"
 secrets = ["file:{}"]
+expect = {{ livemode = false }}
 
 [integration.routes]
 "customer.subscription.*" = {{ handler = "{SUBSCRIPTIONS_SYNC}"{route_options} }}
@@ -138,7 +139,7 @@ impl Running {
             })),
             tokio::spawn(
                 Worker::builder(worker)
-                    .handler(SUBSCRIPTIONS_SYNC, SyncSubscription)
+                    .handler(SUBSCRIPTIONS_SYNC, handler())
                     .run(async move {
                         worker_stopped.await.ok();
                     }),
@@ -380,7 +381,7 @@ async fn a_worker_refuses_routes_it_cannot_apply_and_a_dispatcher_needs_no_handl
     let scratch = Scratch::new().await;
     let config = scratch.config(", options = { notfy = true }");
     let error = Worker::builder(worker_args(&scratch, &config))
-        .handler(SUBSCRIPTIONS_SYNC, SyncSubscription)
+        .handler(SUBSCRIPTIONS_SYNC, handler())
         .run(std::future::pending())
         .await
         .expect_err("refused");

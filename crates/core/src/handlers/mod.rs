@@ -11,6 +11,7 @@
 //! nothing twice.
 
 mod forward;
+mod stripe;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -24,6 +25,7 @@ use crate::keys::ReceiptId;
 
 pub use crate::config::FORWARD;
 pub use crate::effects::EffectIntent;
+pub use stripe::StripeHandler;
 
 /// Every handler built into inbound itself (business handlers come from other crates).
 pub const BUILTIN_HANDLERS: &[&str] = &[FORWARD];

@@ -1,20 +1,23 @@
-//! What every Stripe business handler of this crate asks, written once: events from
-//! Stripe integrations only (no other signer may forge Stripe's shapes), the mode pinned
-//! (a live endpoint, a Connect platform's too, also receives test-mode events), and no
-//! Connect event from an account the integration does not pin (one tenant's orders and
-//! grants never move on any connected account's event).
+//! What every Stripe business handler asks, written once — wrap yours in
+//! [`StripeHandler`]: events from Stripe integrations only (no other signer may forge
+//! Stripe's shapes), the mode pinned (a live endpoint, a Connect platform's too, also
+//! receives test-mode events), and no Connect event from an account the integration does
+//! not pin (one tenant's business rows never move on any connected account's event).
 
-use inbound_core::config::Integration;
-use inbound_core::handlers::{
-    Handler, HandlerBatchFuture, HandlerFuture, HandlerInput, Transition, quarantine, text_at,
-};
-use inbound_core::verify::Provider;
 use sqlx::PgConnection;
 
-/// A Stripe business handler: `H` with the checks above.
-pub(crate) struct Stripe<H>(pub(crate) H);
+use super::{
+    Handler, HandlerBatchFuture, HandlerFuture, HandlerInput, Transition, quarantine, text_at,
+};
+use crate::config::Integration;
+use crate::verify::Provider;
 
-impl<H: Handler> Handler for Stripe<H> {
+/// A Stripe business handler: `H` with the checks above. Register
+/// `StripeHandler(YourHandler)`; the worker then refuses to start on a route to it from
+/// another provider's integration, or from one that does not pin `expect.livemode`.
+pub struct StripeHandler<H>(pub H);
+
+impl<H: Handler> Handler for StripeHandler<H> {
     fn providers(&self) -> Option<&'static [Provider]> {
         Some(&[Provider::Stripe])
     }
@@ -68,7 +71,8 @@ impl<H: Handler> Handler for Stripe<H> {
 }
 
 /// The quarantine of a Connect event (it names an `account`) from an integration that
-/// pins no account; pinned accounts are enforced by the ingress (403).
+/// pins no account; another account than a pinned one never reaches a handler (the
+/// ingress acknowledges it as out of scope and stores nothing).
 fn unpinned_connect_account(input: &HandlerInput<'_>) -> Option<Transition> {
     let account = text_at(input.payload, "/account")?;
     if input.integration.expect.account.is_some() {
@@ -78,4 +82,37 @@ fn unpinned_connect_account(input: &HandlerInput<'_>) -> Option<Transition> {
         "a Connect event of account {account} reached an integration that pins no account: \
          set expect.account, or route Connect traffic to a handler keyed by account"
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::handlers::forward::Forward;
+
+    #[test]
+    fn a_stripe_handler_names_its_signer_and_needs_the_mode_pinned() {
+        let handler = StripeHandler(Forward);
+        assert_eq!(handler.providers(), Some(&[Provider::Stripe][..]));
+        let config = |expect: &str| {
+            Config::from_toml(
+                &format!(
+                    "[[integration]]\nid = \"s\"\nprovider = \"stripe\"\ntenant = \"t\"\nsecrets = [\"env:S\"]\n{expect}\n"
+                ),
+                &|_| Some("whsec_x".to_owned()),
+            )
+            .expect("config")
+        };
+        let unpinned = config("");
+        assert!(
+            handler
+                .check_integration(unpinned.integration("s").expect("s"))
+                .is_err()
+        );
+        let pinned = config("expect = { livemode = true }");
+        assert_eq!(
+            handler.check_integration(pinned.integration("s").expect("s")),
+            Ok(())
+        );
+    }
 }
