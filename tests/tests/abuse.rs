@@ -208,3 +208,34 @@ async fn a_flood_of_refusals_writes_a_few_lines_and_says_what_it_left_out() {
         "no line says what was left out: {refusals:#?}"
     );
 }
+
+/// The request-duration histogram (what InboundIngressSlow reads) times the provider's
+/// deliveries answered 2xx, not refusals: an unauthenticated slow-body flood must not page
+/// as a slow ingress.
+#[tokio::test]
+async fn refusals_are_not_timed_as_deliveries() {
+    let stack = inbound_tests::Stack::start().await;
+    let forged = inbound_tests::SignedRequest::stripe_signed(
+        "whsec_forged",
+        inbound_tests::signing::stripe_body("evt_forged", "payment_intent.succeeded", None, true),
+        0,
+    );
+    assert_eq!(stack.deliver(&forged).await.status, 401);
+    let timed = |page: &str| {
+        page.lines()
+            .find_map(|line| {
+                line.strip_prefix(
+                    "inbound_ingress_request_duration_seconds_count{integration=\"stripe-acme\"} ",
+                )
+            })
+            .map(str::to_owned)
+    };
+    let page = stack.ingress.metrics_page().await;
+    assert_eq!(timed(&page), None, "{page}");
+    assert_eq!(
+        stack.deliver_event("evt_timed").await.json["status"],
+        "accepted"
+    );
+    let page = stack.ingress.metrics_page().await;
+    assert_eq!(timed(&page).as_deref(), Some("1"), "{page}");
+}

@@ -9,7 +9,8 @@ use metrics_exporter_prometheus::PrometheusHandle;
 
 /// Counter: webhook requests by integration and outcome.
 pub const REQUESTS_TOTAL: &str = "inbound_ingress_requests_total";
-/// Histogram: webhook request duration by integration, in seconds.
+/// Histogram: how long verified deliveries answered 2xx took, by integration, in seconds
+/// (refusals are counted, not timed).
 pub const REQUEST_DURATION_SECONDS: &str = "inbound_ingress_request_duration_seconds";
 
 /// Counter: verified deliveries no route takes (answered 200 `ignored`, stored nowhere),
@@ -70,7 +71,7 @@ pub fn install_metrics() -> anyhow::Result<PrometheusHandle> {
     metrics::describe_histogram!(
         REQUEST_DURATION_SECONDS,
         metrics::Unit::Seconds,
-        "Time from request start to answer, by integration."
+        "Time from request start to answer of verified deliveries answered 2xx, by integration (refusals are not timed)."
     );
     metrics::describe_counter!(
         IGNORED_TOTAL,
@@ -205,11 +206,15 @@ impl RequestMetrics {
                 .set(unix_now());
         }
         self.outcome_counter(outcome).increment(1);
-        self.duration
-            .get_or_init(|| {
-                metrics::histogram!(REQUEST_DURATION_SECONDS, "integration" => self.integration.clone())
-            })
-            .record(elapsed.as_secs_f64());
+        // The provider's deliveries answered 2xx are what its timeout applies to; a refused
+        // request (a forged or slow-body flood) is counted, never timed as one.
+        if delivered {
+            self.duration
+                .get_or_init(|| {
+                    metrics::histogram!(REQUEST_DURATION_SECONDS, "integration" => self.integration.clone())
+                })
+                .record(elapsed.as_secs_f64());
+        }
     }
 
     fn outcome_counter(&self, outcome: &'static str) -> Counter {
