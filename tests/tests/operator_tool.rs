@@ -831,3 +831,24 @@ async fn sender_bytes_never_reach_the_terminal_as_control_characters() {
     ));
     assert_eq!(listed[0]["event_id"], hostile, "JSON stays exact");
 }
+
+/// A receipt that was applied after failed attempts keeps their last error as history:
+/// `receipts show` says it came before the outcome, never as the receipt's current error.
+#[tokio::test]
+async fn an_applied_receipt_shows_its_earlier_error_as_history() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let id = receipt_in(pool, "evt_recovered", "done_later").await;
+    sqlx::query("UPDATE receipts SET attempts = 2, last_error = 'order o1 does not exist yet' WHERE id = $1")
+        .bind(id)
+        .execute(pool)
+        .await
+        .expect("an earlier failure");
+    let shown = inboundctl(&database, &["receipts", "show", &id.to_string()], &[]);
+    let shown = text(&shown.stdout);
+    assert!(
+        shown.contains("earlier error  order o1 does not exist yet (before it was done)"),
+        "{shown}"
+    );
+    assert!(!shown.contains("last error"), "{shown}");
+}

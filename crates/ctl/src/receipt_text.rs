@@ -2,6 +2,7 @@
 //! and its payload (pretty-printed, or as stored when it cannot be decoded).
 
 use inbound_core::payload;
+use inbound_core::states::ReceiptStatus;
 use inbound_core::store::admin;
 
 use crate::output::out;
@@ -47,7 +48,13 @@ pub fn print_receipt(
         }
     );
     if let Some(error) = &detail.last_error {
-        out!("  last error   {error}");
+        // A receipt that ended done after failed attempts keeps their error as history:
+        // it is not the receipt's state.
+        if detail.status == ReceiptStatus::Done {
+            out!("  earlier error  {error} (before it was done)");
+        } else {
+            out!("  last error   {error}");
+        }
     }
     out!("  received     {}", detail.received_at);
     if let Some(finished) = detail.finished_at {
