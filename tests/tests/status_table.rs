@@ -136,13 +136,22 @@ async fn status_table_for(provider: Provider) {
                 .any(|line| line.starts_with(&counted) && line.ends_with(" 1")),
             "{name}: {page}"
         );
-        assert!(
-            stack.ingress.logs().iter().any(|line| {
-                line.contains("\"outcome\":\"out_of_scope\"") && line.contains("\"scope\":")
-            }),
-            "{name}: the out-of-scope line names the scope: {:#?}",
-            stack.ingress.logs()
-        );
+        // The request's log line is written after its answer: wait for it.
+        inbound_tests::eventually(
+            "the out-of-scope line names the scope",
+            std::time::Duration::from_secs(5),
+            async || {
+                stack
+                    .ingress
+                    .logs()
+                    .iter()
+                    .any(|line| {
+                        line.contains("\"outcome\":\"out_of_scope\"") && line.contains("\"scope\":")
+                    })
+                    .then_some(())
+            },
+        )
+        .await;
     }
 
     // 404 unknown integration.
