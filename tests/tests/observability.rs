@@ -138,6 +138,14 @@ async fn rules_and_dashboard_use_only_exported_metrics_and_logs_hold_no_secrets(
                 .to_vec(),
         )
         .expect("utf-8");
+        // CPU time to the hundredth: every process here has used some, which whole
+        // seconds would read as 0.
+        let cpu: f64 = text
+            .lines()
+            .find_map(|line| line.strip_prefix("process_cpu_seconds_total "))
+            .and_then(|value| value.trim().parse().ok())
+            .expect("process_cpu_seconds_total");
+        assert!(cpu > 0.0, "process_cpu_seconds_total {cpu}");
         for name in metric_names(&text) {
             assert!(
                 text.contains(&format!("# HELP {name} ")),

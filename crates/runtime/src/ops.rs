@@ -161,7 +161,8 @@ pub fn liveness() -> Response<Body> {
 pub fn metrics(handle: &PrometheusHandle) -> Response<Body> {
     crate::process_metrics::collect_process();
     handle.run_upkeep();
-    let mut response = Response::new(Full::new(bytes::Bytes::from(handle.render())));
+    let page = crate::process_metrics::with_precise_cpu_seconds(handle.render());
+    let mut response = Response::new(Full::new(bytes::Bytes::from(page)));
     response.headers_mut().insert(
         http::header::CONTENT_TYPE,
         http::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
