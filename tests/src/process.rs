@@ -219,6 +219,15 @@ impl Service {
         String::from_utf8_lossy(&answer.body).into_owned()
     }
 
+    /// Waits (5 s at most) for a log line that `matches`: a request's line is written
+    /// after its answer. Panics naming `what` when none comes.
+    pub async fn wait_for_log(&self, what: &str, matches: impl Fn(&str) -> bool) {
+        crate::eventually(what, std::time::Duration::from_secs(5), async || {
+            self.logs().iter().any(|line| matches(line)).then_some(())
+        })
+        .await;
+    }
+
     /// Every log line so far.
     pub fn logs(&self) -> Vec<String> {
         self.logs.lock().expect("log lock").clone()

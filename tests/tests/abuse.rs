@@ -180,19 +180,12 @@ async fn a_flood_of_refusals_writes_a_few_lines_and_says_what_it_left_out() {
     assert_eq!(stack.deliver(&forged).await.status, 401);
     let accepted = stack.deliver_event("evt_after_the_flood").await;
     assert_eq!(accepted.json["status"], "accepted");
-    inbound_tests::eventually(
-        "the accepted delivery's line",
-        std::time::Duration::from_secs(5),
-        async || {
-            stack
-                .ingress
-                .logs()
-                .iter()
-                .any(|line| line.contains("evt_after_the_flood"))
-                .then_some(())
-        },
-    )
-    .await;
+    stack
+        .ingress
+        .wait_for_log("the accepted delivery's line", |line| {
+            line.contains("evt_after_the_flood")
+        })
+        .await;
     let logs = stack.ingress.logs();
     let refusals: Vec<&String> = logs
         .iter()

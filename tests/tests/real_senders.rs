@@ -326,19 +326,12 @@ async fn slack_app_rate_limited_is_acknowledged_and_counted_per_team() {
         "inbound_ingress_slack_rate_limited_total{integration=\"slack-acme\",team=\"T1\"}",
     )
     .await;
-    inbound_tests::eventually(
-        "a warning names app_rate_limited",
-        Duration::from_secs(5),
-        async || {
-            stack
-                .ingress
-                .logs()
-                .iter()
-                .any(|line| line.contains("\"WARN\"") && line.contains("app_rate_limited"))
-                .then_some(())
-        },
-    )
-    .await;
+    stack
+        .ingress
+        .wait_for_log("a warning names app_rate_limited", |line| {
+            line.contains("\"WARN\"") && line.contains("app_rate_limited")
+        })
+        .await;
 }
 
 /// GitLab's group and member events carry no `/project/id`. A type no route takes is

@@ -136,22 +136,12 @@ async fn status_table_for(provider: Provider) {
                 .any(|line| line.starts_with(&counted) && line.ends_with(" 1")),
             "{name}: {page}"
         );
-        // The request's log line is written after its answer: wait for it.
-        inbound_tests::eventually(
-            "the out-of-scope line names the scope",
-            std::time::Duration::from_secs(5),
-            async || {
-                stack
-                    .ingress
-                    .logs()
-                    .iter()
-                    .any(|line| {
-                        line.contains("\"outcome\":\"out_of_scope\"") && line.contains("\"scope\":")
-                    })
-                    .then_some(())
-            },
-        )
-        .await;
+        stack
+            .ingress
+            .wait_for_log("the out-of-scope line names the scope", |line| {
+                line.contains("\"outcome\":\"out_of_scope\"") && line.contains("\"scope\":")
+            })
+            .await;
     }
 
     // 404 unknown integration.
@@ -337,20 +327,12 @@ async fn standard_webhooks_v1a_verifies_with_a_public_key() {
     }
     let refused = stack.deliver(&listed).await;
     assert_status(&refused, 401, "170 listed signatures");
-    // The request's log line is written after its answer: wait for it.
-    inbound_tests::eventually(
-        "the log names why",
-        std::time::Duration::from_secs(5),
-        async || {
-            stack
-                .ingress
-                .logs()
-                .iter()
-                .any(|line| line.contains("more signatures than any sender lists"))
-                .then_some(())
-        },
-    )
-    .await;
+    stack
+        .ingress
+        .wait_for_log("the log names why", |line| {
+            line.contains("more signatures than any sender lists")
+        })
+        .await;
     assert_eq!(stack.database.receipt_count().await, 2);
 }
 
