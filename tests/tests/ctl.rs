@@ -244,6 +244,39 @@ fn check_config_accepts_any_handler_unless_told_which_the_worker_has() {
     );
 }
 
+/// What `check-config --handlers` cannot know — a handler's own start-up checks (a
+/// Stripe business handler needs `expect.livemode`) — the worker checks offline:
+/// `inbound-worker --check-config` reads no database.
+#[test]
+fn the_worker_checks_a_configuration_offline_with_its_handlers_own_checks() {
+    let scratch = ScratchDir::new();
+    let check = |path: &str| {
+        std::process::Command::new(inbound_tests::process::binary("inbound-worker"))
+            .args(["--check-config", "--config", path])
+            .env_remove("DATABASE_URL")
+            .envs(fixtures::secret_env())
+            .output()
+            .expect("inbound-worker --check-config")
+    };
+    let fine = write_config(&scratch, |config| config);
+    let output = check(&fine);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let unpinned = write_config(&scratch, |config| {
+        config.replacen(
+            "expect = { account = \"acct_123\", livemode = true }",
+            "expect = { account = \"acct_123\" }",
+            1,
+        )
+    });
+    let output = check(&unpinned);
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output.stdout));
+    assert!(
+        text(&output.stderr).contains("expect.livemode"),
+        "{}",
+        text(&output.stderr)
+    );
+}
+
 #[test]
 fn check_config_refuses_a_bad_standard_secret_without_printing_it() {
     let scratch = ScratchDir::new();

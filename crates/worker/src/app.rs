@@ -89,6 +89,15 @@ impl WorkerBuilder {
         }
         args.check()?;
         let config = load_config(&args, &registry)?;
+        if args.check_config {
+            println!(
+                "{}: ok for this worker ({} integrations, {} handlers)",
+                args.common.config.display(),
+                config.integrations().len(),
+                registry.names().len()
+            );
+            return Ok(());
+        }
         let metrics =
             telemetry::install_metrics(args.role).context("cannot install the metrics recorder")?;
         let pool = store::connect_pool_lazy(
@@ -229,24 +238,39 @@ pub fn check_routes(
     Ok(())
 }
 
+/// The flags of a run that reads no database — `--list-handlers` (nor the configuration)
+/// and `--check-config` — when the only thing missing is what it never reads; `None`
+/// otherwise (the parse error then says what is wrong).
+fn offline_args() -> Option<WorkerArgs> {
+    let mut argv: Vec<String> = std::env::args().collect();
+    let given = |flag: &str, env: &str| {
+        std::env::var_os(env).is_some()
+            || argv
+                .iter()
+                .any(|arg| arg == flag || arg.starts_with(&format!("{flag}=")))
+    };
+    let listing = argv.iter().any(|arg| arg == "--list-handlers");
+    let checking = argv.iter().any(|arg| arg == "--check-config");
+    if !listing && !checking {
+        return None;
+    }
+    let mut missing = Vec::new();
+    if !given("--database-url", "DATABASE_URL") {
+        missing.extend(["--database-url", "(not read)"]);
+    }
+    if listing && !given("--config", "INBOUND_CONFIG") {
+        missing.extend(["--config", "(not read)"]);
+    }
+    argv.extend(missing.into_iter().map(str::to_owned));
+    WorkerArgs::try_parse_from(argv).ok()
+}
+
 /// A whole worker process: flags from the command line and environment, logging, then
 /// [`WorkerBuilder::run`] until SIGTERM/SIGINT. `configure` registers the handlers.
 pub fn main(configure: impl FnOnce(WorkerBuilder) -> WorkerBuilder) -> ExitCode {
     let args = match WorkerArgs::try_parse() {
         Ok(args) => args,
-        // `--list-handlers` reads neither the configuration nor the database: listing the
-        // registry must not need them (`check-config --handlers "$(… --list-handlers)"`).
-        Err(_) if std::env::args().skip(1).any(|arg| arg == "--list-handlers") => {
-            WorkerArgs::parse_from([
-                "inbound-worker",
-                "--list-handlers",
-                "--config",
-                "(not read)",
-                "--database-url",
-                "(not read)",
-            ])
-        }
-        Err(error) => error.exit(),
+        Err(error) => offline_args().unwrap_or_else(|| error.exit()),
     };
     logging::init_logging(args.common.log_format);
     let builder = configure(Worker::builder(args));

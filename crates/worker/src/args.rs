@@ -45,6 +45,11 @@ pub struct WorkerArgs {
     /// `inboundctl check-config --handlers`).
     #[arg(long)]
     pub list_handlers: bool,
+    /// Check the configuration as this worker would at start-up — every route's handler
+    /// registered, its providers and options accepted, its integration's own checks
+    /// (a Stripe business handler needs `expect.livemode`) — and exit; reads no database.
+    #[arg(long)]
+    pub check_config: bool,
     /// receipts: apply transitions only; effects: deliver effects only; all: both.
     #[arg(long, env = "INBOUND_ROLE", value_enum, default_value_t = Role::All)]
     pub role: Role,
