@@ -60,6 +60,26 @@ async fn accept_refund(
     .await
 }
 
+/// Waits until some session of this database waits for a lock (10 s at most), panicking
+/// with `never` otherwise: a racing step has reached the row or advisory lock the test holds.
+async fn wait_for_a_lock_wait(pool: &sqlx::PgPool, never: &str) {
+    let started = std::time::Instant::now();
+    loop {
+        let blocked: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(pool)
+        .await
+        .expect("activity");
+        if blocked > 0 {
+            return;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "{never}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Orders `o1`–`o3`, each awaiting 1000 usd through `pi_1`–`pi_3`.
 async fn seed_three_orders(pool: &sqlx::PgPool) {
     for (order, payment) in [("o1", "pi_1"), ("o2", "pi_2"), ("o3", "pi_3")] {
@@ -456,24 +476,7 @@ async fn a_refund_racing_its_payment_applies_in_the_same_attempt() {
         let worker = worker.clone();
         async move { step(&worker).await }
     });
-    let started = std::time::Instant::now();
-    loop {
-        let blocked: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_stat_activity
-             WHERE datname = current_database() AND wait_event_type = 'Lock'",
-        )
-        .fetch_one(pool)
-        .await
-        .expect("activity");
-        if blocked > 0 {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "the refund never waited for the payment's row lock"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_for_a_lock_wait(pool, "the refund never waited for the payment's row lock").await;
     payment.commit().await.expect("the payment commits");
     racing.await.expect("step");
 
@@ -1826,24 +1829,11 @@ async fn a_refund_racing_its_own_failure_never_leaves_the_order_refunded() {
         let worker = worker.clone();
         async move { step(&worker).await }
     });
-    let started = std::time::Instant::now();
-    loop {
-        let blocked: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_stat_activity
-             WHERE datname = current_database() AND wait_event_type = 'Lock'",
-        )
-        .fetch_one(pool)
-        .await
-        .expect("activity");
-        if blocked > 0 {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "the refund never waited for the failure's lock on the payment"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_for_a_lock_wait(
+        pool,
+        "the refund never waited for the failure's lock on the payment",
+    )
+    .await;
     failing.commit().await.expect("the failure commits");
     racing.await.expect("step");
     domain::assert_ended(pool, refund, "done", Some("ignored"), "failed").await;
