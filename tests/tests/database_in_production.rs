@@ -239,6 +239,10 @@ async fn each_role_is_refused_what_its_process_must_not_do() {
         "SELECT * FROM receipts",
         "UPDATE receipts SET status = 'done'",
         "DELETE FROM receipt_queue",
+        // It reads when queue rows became claimable (the ages it exports), not what
+        // they hold.
+        "SELECT last_error FROM receipt_queue",
+        "UPDATE receipt_queue SET visible_at = now()",
         "SELECT * FROM effects",
         "SELECT * FROM inbound_example.orders",
         "UPDATE inbound_example.orders SET status = 'paid'",

@@ -487,3 +487,65 @@ async fn an_effect_retry_line_says_what_went_wrong() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// The drill "all workers gone, traffic continues": the age that pages and scales must not
+/// vanish with the role it scales. The ingress, running alone as its own least-privilege
+/// role, exports the claimable age of the receipts it accepted (and when it last read
+/// them), so the alert and KEDA see the backlog grow with no worker up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_every_worker_gone_the_ingress_exports_the_age_of_what_it_accepted() {
+    use inbound_core::store::roles::Process;
+    let database = TestDatabase::create().await;
+    let roles = inbound_tests::database::TestRoles::create(&database).await;
+    let ingress = Service::ingress(
+        &fixtures::ingress_options(&roles.url(database.url(), Process::Ingress))
+            .with_args(&["--gauge-interval-secs", "1"]),
+    );
+    let client = inbound_tests::http::HttpClient::new();
+    let answer = SignedRequest::stripe(stripe_event(
+        "evt_no_worker",
+        "payment_intent.succeeded",
+        payment_intent("pi_no_worker", "order_none", 100, "usd", "succeeded"),
+    ))
+    .send(&client, &ingress)
+    .await
+    .expect("answer");
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let value = |page: &str, series: &str| -> Option<f64> {
+        page.lines()
+            .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+    };
+    let page = inbound_tests::eventually(
+        "the ingress's pending age of stripe-acme above 1 s",
+        Duration::from_secs(15),
+        async || {
+            let page = ingress.metrics_page().await;
+            (value(
+                &page,
+                "inbound_oldest_pending_age_seconds{integration=\"stripe-acme\"}",
+            )? > 1.0)
+                .then_some(page)
+        },
+    )
+    .await;
+    assert!(
+        value(&page, "inbound_gauges_refreshed_timestamp_seconds").is_some_and(|at| at > 0.0),
+        "{page}"
+    );
+    assert_eq!(
+        value(
+            &page,
+            "inbound_oldest_pending_age_seconds{integration=\"gh-acme\"}"
+        ),
+        Some(0.0),
+        "{page}"
+    );
+    assert!(
+        !ingress
+            .logs()
+            .iter()
+            .any(|line| line.contains("could not refresh")),
+        "{:#?}",
+        ingress.logs()
+    );
+}

@@ -80,8 +80,9 @@ pub async fn run(
     };
     let readiness = ops::Readiness::start(pool.clone(), Duration::from_secs(1), sessions.gate());
     let group_commit = start_group_commit(&cli, pool.clone()).gated_by(sessions.gate());
+    let config = Arc::new(config);
     let app = Arc::new(App::new(
-        Arc::new(config),
+        Arc::clone(&config),
         pool,
         group_commit,
         BodyBudget::new(cli.body_budget_bytes),
@@ -104,6 +105,7 @@ pub async fn run(
     );
 
     let ops_port = ops::spawn_ops_port(metrics_listener, metrics, readiness);
+    let queue_ages = spawn_queue_ages(&cli, app.pool().clone(), config, sessions.gate());
 
     let handler_app = Arc::clone(&app);
     let drain = serve(
@@ -120,12 +122,30 @@ pub async fn run(
     // In a process that goes on (tests, an embedding), the ops port and with it the
     // readiness task end with the ingress.
     ops_port.abort();
+    queue_ages.abort();
     // The committers end with the last handle on the app (the queue's sender) and give
     // their connections back: closing the pool waits (a bounded time) for every connection.
     let pool = app.pool().clone();
     drop(app);
     close_pool(&pool, EXIT_POOL_CLOSE_LIMIT).await;
     sessions.finish()
+}
+
+/// The queue ages, exported here too so that they outlive every worker (a crash loop, a
+/// bad deploy): read after the database sessions are checked, each refresh bounded by
+/// the statement limit.
+fn spawn_queue_ages(
+    cli: &IngressArgs,
+    pool: sqlx::PgPool,
+    config: Arc<Config>,
+    gate: inbound_runtime::sessions::SessionGate,
+) -> tokio::task::JoinHandle<()> {
+    let interval = cli.common.gauge_interval();
+    let limit = cli.common.statement_timeout() + inbound_core::store::bounded::STATEMENT_MARGIN;
+    tokio::spawn(async move {
+        gate.opened().await;
+        inbound_runtime::queue_ages::export_forever(pool, &config, interval, limit).await;
+    })
 }
 
 /// The group commit, with a connection left for `/readyz`.

@@ -64,6 +64,7 @@ pub fn install_metrics() -> anyhow::Result<PrometheusHandle> {
             (COMMIT_BATCH_SIZE, BATCH_SIZE_BUCKETS),
         ],
     )?;
+    inbound_runtime::queue_ages::describe();
     metrics::describe_counter!(
         REQUESTS_TOTAL,
         "Webhook requests answered, by integration (\"unknown\" for unknown ids) and outcome."
@@ -157,8 +158,9 @@ pub fn record_commit_batch(receipts: usize) {
     metrics::histogram!(COMMIT_BATCH_SIZE).record(receipts as f64);
 }
 
-/// Records when this process started serving each integration.
+/// Records when this process started serving each integration; the queue ages start at 0.
 pub fn initialise(config: &inbound_core::config::Config) {
+    inbound_runtime::queue_ages::initialise(config);
     let now = unix_now();
     for integration in config.integrations() {
         metrics::gauge!(INTEGRATION_SINCE_TIMESTAMP_SECONDS, "integration" => integration.id.clone())

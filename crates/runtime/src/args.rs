@@ -36,6 +36,11 @@ pub struct CommonArgs {
     /// Drain budget after SIGTERM/SIGINT.
     #[arg(long, env = "INBOUND_SHUTDOWN_GRACE_SECS", default_value_t = 20)]
     pub shutdown_grace_secs: u64,
+    /// How often the queue gauges are read from the database (at most 60: the alerts and
+    /// KEDA count a process's gauges stale after 120 s without a refresh).
+    #[arg(long, env = "INBOUND_GAUGE_INTERVAL_SECS", default_value_t = 5,
+          value_parser = clap::value_parser!(u64).range(1..=60))]
+    pub gauge_interval_secs: u64,
 }
 
 impl CommonArgs {
@@ -55,6 +60,11 @@ impl CommonArgs {
     /// `--db-statement-timeout-ms`.
     pub fn statement_timeout(&self) -> Duration {
         Duration::from_millis(self.db_statement_timeout_ms)
+    }
+
+    /// `--gauge-interval-secs`.
+    pub fn gauge_interval(&self) -> Duration {
+        Duration::from_secs(self.gauge_interval_secs)
     }
 
     /// `--shutdown-grace-secs`.

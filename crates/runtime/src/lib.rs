@@ -6,6 +6,7 @@
 //! - [`http`]: the response body type and JSON responses.
 //! - [`ops`]: `/metrics`, `/healthz` and `/readyz`, and the Prometheus recorder.
 //! - [`database`]: a unit of database work, bounded on the client.
+//! - [`queue_ages`]: the ages that page and scale, exported by workers and the ingress.
 //! - [`process`]: a binary's runtime and exit code.
 //! - [`logging`]: `--log-format json|text` and `RUST_LOG`.
 //! - [`signals`]: SIGTERM/SIGINT as a future.
@@ -28,6 +29,7 @@ pub mod logging;
 pub mod ops;
 pub mod process;
 pub mod process_metrics;
+pub mod queue_ages;
 pub mod server;
 pub mod sessions;
 pub mod signals;

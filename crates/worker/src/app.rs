@@ -132,7 +132,7 @@ impl WorkerBuilder {
             ops::Readiness::start(pool.clone(), Duration::from_secs(1), sessions.gate());
         let ops_port = ops::spawn_ops_port(metrics_listener, metrics, readiness);
         let gauge_worker = Arc::clone(&worker);
-        let gauge_interval = Duration::from_secs(args.gauge_interval_secs.max(1));
+        let gauge_interval = args.common.gauge_interval();
         // The gauges query the database like everything else: not before its sessions
         // are checked (an undeclared pooler would carry their statements).
         let gauge_gate = sessions.gate();

@@ -98,11 +98,6 @@ pub struct WorkerArgs {
     /// Identifies this worker in `receipt_queue.leased_by`.
     #[arg(long, env = "INBOUND_WORKER_ID")]
     pub worker_id: Option<String>,
-    /// How often the queue gauges are refreshed (at most 60: the alerts and KEDA count a
-    /// worker's gauges stale after 120 s without a refresh).
-    #[arg(long, env = "INBOUND_GAUGE_INTERVAL_SECS", default_value_t = 5,
-          value_parser = clap::value_parser!(u64).range(1..=60))]
-    pub gauge_interval_secs: u64,
 }
 
 impl WorkerArgs {

@@ -1,6 +1,7 @@
 //! Queue gauges, refreshed every few seconds from index-backed queries: receipts and
-//! effects by state, the oldest pending age of every configured integration and the
-//! oldest undelivered effect of every sink (0 when none).
+//! effects by state, the queue ages of every configured integration
+//! ([`inbound_runtime::queue_ages`], which the ingress exports too) and the oldest
+//! undelivered effect of every sink (0 when none).
 
 use std::collections::BTreeSet;
 use std::sync::Mutex;
@@ -10,13 +11,13 @@ use inbound_core::states::{EffectStatus, ReceiptStatus};
 use inbound_core::store::{admin, effects};
 use inbound_runtime::database::with_connection;
 use inbound_runtime::failpoint;
+use inbound_runtime::queue_ages;
 use sqlx::PgConnection;
 
 use crate::Worker;
 use crate::telemetry::{
     EFFECTS, EFFECTS_FAILED, EFFECTS_FINISHED_TOTAL, EFFECTS_FOR_UNKNOWN_SINKS,
-    GAUGES_REFRESHED_TIMESTAMP_SECONDS, LEASE_RECLAIMS_TOTAL, OLDEST_DUE_EFFECT_WAIT_SECONDS,
-    OLDEST_EFFECT_AGE_SECONDS, OLDEST_PENDING_AGE_SECONDS, OLDEST_WAITING_AGE_SECONDS, RECEIPTS,
+    LEASE_RECLAIMS_TOTAL, OLDEST_DUE_EFFECT_WAIT_SECONDS, OLDEST_EFFECT_AGE_SECONDS, RECEIPTS,
     RECEIPTS_FOR_REVIEW,
 };
 
@@ -42,13 +43,7 @@ async fn refresh_on(worker: &Worker, connection: &mut PgConnection) -> Result<()
     for (state, count) in counts.by_state() {
         metrics::gauge!(RECEIPTS, "state" => state).set(count as f64);
     }
-    for integration in worker.config.integrations() {
-        let ages = admin::queue_ages(&mut *connection, &integration.id).await?;
-        metrics::gauge!(OLDEST_PENDING_AGE_SECONDS, "integration" => integration.id.clone())
-            .set(ages.pending);
-        metrics::gauge!(OLDEST_WAITING_AGE_SECONDS, "integration" => integration.id.clone())
-            .set(ages.waiting);
-    }
+    queue_ages::export(&mut *connection, &worker.config).await?;
     // Counted for every configured integration and sink, and for any other the rows name:
     // receipts of an integration since removed from the configuration (or effects of a
     // removed sink) still need a person, and their alert must not resolve by itself.
@@ -151,15 +146,9 @@ fn counts_to_export<State: Copy + PartialEq>(
 /// Sets every series to 0 so each is present before the first refresh succeeds.
 pub fn initialise(worker: &Worker) {
     metrics::counter!(LEASE_RECLAIMS_TOTAL).increment(0);
-    metrics::gauge!(GAUGES_REFRESHED_TIMESTAMP_SECONDS).set(0.0);
+    queue_ages::initialise(&worker.config);
     for (state, _) in admin::ReceiptCounts::default().by_state() {
         metrics::gauge!(RECEIPTS, "state" => state).set(0.0);
-    }
-    for integration in worker.config.integrations() {
-        metrics::gauge!(OLDEST_PENDING_AGE_SECONDS, "integration" => integration.id.clone())
-            .set(0.0);
-        metrics::gauge!(OLDEST_WAITING_AGE_SECONDS, "integration" => integration.id.clone())
-            .set(0.0);
     }
     // The open states only: finished effects are counted as they finish
     // ([`EFFECTS_FINISHED_TOTAL`]).
@@ -192,21 +181,7 @@ pub fn initialise(worker: &Worker) {
 
 /// Refreshes every `interval` until the task is dropped; failures are logged and retried.
 pub async fn refresh_forever(worker: &Worker, interval: Duration) {
-    let mut ticker = tokio::time::interval(interval);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        ticker.tick().await;
-        match refresh(worker).await {
-            Ok(()) => {
-                let now = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0.0, |since| since.as_secs_f64());
-                metrics::gauge!(GAUGES_REFRESHED_TIMESTAMP_SECONDS).set(now);
-            }
-            // The values stay as they were; the timestamp says how old they are.
-            Err(error) => tracing::warn!(%error, "could not refresh the queue gauges"),
-        }
-    }
+    queue_ages::refresh_forever(interval, || refresh(worker)).await;
 }
 
 #[cfg(test)]

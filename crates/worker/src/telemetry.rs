@@ -2,15 +2,9 @@
 
 use metrics_exporter_prometheus::PrometheusHandle;
 
-/// Gauge: how long the longest-claimable receipt has waited for a worker, per
-/// integration (what scales workers and pages).
-pub const OLDEST_PENDING_AGE_SECONDS: &str = "inbound_oldest_pending_age_seconds";
-/// Gauge: how long ago the oldest receipt waiting out a retry delay was accepted, per
-/// integration (failing work that more workers do not help).
-pub const OLDEST_WAITING_AGE_SECONDS: &str = "inbound_oldest_waiting_age_seconds";
-/// Gauge: when the queue gauges were last refreshed (Unix time, seconds): it stops
-/// advancing while the database cannot be read, so their values are known to be stale.
-pub const GAUGES_REFRESHED_TIMESTAMP_SECONDS: &str = "inbound_gauges_refreshed_timestamp_seconds";
+// The queue ages and their refresh time are `inbound_runtime::queue_ages`'s: the ingress
+// exports them too.
+
 /// Gauge: receipts by state (pending, leased, waiting, quarantined, failed).
 pub const RECEIPTS: &str = "inbound_receipts";
 /// Counter: processing attempts by integration and outcome.
@@ -79,21 +73,7 @@ pub fn install_metrics(role: crate::args::Role) -> anyhow::Result<PrometheusHand
 
 /// HELP text of the receipt side: ages, counts, attempts, batches.
 fn describe_receipt_metrics() {
-    metrics::describe_gauge!(
-        OLDEST_PENDING_AGE_SECONDS,
-        metrics::Unit::Seconds,
-        "How long the longest-claimable receipt has waited for a worker, per integration (0 when none): since it was accepted, or since its retry came due."
-    );
-    metrics::describe_gauge!(
-        GAUGES_REFRESHED_TIMESTAMP_SECONDS,
-        metrics::Unit::Seconds,
-        "When the queue and effect gauges were last refreshed from the database (Unix time); 0 before the first refresh."
-    );
-    metrics::describe_gauge!(
-        OLDEST_WAITING_AGE_SECONDS,
-        metrics::Unit::Seconds,
-        "How long ago the oldest receipt waiting out a retry delay was accepted, per integration (0 when none)."
-    );
+    inbound_runtime::queue_ages::describe();
     metrics::describe_gauge!(
         RECEIPTS,
         "Receipts by state: pending, leased, waiting, quarantined, failed."

@@ -25,6 +25,9 @@ const GRANTS: &[(Process, &[&str])] = &[
             // RETURNING, only what identifies the rows it inserted.
             "GRANT INSERT ON {schema}.receipts, {schema}.receipt_queue TO {role}",
             "GRANT SELECT (id, integration, source_scope, event_id, received_at) ON {schema}.receipts TO {role}",
+            // The queue ages that page and scale, which the ingress exports so that they
+            // outlive every worker: when rows became claimable, never what they hold.
+            "GRANT SELECT (integration, visible_at, enqueued_at, leased_by) ON {schema}.receipt_queue TO {role}",
         ],
     ),
     (
