@@ -1073,6 +1073,154 @@ async fn a_handler_failing_after_its_write_leaves_no_trace_and_the_rest_of_its_b
     assert_eq!(last_error.as_deref(), Some("failed after writing"));
 }
 
+/// A handler that writes (marks the order paid) and then gives a verdict other than
+/// `Applied` for some events — or fails.
+struct VerdictAfterWriting(std::sync::Arc<dyn Handler>);
+
+impl Handler for VerdictAfterWriting {
+    fn apply<'a>(
+        &'a self,
+        transaction: &'a mut sqlx::PgConnection,
+        input: HandlerInput<'a>,
+    ) -> HandlerFuture<'a> {
+        Box::pin(async move {
+            let transition = self.0.apply(transaction, input).await?;
+            let reason = "decided after writing".to_owned();
+            Ok(match input.event_id {
+                "evt_2" | "evt_6" => Transition::Quarantine { reason },
+                "evt_3" => Transition::Ignored { reason },
+                "evt_4" => Transition::Duplicate { reason },
+                "evt_5" => return Err(HandlerError::Transient(reason)),
+                _ => transition,
+            })
+        })
+    }
+}
+
+/// Only `Applied` commits what a handler wrote: a handler that writes and then answers
+/// `Quarantine`, `Ignored` or `Duplicate` leaves nothing behind (its receipt still ends as
+/// it said), in a batch applied together and in one applied receipt by receipt. So a
+/// replay after the cause is fixed applies the transition instead of reading as a false
+/// `Duplicate`.
+#[tokio::test]
+async fn only_an_applied_verdict_commits_the_handlers_writes() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let config = domain::config();
+    let mut receipts = Vec::new();
+    for n in 1..=6 {
+        let (order, payment, event) = (format!("o{n}"), format!("pi_{n}"), format!("evt_{n}"));
+        domain::seed_order(pool, &order, &payment, 1000, "usd").await;
+        receipts.push(accept_succeeded(pool, &config, &event, &payment, &order, 1000, "usd").await);
+    }
+    let stock = domain::stock_registry();
+    let mut registry = stock.clone();
+    let mark_paid = stock.get(ORDERS_MARK_PAID).expect("registered").clone();
+    registry.register(ORDERS_MARK_PAID, VerdictAfterWriting(mark_paid));
+    let worker = inbound_worker::Worker::new(
+        pool.clone(),
+        std::sync::Arc::new(config.clone()),
+        registry,
+        domain::settings(),
+    );
+
+    // Together: evt_1 to evt_4 in one transaction.
+    let mut connection = pool.acquire().await.expect("conn");
+    let together = domain::claim(&mut connection, 4, Duration::from_secs(30), "w").await;
+    let attempts = process_batch(&worker, together).await;
+    assert!(
+        matches!(
+            attempts[..],
+            [
+                Attempt::Committed(Transition::Applied { .. }),
+                Attempt::Committed(Transition::Quarantine { .. }),
+                Attempt::Committed(Transition::Ignored { .. }),
+                Attempt::Committed(Transition::Duplicate { .. }),
+            ]
+        ),
+        "{attempts:?}"
+    );
+    // Receipt by receipt (evt_5 fails, so its batch is isolated): evt_6 quarantined.
+    let isolated = domain::claim(&mut connection, 2, Duration::from_secs(30), "w").await;
+    let attempts = process_batch(&worker, isolated).await;
+    assert!(
+        matches!(
+            attempts[..],
+            [
+                Attempt::Retrying { .. },
+                Attempt::Committed(Transition::Quarantine { .. })
+            ]
+        ),
+        "{attempts:?}"
+    );
+    assert_eq!(domain::order_status(pool, "o1").await, "paid");
+    for order in ["o2", "o3", "o4", "o5", "o6"] {
+        assert_eq!(
+            domain::order_status(pool, order).await,
+            "awaiting_payment",
+            "{order}: the handler's write stayed behind a verdict other than applied"
+        );
+    }
+    assert_eq!(
+        domain::operation_keys(pool).await,
+        ["order.paid:acme:o1:pi_1"]
+    );
+    domain::assert_ended(
+        pool,
+        receipts[1],
+        "quarantined",
+        None,
+        "decided after writing",
+    )
+    .await;
+    domain::assert_ended(
+        pool,
+        receipts[2],
+        "done",
+        Some("ignored"),
+        "decided after writing",
+    )
+    .await;
+    domain::assert_ended(
+        pool,
+        receipts[3],
+        "done",
+        Some("duplicate"),
+        "decided after writing",
+    )
+    .await;
+    domain::assert_ended(
+        pool,
+        receipts[5],
+        "quarantined",
+        None,
+        "decided after writing",
+    )
+    .await;
+
+    // The cause fixed (the stock handler back), the replay applies: no false duplicate.
+    let mut connection = pool.acquire().await.expect("conn");
+    admin::replay(
+        &mut connection,
+        &[inbound_core::keys::ReceiptId(receipts[1])],
+        None,
+        "test",
+        "handler fixed",
+    )
+    .await
+    .expect("replay");
+    let fixed = domain::worker(pool, domain::settings());
+    let attempts = step(&fixed).await;
+    assert!(
+        matches!(
+            attempts[..],
+            [Attempt::Committed(Transition::Applied { .. })]
+        ),
+        "{attempts:?}"
+    );
+    assert_eq!(domain::order_status(pool, "o2").await, "paid");
+}
+
 #[tokio::test]
 async fn a_poison_receipt_fails_after_max_attempts_on_schedule_and_a_replay_applies_it() {
     let database = TestDatabase::create().await;
@@ -1746,8 +1894,20 @@ async fn a_later_refund_outlives_the_failure_of_an_earlier_one() {
     );
     let failure = domain::accept(pool, &config, &failure).await.expect("new");
     step(&worker).await;
-    domain::assert_ended(pool, failure, "done", Some("ignored"), "later refund").await;
+    // The failure is recorded (applied, though no order changed and no effect is sent).
+    assert_eq!(
+        domain::receipt_state(pool, failure).await,
+        ("done".into(), Some("applied".into()), None)
+    );
     assert_eq!(domain::order_status(pool, "o1").await, "refunded");
+    assert!(
+        !domain::operation_keys(pool)
+            .await
+            .iter()
+            .any(|key| key.starts_with("order.refund_failed")),
+        "{:?}",
+        domain::operation_keys(pool).await
+    );
 }
 
 /// An order canceled after it was paid, then refunded: when that refund fails, it is

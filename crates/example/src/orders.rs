@@ -373,8 +373,14 @@ async fn refund(
             None => return classify_orderless_refund(transaction, input, payment_id).await,
             Some(order) if order.status == "refunded" => {
                 // A redelivery, or a new refund whose predecessor's failure is still on
-                // its way: a failure reported before this event must not undo it.
-                orders::note_refund_event(transaction, tenant, payment_id, created).await?;
+                // its way: a failure reported before this event must not undo it. Noting
+                // a later event time is a write the order is judged by, so it is applied
+                // (only `Applied` commits a handler's writes), with no effect to send.
+                if orders::note_refund_event(transaction, tenant, payment_id, created).await? {
+                    return Ok(Transition::Applied {
+                        effects: Vec::new(),
+                    });
+                }
                 return classify_unrefunded(order, payment_id);
             }
             Some(order) => return classify_unrefunded(order, payment_id),
@@ -541,28 +547,33 @@ async fn refund_updated(
                 .collect(),
         });
     }
+    // The failure is recorded though no order changed: a write later events are judged
+    // by, so the transition is applied (only `Applied` commits a handler's writes), with
+    // no effect to send; why no order changed is logged.
     let order = orders::find_by_payment_for_update(transaction, tenant, payment_id).await?;
-    Ok(Transition::Ignored {
-        reason: match order {
-            None => format!(
-                "refund {refund_id} {status}, and no order expects PaymentIntent {payment_id}: recorded, so a late charge.refunded changes nothing"
-            ),
-            Some(order)
-                if order.status == "refunded" && order.amount_received_minor == Some(amount) =>
-            {
-                format!(
-                    "refund {refund_id} {status}, but a later refund of order {} was seen: that later refund stands",
-                    order.id
-                )
-            }
-            Some(order) if order.status == "refunded" => format!(
-                "refund {refund_id} {status} for another amount than order {} received: its full refund stands",
+    let why = match order {
+        None => format!(
+            "refund {refund_id} {status}, and no order expects PaymentIntent {payment_id}: recorded, so a late charge.refunded changes nothing"
+        ),
+        Some(order)
+            if order.status == "refunded" && order.amount_received_minor == Some(amount) =>
+        {
+            format!(
+                "refund {refund_id} {status}, but a later refund of order {} was seen: that later refund stands",
                 order.id
-            ),
-            Some(order) => format!(
-                "refund {refund_id} {status} before order {} was marked refunded (it is {}): recorded, so the refund's charge.refunded changes nothing",
-                order.id, order.status
-            ),
-        },
+            )
+        }
+        Some(order) if order.status == "refunded" => format!(
+            "refund {refund_id} {status} for another amount than order {} received: its full refund stands",
+            order.id
+        ),
+        Some(order) => format!(
+            "refund {refund_id} {status} before order {} was marked refunded (it is {}): recorded, so the refund's charge.refunded changes nothing",
+            order.id, order.status
+        ),
+    };
+    tracing::info!(receipt_id = input.receipt_id.0, %why, "refund failure recorded; no order changed");
+    Ok(Transition::Applied {
+        effects: Vec::new(),
     })
 }

@@ -2,9 +2,11 @@
 //!
 //! Each receipt goes: fence on the lease token (the queue row is deleted only if this
 //! attempt still holds it, and stays locked until commit) → the handler's transition →
-//! effect intents → the receipt's terminal state. The batch first runs *together*: one
-//! statement fences all, one finishes all, no savepoints — a handful of statements more
-//! than the handlers' own. If any receipt fails (transient error, a deadlock with another
+//! effect intents → the receipt's terminal state. A handler's writes commit only with an
+//! `Applied` verdict: it runs in a savepoint that any other verdict rolls back. The batch
+//! first runs *together*: one statement fences all, one finishes all, one savepoint per
+//! run of receipts for one handler (rolled back, and the run applied receipt by receipt,
+//! when a verdict is not `Applied`) — a handful of statements more than the handlers' own. If any receipt fails (transient error, a deadlock with another
 //! batch, a missing route), that transaction rolls back whole and the batch runs again
 //! *isolated*, each receipt in its own savepoint: a failure then rolls back alone and the
 //! others commit together, once. A lost lease fails nothing: that receipt is skipped.
@@ -326,12 +328,16 @@ async fn apply_run(
         return Ok(());
     };
     let handler = first.handler;
-    let inputs = run
-        .iter()
-        .map(|(claimed, route, payload)| handler_input(claimed, route, payload))
-        .collect();
-    let transitions = handler
-        .apply_all(transaction, inputs)
+    let inputs = || {
+        run.iter()
+            .map(|(claimed, route, payload)| handler_input(claimed, route, payload))
+    };
+    // The run's writes commit only if every verdict is `Applied`; otherwise they are
+    // rolled back and each receipt applied again alone, its own writes kept only if it
+    // is applied (what applying them one by one in savepoints gives).
+    let mut savepoint = transaction.begin().await?;
+    let mut transitions = handler
+        .apply_all(&mut savepoint, inputs().collect())
         .await
         .map_err(Abort::from)?;
     if transitions.len() != run.len() {
@@ -340,6 +346,15 @@ async fn apply_run(
             transitions.len(),
             run.len()
         )));
+    }
+    if transitions.iter().all(Transition::is_applied) {
+        savepoint.commit().await?;
+    } else {
+        savepoint.rollback().await?;
+        transitions.clear();
+        for input in inputs() {
+            transitions.push(apply_guarded(transaction, handler, input).await?);
+        }
     }
     for ((claimed, route, _), transition) in run.drain(..).zip(transitions) {
         record_intents(transaction, claimed, &route, &transition).await?;
@@ -393,10 +408,27 @@ async fn transition(
         Err(unreadable) => unreadable,
         Ok(payload) => {
             let input = handler_input(claimed, route, payload);
-            route.handler.apply(transaction, input).await?
+            apply_guarded(transaction, route.handler, input).await?
         }
     };
     record_intents(transaction, claimed, route, &transition).await?;
+    Ok(transition)
+}
+
+/// One handler call in a savepoint, so that what it wrote commits only with `Applied`:
+/// any other verdict rolls its writes back (the receipt still ends as the verdict says).
+async fn apply_guarded(
+    transaction: &mut PgConnection,
+    handler: &dyn Handler,
+    input: HandlerInput<'_>,
+) -> Result<Transition, Abort> {
+    let mut savepoint = transaction.begin().await?;
+    let transition = handler.apply(&mut savepoint, input).await?;
+    if transition.is_applied() {
+        savepoint.commit().await?;
+    } else {
+        savepoint.rollback().await?;
+    }
     Ok(transition)
 }
 

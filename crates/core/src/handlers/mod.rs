@@ -104,28 +104,43 @@ pub fn operation_key(kind: &str, business_key: &[&str]) -> String {
 }
 
 /// How a receipt ends when its handler succeeds.
+///
+/// Only `Applied` commits what the handler wrote: the worker runs every handler call in a
+/// savepoint and rolls it back for any other verdict (the receipt still ends as the
+/// verdict says, with its reason). A handler that must keep a record while changing no
+/// order (a fact that later events are judged by) returns `Applied` with no effects.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Transition {
-    /// The business change happened now; deliver these effects.
+    /// The business change happened now; its writes commit; deliver these effects.
     Applied {
         /// Zero or more intents, committed with the transition.
         effects: Vec<EffectIntent>,
     },
-    /// The business change had already happened (another event id, a redelivery).
+    /// The business change had already happened (another event id, a redelivery);
+    /// nothing the handler wrote commits.
     Duplicate {
         /// Why, for operators.
         reason: String,
     },
-    /// Nothing to do for this event (stale, partial, unmapped).
+    /// Nothing to do for this event (stale, partial, unmapped); nothing the handler
+    /// wrote commits.
     Ignored {
         /// Why, for operators.
         reason: String,
     },
-    /// A permanent inconsistency that needs a person.
+    /// A permanent inconsistency that needs a person; nothing the handler wrote commits,
+    /// so a replay after the fix starts from where the event found the business tables.
     Quarantine {
         /// Why, for operators.
         reason: String,
     },
+}
+
+impl Transition {
+    /// Whether this is [`Transition::Applied`]: the only verdict whose writes commit.
+    pub fn is_applied(&self) -> bool {
+        matches!(self, Self::Applied { .. })
+    }
 }
 
 /// A handler failure: the transaction rolls back and the receipt is retried with backoff.

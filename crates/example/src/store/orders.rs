@@ -203,25 +203,27 @@ pub async fn mark_refunded(
 }
 
 /// A full refund seen while the order is already `refunded` (a redelivery, or a new
-/// refund whose predecessor's failure is still on its way): remembers its event time, so
-/// that a failure reported before it does not undo the order's refund.
+/// refund whose predecessor's failure is still on its way): remembers its event time when
+/// it is later than the one known, so that a failure reported before it does not undo the
+/// order's refund. Whether it was later (and so written).
 pub async fn note_refund_event(
     conn: &mut PgConnection,
     tenant: &str,
     payment_id: &str,
     event_created: i64,
-) -> Result<(), sqlx::Error> {
-    sqlx::query!(
+) -> Result<bool, sqlx::Error> {
+    let noted = sqlx::query!(
         "UPDATE inbound_example.orders
-         SET refund_event_at = GREATEST(refund_event_at, to_timestamp($3::int8))
-         WHERE tenant_id = $1 AND provider_payment_id = $2 AND status = 'refunded'",
+         SET refund_event_at = to_timestamp($3::int8)
+         WHERE tenant_id = $1 AND provider_payment_id = $2 AND status = 'refunded'
+           AND (refund_event_at IS NULL OR refund_event_at < to_timestamp($3::int8))",
         tenant,
         payment_id,
         event_created,
     )
     .execute(conn)
     .await?;
-    Ok(())
+    Ok(noted.rows_affected() > 0)
 }
 
 /// A refund that failed or was canceled, as `charge.refund.updated` says.
