@@ -73,6 +73,13 @@ url = "http://127.0.0.1:1/effects"
 timeout_secs = 1
 breaker_failures = 3
 breaker_pause_secs = 1
+
+[[sink]]
+id = "down_long"
+url = "http://127.0.0.1:1/effects"
+timeout_secs = 1
+breaker_failures = 1
+breaker_pause_secs = 300
 "#,
         url = sink.url(),
         status = sink.status_url(),
@@ -662,6 +669,58 @@ async fn a_sink_that_cannot_be_reached_is_paused_by_its_breaker() {
     );
     let (status, attempts, _, _) = harness.effect("paused").await;
     assert_eq!((status.as_str(), attempts), ("pending", 4));
+}
+
+/// On call, after the sink is back: an operator's retry of one of a paused sink's effects
+/// ends the breaker's pause at the next gauge refresh (a probe now), instead of waiting out
+/// a pause that may have doubled to minutes.
+#[tokio::test]
+async fn an_operators_retry_ends_a_breakers_pause_with_a_probe_now() {
+    let harness = start().await;
+    harness.intent("down_long", "waiting").await;
+    harness.step().await;
+    harness.expedite().await;
+    assert!(harness.worker.sink_gates().is_open("down_long"));
+    inbound_worker::gauges::refresh(&harness.worker)
+        .await
+        .expect("gauges");
+    assert!(
+        harness.step().await.is_empty(),
+        "paused for 300 s: nothing of the sink is claimed"
+    );
+    let id: i64 = sqlx::query_scalar("SELECT id FROM effects WHERE operation_key = 'waiting'")
+        .fetch_one(harness.pool())
+        .await
+        .expect("effect");
+    let mut connection = harness.pool().acquire().await.expect("conn");
+    store::resolve(
+        &mut connection,
+        inbound_core::keys::EffectId(id),
+        store::Resolution::Retry,
+        None,
+        "alice",
+        "the receiver is back",
+    )
+    .await
+    .expect("retry");
+    inbound_worker::gauges::refresh(&harness.worker)
+        .await
+        .expect("gauges");
+    assert_eq!(
+        harness.step().await.len(),
+        1,
+        "the retry ended the pause: one probe now"
+    );
+    // The probe failed (the sink is still unreachable here): paused again, and the same
+    // retry does not end the new pause.
+    harness.expedite().await;
+    inbound_worker::gauges::refresh(&harness.worker)
+        .await
+        .expect("gauges");
+    assert!(
+        harness.step().await.is_empty(),
+        "the failed probe paused it again"
+    );
 }
 
 /// Hole 6: an operator's decision fences out a reconciliation already in progress.

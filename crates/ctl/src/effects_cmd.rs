@@ -280,7 +280,7 @@ async fn show(database: DatabaseArgs, id: EffectId, json: bool) -> anyhow::Resul
     if let Some(next) = effect.next_attempt_at {
         if effect.status == EffectStatus::Pending {
             out!(
-                "  next attempt    {next} (effects resolve {id} --retry makes it due now; while the sink's breaker is open it waits for the breaker's probe)"
+                "  next attempt    {next} (effects resolve {id} --retry makes it due now; if the sink's breaker is open, each worker ends its pause at its next gauge refresh, within --gauge-interval-secs, and sends it as the probe)"
             );
         } else {
             out!("  next check      {next} (its status URL is asked then)");

@@ -92,6 +92,13 @@ async fn refresh_on(worker: &Worker, connection: &mut PgConnection) -> Result<()
         let wait = effects::oldest_due_wait_seconds(&mut *connection, &sink.id).await?;
         metrics::gauge!(OLDEST_DUE_EFFECT_WAIT_SECONDS, "sink" => sink.id.clone()).set(wait);
     }
+    // An operator who retried an effect of a paused sink believes it back: probe it now
+    // rather than after a pause that may have doubled to minutes.
+    for (sink, paused_at) in worker.sink_gates().paused() {
+        if effects::retried_by_an_operator_since(&mut *connection, &sink, paused_at.into()).await? {
+            worker.sink_gates().probe_now(&sink);
+        }
+    }
     let known: Vec<&str> = worker
         .config
         .sinks()

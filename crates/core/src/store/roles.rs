@@ -35,11 +35,13 @@ const GRANTS: &[(Process, &[&str])] = &[
         &[
             // Receipts change state but are never inserted or removed (purge is an
             // operator's); queue rows are fenced away and released; intents are written
-            // and, with `--role all`, delivered. Operators' decisions are none of its
-            // business.
+            // and, with `--role all`, delivered. Operators' decisions it only reads (an
+            // operator's retry ends a sink's breaker pause).
             "GRANT SELECT, UPDATE ON {schema}.receipts TO {role}",
             "GRANT SELECT, UPDATE, DELETE ON {schema}.receipt_queue TO {role}",
             "GRANT SELECT, INSERT, UPDATE ON {schema}.effects, {schema}.effect_attempts TO {role}",
+            // An operator's retry of a paused sink's effect ends its breaker's pause.
+            "GRANT SELECT ON {schema}.effect_resolutions TO {role}",
             "GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {schema} TO {role}",
         ],
     ),
@@ -48,6 +50,7 @@ const GRANTS: &[(Process, &[&str])] = &[
         &[
             "GRANT SELECT, UPDATE ON {schema}.effects TO {role}",
             "GRANT SELECT, INSERT, UPDATE ON {schema}.effect_attempts TO {role}",
+            "GRANT SELECT ON {schema}.effect_resolutions TO {role}",
             "GRANT SELECT ON {schema}.receipt_queue TO {role}",
             "GRANT SELECT (id, integration, source_scope, event_id, event_type, status, received_at) ON {schema}.receipts TO {role}",
             "GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {schema} TO {role}",

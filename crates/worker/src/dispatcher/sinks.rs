@@ -6,12 +6,14 @@
 //! consecutive transport failures (refused, reset, timed out) → `open` (nothing of the
 //! sink is claimed for `breaker_pause_secs`) → `half-open` (one effect is claimed as a
 //! probe) → `closed` on any answer from the sink, `open` again (for twice the pause, at
-//! most [`MAX_PAUSE`]) on another transport failure. State is per worker process and
-//! starts closed; effects a paused sink leaves behind simply wait, due, in the table.
+//! most [`MAX_PAUSE`]) on another transport failure. An operator's retry of one of a
+//! paused sink's effects, seen at the next gauge refresh, ends the pause: half-open at
+//! once. State is per worker process and starts closed; effects a paused sink leaves
+//! behind simply wait, due, in the table.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use inbound_core::config::Config;
 
@@ -43,6 +45,8 @@ struct GateState {
     current_pause: Duration,
     /// A half-open probe is in flight.
     probing: bool,
+    /// When the breaker last opened (wall clock, to compare with an operator's retry).
+    opened_at: Option<SystemTime>,
 }
 
 /// A claimed effect's hold on one of its sink's slots; released on drop.
@@ -130,6 +134,43 @@ impl SinkGates {
             .is_some_and(|gate| gate.lock().open_until.is_some())
     }
 
+    /// The sinks whose breaker is open and waiting out its pause (no probe in flight),
+    /// with when it opened.
+    pub fn paused(&self) -> Vec<(String, SystemTime)> {
+        let now = Instant::now();
+        let mut paused: Vec<(String, SystemTime)> = self
+            .gates
+            .values()
+            .filter_map(|gate| {
+                let state = gate.lock();
+                let waiting = state.open_until.is_some_and(|until| until > now) && !state.probing;
+                waiting
+                    .then_some(state.opened_at)
+                    .flatten()
+                    .map(|opened| (gate.sink.clone(), opened))
+            })
+            .collect();
+        paused.sort();
+        paused
+    }
+
+    /// Ends `sink`'s pause now: the next claim takes one effect as the probe (an
+    /// operator retried one of its effects, so the sink is believed back).
+    pub fn probe_now(&self, sink: &str) {
+        let Some(gate) = self.gates.get(sink) else {
+            return;
+        };
+        let mut state = gate.lock();
+        if state.open_until.is_some() && !state.probing {
+            state.open_until = Some(Instant::now());
+            drop(state);
+            tracing::info!(
+                sink,
+                "an operator retried an effect of a paused sink: probing it now"
+            );
+        }
+    }
+
     /// Sets every sink's breaker gauge (0: closed), so each series exists from the start.
     pub fn initialise_metrics(&self) {
         for gate in self.gates.values() {
@@ -168,6 +209,7 @@ impl Gate {
             state.consecutive_failures = 0;
             if state.open_until.take().is_some() {
                 state.current_pause = Duration::ZERO;
+                state.opened_at = None;
                 drop(state);
                 metrics::gauge!(SINK_CIRCUIT_OPEN, "sink" => self.sink.clone()).set(0.0);
                 tracing::info!(sink = self.sink, "circuit closed: the sink answers again");
@@ -186,6 +228,7 @@ impl Gate {
         };
         state.current_pause = pause;
         state.open_until = Some(Instant::now() + pause);
+        state.opened_at = Some(SystemTime::now());
         let failures = state.consecutive_failures;
         drop(state);
         metrics::gauge!(SINK_CIRCUIT_OPEN, "sink" => self.sink.clone()).set(1.0);

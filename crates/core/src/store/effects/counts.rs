@@ -59,6 +59,27 @@ pub async fn failed_counts_by_sink(
     Ok(rows.into_iter().map(|row| (row.sink, row.count)).collect())
 }
 
+/// Whether an operator retried one of `sink`'s effects (`inboundctl effects resolve
+/// --retry`) after `since`: a paused sink's breaker then probes at once. Asked only for a
+/// sink whose breaker is open, once a gauge refresh; it reads the audit trail of
+/// operators' decisions, which grows with people's decisions, not with traffic.
+pub async fn retried_by_an_operator_since(
+    conn: &mut PgConnection,
+    sink: &str,
+    since: chrono::DateTime<chrono::Utc>,
+) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT EXISTS (
+             SELECT 1 FROM effect_resolutions r JOIN effects e ON e.id = r.effect_id
+             WHERE e.sink = $1 AND r.action = 'retry' AND r.resolved_at > $2
+         ) AS "retried!""#,
+        sink,
+        since,
+    )
+    .fetch_one(conn)
+    .await
+}
+
 /// Seconds since the oldest undelivered (pending, in flight or uncertain) effect of `sink`
 /// was recorded (0 when none).
 pub async fn oldest_open_age_seconds(
