@@ -50,9 +50,13 @@ pub async fn audit(pool: &PgPool, acknowledged: &[String]) -> Audit {
         "SELECT count(*) FROM receipts WHERE outcome = 'applied' AND event_type = 'payment_intent.succeeded'",
     )
     .await;
+    // Refunds that refunded an order: an applied `charge.refunded` that only noted a later
+    // event time of an order already refunded (applied so that its write commits) has no
+    // effect and changed no order.
     let applied_refunds = scalar(
         conn,
-        "SELECT count(*) FROM receipts WHERE outcome = 'applied' AND event_type = 'charge.refunded'",
+        "SELECT count(*) FROM receipts r WHERE r.outcome = 'applied' AND r.event_type = 'charge.refunded'
+           AND EXISTS (SELECT 1 FROM effects e WHERE e.receipt_id = r.id)",
     )
     .await;
     let orders_paid = scalar(
