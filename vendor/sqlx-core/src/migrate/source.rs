@@ -1,3 +1,4 @@
+use crate::config::migrate::UnrecognizedSqlFiles;
 use crate::error::BoxDynError;
 use crate::migrate::{migration, Migration, MigrationType};
 use crate::sql_str::{AssertSqlSafe, SqlSafeStr};
@@ -16,7 +17,9 @@ use std::path::{Path, PathBuf};
 /// `<VERSION>` is a string that can be parsed into `i64` and its value is
 /// greater than zero, and `<DESCRIPTION>` is a string.
 ///
-/// Files that don't match this format are silently ignored.
+/// Files that don't end in `.sql` are silently ignored. A `.sql` file that doesn't match this
+/// format is an error by default, since it is usually a migration that was named incorrectly;
+/// see [`ResolveConfig::unrecognized_sql_files`] to warn or ignore instead.
 ///
 /// You can create a new empty migration script using sqlx-cli:
 /// `sqlx migrate add <DESCRIPTION>`.
@@ -87,6 +90,7 @@ pub struct ResolveError {
 #[derive(Debug, Default)]
 pub struct ResolveConfig {
     ignored_chars: BTreeSet<char>,
+    unrecognized_sql_files: UnrecognizedSqlFiles,
 }
 
 impl ResolveConfig {
@@ -94,6 +98,7 @@ impl ResolveConfig {
     pub fn new() -> Self {
         ResolveConfig {
             ignored_chars: BTreeSet::new(),
+            unrecognized_sql_files: UnrecognizedSqlFiles::default(),
         }
     }
 
@@ -134,6 +139,16 @@ impl ResolveConfig {
     /// **Use at your own risk.**
     pub fn ignore_chars(&mut self, chars: impl IntoIterator<Item = char>) -> &mut Self {
         self.ignored_chars.extend(chars);
+        self
+    }
+
+    /// Set what to do with a `.sql` file whose name does not parse as
+    /// `<VERSION>_<DESCRIPTION>.sql`.
+    ///
+    /// Defaults to [`UnrecognizedSqlFiles::Error`]. Files that don't end in `.sql` are ignored
+    /// regardless of this setting.
+    pub fn unrecognized_sql_files(&mut self, behavior: UnrecognizedSqlFiles) -> &mut Self {
+        self.unrecognized_sql_files = behavior;
         self
     }
 
@@ -204,6 +219,31 @@ pub fn resolve_blocking_with_config(
         let parts = file_name.splitn(2, '_').collect::<Vec<_>>();
 
         if parts.len() != 2 || !parts[1].ends_with(".sql") {
+            // A `.sql` file that doesn't parse is usually a migration that was named
+            // incorrectly, so erroring is more useful than skipping it without a word.
+            // Projects that keep other SQL scripts here can opt out.
+            if file_name.ends_with(".sql") {
+                match config.unrecognized_sql_files {
+                    UnrecognizedSqlFiles::Error => {
+                        return Err(ResolveError {
+                            message: format!(
+                                "error parsing migration filename {file_name:?}; \
+                                 expected the format `<VERSION>_<DESCRIPTION>.sql` \
+                                 (e.g. `01_foo.sql`)"
+                            ),
+                            source: None,
+                        });
+                    }
+                    UnrecognizedSqlFiles::Warn => {
+                        tracing::warn!(
+                            "skipping {file_name:?}: not of the format \
+                             `<VERSION>_<DESCRIPTION>.sql` (e.g. `01_foo.sql`)"
+                        );
+                    }
+                    UnrecognizedSqlFiles::Ignore => {}
+                }
+            }
+
             // not of the format: <VERSION>_<DESCRIPTION>.<REVERSIBLE_DIRECTION>.sql; ignore
             continue;
         }
@@ -295,4 +335,50 @@ fn checksum_with_ignored_chars() {
     let digest_stripped = migration::checksum(&stripped_sql);
 
     assert_eq!(digest_ignored, digest_stripped);
+}
+
+#[test]
+fn resolve_errors_on_sql_file_without_version_prefix() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("schema.sql"), "create table foo();").unwrap();
+
+    let error = resolve_blocking(dir.path())
+        .expect_err("expected an error for a `.sql` file with no version prefix");
+
+    assert!(
+        error.to_string().contains("schema.sql"),
+        "error should name the offending file, got: {error}"
+    );
+}
+
+#[test]
+fn resolve_can_opt_out_of_erroring_on_unparseable_sql_file() {
+    for behavior in [UnrecognizedSqlFiles::Warn, UnrecognizedSqlFiles::Ignore] {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("schema.sql"), "create table foo();").unwrap();
+        fs::write(dir.path().join("1_foo.sql"), "create table foo();").unwrap();
+
+        let mut config = ResolveConfig::new();
+        config.unrecognized_sql_files(behavior);
+
+        let migrations = resolve_blocking_with_config(dir.path(), &config)
+            .unwrap_or_else(|e| panic!("expected {behavior:?} to skip `schema.sql`, got: {e}"));
+
+        assert_eq!(migrations.len(), 1);
+        assert_eq!(migrations[0].0.version, 1);
+    }
+}
+
+#[test]
+fn resolve_ignores_files_not_ending_in_sql() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("README.md"), "these are the migrations").unwrap();
+    fs::write(dir.path().join(".gitkeep"), "").unwrap();
+    fs::write(dir.path().join("1_foo.sql"), "create table foo();").unwrap();
+
+    let migrations = resolve_blocking(dir.path()).unwrap();
+
+    assert_eq!(migrations.len(), 1);
+    assert_eq!(migrations[0].0.version, 1);
+    assert_eq!(migrations[0].0.description, "foo");
 }
