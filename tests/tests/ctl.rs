@@ -948,6 +948,112 @@ async fn effect_in(pool: &sqlx::PgPool, key: &str, status: &str) -> i64 {
     id
 }
 
+/// On call, failed effects are read from their first: `effects list --oldest-first` pages
+/// upwards with `--after`, and `--summary` gives each sink's count, age and first error,
+/// so the error that started it is found without paging or guessing.
+#[tokio::test]
+async fn effects_are_listed_oldest_first_and_summarised_per_sink_with_the_first_error() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let env = [("DATABASE_URL".to_owned(), database.url().to_owned())];
+    let mut ids = Vec::new();
+    for (key, sink, error) in [
+        ("first", "audit", "refused: 422 unknown customer"),
+        ("second", "audit", "refused: 400 bad address"),
+        ("third", "billing", "refused: 409 conflict"),
+        ("fourth", "audit", "refused: 400 bad address"),
+    ] {
+        let id = effect_in(pool, key, "failed").await;
+        sqlx::query("UPDATE effects SET sink = $2, last_error = $3 WHERE id = $1")
+            .bind(id)
+            .bind(sink)
+            .bind(error)
+            .execute(pool)
+            .await
+            .expect("sink and error");
+        ids.push(id);
+    }
+    let json_of = |output: Output| -> serde_json::Value {
+        assert!(output.status.success(), "{}", text(&output.stderr));
+        serde_json::from_slice(&output.stdout).expect("JSON")
+    };
+    let keys = |listed: &serde_json::Value| -> Vec<String> {
+        listed
+            .as_array()
+            .expect("array")
+            .iter()
+            .map(|row| row["operation_key"].as_str().expect("key").to_owned())
+            .collect()
+    };
+    let first_page = json_of(inboundctl(
+        &[
+            "effects",
+            "list",
+            "--status",
+            "failed",
+            "--oldest-first",
+            "--limit",
+            "2",
+            "--json",
+        ],
+        &env,
+    ));
+    assert_eq!(keys(&first_page), ["first", "second"]);
+    let second_page = json_of(inboundctl(
+        &[
+            "effects",
+            "list",
+            "--status",
+            "failed",
+            "--oldest-first",
+            "--after",
+            &ids[1].to_string(),
+            "--json",
+        ],
+        &env,
+    ));
+    assert_eq!(keys(&second_page), ["third", "fourth"]);
+    let summary = json_of(inboundctl(
+        &[
+            "effects",
+            "list",
+            "--status",
+            "failed",
+            "--summary",
+            "--json",
+        ],
+        &env,
+    ));
+    assert_eq!(summary[0]["sink"], "audit");
+    assert_eq!(summary[0]["count"], 3);
+    assert_eq!(summary[0]["first_error"], "refused: 422 unknown customer");
+    assert_eq!(summary[0]["first_id"], ids[0]);
+    assert_eq!(summary[1]["sink"], "billing");
+    assert_eq!(summary[1]["count"], 1);
+    let printed = inboundctl(
+        &["effects", "list", "--status", "failed", "--summary"],
+        &env,
+    );
+    let printed = text(&printed.stdout);
+    assert!(
+        printed.contains("refused: 422 unknown customer") && printed.contains("billing"),
+        "{printed}"
+    );
+    // Newest first stays the default; --after belongs to oldest first.
+    let newest = json_of(inboundctl(
+        &[
+            "effects", "list", "--status", "failed", "--limit", "1", "--json",
+        ],
+        &env,
+    ));
+    assert_eq!(keys(&newest), ["fourth"]);
+    let refused = inboundctl(
+        &["effects", "list", "--status", "failed", "--after", "1"],
+        &env,
+    );
+    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused.stderr));
+}
+
 /// A completed effect was delivered: `effects show` says so, never "may have been
 /// delivered" (which is for an attempt whose outcome is unknown).
 #[tokio::test]

@@ -22,9 +22,12 @@ use crate::operate::DatabaseArgs;
 /// `inboundctl effects …`.
 #[derive(Debug, Subcommand)]
 pub enum EffectsCommand {
-    /// Effects in one state, newest first, a page at a time.
+    /// Effects in one state, newest first (or oldest first), a page at a time, or a
+    /// summary per sink with its first error.
     #[command(after_help = "Examples:
   inboundctl effects list --status review
+  inboundctl effects list --status failed --summary
+  inboundctl effects list --status failed --sink fulfillment --oldest-first
   inboundctl effects list --status failed --sink fulfillment --since 1d
   inboundctl effects list --status uncertain --owner fulfillment-oncall --config config.toml")]
     List {
@@ -35,13 +38,23 @@ pub enum EffectsCommand {
         status: EffectStatus,
         #[command(flatten)]
         filter: EffectFilterArgs,
-        /// Only ids below this: the `--before` a previous page printed.
-        #[arg(long)]
+        /// Only ids below this: the `--before` a previous page printed (newest first).
+        #[arg(long, conflicts_with_all = ["oldest_first", "summary"])]
         before: Option<EffectId>,
+        /// Oldest first: where a run of failures began.
+        #[arg(long, conflicts_with = "summary")]
+        oldest_first: bool,
+        /// Only ids above this: the `--after` a previous page printed (oldest first).
+        #[arg(long, requires = "oldest_first")]
+        after: Option<EffectId>,
+        /// Per sink: how many, the oldest and newest, and the first error (the oldest
+        /// effect with one).
+        #[arg(long)]
+        summary: bool,
         /// At most this many.
         #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(i64).range(1..=10_000))]
         limit: i64,
-        /// Print JSON (an array; page on with the smallest id as --before).
+        /// Print JSON (an array; page on with the last id as --before, or --after oldest first).
         #[arg(long)]
         json: bool,
     },
@@ -133,17 +146,27 @@ async fn select(
     status: EffectStatus,
     filter: &EffectFilterArgs,
     config: Option<&Config>,
-    before: Option<EffectId>,
+    page: Page,
     limit: i64,
 ) -> anyhow::Result<Vec<effects::EffectLine>> {
-    let core_filter = effects::EffectFilter {
+    let mut core_filter = effects::EffectFilter {
         status,
         sinks: sinks_selected(filter.sink.as_deref(), filter.owner.as_deref(), config)?,
         since: filter.window.since,
         until: filter.window.until,
-        before_id: before,
+        before_id: None,
+        after_id: None,
     };
-    let rows = effects::list(connection, &core_filter, limit).await?;
+    let rows = match page {
+        Page::NewestFirst { before } => {
+            core_filter.before_id = before;
+            effects::list(connection, &core_filter, limit).await?
+        }
+        Page::OldestFirst { after } => {
+            core_filter.after_id = after;
+            effects::list_oldest_first(connection, &core_filter, limit).await?
+        }
+    };
     if rows.is_empty()
         && let Some(sink) = &filter.sink
         && config.is_none_or(|config| config.sinks().iter().all(|known| &known.id != sink))
@@ -159,6 +182,72 @@ async fn select(
         );
     }
     Ok(rows)
+}
+
+/// A page of a listing: newest first below a cursor, or oldest first above one.
+#[derive(Debug, Clone, Copy)]
+enum Page {
+    NewestFirst { before: Option<EffectId> },
+    OldestFirst { after: Option<EffectId> },
+}
+
+/// `effects list --summary`: per sink, how many, since when, and the first error.
+async fn summarise(
+    database: DatabaseArgs,
+    status: EffectStatus,
+    filter: EffectFilterArgs,
+    json: bool,
+) -> anyhow::Result<()> {
+    let config = filter.config.load()?;
+    let core_filter = effects::EffectFilter {
+        status,
+        sinks: sinks_selected(
+            filter.sink.as_deref(),
+            filter.owner.as_deref(),
+            config.as_ref(),
+        )?,
+        since: filter.window.since,
+        until: filter.window.until,
+        before_id: None,
+        after_id: None,
+    };
+    let mut db = database.connect().await?;
+    let rows = db
+        .run(async |connection| Ok(effects::summary_by_sink(connection, &core_filter).await?))
+        .await?;
+    if json {
+        out_exact!("{}", serde_json::to_string(&rows)?);
+        return Ok(());
+    }
+    out!(
+        "{:<16} {:<16} {:>8}  {:<20} {:<20} first error (effect)",
+        "sink",
+        "owner",
+        "count",
+        "oldest",
+        "newest"
+    );
+    for row in &rows {
+        let first = match (&row.first_error, row.first_id) {
+            (Some(error), Some(id)) => format!("{error} ({id})"),
+            _ => "-".to_owned(),
+        };
+        out!(
+            "{:<16} {:<16} {:>8}  {:<20} {:<20} {first}",
+            row.sink,
+            sink_owner(config.as_ref(), &row.sink),
+            row.count,
+            row.oldest_at.format("%Y-%m-%d %H:%M:%S").to_string(),
+            row.newest_at.format("%Y-%m-%d %H:%M:%S").to_string(),
+        );
+    }
+    if let Some(row) = rows.first() {
+        out!(
+            "\nFrom the first: inboundctl effects list --status {status} --sink {} --oldest-first",
+            row.sink
+        );
+    }
+    Ok(())
 }
 
 fn print_effects(
@@ -204,10 +293,28 @@ pub async fn run(command: EffectsCommand) -> anyhow::Result<()> {
             database,
             status,
             filter,
+            summary: true,
+            json,
+            ..
+        } => summarise(database, status, filter, json).await,
+        EffectsCommand::List {
+            database,
+            status,
+            filter,
             before,
+            oldest_first,
+            after,
             limit,
             json,
-        } => list(database, status, filter, before, limit, json).await,
+            ..
+        } => {
+            let page = if oldest_first {
+                Page::OldestFirst { after }
+            } else {
+                Page::NewestFirst { before }
+            };
+            list(database, status, filter, page, limit, json).await
+        }
         EffectsCommand::Show { database, id, json } => show(database, id, json).await,
         EffectsCommand::Resolve(args) => resolve(args).await,
     }
@@ -218,7 +325,7 @@ async fn list(
     database: DatabaseArgs,
     status: EffectStatus,
     filter: EffectFilterArgs,
-    before: Option<EffectId>,
+    page: Page,
     limit: i64,
     json: bool,
 ) -> anyhow::Result<()> {
@@ -226,11 +333,20 @@ async fn list(
     let mut db = database.connect().await?;
     let rows = db
         .run(async |connection| {
-            select(connection, status, &filter, config.as_ref(), before, limit).await
+            select(connection, status, &filter, config.as_ref(), page, limit).await
         })
         .await?;
     print_effects(&rows, config.as_ref(), json)?;
-    next_page_hint(rows.len(), limit, rows.last().map(|row| row.id), json);
+    let last = rows.last().map(|row| row.id);
+    match page {
+        Page::NewestFirst { .. } => next_page_hint(rows.len(), limit, last, json),
+        Page::OldestFirst { .. } if !json && rows.len() as i64 == limit => {
+            if let Some(last) = last {
+                out!("(more: --after {last})");
+            }
+        }
+        Page::OldestFirst { .. } => {}
+    }
     Ok(())
 }
 
@@ -356,7 +472,7 @@ async fn resolve(args: ResolveArgs) -> anyhow::Result<()> {
                         status,
                         &filter,
                         config.as_ref(),
-                        None,
+                        Page::NewestFirst { before: None },
                         confirmation.max,
                     )
                     .await

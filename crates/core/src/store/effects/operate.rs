@@ -34,7 +34,8 @@ pub struct EffectLine {
 }
 
 /// Which effects an operator means: one status, and optionally sinks, a window of
-/// creation times and a cursor (ids below `before_id`).
+/// creation times and a cursor (ids below `before_id` newest first, above `after_id`
+/// oldest first).
 #[derive(Debug, Clone)]
 pub struct EffectFilter {
     /// The status.
@@ -45,8 +46,10 @@ pub struct EffectFilter {
     pub since: Option<chrono::DateTime<chrono::Utc>>,
     /// Recorded before this.
     pub until: Option<chrono::DateTime<chrono::Utc>>,
-    /// Only ids below this (the previous page's last id).
+    /// Only ids below this (the previous page's last id, newest first).
     pub before_id: Option<EffectId>,
+    /// Only ids above this (the previous page's last id, oldest first).
+    pub after_id: Option<EffectId>,
 }
 
 /// Effects matching `filter`, newest first, at most `limit`.
@@ -75,6 +78,87 @@ pub async fn list(
         filter.until,
         filter.before_id as Option<EffectId>,
         limit,
+    )
+    .fetch_all(conn)
+    .await
+}
+
+/// Effects matching `filter`, oldest first, at most `limit`: where a run of failures
+/// began.
+pub async fn list_oldest_first(
+    conn: &mut PgConnection,
+    filter: &EffectFilter,
+    limit: i64,
+) -> Result<Vec<EffectLine>, sqlx::Error> {
+    // As list, upwards.
+    sqlx::query_as!(
+        EffectLine,
+        r#"SELECT id AS "id: EffectId", receipt_id AS "receipt_id: ReceiptId", operation_key,
+                sink, kind, status AS "status: EffectStatus", attempts, maybe_delivered,
+                last_error, created_at,
+                CASE WHEN status IN ('pending', 'uncertain') THEN visible_at END AS next_attempt_at
+         FROM effects
+         WHERE status = $1
+           AND ($2::text[] IS NULL OR sink = ANY ($2))
+           AND ($3::timestamptz IS NULL OR created_at >= $3)
+           AND ($4::timestamptz IS NULL OR created_at < $4)
+           AND ($5::int8 IS NULL OR id > $5)
+         ORDER BY id LIMIT $6"#,
+        filter.status as EffectStatus,
+        filter.sinks.as_deref() as Option<&[String]>,
+        filter.since,
+        filter.until,
+        filter.after_id as Option<EffectId>,
+        limit,
+    )
+    .fetch_all(conn)
+    .await
+}
+
+/// One sink's effects in one status (`inboundctl effects list --summary`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SinkSummary {
+    /// The sink id.
+    pub sink: String,
+    /// How many.
+    pub count: i64,
+    /// When the oldest was recorded.
+    pub oldest_at: chrono::DateTime<chrono::Utc>,
+    /// When the newest was recorded.
+    pub newest_at: chrono::DateTime<chrono::Utc>,
+    /// The oldest one with an error, and its error: where the run of failures began.
+    pub first_id: Option<EffectId>,
+    /// Its error.
+    pub first_error: Option<String>,
+}
+
+/// Per sink, the effects `filter` selects (its cursors aside): counts, ages and the first
+/// error. Reads every selected row once (an operator's question, bounded by the
+/// operator's statement timeout), through effects_status.
+pub async fn summary_by_sink(
+    conn: &mut PgConnection,
+    filter: &EffectFilter,
+) -> Result<Vec<SinkSummary>, sqlx::Error> {
+    sqlx::query_as!(
+        SinkSummary,
+        r#"WITH per_sink AS (
+             SELECT sink, count(*) AS n, min(created_at) AS oldest, max(created_at) AS newest,
+                    min(id) FILTER (WHERE last_error IS NOT NULL) AS first_id
+             FROM effects
+             WHERE status = $1
+               AND ($2::text[] IS NULL OR sink = ANY ($2))
+               AND ($3::timestamptz IS NULL OR created_at >= $3)
+               AND ($4::timestamptz IS NULL OR created_at < $4)
+             GROUP BY sink)
+         SELECT p.sink AS "sink!", p.n AS "count!", p.oldest AS "oldest_at!",
+                p.newest AS "newest_at!", p.first_id AS "first_id: EffectId",
+                e.last_error AS first_error
+         FROM per_sink p LEFT JOIN effects e ON e.id = p.first_id
+         ORDER BY p.sink"#,
+        filter.status as EffectStatus,
+        filter.sinks.as_deref() as Option<&[String]>,
+        filter.since,
+        filter.until,
     )
     .fetch_all(conn)
     .await
