@@ -1054,6 +1054,41 @@ async fn effects_are_listed_oldest_first_and_summarised_per_sink_with_the_first_
     assert_eq!(refused.status.code(), Some(2), "{}", text(&refused.stderr));
 }
 
+/// Usage lines do not mark a flag the environment can give (`--database-url` from
+/// `DATABASE_URL`, `--config` from `INBOUND_CONFIG`) as required; the help says where it
+/// comes from, and leaving both out is still a usage error naming the flag and variable.
+#[test]
+fn usage_lines_do_not_demand_flags_the_environment_gives() {
+    for (binary_name, args) in [
+        ("inboundctl", &["status", "--help"][..]),
+        ("inboundctl", &["receipts", "replay", "--help"][..]),
+        ("inbound-ingress", &["--help"][..]),
+        ("inbound-worker", &["--help"][..]),
+    ] {
+        let output = Command::new(binary(binary_name))
+            .args(args)
+            .output()
+            .expect("help");
+        let help = text(&output.stdout);
+        let usage = help
+            .lines()
+            .find(|line| line.starts_with("Usage:"))
+            .unwrap_or_else(|| panic!("{binary_name} {args:?}: no usage line: {help}"));
+        assert!(
+            !usage.contains("--database-url") && !usage.contains("--config <"),
+            "{binary_name} {args:?}: {usage}"
+        );
+        assert!(help.contains("[env: DATABASE_URL]"), "{binary_name} {args:?}: {help}");
+    }
+    let missing = inboundctl(&["status"], &[]);
+    assert_eq!(missing.status.code(), Some(2), "{}", text(&missing.stderr));
+    let error = text(&missing.stderr);
+    assert!(
+        error.contains("--database-url") && error.contains("DATABASE_URL"),
+        "{error}"
+    );
+}
+
 /// A completed effect was delivered: `effects show` says so, never "may have been
 /// delivered" (which is for an attempt whose outcome is unknown).
 #[tokio::test]

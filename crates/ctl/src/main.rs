@@ -272,7 +272,7 @@ impl PurgeArgs {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
-    match run(Cli::parse()).await {
+    match run(inbound_runtime::usage::parse::<Cli>()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             // An error may quote what a provider's API or a sender wrote.

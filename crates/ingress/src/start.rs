@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use clap::Parser;
 use inbound_core::clock::SystemClock;
 use inbound_core::config::Config;
 use inbound_core::store::{self, PoolSettings};
@@ -26,7 +25,7 @@ use crate::{App, AppSettings};
 /// The whole ingress process: flags from the command line and environment, logging,
 /// then [`run`] until SIGTERM/SIGINT; a start-up error is one log line and exit code 1.
 pub fn main() -> ExitCode {
-    let args = IngressArgs::parse();
+    let args: IngressArgs = inbound_runtime::usage::parse();
     logging::init_logging(args.common.log_format);
     inbound_runtime::process::run_to_exit_code(|| run(args, shutdown_signal()))
 }

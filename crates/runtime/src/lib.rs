@@ -10,6 +10,8 @@
 //! - [`process`]: a binary's runtime and exit code.
 //! - [`logging`]: `--log-format json|text` and `RUST_LOG`.
 //! - [`signals`]: SIGTERM/SIGINT as a future.
+//! - [`usage`]: command lines parsed with usage lines that do not demand what the
+//!   environment gives.
 //! - [`sessions`]: the start-up check that `--db-pooler` matches the database URL.
 //! - [`failpoint`]: crash points for the crash-table tests (feature `failpoints`).
 //!
@@ -33,5 +35,6 @@ pub mod queue_ages;
 pub mod server;
 pub mod sessions;
 pub mod signals;
+pub mod usage;
 
 pub use server::{Drain, ServerLimits, serve};

@@ -268,7 +268,7 @@ fn offline_args() -> Option<WorkerArgs> {
 /// A whole worker process: flags from the command line and environment, logging, then
 /// [`WorkerBuilder::run`] until SIGTERM/SIGINT. `configure` registers the handlers.
 pub fn main(configure: impl FnOnce(WorkerBuilder) -> WorkerBuilder) -> ExitCode {
-    let args = match WorkerArgs::try_parse() {
+    let args = match inbound_runtime::usage::try_parse::<WorkerArgs>() {
         Ok(args) => args,
         Err(error) => offline_args().unwrap_or_else(|| error.exit()),
     };
