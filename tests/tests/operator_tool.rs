@@ -114,6 +114,78 @@ async fn receipt_in(pool: &sqlx::PgPool, event_id: &str, status: &str) -> i64 {
     id
 }
 
+/// `receipts close` takes a filter as `replay` does: a dry run first, `--yes` to act, a
+/// narrowing filter besides the status, and only what is still in the status it chose.
+#[tokio::test]
+async fn receipts_are_closed_in_bulk_by_filter_after_a_dry_run() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let quarantined = [
+        receipt_in(pool, "evt_q1", "quarantined").await,
+        receipt_in(pool, "evt_q2", "quarantined").await,
+    ];
+    let failed = receipt_in(pool, "evt_f1", "failed").await;
+    let close = |extra: &[&str]| {
+        let mut args = vec!["receipts", "close"];
+        args.extend(extra);
+        inboundctl(&database, &args, &[])
+    };
+    let dry = close(&[
+        "--status",
+        "quarantined",
+        "--integration",
+        "stripe-acme",
+        "--dry-run",
+    ]);
+    assert!(dry.status.success(), "{}", text(&dry.stderr));
+    assert!(
+        text(&dry.stdout).contains("would close 2 receipt(s)"),
+        "{}",
+        text(&dry.stdout)
+    );
+    assert_eq!(domain::receipt_state(pool, quarantined[0]).await.0, "quarantined");
+    refused(
+        &close(&[
+            "--status",
+            "quarantined",
+            "--integration",
+            "stripe-acme",
+            "--reason",
+            "x",
+        ]),
+        "the filter selects 2 receipt(s): add --yes",
+    );
+    refused(
+        &close(&["--status", "quarantined", "--yes", "--reason", "x"]),
+        "a change by filter needs more than a status",
+    );
+    refused(
+        &close(&["--status", "pending", "--since", "1h", "--yes", "--reason", "x"]),
+        "cannot be closed",
+    );
+    let closed = close(&[
+        "--status",
+        "quarantined",
+        "--since",
+        "1h",
+        "--yes",
+        "--reason",
+        "test-mode events sent to live (INC-9)",
+    ]);
+    assert!(closed.status.success(), "{}", text(&closed.stderr));
+    for id in quarantined {
+        assert_eq!(
+            domain::receipt_state(pool, id).await,
+            (
+                "done".into(),
+                Some("ignored".into()),
+                Some("closed by an operator: test-mode events sent to live (INC-9)".into())
+            )
+        );
+    }
+    assert_eq!(domain::receipt_state(pool, failed).await.0, "failed");
+}
+
 #[tokio::test]
 async fn receipts_are_found_filtered_paged_and_decided_in_bulk() {
     let database = TestDatabase::create().await;

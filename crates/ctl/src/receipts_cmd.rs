@@ -94,24 +94,38 @@ pub enum ReceiptsCommand {
     Replay(ReplayArgs),
     /// Close failed or quarantined receipts that will not be processed: each ends done
     /// (outcome ignored, the reason kept), its key stays so a redelivery is a duplicate,
-    /// and the alert about it clears.
-    #[command(after_help = "Example:
-  inboundctl receipts close 81234 --reason \"test-mode event sent to live (INC-42); nothing to apply\"")]
-    Close {
-        #[command(flatten)]
-        database: DatabaseArgs,
-        /// Receipt ids: all are closed, or none.
-        #[arg(required = true)]
-        ids: Vec<ReceiptId>,
-        /// Why (recorded).
-        #[arg(long)]
-        reason: String,
-        #[command(flatten)]
-        operator: Operator,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    /// and the alert about it clears — by id, or every one in a status a filter selects.
+    #[command(after_help = "Examples:
+  inboundctl receipts close 81234 --reason \"test-mode event sent to live (INC-42); nothing to apply\"
+  inboundctl receipts close --status quarantined --integration stripe-live --since 6h --dry-run
+  inboundctl receipts close --status quarantined --integration stripe-live --since 6h --yes --reason \"INC-42: test-mode events\"")]
+    Close(CloseArgs),
+}
+
+/// `receipts close`: which receipts (ids, or a filter with its confirmation), who
+/// decides and why.
+#[derive(Debug, Args)]
+pub struct CloseArgs {
+    #[command(flatten)]
+    database: DatabaseArgs,
+    /// Receipt ids: all are closed, or none.
+    #[arg(required_unless_present = "status", conflicts_with = "status")]
+    ids: Vec<ReceiptId>,
+    /// Close every receipt in this status the filter selects (failed or quarantined).
+    #[arg(long, value_parser = crate::selection::receipt_status())]
+    status: Option<ReceiptStatus>,
+    #[command(flatten)]
+    filter: ReceiptFilterArgs,
+    #[command(flatten)]
+    confirmation: Confirmation,
+    /// Why (recorded).
+    #[arg(long, required_unless_present = "dry_run")]
+    reason: Option<String>,
+    #[command(flatten)]
+    operator: Operator,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 /// `receipts replay`: which receipts (ids, or a filter with its confirmation), who
@@ -212,13 +226,7 @@ pub async fn run(command: ReceiptsCommand) -> anyhow::Result<()> {
             resolve_pending(resolution, admin::PendingResolution::Fail).await
         }
         ReceiptsCommand::Replay(args) => replay(args).await,
-        ReceiptsCommand::Close {
-            database,
-            ids,
-            reason,
-            operator,
-            json,
-        } => close(database, ids, reason, operator, json).await,
+        ReceiptsCommand::Close(args) => close(args).await,
     }
 }
 
@@ -284,32 +292,21 @@ async fn replay(args: ReplayArgs) -> anyhow::Result<()> {
     let mut db = database.connect().await?;
     let ids = match status {
         None => ids,
-        Some(status @ (ReceiptStatus::Failed | ReceiptStatus::Quarantined)) => {
-            let config = filter.config.load()?;
-            let selected = db
-                .run(async |connection| {
-                    select(
-                        connection,
-                        status,
-                        &filter,
-                        config.as_ref(),
-                        None,
-                        confirmation.max,
-                    )
-                    .await
-                })
-                .await?;
-            let ids = selected.iter().map(|row| row.id).collect();
-            let print = || print_receipts(&selected, config.as_ref(), json);
-            let Some(ids) = confirmation.ids(ids, "receipt", "replay", json, print)? else {
+        Some(status) => {
+            let Some(ids) = chosen_by_filter(
+                &mut db,
+                status,
+                &filter,
+                &confirmation,
+                ("replay", "replayed"),
+                json,
+            )
+            .await?
+            else {
                 return Ok(());
             };
             ids
         }
-        Some(other) => bail!(
-            "--status {} cannot be replayed by filter: only failed or quarantined (a pending receipt is replayed by id)",
-            other.as_str()
-        ),
     };
     let reason = required_reason(reason.as_deref())?;
     let by = operator.name()?;
@@ -324,22 +321,90 @@ async fn replay(args: ReplayArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Closes failed or quarantined receipts for good.
-async fn close(
-    database: DatabaseArgs,
-    ids: Vec<ReceiptId>,
-    reason: String,
-    operator: Operator,
-    json: bool,
-) -> anyhow::Result<()> {
-    let reason = required_reason(Some(&reason))?;
-    let by = operator.name()?;
+/// Closes failed or quarantined receipts for good, by id or by filter.
+async fn close(args: CloseArgs) -> anyhow::Result<()> {
+    let CloseArgs {
+        database,
+        ids,
+        status,
+        filter,
+        confirmation,
+        reason,
+        operator,
+        json,
+    } = args;
+    check_bulk(status.is_some(), filter.narrows(), &confirmation)?;
     let mut db = database.connect().await?;
+    let ids = match status {
+        None => ids,
+        Some(status) => {
+            let Some(ids) = chosen_by_filter(
+                &mut db,
+                status,
+                &filter,
+                &confirmation,
+                ("close", "closed"),
+                json,
+            )
+            .await?
+            else {
+                return Ok(());
+            };
+            ids
+        }
+    };
+    let reason = required_reason(reason.as_deref())?;
+    let by = operator.name()?;
     let ids = inbound_core::store::in_lock_order(&ids);
-    db.run(async |connection| Ok(admin::close(connection, &ids, &by, &reason).await?))
-        .await?;
+    db.run(async |connection| {
+        Ok(admin::close(connection, &ids, status, &by, &reason).await?)
+    })
+    .await?;
     report(&ids, "closed", json);
+    if status.is_some() {
+        confirmation.more_may_match(ids.len(), json);
+    }
     Ok(())
+}
+
+/// The failed or quarantined receipts a filter selects, confirmed (`--yes`) or shown
+/// (`--dry-run`: `None`); `verb` names the decision ("replay", "replayed").
+async fn chosen_by_filter(
+    db: &mut crate::db::Db,
+    status: ReceiptStatus,
+    filter: &ReceiptFilterArgs,
+    confirmation: &Confirmation,
+    (verb, done): (&str, &str),
+    json: bool,
+) -> anyhow::Result<Option<Vec<ReceiptId>>> {
+    if !ReceiptStatus::NEEDS_A_PERSON.contains(&status) {
+        bail!(
+            "--status {} cannot be {done} by filter: only failed or quarantined{}",
+            status.as_str(),
+            if verb == "replay" {
+                " (a pending receipt is replayed by id)"
+            } else {
+                ""
+            }
+        );
+    }
+    let config = filter.config.load()?;
+    let selected = db
+        .run(async |connection| {
+            select(
+                connection,
+                status,
+                filter,
+                config.as_ref(),
+                None,
+                confirmation.max,
+            )
+            .await
+        })
+        .await?;
+    let ids = selected.iter().map(|row| row.id).collect();
+    let print = || print_receipts(&selected, config.as_ref(), json);
+    confirmation.ids(ids, "receipt", verb, json, print)
 }
 
 /// The receipts `status` and `filter` select, newest first; exit 1 when the filter names

@@ -208,6 +208,18 @@ pub enum ResolveError {
         /// Its status.
         status: ReceiptStatus,
     },
+    /// Chosen by a filter on one status, it is in another now.
+    #[error(
+        "receipt {id} is {status} now, no longer {expected}: list again (--dry-run) and decide on what is there"
+    )]
+    Moved {
+        /// The receipt.
+        id: ReceiptId,
+        /// Its status now.
+        status: ReceiptStatus,
+        /// The status the filter selected it in.
+        expected: ReceiptStatus,
+    },
     /// The database failed.
     #[error("database: {0}")]
     Database(#[from] sqlx::Error),
@@ -266,10 +278,12 @@ pub async fn resolve_pending(
 /// Closes failed or quarantined receipts an operator decided will not be processed: each
 /// ends `done` with outcome `ignored` and the reason (its key stays, so a redelivery is a
 /// duplicate; retention purges it like any done receipt), and the decision is recorded.
-/// One transaction: every id is closed, or none.
+/// One transaction: every id is closed, or none. With `expected`, each must still be in
+/// that status (a close chosen by a filter).
 pub async fn close(
     conn: &mut PgConnection,
     receipt_ids: &[ReceiptId],
+    expected: Option<ReceiptStatus>,
     closed_by: &str,
     reason: &str,
 ) -> Result<(), ResolveError> {
@@ -277,6 +291,17 @@ pub async fn close(
     for id in crate::store::in_lock_order(receipt_ids) {
         match locked_status(&mut transaction, id).await? {
             None => return Err(ResolveError::Unknown(id)),
+            // Chosen by a filter on one status, and moved on since: not what was shown.
+            Some(status)
+                if let Some(expected) = expected
+                    && expected != status =>
+            {
+                return Err(ResolveError::Moved {
+                    id,
+                    status,
+                    expected,
+                });
+            }
             Some(status) if !ReceiptStatus::NEEDS_A_PERSON.contains(&status) => {
                 return Err(ResolveError::NotClosable { id, status });
             }
