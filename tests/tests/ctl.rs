@@ -1054,6 +1054,40 @@ async fn effects_are_listed_oldest_first_and_summarised_per_sink_with_the_first_
     assert_eq!(refused.status.code(), Some(2), "{}", text(&refused.stderr));
 }
 
+/// `sign-event` needs the secret of the integration it signs for, and only that one: with
+/// only `EXAMPLE_STRIPE_SECRET` set, `config/example.toml` signs a Stripe event (no
+/// sink's or other integration's secret asked for), and without it the error names it.
+#[test]
+fn sign_event_needs_only_the_secret_of_the_integration_it_signs_for() {
+    let config = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../config/example.toml")
+        .display()
+        .to_string();
+    let body = r#"{"id":"evt_only_stripe","object":"event","type":"payment_intent.succeeded","livemode":false}"#;
+    let args = [
+        "sign-event",
+        "--config",
+        &config,
+        "--integration",
+        "stripe-example",
+        "--body",
+        body,
+    ];
+    let signed = inboundctl(
+        &args,
+        &[("EXAMPLE_STRIPE_SECRET".to_owned(), "whsec_only_this_one".to_owned())],
+    );
+    assert!(signed.status.success(), "{}", text(&signed.stderr));
+    assert!(text(&signed.stdout).contains("Stripe-Signature"), "{}", text(&signed.stdout));
+    let unsigned = inboundctl(&args, &[]);
+    assert_eq!(unsigned.status.code(), Some(1));
+    assert!(
+        text(&unsigned.stderr).contains("EXAMPLE_STRIPE_SECRET"),
+        "{}",
+        text(&unsigned.stderr)
+    );
+}
+
 /// Usage lines do not mark a flag the environment can give (`--database-url` from
 /// `DATABASE_URL`, `--config` from `INBOUND_CONFIG`) as required; the help says where it
 /// comes from, and leaving both out is still a usage error naming the flag and variable.

@@ -326,7 +326,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             url,
             event_type,
         } => {
-            let loaded = Config::load(&config)?;
+            let loaded = sign::load_for_signing(&config, &integration)?;
             out_exact!(
                 "{}",
                 sign::curl_command(&loaded, &integration, &body, &url, event_type.as_deref())?

@@ -7,6 +7,84 @@ use inbound_core::secret::Secret;
 use inbound_core::verify::custom::{self, CustomVerifier, TimestampUnit};
 use inbound_core::verify::{self, Provider};
 
+/// Stands in for a Standard Webhooks key, or any secret, that signing does not use.
+const STAND_IN_SECRET: &str = "whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
+/// Stands in for a sink URL given by reference that signing does not use.
+const STAND_IN_URL: &str = "http://127.0.0.1:9/not-used-by-sign-event";
+
+/// The configuration at `path` as `sign-event` needs it: the secrets of `integration_id`
+/// from the environment (a missing one is named), and every other `env:` reference that
+/// is not set — a sink's secret or URL, another integration's secret — a stand-in, since
+/// signing one integration's event reads none of them. So the hint `make run` prints works
+/// in a terminal that exported only the secret of the integration it signs for.
+pub fn load_for_signing(path: &std::path::Path, integration_id: &str) -> anyhow::Result<Config> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    let (needed, urls) = match toml::from_str::<toml::Table>(&text) {
+        Ok(table) => env_references(&table, integration_id),
+        // Not TOML: the configuration's own parser says what is wrong.
+        Err(_) => Default::default(),
+    };
+    let lookup = |name: &str| {
+        std::env::var(name)
+            .ok()
+            .filter(|value| !value.is_empty())
+            .or_else(|| {
+                (!needed.contains(name)).then(|| {
+                    if urls.contains(name) {
+                        STAND_IN_URL.to_owned()
+                    } else {
+                        STAND_IN_SECRET.to_owned()
+                    }
+                })
+            })
+    };
+    Ok(Config::from_toml(&text, &lookup)?)
+}
+
+/// The `env:` names the integration `integration_id` references (its own secrets), and
+/// those any `url` or `status_url` references.
+fn env_references(
+    table: &toml::Table,
+    integration_id: &str,
+) -> (
+    std::collections::HashSet<String>,
+    std::collections::HashSet<String>,
+) {
+    fn walk(value: &toml::Value, key: &str, found: &mut dyn FnMut(&str, &str)) {
+        match value {
+            toml::Value::String(text) => {
+                if let Some(name) = text.strip_prefix("env:") {
+                    found(key, name);
+                }
+            }
+            toml::Value::Array(items) => items.iter().for_each(|item| walk(item, key, found)),
+            toml::Value::Table(table) => {
+                for (inner, value) in table {
+                    walk(value, inner, found);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut needed = std::collections::HashSet::new();
+    let mut urls = std::collections::HashSet::new();
+    let integrations = table.get("integration").and_then(toml::Value::as_array);
+    for integration in integrations.into_iter().flatten() {
+        if integration.get("id").and_then(toml::Value::as_str) == Some(integration_id) {
+            walk(integration, "integration", &mut |_, name| {
+                needed.insert(name.to_owned());
+            });
+        }
+    }
+    walk(&toml::Value::Table(table.clone()), "", &mut |key, name| {
+        if key == "url" || key == "status_url" {
+            urls.insert(name.to_owned());
+        }
+    });
+    (needed, urls)
+}
+
 /// A `curl` command line that POSTs `body` to `base_url` for `integration_id`, signed with
 /// the integration's first secret and the current time. `header_event_type` is the type
 /// of the providers that send it in a header: GitHub's `X-GitHub-Event` (default `ping`)
