@@ -1075,10 +1075,17 @@ fn sign_event_needs_only_the_secret_of_the_integration_it_signs_for() {
     ];
     let signed = inboundctl(
         &args,
-        &[("EXAMPLE_STRIPE_SECRET".to_owned(), "whsec_only_this_one".to_owned())],
+        &[(
+            "EXAMPLE_STRIPE_SECRET".to_owned(),
+            "whsec_only_this_one".to_owned(),
+        )],
     );
     assert!(signed.status.success(), "{}", text(&signed.stderr));
-    assert!(text(&signed.stdout).contains("Stripe-Signature"), "{}", text(&signed.stdout));
+    assert!(
+        text(&signed.stdout).contains("Stripe-Signature"),
+        "{}",
+        text(&signed.stdout)
+    );
     let unsigned = inboundctl(&args, &[]);
     assert_eq!(unsigned.status.code(), Some(1));
     assert!(
@@ -1112,7 +1119,10 @@ fn usage_lines_do_not_demand_flags_the_environment_gives() {
             !usage.contains("--database-url") && !usage.contains("--config <"),
             "{binary_name} {args:?}: {usage}"
         );
-        assert!(help.contains("[env: DATABASE_URL]"), "{binary_name} {args:?}: {help}");
+        assert!(
+            help.contains("[env: DATABASE_URL]"),
+            "{binary_name} {args:?}: {help}"
+        );
     }
     let missing = inboundctl(&["status"], &[]);
     assert_eq!(missing.status.code(), Some(2), "{}", text(&missing.stderr));

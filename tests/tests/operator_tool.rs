@@ -143,7 +143,10 @@ async fn receipts_are_closed_in_bulk_by_filter_after_a_dry_run() {
         "{}",
         text(&dry.stdout)
     );
-    assert_eq!(domain::receipt_state(pool, quarantined[0]).await.0, "quarantined");
+    assert_eq!(
+        domain::receipt_state(pool, quarantined[0]).await.0,
+        "quarantined"
+    );
     refused(
         &close(&[
             "--status",
@@ -160,7 +163,9 @@ async fn receipts_are_closed_in_bulk_by_filter_after_a_dry_run() {
         "a change by filter needs more than a status",
     );
     refused(
-        &close(&["--status", "pending", "--since", "1h", "--yes", "--reason", "x"]),
+        &close(&[
+            "--status", "pending", "--since", "1h", "--yes", "--reason", "x",
+        ]),
         "cannot be closed",
     );
     let closed = close(&[

@@ -2,6 +2,7 @@
 //!
 //! - [`config`]: the TOML configuration, validated, with secrets resolved from references.
 //! - [`secret`]: secret references (`env:` / `file:`) and the redacted [`secret::Secret`].
+//! - [`sender`]: a delivery's headers signed as an integration's sender signs them.
 //! - [`verify`]: the provider signature verifiers (and matching signers), pure functions.
 //! - [`event`]: shape validation, event id/type extraction, source scope and routing.
 //! - [`effects`]: the effect delivery rules (pure), the sink request and its signature.
@@ -41,6 +42,7 @@ pub mod keys;
 pub mod known_events;
 pub mod payload;
 pub mod secret;
+pub mod sender;
 pub mod states;
 pub mod store;
 pub mod verify;

@@ -356,10 +356,8 @@ async fn close(args: CloseArgs) -> anyhow::Result<()> {
     let reason = required_reason(reason.as_deref())?;
     let by = operator.name()?;
     let ids = inbound_core::store::in_lock_order(&ids);
-    db.run(async |connection| {
-        Ok(admin::close(connection, &ids, status, &by, &reason).await?)
-    })
-    .await?;
+    db.run(async |connection| Ok(admin::close(connection, &ids, status, &by, &reason).await?))
+        .await?;
     report(&ids, "closed", json);
     if status.is_some() {
         confirmation.more_may_match(ids.len(), json);
