@@ -230,6 +230,19 @@ impl TestRoles {
         }
     }
 
+    /// The roles with `prefix` that a process under test creates on `database`, revoked
+    /// and dropped when the test ends like [`TestRoles::create`]'s.
+    pub fn dropped_when_done(
+        database: &TestDatabase,
+        prefix: inbound_core::store::roles::RolePrefix,
+    ) -> Self {
+        Self {
+            database_url: database.url().to_owned(),
+            admin_url: database.admin_url.clone(),
+            prefix,
+        }
+    }
+
     /// The role of `process`.
     pub fn role(&self, process: inbound_core::store::roles::Process) -> String {
         self.prefix.role(process)

@@ -1507,6 +1507,77 @@ async fn migrate_works_for_a_role_that_is_no_superuser_and_may_not_create_schema
 
 /// Granting inbound's own schema to the worker as if it were a handlers' schema would
 /// give the worker every right on the audit trail: refused before anything is done.
+/// A worker carries its team's migrations: `<worker> migrate --create-roles` applies
+/// inbound's, then the team's, then grants the team's schema to the worker role — in the
+/// order that works. `inboundctl migrate --grant-schema` of a schema that does not exist
+/// yet says so instead of a misleading permission error.
+#[tokio::test]
+async fn a_worker_migrates_its_teams_schema_and_grants_it_to_the_worker_role() {
+    use inbound_core::store::roles::{Process, RolePrefix};
+    let database = TestDatabase::create_unmigrated().await;
+    let prefix = RolePrefix::parse(&format!("tw{}_", rand::random::<u32>())).expect("prefix");
+    let roles = inbound_tests::database::TestRoles::dropped_when_done(&database, prefix.clone());
+    let env = [("DATABASE_URL".to_owned(), database.url().to_owned())];
+    let prefix_flag = format!(
+        "--role-prefix={}",
+        roles.role(Process::Ingress).trim_end_matches("ingress")
+    );
+    let refused = inboundctl(
+        &[
+            "migrate",
+            "--create-roles",
+            "--grant-schema",
+            "inbound_example",
+            &prefix_flag,
+        ],
+        &env,
+    );
+    assert_eq!(refused.status.code(), Some(1), "{}", text(&refused.stdout));
+    assert!(
+        text(&refused.stderr).contains("schema inbound_example does not exist yet"),
+        "{}",
+        text(&refused.stderr)
+    );
+    let migrated = Command::new(binary("inbound-worker"))
+        .args(["migrate", "--create-roles", &prefix_flag])
+        .env("DATABASE_URL", database.url())
+        .output()
+        .expect("inbound-worker migrate");
+    assert!(migrated.status.success(), "{}", text(&migrated.stderr));
+    let said = text(&migrated.stdout);
+    assert!(
+        said.contains("migrations applied (schema inbound)")
+            && said.contains("migrations applied (schema inbound_example)")
+            && said.contains("roles granted"),
+        "{said}"
+    );
+    let granted: bool = sqlx::query_scalar(
+        "SELECT has_table_privilege($1, 'inbound_example.orders', 'SELECT, UPDATE')",
+    )
+    .bind(roles.role(Process::Worker))
+    .fetch_one(database.pool())
+    .await
+    .expect("privilege");
+    assert!(granted, "the worker role may change the team's tables");
+    let ingress: bool =
+        sqlx::query_scalar("SELECT has_table_privilege($1, 'inbound_example.orders', 'SELECT')")
+            .bind(roles.role(Process::Ingress))
+            .fetch_one(database.pool())
+            .await
+            .expect("privilege");
+    assert!(!ingress, "the ingress role may not read the team's tables");
+    // `migrate --help` is the subcommand's, named after the worker.
+    let help = Command::new(binary("inbound-worker"))
+        .args(["migrate", "--help"])
+        .output()
+        .expect("help");
+    assert!(
+        text(&help.stdout).contains("Usage: inbound-worker migrate"),
+        "{}",
+        text(&help.stdout)
+    );
+}
+
 #[tokio::test]
 async fn migrate_refuses_to_grant_inbounds_own_schema_to_the_worker() {
     let output = inboundctl(

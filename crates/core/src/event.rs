@@ -183,6 +183,15 @@ pub fn find_route<'i>(
     route_for_keys(integration, &event.route_keys)
 }
 
+/// The route an event of `event_type` takes (as its route key), if any: exact, then the
+/// longest pattern, then the catch-all.
+pub fn route_for_type<'i>(
+    integration: &'i Integration,
+    event_type: &str,
+) -> Option<(&'i str, &'i Route)> {
+    route_for_keys(integration, &[event_type.to_owned()])
+}
+
 /// [`find_route`] for an event's route keys alone.
 fn route_for_keys<'i>(
     integration: &'i Integration,

@@ -480,6 +480,12 @@ async fn migrate(
         business_schemas.push(store::Schema::from_str(inbound_example::SCHEMA)?);
     }
     if let Some(prefix) = options.roles {
+        let missing = store::roles::missing_schemas(&mut probe, &business_schemas).await?;
+        if let Some(first) = missing.first() {
+            anyhow::bail!(
+                "schema {first} does not exist yet, so it cannot be granted: apply your tables' migrations first (a worker that carries them: `<your worker> migrate --create-roles` applies them and grants the roles in one step), then run this again"
+            );
+        }
         let roles = tokio::time::timeout(
             options.connect_timeout,
             store::roles::create_roles(&mut probe, schema, &prefix, &business_schemas),

@@ -15,6 +15,17 @@ pub fn try_parse<T: Parser>() -> Result<T, clap::Error> {
     T::from_arg_matches(&matches).map_err(|error| error.format(&mut command))
 }
 
+/// `T` parsed from `args` (the first is the program's name, shown in usage lines), as
+/// [`parse`] does.
+pub fn parse_from<T: Parser>(name: &str, args: impl IntoIterator<Item = std::ffi::OsString>) -> T {
+    let mut command = env_flags_out_of_usage(T::command().bin_name(name));
+    command
+        .try_get_matches_from_mut(args)
+        .and_then(|matches| T::from_arg_matches(&matches))
+        .map_err(|error| error.format(&mut command))
+        .unwrap_or_else(|error| error.exit())
+}
+
 /// [`try_parse`], printing the error (or the help) and exiting as clap does.
 pub fn parse<T: Parser>() -> T {
     try_parse().unwrap_or_else(|error| error.exit())

@@ -28,34 +28,78 @@ use anyhow::Context;
 use clap::Parser;
 use inbound_core::config::Config;
 use inbound_core::handlers::{Handler, Registry};
-use inbound_core::store::{self, PoolSettings};
+use inbound_core::store::{self, PoolSettings, Schema};
 use inbound_runtime::process::{EXIT_POOL_CLOSE_LIMIT, close_pool};
 use inbound_runtime::sessions::SessionGuard;
 use inbound_runtime::signals::shutdown_signal;
 use inbound_runtime::{logging, ops};
+use sqlx::migrate::Migrator;
 use tokio::net::TcpListener;
 
 use crate::args::WorkerArgs;
+use crate::migrate::SchemaMigrations;
 use crate::{Worker, gauges, telemetry};
 
 /// A worker being put together: flags plus the handlers it runs (`forward` is always
 /// registered).
 pub struct WorkerBuilder {
-    args: WorkerArgs,
+    /// `None` in `migrate`, which collects the registrations only.
+    args: Option<WorkerArgs>,
     registry: Registry,
+    migrations: Vec<SchemaMigrations>,
+    /// A registration refused (a schema name that is not one), reported by `run` and
+    /// `migrate`.
+    refused: Option<String>,
 }
 
 impl Worker {
     /// A worker from its flags, with inbound's built-in handlers registered.
     pub fn builder(args: WorkerArgs) -> WorkerBuilder {
         WorkerBuilder {
-            args,
-            registry: Registry::builtin(),
+            args: Some(args),
+            ..WorkerBuilder::registrations()
         }
     }
 }
 
 impl WorkerBuilder {
+    /// A builder without flags, for what `configure` registers (`migrate` reads the
+    /// migrations of it).
+    pub(crate) fn registrations() -> Self {
+        Self {
+            args: None,
+            registry: Registry::builtin(),
+            migrations: Vec::new(),
+            refused: None,
+        }
+    }
+
+    /// Carries the team's migrations of `schema` (its tables, and its migration history):
+    /// `<worker> migrate` applies them after inbound's and, with `--create-roles`, grants
+    /// the schema to the worker role, so a team needs no migrate binary of its own.
+    pub fn migrations(mut self, schema: &str, migrator: &'static Migrator) -> Self {
+        match schema.parse::<Schema>() {
+            Ok(schema) => self.migrations.push(SchemaMigrations { schema, migrator }),
+            Err(error) => {
+                self.refused
+                    .get_or_insert(format!("migrations of schema {schema:?}: {error}"));
+            }
+        }
+        self
+    }
+
+    /// These registrations with `args`: a builder that runs.
+    #[cfg(feature = "testing")]
+    pub(crate) fn with_args(mut self, args: WorkerArgs) -> Self {
+        self.args = Some(args);
+        self
+    }
+
+    /// The migrations registered so far.
+    pub fn registered_migrations(&self) -> &[SchemaMigrations] {
+        &self.migrations
+    }
+
     /// Registers `handler` under `name`, the name routes give as `handler = "…"`.
     pub fn handler(mut self, name: &str, handler: impl Handler + 'static) -> Self {
         self.registry.register(name, handler);
@@ -80,7 +124,20 @@ impl WorkerBuilder {
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
-        let Self { args, registry } = self;
+        let Self {
+            args,
+            registry,
+            refused,
+            ..
+        } = self;
+        if let Some(refused) = refused {
+            anyhow::bail!(refused);
+        }
+        let Some(args) = args else {
+            anyhow::bail!(
+                "this builder collects registrations only: build one with Worker::builder(args)"
+            );
+        };
         if args.list_handlers {
             for name in registry.names() {
                 println!("{name}");
@@ -268,6 +325,14 @@ fn offline_args() -> Option<WorkerArgs> {
 /// A whole worker process: flags from the command line and environment, logging, then
 /// [`WorkerBuilder::run`] until SIGTERM/SIGINT. `configure` registers the handlers.
 pub fn main(configure: impl FnOnce(WorkerBuilder) -> WorkerBuilder) -> ExitCode {
+    if crate::migrate::requested() {
+        let registered = configure(WorkerBuilder::registrations());
+        if let Some(refused) = &registered.refused {
+            eprintln!("migrate: {refused}");
+            return ExitCode::FAILURE;
+        }
+        return crate::migrate::main(&registered.migrations);
+    }
     let args = match inbound_runtime::usage::try_parse::<WorkerArgs>() {
         Ok(args) => args,
         Err(error) => offline_args().unwrap_or_else(|| error.exit()),

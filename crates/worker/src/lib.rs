@@ -13,7 +13,12 @@
 //!   slots and its circuit breaker. `--role effects` runs only this.
 //! - [`backoff`]: exponential backoff with jitter.
 //! - [`gauges`]: queue gauges refreshed from index-backed queries.
+//! - [`migrate`]: `<worker> migrate`: inbound's migrations and the team's the worker
+//!   carries ([`WorkerBuilder::migrations`]), then the roles.
 //! - [`telemetry`]: metric names, HELP text and buckets.
+//! - `testing` (feature `testing`): the kit for a team's handler tests — a scratch
+//!   database with inbound's and the team's migrations, ingress and worker in-process,
+//!   signed sends, waiting for an outcome, a direct `apply`.
 //!
 //! # Errors
 //!
@@ -33,9 +38,12 @@ pub mod args;
 pub mod backoff;
 pub mod dispatcher;
 pub mod gauges;
+pub mod migrate;
 pub mod process;
 pub mod runner;
 pub mod telemetry;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -27,11 +27,10 @@ use inbound_core::handlers::{
     Handler, HandlerError, HandlerFuture, HandlerInput, StripeHandler, Transition, quarantine,
     text_at,
 };
-use inbound_core::store::{InvalidSchema, Migrated, MigrationError, Schema, migrate_schema};
+use inbound_worker::WorkerBuilder;
 use serde_json::json;
 use sqlx::PgConnection;
 use sqlx::migrate::Migrator;
-use sqlx::postgres::PgConnectOptions;
 
 /// The name routes give this handler.
 pub const SUBSCRIPTIONS_SYNC: &str = "subscriptions.sync";
@@ -47,16 +46,15 @@ pub fn handler() -> StripeHandler<SyncSubscription> {
 /// The schema of this crate's tables.
 pub const SCHEMA: &str = "subscriptions_example";
 
-/// This crate's migrations.
+/// This crate's migrations: the worker carries them (`custom-worker migrate` applies
+/// them after inbound's and grants the schema to the worker role).
 pub static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
 
-/// Installs (or brings up to date) this crate's tables; inbound's own come from
-/// `inboundctl migrate` (or `inbound_core::store::migrate`).
-pub async fn migrate(options: &PgConnectOptions) -> Result<Migrated, MigrationError> {
-    let schema: Schema = SCHEMA
-        .parse()
-        .map_err(|error: InvalidSchema| MigrationError::Refused(error.to_string()))?;
-    migrate_schema(options, &MIGRATOR, &schema).await
+/// The worker as `main` builds it: the handler and the team's migrations.
+pub fn configure(worker: WorkerBuilder) -> WorkerBuilder {
+    worker
+        .handler(SUBSCRIPTIONS_SYNC, handler())
+        .migrations(SCHEMA, &MIGRATOR)
 }
 
 /// Keeps one row per subscription at its newest state.

@@ -224,6 +224,29 @@ pub fn statements(
     statements
 }
 
+/// The schemas of `schemas` that do not exist (yet): granting one would fail with a
+/// permission-sounding error, so callers name them first.
+pub async fn missing_schemas(
+    connection: &mut PgConnection,
+    schemas: &[Schema],
+) -> Result<Vec<Schema>, sqlx::Error> {
+    let names: Vec<String> = schemas
+        .iter()
+        .map(|schema| schema.as_str().to_owned())
+        .collect();
+    let present = sqlx::query_scalar!(
+        r#"SELECT nspname::text AS "name!" FROM pg_namespace WHERE nspname = ANY ($1)"#,
+        &names,
+    )
+    .fetch_all(&mut *connection)
+    .await?;
+    Ok(schemas
+        .iter()
+        .filter(|schema| !present.iter().any(|name| name == schema.as_str()))
+        .cloned()
+        .collect())
+}
+
 /// Runs [`statements`] for the connection's database, in one transaction. Needs a role
 /// that may create roles (`CREATEROLE`) and owns the tables (the migrating role).
 pub async fn create_roles(
