@@ -24,6 +24,7 @@ use inbound_core::handlers::{Handler, HandlerError, HandlerInput, Transition};
 use inbound_core::keys::{ReceiptId, ReceiptLease};
 use inbound_core::store::effects::{self, SourceEvent};
 use inbound_core::store::queue::{self, ClaimedReceipt, Finish, FinishedReceipt, StoredPayload};
+use inbound_core::store::savepoint;
 use inbound_runtime::database::with_connection;
 use inbound_runtime::failpoint;
 use sqlx::{Acquire, PgConnection};
@@ -335,9 +336,9 @@ async fn apply_run(
     // The run's writes commit only if every verdict is `Applied`; otherwise they are
     // rolled back and each receipt applied again alone, its own writes kept only if it
     // is applied (what applying them one by one in savepoints gives).
-    let mut savepoint = transaction.begin().await?;
+    savepoint::before_handlers(transaction).await?;
     let mut transitions = handler
-        .apply_all(&mut savepoint, inputs().collect())
+        .apply_all(transaction, inputs().collect())
         .await
         .map_err(Abort::from)?;
     if transitions.len() != run.len() {
@@ -347,10 +348,9 @@ async fn apply_run(
             run.len()
         )));
     }
-    if transitions.iter().all(Transition::is_applied) {
-        savepoint.commit().await?;
-    } else {
-        savepoint.rollback().await?;
+    // All applied: the savepoint is released with the commit (no round trip of its own).
+    if !transitions.iter().all(Transition::is_applied) {
+        savepoint::undo_handlers(transaction).await?;
         transitions.clear();
         for input in inputs() {
             transitions.push(apply_guarded(transaction, handler, input).await?);

@@ -14,6 +14,7 @@
 //! - [`effects`]: effect intents (the outbox).
 //! - [`admin`]: what operators read and change (`inboundctl`), and the queue gauges.
 //! - [`bounded`]: every wait on the database bounded on the client as well.
+//! - [`savepoint`]: the savepoint a run of handler calls is rolled back to unless applied.
 //! - [`migrations`]: the schema applied so that any migration may be interrupted and rerun,
 //!   and none blocks writers.
 
@@ -40,6 +41,7 @@ pub mod migrations;
 pub mod queue;
 pub mod receipts;
 pub mod roles;
+pub mod savepoint;
 mod schema;
 pub mod session;
 
