@@ -7,6 +7,10 @@
 use sqlx::PgConnection;
 
 /// Sets the savepoint the run's writes are rolled back to when a verdict is not `Applied`.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "Transaction control, as sqlx's own savepoints: a fixed simple-protocol statement with nothing to check."
+)]
 pub async fn before_handlers(transaction: &mut PgConnection) -> Result<(), sqlx::Error> {
     sqlx::raw_sql("SAVEPOINT inbound_handlers")
         .execute(transaction)
@@ -15,6 +19,10 @@ pub async fn before_handlers(transaction: &mut PgConnection) -> Result<(), sqlx:
 }
 
 /// Undoes everything written since [`before_handlers`] (the savepoint stays set).
+#[expect(
+    clippy::disallowed_methods,
+    reason = "Transaction control, as sqlx's own savepoints: a fixed simple-protocol statement with nothing to check."
+)]
 pub async fn undo_handlers(transaction: &mut PgConnection) -> Result<(), sqlx::Error> {
     sqlx::raw_sql("ROLLBACK TO SAVEPOINT inbound_handlers")
         .execute(transaction)
