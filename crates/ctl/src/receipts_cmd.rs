@@ -91,7 +91,7 @@ pub enum ReceiptsCommand {
   inboundctl receipts replay 81234 81240 --reason \"order sync fixed (INC-42)\"
   inboundctl receipts replay --status failed --integration stripe-live --since 6h --dry-run
   inboundctl receipts replay --status failed --integration stripe-live --since 6h --yes --reason \"INC-42\"")]
-    Replay(ReplayArgs),
+    Replay(DecisionArgs),
     /// Close failed or quarantined receipts that will not be processed: each ends done
     /// (outcome ignored, the reason kept), its key stays so a redelivery is a duplicate,
     /// and the alert about it clears — by id, or every one in a status a filter selects.
@@ -99,45 +99,19 @@ pub enum ReceiptsCommand {
   inboundctl receipts close 81234 --reason \"test-mode event sent to live (INC-42); nothing to apply\"
   inboundctl receipts close --status quarantined --integration stripe-live --since 6h --dry-run
   inboundctl receipts close --status quarantined --integration stripe-live --since 6h --yes --reason \"INC-42: test-mode events\"")]
-    Close(CloseArgs),
+    Close(DecisionArgs),
 }
 
-/// `receipts close`: which receipts (ids, or a filter with its confirmation), who
-/// decides and why.
+/// `receipts replay` and `receipts close`: which receipts (ids, or a filter with its
+/// confirmation), who decides and why.
 #[derive(Debug, Args)]
-pub struct CloseArgs {
+pub struct DecisionArgs {
     #[command(flatten)]
     database: DatabaseArgs,
-    /// Receipt ids: all are closed, or none.
+    /// Receipt ids: the decision applies to all of them, or to none.
     #[arg(required_unless_present = "status", conflicts_with = "status")]
     ids: Vec<ReceiptId>,
-    /// Close every receipt in this status the filter selects (failed or quarantined).
-    #[arg(long, value_parser = crate::selection::receipt_status())]
-    status: Option<ReceiptStatus>,
-    #[command(flatten)]
-    filter: ReceiptFilterArgs,
-    #[command(flatten)]
-    confirmation: Confirmation,
-    /// Why (recorded).
-    #[arg(long, required_unless_present = "dry_run")]
-    reason: Option<String>,
-    #[command(flatten)]
-    operator: Operator,
-    /// Print JSON.
-    #[arg(long)]
-    json: bool,
-}
-
-/// `receipts replay`: which receipts (ids, or a filter with its confirmation), who
-/// decides and why.
-#[derive(Debug, Args)]
-pub struct ReplayArgs {
-    #[command(flatten)]
-    database: DatabaseArgs,
-    /// Receipt ids: all are replayed, or none.
-    #[arg(required_unless_present = "status", conflicts_with = "status")]
-    ids: Vec<ReceiptId>,
-    /// Replay every receipt in this status the filter selects (failed or quarantined).
+    /// Every receipt in this status the filter selects (failed or quarantined).
     #[arg(long, value_parser = crate::selection::receipt_status())]
     status: Option<ReceiptStatus>,
     #[command(flatten)]
@@ -277,8 +251,8 @@ async fn find(
 }
 
 /// Replays receipts, by id or by filter.
-async fn replay(args: ReplayArgs) -> anyhow::Result<()> {
-    let ReplayArgs {
+async fn replay(args: DecisionArgs) -> anyhow::Result<()> {
+    let DecisionArgs {
         database,
         ids,
         status,
@@ -322,8 +296,8 @@ async fn replay(args: ReplayArgs) -> anyhow::Result<()> {
 }
 
 /// Closes failed or quarantined receipts for good, by id or by filter.
-async fn close(args: CloseArgs) -> anyhow::Result<()> {
-    let CloseArgs {
+async fn close(args: DecisionArgs) -> anyhow::Result<()> {
+    let DecisionArgs {
         database,
         ids,
         status,
