@@ -159,26 +159,38 @@ async fn ingress_starts_while_the_database_is_down_and_serves_once_it_is_up() {
 /// once per request, through the pool the receipts need.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn public_readiness_requests_never_reach_the_database() {
-    let stack = start().await;
+    // The queue-age gauges are read once at start and then each minute (the longest
+    // interval allowed), so their own reads cannot fall inside the measured window.
+    let stack = Stack::builder()
+        .through_proxy()
+        .ingress(|options| options.with_args(&["--gauge-interval-secs", "60"]))
+        .start()
+        .await;
     assert_eq!(
         readiness(&stack, 200).await,
         200,
         "ready once the probe answered"
     );
-    // The start-up session check (two sessions of its own) is over.
-    let started = std::time::Instant::now();
-    while !stack
-        .ingress
-        .logs()
-        .iter()
-        .any(|line| line.contains("database sessions checked"))
-    {
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "no session check"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    // The start-up session check (two sessions of its own) and the first read of the
+    // queue ages are over.
+    inbound_tests::eventually(
+        "the session check and the first gauge refresh",
+        Duration::from_secs(10),
+        async || {
+            let checked = stack
+                .ingress
+                .logs()
+                .iter()
+                .any(|line| line.contains("database sessions checked"));
+            let refreshed = stack.ingress.metrics_page().await.lines().any(|line| {
+                line.strip_prefix("inbound_gauges_refreshed_timestamp_seconds ")
+                    .and_then(|at| at.trim().parse::<f64>().ok())
+                    .is_some_and(|at| at > 0.0)
+            });
+            (checked && refreshed).then_some(())
+        },
+    )
+    .await;
     let before = stack.proxy().bytes_sent_to_server();
     let requests: Vec<_> = (0..300)
         .map(|_| {
