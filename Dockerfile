@@ -5,7 +5,7 @@ FROM rust:1.95-bookworm AS build
 WORKDIR /src
 ENV SQLX_OFFLINE=true
 COPY . .
-RUN cargo build --release --locked -p inbound-ingress -p inbound-worker -p inboundctl
+RUN cargo build --release --locked -p inbound-ingress -p inbound-stock-worker -p inboundctl
 
 # distroless: no shell, CA certificates for TLS to PostgreSQL and sinks, non-root user.
 FROM gcr.io/distroless/cc-debian12:nonroot

@@ -30,7 +30,7 @@ test: postgres pgbouncer
 DURATION ?= 60
 SOAK_ARGS ?=
 soak: postgres pgbouncer
-	$(CARGO) build --release -p inbound-ingress -p inbound-worker -p inbound-programs --bins
+	$(CARGO) build --release -p inbound-ingress -p inbound-stock-worker -p inbound-programs --bins
 	url="$$(scripts/ensure-postgres.sh)" && DATABASE_URL="$$url" INBOUND_BIN_DIR=$${CARGO_TARGET_DIR:-target}/release \
 		$${CARGO_TARGET_DIR:-target}/release/inbound-soak --duration-secs $(DURATION) $(SOAK_ARGS)
 
@@ -56,7 +56,7 @@ deny:
 ## (sqlx-cli; needs PostgreSQL).
 lint: postgres
 	@command -v shellcheck >/dev/null 2>&1 || { echo "shellcheck not found: apt-get install shellcheck" >&2; exit 1; }
-	shellcheck -x scripts/*.sh .ci/run
+	shellcheck -x scripts/*.sh bench/*.sh .ci/run
 	scripts/lint-migrations.sh
 	scripts/sqlx-prepare.sh --check
 	$(CARGO) fmt --all -- --check
@@ -74,19 +74,19 @@ build:
 	$(CARGO) build --workspace
 
 release:
-	$(CARGO) build --release -p inbound-ingress -p inbound-worker -p inboundctl
+	$(CARGO) build --release -p inbound-ingress -p inbound-stock-worker -p inboundctl
 
 ## Every throughput figure beside its ceiling, in one run; writes BENCHMARKS.md (not a test).
 bench: postgres
-	scripts/bench.sh
+	bench/run.sh
 
 ## Peak RSS of each role under hostile inputs (also part of `make bench`).
 bench-memory: postgres
-	scripts/bench-memory.sh
+	bench/memory.sh
 
 ## Ingress CPU per forged request of each signature scheme (also part of `make bench`).
 bench-forgery: postgres
-	scripts/bench-forgery.sh
+	bench/forgery.sh
 
 ## Kubernetes manifests rendered and validated offline, alert rules checked and unit-tested.
 deploy-check:

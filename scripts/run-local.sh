@@ -56,7 +56,7 @@ if [ "$sink_listen" != "127.0.0.1:8181" ]; then
 fi
 
 echo "make run: building the debug binaries (after make test, which builds them with test features, this rebuilds them)"
-cargo build -p inbound-ingress -p inbound-worker -p inboundctl
+cargo build -p inbound-ingress -p inbound-stock-worker -p inboundctl
 bin="${CARGO_TARGET_DIR:-target}/debug"
 
 "$bin/inboundctl" migrate --create-database --example

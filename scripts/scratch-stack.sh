@@ -15,7 +15,7 @@ scratch_stack() {
   export DATABASE_URL="${admin_url%/*}/$name"
   unset INBOUND_LISTEN INBOUND_METRICS_LISTEN
   . scripts/env-local.sh
-  cargo build -p inbound-ingress -p inbound-worker -p inboundctl
+  cargo build -p inbound-ingress -p inbound-stock-worker -p inboundctl
   bin="${CARGO_TARGET_DIR:-target}/debug"
   work=$(mktemp -d)
   scratch_pids=()

@@ -6,8 +6,8 @@
 #   scripts/sqlx-prepare.sh --check  fails when .sqlx/ is missing a statement, holds one
 #                                    no code uses any more, or describes it differently
 #
-# Builds never need a database: each crate's sqlx.toml points its macros at
-# INBOUND_SQLX_DATABASE_URL, set only here, so a DATABASE_URL in the environment (the
+# Builds never need a database: the sqlx.toml of each crate with statements points its
+# macros at INBOUND_SQLX_DATABASE_URL, set only here, so a DATABASE_URL in the environment (the
 # tests export one) is never read by them.
 # Here a scratch database is migrated with sqlx-cli from the migration files alone
 # (building inboundctl to migrate would need the very cache being made), and
@@ -28,12 +28,23 @@ if ! command -v sqlx >/dev/null 2>&1 || ! sqlx --version | grep -q ' 0\.9\.'; th
   exit 1
 fi
 
-# Every crate that can use the macros reads a database only from
-# INBOUND_SQLX_DATABASE_URL (its sqlx.toml): without one, the DATABASE_URL the tests
-# export would be what its statements are checked against.
-for manifest in crates/*/Cargo.toml tests/Cargo.toml tests/programs/Cargo.toml; do
-  if grep -q '^sqlx' "$manifest" && [ ! -f "$(dirname "$manifest")/sqlx.toml" ]; then
-    echo "$(dirname "$manifest")/sqlx.toml is missing: copy crates/core/sqlx.toml there" >&2
+# sqlx 0.9 reads a crate's sqlx.toml from that crate's directory alone
+# (vendor/sqlx-core/src/config/mod.rs), so there is no workspace-wide one. The query
+# macros are used by two crates only: inbound-store (all of inbound's SQL) and
+# inbound-example (its reference domain), each with its sqlx.toml reading a database only
+# from INBOUND_SQLX_DATABASE_URL; without one, the DATABASE_URL the tests export would be
+# what its statements are checked against. A macro anywhere else fails here.
+macro_users=$(grep -rlE --include='*.rs' 'query(_as|_scalar)?(_file(_as|_scalar)?)?(_unchecked)?!\(' \
+  crates tests examples | sed -E 's#/(src|tests|benches|examples)/.*##' | sort -u)
+for crate in $macro_users; do
+  case "$crate" in
+    crates/store | crates/example) ;;
+    *) echo "$crate uses sqlx's query macros: inbound's SQL belongs in crates/store" >&2; exit 1 ;;
+  esac
+done
+for crate in crates/store crates/example; do
+  if [ ! -f "$crate/sqlx.toml" ]; then
+    echo "$crate/sqlx.toml is missing: its macros would read DATABASE_URL" >&2
     exit 1
   fi
 done
@@ -42,7 +53,7 @@ server_url="$(scripts/ensure-postgres.sh)"
 # A database of this run's own, dropped at exit: two runs never share one.
 scratch="inbound_sqlx_prepare_$$"
 # The same server and credentials, another database; `options` puts inbound's schema
-# first, as sessions do (crates/core/src/store/session.rs).
+# first, as sessions do (crates/store/src/session.rs).
 url_for() {
   python3 - "$server_url" "$1" "$2" <<'PY'
 import sys, urllib.parse as u

@@ -50,7 +50,7 @@ pub async fn connect(url: &str) -> PgPool {
 
 /// Applies inbound's migrations (schema `inbound`) and the example domain's.
 pub async fn migrate_all(pool: &PgPool) {
-    inbound_core::store::migrate(pool, &inbound_core::store::Schema::default())
+    inbound_store::migrate(pool, &inbound_store::Schema::default())
         .await
         .expect("migrate test database");
     inbound_example::migrate(&pool.connect_options())
@@ -191,7 +191,7 @@ fn run_while_dropping(statements: Vec<(String, String)>) {
 pub struct TestRoles {
     database_url: String,
     admin_url: String,
-    prefix: inbound_core::store::roles::RolePrefix,
+    prefix: inbound_store::roles::RolePrefix,
 }
 
 /// The password every test role logs in with (the server may ask for one).
@@ -201,8 +201,8 @@ impl TestRoles {
     /// Creates and grants the roles on `database` (the example domain granted to the
     /// worker), each with [`TEST_ROLE_PASSWORD`].
     pub async fn create(database: &TestDatabase) -> Self {
-        use inbound_core::store::roles::{Process, RolePrefix};
-        use inbound_core::store::{Schema, roles};
+        use inbound_store::roles::{Process, RolePrefix};
+        use inbound_store::{Schema, roles};
         let prefix = RolePrefix::parse(&format!(
             "t{}_{}_",
             std::process::id(),
@@ -234,7 +234,7 @@ impl TestRoles {
     /// and dropped when the test ends like [`TestRoles::create`]'s.
     pub fn dropped_when_done(
         database: &TestDatabase,
-        prefix: inbound_core::store::roles::RolePrefix,
+        prefix: inbound_store::roles::RolePrefix,
     ) -> Self {
         Self {
             database_url: database.url().to_owned(),
@@ -244,12 +244,12 @@ impl TestRoles {
     }
 
     /// The role of `process`.
-    pub fn role(&self, process: inbound_core::store::roles::Process) -> String {
+    pub fn role(&self, process: inbound_store::roles::Process) -> String {
         self.prefix.role(process)
     }
 
     /// `url` logging in as `process`'s role.
-    pub fn url(&self, url: &str, process: inbound_core::store::roles::Process) -> String {
+    pub fn url(&self, url: &str, process: inbound_store::roles::Process) -> String {
         let (scheme, rest) = url.split_once("://").expect("URL has a scheme");
         let host = rest.rsplit_once('@').map_or(rest, |(_, host)| host);
         format!(
@@ -260,7 +260,7 @@ impl TestRoles {
 
     /// Every role with its password, e.g. for a pooler's user list.
     pub fn credentials(&self) -> Vec<(String, String)> {
-        inbound_core::store::roles::Process::ALL
+        inbound_store::roles::Process::ALL
             .iter()
             .map(|&process| (self.role(process), TEST_ROLE_PASSWORD.to_owned()))
             .collect()
@@ -269,7 +269,7 @@ impl TestRoles {
 
 impl Drop for TestRoles {
     fn drop(&mut self) {
-        let list = inbound_core::store::roles::Process::ALL
+        let list = inbound_store::roles::Process::ALL
             .iter()
             .map(|&process| self.prefix.role(process))
             .collect::<Vec<_>>()

@@ -5,9 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use inbound_core::config::Config;
-use inbound_core::handlers::EffectIntent;
-use inbound_core::store::effects::{self, SourceEvent};
-use inbound_worker::{Worker, WorkerSettings, dispatch_once, dispatcher};
+use inbound_store::effects::{self, SourceEvent};
+use inbound_store::handlers::EffectIntent;
+use inbound_worker::test_hooks::{self as dispatcher, dispatch_once};
+use inbound_worker::{Worker, WorkerSettings};
 use sqlx::PgPool;
 
 use crate::TestDatabase;

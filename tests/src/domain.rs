@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use inbound_core::config::Config;
 use inbound_core::event::{self, Extracted};
-use inbound_core::handlers::Registry;
 use inbound_core::headers::Headers;
-use inbound_core::store;
+use inbound_store as store;
+use inbound_store::handlers::Registry;
 use inbound_worker::{Worker, WorkerSettings};
 use serde_json::{Value, json};
 use sqlx::PgPool;
@@ -263,9 +263,9 @@ pub fn settings() -> WorkerSettings {
         shutdown_grace: Duration::from_secs(5),
         payload_budget_bytes: 8 * 1024 * 1024,
         role: inbound_worker::Role::All,
-        session: inbound_core::store::SessionTarget {
-            schema: inbound_core::store::Schema::default(),
-            pooler: inbound_core::store::Pooler::None,
+        session: inbound_store::SessionTarget {
+            schema: inbound_store::Schema::default(),
+            pooler: inbound_store::Pooler::None,
         },
     }
 }

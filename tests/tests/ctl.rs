@@ -4,23 +4,16 @@
 use sqlx::ConnectOptions;
 use std::process::{Command, Output};
 
+use inbound_tests::ctl::Inboundctl;
 use inbound_tests::database::{admin_url, with_database};
 use inbound_tests::fixtures;
 use inbound_tests::process::{ScratchDir, binary};
 use inbound_tests::{Stack, TestDatabase};
 
-/// Runs inboundctl with `env` on top of a clean one: no database, no configuration, and
-/// the operator `ops-test` (as a pod would set INBOUND_OPERATOR; $USER is removed).
+/// Runs inboundctl with `env` alone on top of a clean environment (no fixture secrets:
+/// these tests say which secrets exist).
 fn inboundctl(args: &[&str], env: &[(String, String)]) -> Output {
-    Command::new(binary("inboundctl"))
-        .args(args)
-        .env_remove("DATABASE_URL")
-        .env_remove("INBOUND_CONFIG")
-        .env_remove("USER")
-        .env("INBOUND_OPERATOR", "ops-test")
-        .envs(env.iter().map(|(name, value)| (name, value)))
-        .output()
-        .expect("run inboundctl")
+    Inboundctl::new().envs(env).run(args)
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -134,10 +127,9 @@ fn check_config_warns_about_a_shopify_topic_typo() {
 fn a_closed_output_pipe_ends_the_command_quietly() {
     let scratch = ScratchDir::new();
     let path = write_config(&scratch, |config| config);
-    let mut child = Command::new(binary("inboundctl"))
-        .args(["check-config", "--config", &path])
-        .env_remove("DATABASE_URL")
-        .envs(fixtures::secret_env())
+    let mut child = Inboundctl::new()
+        .with_fixture_secrets()
+        .command(&["check-config", "--config", &path])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -836,8 +828,8 @@ async fn pending_receipts_can_be_quarantined_or_failed_by_hand_and_are_audited()
         );
     }
     let worker = domain::worker(pool, domain::settings());
-    let attempt = inbound_worker::process::process(&worker, claimed[1].clone()).await;
-    assert_eq!(attempt, inbound_worker::process::Attempt::LeaseLost);
+    let attempt = inbound_worker::test_hooks::process(&worker, claimed[1].clone()).await;
+    assert_eq!(attempt, inbound_worker::test_hooks::Attempt::LeaseLost);
     assert_eq!(
         domain::receipt_state(pool, receipts[1]).await.0,
         "quarantined"
@@ -1360,8 +1352,8 @@ async fn effects_list_show_and_resolve_through_the_binary() {
 async fn dev_sink_verifies_signatures_counts_repeats_and_answers_reconciliation() {
     use std::io::BufRead;
     let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
-    let mut child = Command::new(binary("inboundctl"))
-        .args([
+    let mut child = Inboundctl::new()
+        .command(&[
             "dev-sink",
             "--listen",
             "127.0.0.1:0",
@@ -1513,7 +1505,7 @@ async fn migrate_works_for_a_role_that_is_no_superuser_and_may_not_create_schema
 /// yet says so instead of a misleading permission error.
 #[tokio::test]
 async fn a_worker_migrates_its_teams_schema_and_grants_it_to_the_worker_role() {
-    use inbound_core::store::roles::{Process, RolePrefix};
+    use inbound_store::roles::{Process, RolePrefix};
     let database = TestDatabase::create_unmigrated().await;
     let prefix = RolePrefix::parse(&format!("tw{}_", rand::random::<u32>())).expect("prefix");
     let roles = inbound_tests::database::TestRoles::dropped_when_done(&database, prefix.clone());

@@ -7,7 +7,7 @@
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use inbound_core::store::roles::Process;
+use inbound_store::roles::Process;
 use inbound_tests::database::{TestRoles, admin_url};
 use inbound_tests::pgbouncer::{PgBouncer, PoolerOptions};
 use inbound_tests::process::binary;

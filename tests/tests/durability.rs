@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use inbound_core::store::{self, PoolSettings, Pooler, Schema, SessionTarget};
+use inbound_store::{self as store, PoolSettings, Pooler, Schema, SessionTarget};
 use inbound_tests::TestDatabase;
 
 /// A receipt of `stripe-acme` with an empty payload.
@@ -140,7 +140,7 @@ async fn the_autocommitted_receipt_insert_commits_durably_on_a_weak_session() {
 #[tokio::test]
 async fn finishing_receipts_commits_durably_on_a_weak_session() {
     use inbound_core::keys::{EventId, SourceScope};
-    use inbound_core::store::queue::{self, Finish, FinishedReceipt};
+    use inbound_store::queue::{self, Finish, FinishedReceipt};
     use sqlx::Connection;
     let database = TestDatabase::create().await;
     let mut connection = database.pool().acquire().await.expect("connection");

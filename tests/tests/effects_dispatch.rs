@@ -389,7 +389,7 @@ async fn two_events_for_one_business_operation_make_one_intent_and_one_delivery(
             .await
             .expect("new");
     }
-    inbound_worker::run_once(&harness.worker)
+    inbound_worker::test_hooks::run_once(&harness.worker)
         .await
         .expect("apply");
     harness.step().await;
@@ -434,11 +434,11 @@ async fn the_due_wait_gauge_counts_only_effects_a_dispatcher_could_take_now() {
     .await
     .expect("effects");
     let mut connection = pool.acquire().await.expect("connection");
-    let wait = inbound_core::store::effects::oldest_due_wait_seconds(&mut connection, "audit")
+    let wait = inbound_store::effects::oldest_due_wait_seconds(&mut connection, "audit")
         .await
         .expect("gauge");
     assert!((40.0..45.0).contains(&wait), "{wait}");
-    let age = inbound_core::store::effects::oldest_open_age_seconds(&mut connection, "audit")
+    let age = inbound_store::effects::oldest_open_age_seconds(&mut connection, "audit")
         .await
         .expect("age");
     assert!(

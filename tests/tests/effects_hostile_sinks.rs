@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use inbound_core::config::Config;
-use inbound_core::store::effects as store;
+use inbound_store::effects as store;
 use inbound_tests::dispatcher::Harness;
 use inbound_tests::domain::{self, charge, payment_intent};
 use inbound_tests::sink::{Answer, TestSink};
@@ -198,7 +198,7 @@ async fn one_absurd_retry_after_loses_no_other_outcome() {
 async fn outcomes_are_recorded_while_the_pool_is_exhausted() {
     let harness = start().await;
     harness.intent("fulfillment", "busy").await;
-    let recorder = inbound_worker::dispatcher::recorder::Recorder::start(
+    let recorder = inbound_worker::test_hooks::Recorder::start(
         harness.pool(),
         &domain::settings().session,
         &harness.worker.clock,
@@ -211,7 +211,7 @@ async fn outcomes_are_recorded_while_the_pool_is_exhausted() {
             1,
             Duration::from_secs(30),
             "test",
-            &inbound_worker::dispatcher::sink_claims(&harness.worker, 1),
+            &inbound_worker::test_hooks::sink_claims(&harness.worker, 1),
             None,
         )
         .await
@@ -492,15 +492,15 @@ async fn purge_keeps_receipts_whose_effects_are_not_closed() {
         .await
         .expect("out of the queue");
     // Purged as if 30 days had passed.
-    let later = inbound_core::store::clock::ahead(Duration::from_secs(30 * 24 * 3600));
+    let later = inbound_store::clock::ahead(Duration::from_secs(30 * 24 * 3600));
     let mut connection = harness.pool().acquire().await.expect("conn");
-    let purged = inbound_core::store::admin::purge_keys_batch(&mut connection, 7, 100, later)
+    let purged = inbound_store::admin::purge_keys_batch(&mut connection, 7, 100, later)
         .await
         .expect("purge");
     assert_eq!(purged, 0);
     assert_eq!(harness.effect("refused").await.0, "failed");
     // Nor its payload: the person deciding about the effect reads the event behind it.
-    let payloads = inbound_core::store::admin::purge_payloads_batch(&mut connection, 7, 100, later)
+    let payloads = inbound_store::admin::purge_payloads_batch(&mut connection, 7, 100, later)
         .await
         .expect("purge payloads");
     assert_eq!(
@@ -523,11 +523,11 @@ async fn purge_keeps_receipts_whose_effects_are_not_closed() {
     )
     .await
     .expect("abandon");
-    let payloads = inbound_core::store::admin::purge_payloads_batch(&mut connection, 7, 100, later)
+    let payloads = inbound_store::admin::purge_payloads_batch(&mut connection, 7, 100, later)
         .await
         .expect("purge payloads");
     assert_eq!(payloads, 1);
-    let purged = inbound_core::store::admin::purge_keys_batch(&mut connection, 7, 100, later)
+    let purged = inbound_store::admin::purge_keys_batch(&mut connection, 7, 100, later)
         .await
         .expect("purge");
     assert_eq!(purged, 1);
@@ -549,7 +549,7 @@ async fn a_second_payment_after_a_refund_makes_a_second_effect() {
         payment_intent("pi_1", "o1", 1000, "usd", "succeeded"),
     )
     .await;
-    inbound_worker::run_once(&harness.worker)
+    inbound_worker::test_hooks::run_once(&harness.worker)
         .await
         .expect("pay");
     domain::accept_event(
@@ -560,7 +560,7 @@ async fn a_second_payment_after_a_refund_makes_a_second_effect() {
         charge("pi_1", 1000, 1000),
     )
     .await;
-    inbound_worker::run_once(&harness.worker)
+    inbound_worker::test_hooks::run_once(&harness.worker)
         .await
         .expect("refund");
     // The business reopens the order with a new PaymentIntent.
@@ -578,7 +578,7 @@ async fn a_second_payment_after_a_refund_makes_a_second_effect() {
         payment_intent("pi_2", "o1", 1000, "usd", "succeeded"),
     )
     .await;
-    inbound_worker::run_once(&harness.worker)
+    inbound_worker::test_hooks::run_once(&harness.worker)
         .await
         .expect("pay again");
     assert_eq!(domain::order_status(pool, "o1").await, "paid");
@@ -597,7 +597,7 @@ async fn an_intent_colliding_with_another_operations_key_is_an_error() {
         .await;
     harness.intent("fulfillment", "order.paid:acme:o1").await;
     let receipt = domain::order_with_pending_payment(pool, &harness.worker.config).await;
-    inbound_worker::run_once(&harness.worker)
+    inbound_worker::test_hooks::run_once(&harness.worker)
         .await
         .expect("apply");
     let (status, _, _) = domain::receipt_state(pool, receipt).await;
@@ -681,7 +681,7 @@ async fn an_operators_retry_ends_a_breakers_pause_with_a_probe_now() {
     harness.step().await;
     harness.expedite().await;
     assert!(harness.worker.sink_gates().is_open("down_long"));
-    inbound_worker::gauges::refresh(&harness.worker)
+    inbound_worker::test_hooks::refresh(&harness.worker)
         .await
         .expect("gauges");
     assert!(
@@ -703,7 +703,7 @@ async fn an_operators_retry_ends_a_breakers_pause_with_a_probe_now() {
     )
     .await
     .expect("retry");
-    inbound_worker::gauges::refresh(&harness.worker)
+    inbound_worker::test_hooks::refresh(&harness.worker)
         .await
         .expect("gauges");
     assert_eq!(
@@ -714,7 +714,7 @@ async fn an_operators_retry_ends_a_breakers_pause_with_a_probe_now() {
     // The probe failed (the sink is still unreachable here): paused again, and the same
     // retry does not end the new pause.
     harness.expedite().await;
-    inbound_worker::gauges::refresh(&harness.worker)
+    inbound_worker::test_hooks::refresh(&harness.worker)
         .await
         .expect("gauges");
     assert!(
@@ -741,7 +741,7 @@ async fn an_operator_decision_fences_out_a_reconciliation_in_progress() {
         1,
         Duration::from_secs(30),
         "reconciler",
-        &inbound_worker::dispatcher::sink_claims(&harness.worker, 1),
+        &inbound_worker::test_hooks::sink_claims(&harness.worker, 1),
         None,
     )
     .await

@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use inbound_core::keys::{EventId, SourceScope};
-use inbound_core::store::{self, InsertOutcome, NewReceipt};
+use inbound_store::{self as store, InsertOutcome, NewReceipt};
 use inbound_tests::fixtures::{Provider, Variant};
 use inbound_tests::http::{Answer, HttpClient};
 use inbound_tests::{Stack, TestDatabase};
@@ -204,9 +204,8 @@ async fn a_member_postgres_refuses_fails_alone_and_the_rest_of_its_batch_commits
 
     use bytes::Bytes;
     use http_body_util::Full;
-    use inbound_ingress::body::{BodyBudget, read_body};
-    use inbound_ingress::group_commit::{
-        CommitError, CommitPayload, GroupCommit, GroupCommitSettings,
+    use inbound_ingress::test_hooks::{
+        BodyBudget, CommitError, CommitPayload, GroupCommit, GroupCommitSettings, read_body,
     };
 
     let database = TestDatabase::create().await;
@@ -295,8 +294,9 @@ async fn nothing_is_committed_before_the_session_check_passed() {
 
     use bytes::Bytes;
     use http_body_util::Full;
-    use inbound_ingress::body::{BodyBudget, read_body};
-    use inbound_ingress::group_commit::{CommitPayload, GroupCommit, GroupCommitSettings};
+    use inbound_ingress::test_hooks::{
+        BodyBudget, CommitPayload, GroupCommit, GroupCommitSettings, read_body,
+    };
     use inbound_runtime::sessions::SessionGate;
 
     let database = TestDatabase::create().await;
@@ -385,11 +385,12 @@ async fn a_session_the_server_ended_is_not_used_again() {
     let ended: i64 = sqlx::query_scalar(
         // The sessions are chosen first (MATERIALIZED): in one WHERE clause PostgreSQL may
         // call pg_terminate_backend before it has checked the database, and end the
-        // committers of tests running beside this one.
+        // committers of tests running beside this one. The committer's last statement is
+        // the receipt insert (crates/store/queries/receipts/insert.sql, its header first).
         "WITH chosen AS MATERIALIZED (
              SELECT pid FROM pg_stat_activity
              WHERE datname = current_database() AND application_name = 'inbound-ingress'
-               AND query LIKE 'WITH input%'
+               AND query LIKE '%INSERT INTO receipts (integration,%'
          )
          SELECT count(*) FROM chosen WHERE pg_terminate_backend(pid)",
     )

@@ -1,5 +1,5 @@
 //! Every migration may be interrupted and run again, and none blocks the live system
-//! (`inbound_core::store::migrations`). The migrator's mechanics — an interrupted
+//! (`inbound_store::migrations`). The migrator's mechanics — an interrupted
 //! concurrent index build repaired, a lock waited for briefly and the run retried, one
 //! migrator at a time, a database a newer release migrated — are exercised on migrations
 //! these tests write for the purpose. Then every migration after the baseline is applied
@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use inbound_core::store::{self, MIGRATOR, Schema};
+use inbound_store::{self as store, MIGRATOR, Schema};
 use inbound_tests::TestDatabase;
 use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::{Connection, PgPool, SqlSafeStr};

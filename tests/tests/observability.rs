@@ -494,7 +494,7 @@ async fn an_effect_retry_line_says_what_went_wrong() {
 /// them), so the alert and KEDA see the backlog grow with no worker up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_every_worker_gone_the_ingress_exports_the_age_of_what_it_accepted() {
-    use inbound_core::store::roles::Process;
+    use inbound_store::roles::Process;
     let database = TestDatabase::create().await;
     let roles = inbound_tests::database::TestRoles::create(&database).await;
     let ingress = Service::ingress(

@@ -55,7 +55,7 @@ async fn the_database_allows_exactly_the_states_the_code_knows() {
 /// Operators' decisions are recorded under the actions the code names.
 #[tokio::test]
 async fn the_database_records_exactly_the_decisions_the_code_makes() {
-    use inbound_core::store::{admin, effects};
+    use inbound_store::{admin, effects};
     let database = TestDatabase::create().await;
     assert_eq!(
         allowed_values(&database, "effect_resolutions", "action").await,

@@ -14,10 +14,11 @@ use crate::secret::{Secret, SecretUrl};
 use crate::verify::Provider;
 
 mod custom;
+mod rules;
 mod sinks;
 mod validate;
 
-use validate::invalid;
+use rules::invalid;
 
 /// The handler that changes nothing locally and only carries the event to its sinks (the
 /// one route handler that may name several sinks).

@@ -20,7 +20,7 @@ impl<'a> Headers<'a> {
     }
 
     /// The first present header among `names`, tried in order (for aliases such as `svix-id`).
-    pub fn get_any(&self, names: &[&str]) -> Option<&'a str> {
+    pub(crate) fn get_any(&self, names: &[&str]) -> Option<&'a str> {
         names.iter().find_map(|name| self.get(name))
     }
 }

@@ -63,10 +63,8 @@ impl fmt::Display for EventId {
 /// reused, so a worker that lost its lease (and any earlier life of the row before a
 /// replay) can never match it. A type of its own so that it is never passed where an id
 /// is meant, or the other way round.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, sqlx::Type,
-)]
-#[sqlx(transparent)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[cfg_attr(feature = "sqlx", derive(sqlx::Type), sqlx(transparent))]
 #[serde(transparent)]
 pub struct LeaseToken(i64);
 
@@ -131,10 +129,8 @@ pub fn content_digest(body: &[u8]) -> [u8; 32] {
 
 /// `receipts.id`. A type of its own so that a receipt id is never passed where an
 /// effect id or a lease token is meant; stored and serialized as the number.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, sqlx::Type,
-)]
-#[sqlx(transparent)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[cfg_attr(feature = "sqlx", derive(sqlx::Type), sqlx(transparent))]
 #[serde(transparent)]
 pub struct ReceiptId(pub i64);
 
@@ -154,10 +150,8 @@ impl std::str::FromStr for ReceiptId {
 }
 
 /// `effects.id`, as [`ReceiptId`] is a receipt's.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, sqlx::Type,
-)]
-#[sqlx(transparent)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[cfg_attr(feature = "sqlx", derive(sqlx::Type), sqlx(transparent))]
 #[serde(transparent)]
 pub struct EffectId(pub i64);
 

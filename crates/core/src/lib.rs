@@ -1,4 +1,7 @@
-//! `inbound-core`: everything both binaries share and nothing that speaks HTTP.
+//! `inbound-core`: the rules every process shares, with no I/O — no database, no
+//! network, no runtime. All SQL, the migrations and the handler model are
+//! `inbound-store`'s; with the `sqlx` feature, the keys and states here also map to and
+//! from their stored columns.
 //!
 //! - [`config`]: the TOML configuration, validated, with secrets resolved from references.
 //! - [`secret`]: secret references (`env:` / `file:`) and the redacted [`secret::Secret`].
@@ -9,8 +12,6 @@
 //! - [`keys`]: the receipt key's newtypes.
 //! - [`payload`]: the storability contract (what `jsonb` stores and the worker reads back).
 //! - [`clock`]: an injectable clock so freshness checks are testable.
-//! - [`store`]: all SQL, and the embedded migrations.
-//! - [`handlers`]: the handler model (trait, transitions, effect intents) and the built-ins.
 //! - [`states`]: every receipt and effect state, stored as text and checked against the
 //!   database's constraints.
 //!
@@ -21,28 +22,17 @@
 //!   states involved: [`config::ConfigError`] (one line naming the field: what operators
 //!   see at start-up and from `check-config`), [`verify::VerifyError`] (why a request is
 //!   not authentic: logged as the reason, while the client gets a bare 401),
-//!   [`event::ExtractError`] (400 with its detail, or 403), [`secret::SecretError`],
-//!   [`handlers::HandlerError`] (the receipt is retried), and the store's decisions
-//!   ([`store::admin::ReplayError`], [`store::admin::ResolveError`],
-//!   [`store::effects::ResolveError`], [`store::MigrationError`]), whose messages are
-//!   written for the operator who asked;
-//! - a statement's failure is `sqlx::Error`, passed through unchanged: only the caller
-//!   knows what it means (the ingress answers 503, the worker retries), and
-//!   [`store::is_unavailability`] tells a database that is away from one that refused
-//!   the data;
+//!   [`event::ExtractError`] (400 with its detail, or 403) and [`secret::SecretError`];
 //! - no message carries a secret, a database URL's password or a payload field.
 
 pub mod clock;
 pub mod config;
 pub mod effects;
 pub mod event;
-pub mod handlers;
 pub mod headers;
 pub mod keys;
-pub mod known_events;
 pub mod payload;
 pub mod secret;
 pub mod sender;
 pub mod states;
-pub mod store;
 pub mod verify;

@@ -3,20 +3,24 @@
 //! test (`tests/tests/states.rs`) reads those constraints back and fails when either
 //! side gains or loses a value, and another checks that ARCHITECTURE.md's state machines
 //! name every one. Transitions live with the code that makes them: the worker's claim
-//! and finish (`store::queue`), the dispatcher's decisions (`effects::decide`) and the
-//! operators' resolutions (`store::effects::Resolution`, `store::admin`).
+//! and finish (`inbound_store::queue`), the dispatcher's decisions (`effects::decide`) and the
+//! operators' resolutions (`inbound_store::effects::Resolution`, `inbound_store::admin`).
 
 use std::fmt;
 use std::str::FromStr;
 
+#[cfg(feature = "sqlx")]
 use sqlx::encode::IsNull;
+#[cfg(feature = "sqlx")]
 use sqlx::error::BoxDynError;
+#[cfg(feature = "sqlx")]
 use sqlx::postgres::{PgArgumentBuffer, PgHasArrayType, PgTypeInfo, PgValueRef};
+#[cfg(feature = "sqlx")]
 use sqlx::{Decode, Encode, Postgres, Type};
 
 /// An enum stored as one of a fixed set of texts: `as_str`, `ALL`, `FromStr`, `Display`
-/// and the sqlx mapping to and from `text` (no PostgreSQL enum type: adding a value is
-/// a CHECK change, never a type change, and poolers see plain text).
+/// and (feature `sqlx`) the mapping to and from `text` (no PostgreSQL enum type: adding a
+/// value is a CHECK change, never a type change, and poolers see plain text).
 macro_rules! text_states {
     ($(#[$meta:meta])* pub enum $name:ident { $($(#[$variant_meta:meta])* $variant:ident => $text:literal,)+ }) => {
         $(#[$meta])*
@@ -65,6 +69,7 @@ macro_rules! text_states {
             }
         }
 
+        #[cfg(feature = "sqlx")]
         impl Type<Postgres> for $name {
             fn type_info() -> PgTypeInfo {
                 <&str as Type<Postgres>>::type_info()
@@ -75,6 +80,7 @@ macro_rules! text_states {
             }
         }
 
+        #[cfg(feature = "sqlx")]
         impl PgHasArrayType for $name {
             fn array_type_info() -> PgTypeInfo {
                 <&str as PgHasArrayType>::array_type_info()
@@ -85,12 +91,14 @@ macro_rules! text_states {
             }
         }
 
+        #[cfg(feature = "sqlx")]
         impl Encode<'_, Postgres> for $name {
             fn encode_by_ref(&self, buf: &mut PgArgumentBuffer) -> Result<IsNull, BoxDynError> {
                 <&str as Encode<Postgres>>::encode(self.as_str(), buf)
             }
         }
 
+        #[cfg(feature = "sqlx")]
         impl<'r> Decode<'r, Postgres> for $name {
             fn decode(value: PgValueRef<'r>) -> Result<Self, BoxDynError> {
                 let text = <&str as Decode<Postgres>>::decode(value)?;

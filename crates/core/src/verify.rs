@@ -129,7 +129,7 @@ impl Provider {
     /// Standard Webhooks reference sender) 15 s, Shopify and Paddle 5 s, Zoom 3 s; Stripe
     /// documents none, and
     /// reports of its limit range from 10 to 30 s, so the lowest is taken.
-    pub fn delivery_timeout_secs(self) -> u64 {
+    pub(crate) fn delivery_timeout_secs(self) -> u64 {
         match self {
             // The configurable schemes: 10 s, unless `provider_timeout_secs` says.
             Self::Stripe | Self::Github | Self::Hmac | Self::Token => 10,
@@ -173,7 +173,7 @@ impl Provider {
     }
 
     /// Parses a configuration name.
-    pub fn from_name(name: &str) -> Option<Self> {
+    pub(crate) fn from_name(name: &str) -> Option<Self> {
         Self::ALL
             .into_iter()
             .find(|provider| provider.name() == name)

@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use inbound_core::store::{self, bounded};
+use inbound_store::{self as store, bounded};
 use sqlx::{Connection, PgConnection};
 
 /// One connection and how long a unit of work on it may wait.

@@ -13,7 +13,7 @@ use anyhow::bail;
 use clap::{Args, Subcommand};
 use inbound_core::config::Config;
 use inbound_core::keys::EffectId;
-use inbound_core::store::effects::{self, Resolution};
+use inbound_store::effects::{self, Resolution};
 use serde_json::json;
 use sqlx::{Connection, PgConnection};
 
@@ -496,7 +496,7 @@ async fn resolve(args: ResolveArgs) -> anyhow::Result<()> {
     let by = operator.name()?;
     // One transaction, no savepoints: a refusal of any id leaves every one as it was.
     let expected = status;
-    let ids = inbound_core::store::in_lock_order(&ids);
+    let ids = inbound_store::in_lock_order(&ids);
     db.run(async |connection| {
         let mut transaction = connection.begin().await?;
         for &id in &ids {

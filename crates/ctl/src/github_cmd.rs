@@ -27,8 +27,8 @@ use base64::Engine;
 use chrono::{DateTime, Utc};
 use clap::{Args, Subcommand};
 use inbound_core::config::Config;
-use inbound_core::store;
 use inbound_core::verify::Provider;
+use inbound_store as store;
 use serde_json::{Value, json};
 
 use crate::operate::DatabaseArgs;

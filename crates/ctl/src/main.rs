@@ -16,6 +16,7 @@ mod db;
 mod dev_sink;
 mod effects_cmd;
 mod github_cmd;
+mod known_events;
 mod operate;
 mod output;
 mod provider_api;
@@ -36,7 +37,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use inbound_core::config::Config;
-use inbound_core::store;
+use inbound_store as store;
 use sqlx::Connection;
 use sqlx::migrate::MigrateDatabase;
 
@@ -373,11 +374,11 @@ fn check_config(
             .map(|name| name.trim())
             .filter(|name| !name.is_empty())
             .collect();
-        known.extend(inbound_core::handlers::BUILTIN_HANDLERS);
+        known.extend(inbound_store::handlers::BUILTIN_HANDLERS);
         loaded.check_handlers(&known, &|_| true)?;
     }
     // A misspelled event type would be answered 200 `ignored` for ever: say so.
-    let warnings = inbound_core::known_events::route_key_warnings(&loaded);
+    let warnings = known_events::route_key_warnings(&loaded);
     for warning in &warnings {
         eprintln!("warning: {warning}");
     }

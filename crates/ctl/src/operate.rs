@@ -11,8 +11,8 @@ use crate::db::Db;
 use anyhow::bail;
 use clap::Args;
 use inbound_core::config::Config;
-use inbound_core::store::{self, admin, effects};
 use inbound_core::verify::Provider;
+use inbound_store::{self as store, admin, effects};
 use serde_json::json;
 
 /// How to reach the database.

@@ -3,7 +3,7 @@
 
 use inbound_core::payload;
 use inbound_core::states::ReceiptStatus;
-use inbound_core::store::admin;
+use inbound_store::admin;
 
 use crate::output::out;
 

@@ -14,7 +14,7 @@ use inbound_core::keys::ReceiptId;
 use anyhow::bail;
 use clap::{Args, Subcommand};
 use inbound_core::config::Config;
-use inbound_core::store::admin;
+use inbound_store::admin;
 use serde_json::json;
 use sqlx::PgConnection;
 
@@ -285,7 +285,7 @@ async fn replay(args: DecisionArgs) -> anyhow::Result<()> {
     let reason = required_reason(reason.as_deref())?;
     let by = operator.name()?;
     let expected = status;
-    let ids = inbound_core::store::in_lock_order(&ids);
+    let ids = inbound_store::in_lock_order(&ids);
     db.run(async |connection| Ok(admin::replay(connection, &ids, expected, &by, &reason).await?))
         .await?;
     report(&ids, "replayed", json);
@@ -329,7 +329,7 @@ async fn close(args: DecisionArgs) -> anyhow::Result<()> {
     };
     let reason = required_reason(reason.as_deref())?;
     let by = operator.name()?;
-    let ids = inbound_core::store::in_lock_order(&ids);
+    let ids = inbound_store::in_lock_order(&ids);
     db.run(async |connection| Ok(admin::close(connection, &ids, status, &by, &reason).await?))
         .await?;
     report(&ids, "closed", json);

@@ -29,8 +29,8 @@ use inbound_core::event::{self, ExtractError, Extracted};
 use inbound_core::headers::Headers;
 use inbound_core::keys::ReceiptId;
 use inbound_core::keys::{EventId, SourceScope};
-use inbound_core::store::{self, InsertOutcome, NewReceipt};
 use inbound_core::verify::Provider;
+use inbound_store::{self as store, InsertOutcome, NewReceipt};
 use serde_json::Value;
 use sqlx::Connection;
 

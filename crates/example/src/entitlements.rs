@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use sqlx::PgConnection;
 
 use crate::store::grants::{self, Grant as GrantKey};
-use inbound_core::handlers::{
+use inbound_store::handlers::{
     Handler, HandlerError, HandlerFuture, HandlerInput, Transition, quarantine, text_at,
 };
 

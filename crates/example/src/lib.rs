@@ -4,7 +4,7 @@
 //! - `orders.mark_paid`, `orders.refund` ([`orders`]): a Stripe PaymentIntent pays an
 //!   order, a fully refunded Charge refunds it; each a guarded `UPDATE` on the order.
 //! - `entitlements.grant` ([`entitlements`]): one grant per mapped price of a paid invoice.
-//! - each is wrapped in [`inbound_core::handlers::StripeHandler`]: the checks every Stripe
+//! - each is wrapped in [`inbound_store::handlers::StripeHandler`]: the checks every Stripe
 //!   business handler makes (Stripe signers, the mode pinned, no unpinned Connect
 //!   account), from the library, as a team's own handlers use it.
 //! - [`store`]: the SQL, on tables in schema [`SCHEMA`] (installed by [`migrate`], which
@@ -17,8 +17,8 @@ mod entitlements;
 mod orders;
 pub mod store;
 
-use inbound_core::handlers::{Registry, StripeHandler};
-use inbound_core::store::{InvalidSchema, Migrated, MigrationError, Schema, migrate_schema};
+use inbound_store::handlers::{Registry, StripeHandler};
+use inbound_store::{InvalidSchema, Migrated, MigrationError, Schema, migrate_schema};
 use sqlx::migrate::Migrator;
 use sqlx::postgres::PgConnectOptions;
 

@@ -16,11 +16,11 @@ use std::collections::HashSet;
 use serde_json::json;
 use sqlx::PgConnection;
 
-use inbound_core::store;
-use inbound_core::store::queue::ReceiptState;
+use inbound_store as store;
+use inbound_store::queue::ReceiptState;
 
 use crate::store::orders::{self, OrderState, Payment};
-use inbound_core::handlers::{
+use inbound_store::handlers::{
     Handler, HandlerBatchFuture, HandlerError, HandlerFuture, HandlerInput, Transition, quarantine,
     text_at,
 };

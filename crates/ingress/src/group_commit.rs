@@ -27,9 +27,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use inbound_core::keys::{EventId, SourceScope};
-use inbound_core::store::{self, InsertOutcome, NewReceipt};
 use inbound_runtime::failpoint;
 use inbound_runtime::sessions::SessionGate;
+use inbound_store::{self as store, InsertOutcome, NewReceipt};
 use sqlx::pool::PoolConnection;
 use sqlx::{Connection, PgConnection, PgPool, Postgres};
 use tokio::sync::{Mutex, mpsc, oneshot};

@@ -1,37 +1,47 @@
 //! `inbound-ingress`: the thin HTTP receiver. It verifies, validates, commits a pending
 //! receipt and only then answers 2xx. No business logic, no outbound calls.
 //!
-//! - [`start`]: the whole process as a library ([`main`], [`run`]); [`args`]: its flags.
-//! - [`app`]: routing of paths and methods, health endpoints.
-//! - [`receive`]: the `POST /webhooks/{integration}` pipeline.
-//! - [`body`]: request bodies read into one buffer within the limit and the shared budget.
-//! - [`group_commit`]: concurrent receipts committed together, one statement per batch.
-//! - [`reply`]: every outcome, mapped to its status and body in one place.
-//! - [`verification`]: where signatures are checked: inline, or off the async threads
+//! What an embedder uses: the whole process as a library, [`main`] and [`run`], and its
+//! flags, [`IngressArgs`]. The modules behind them are private:
+//!
+//! - `start`: the process; `args`: its flags.
+//! - `app`: routing of paths and methods, health endpoints.
+//! - `receive`: the `POST /webhooks/{integration}` pipeline.
+//! - `body`: request bodies read into one buffer within the limit and the shared budget.
+//! - `group_commit`: concurrent receipts committed together, one statement per batch.
+//! - `reply`: every outcome, mapped to its status and body in one place.
+//! - `verification`: where signatures are checked: inline, or off the async threads
 //!   when a forged request could cost more than about a millisecond.
-//! - [`telemetry`]: metric names, HELP text and buckets.
-//! - [`log_budget`]: how many lines a flood of refusals may write.
+//! - `telemetry`: metric names, HELP text and buckets.
+//! - `log_budget`: how many lines a flood of refusals may write.
 //!
 //! # Errors
 //!
-//! Every outcome of a request is a [`reply::Reply`] variant, mapped to its status and
+//! Every outcome of a request is a `reply::Reply` variant, mapped to its status and
 //! body in one place. What went wrong inside (a verifier's reason, the database's error,
 //! a body read failure: `body::BodyError`, `group_commit::CommitError`) goes to the
 //! request's log line as `reason`, never into the body (401 says nothing more; 400
 //! says which rule). `anyhow` is used only at start-up, where the context chain is
 //! printed once and the process exits 1.
 
-pub mod app;
-pub mod args;
-pub mod body;
-pub mod group_commit;
-pub mod log_budget;
-pub mod receive;
-pub mod reply;
-pub mod start;
-pub mod telemetry;
-pub mod verification;
+mod app;
+mod args;
+mod body;
+mod group_commit;
+mod log_budget;
+mod receive;
+mod reply;
+mod start;
+mod telemetry;
+mod verification;
 
-pub use app::{App, AppSettings};
 pub use args::IngressArgs;
 pub use start::{main, run};
+
+/// The parts the workspace's own tests drive directly. Not part of the API: hidden from
+/// the documentation, and may change in any release.
+#[doc(hidden)]
+pub mod test_hooks {
+    pub use crate::body::{BodyBudget, read_body};
+    pub use crate::group_commit::{CommitError, CommitPayload, GroupCommit, GroupCommitSettings};
+}

@@ -4,7 +4,7 @@
 //! (415: a declared type other than JSON — GitHub's form encoding aside — or any content
 //! coding) → shape, event id and type (400) → scope (200 ignored: out of scope) → route
 //! (200 ignored) → commit → 200. Nothing answers 2xx for an event until its batch's
-//! [`inbound_core::store::insert_receipts`] has returned, i.e. committed.
+//! [`inbound_store::insert_receipts`] has returned, i.e. committed.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -17,9 +17,9 @@ use inbound_core::config::Integration;
 use inbound_core::event::{self, ExtractError, Extracted};
 use inbound_core::headers::Headers;
 use inbound_core::keys::{self, EventId};
-use inbound_core::store::{InsertOutcome, NewReceipt};
 use inbound_core::verify::{self, Provider, VerifyContext};
 use inbound_runtime::failpoint;
+use inbound_store::{InsertOutcome, NewReceipt};
 use tokio::time::Instant;
 
 use crate::body::{self, BodyBudget, BodyError, HeldBody, HeldText};

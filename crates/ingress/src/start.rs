@@ -9,18 +9,18 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use inbound_core::clock::SystemClock;
 use inbound_core::config::Config;
-use inbound_core::store::{self, PoolSettings};
 use inbound_runtime::process::{EXIT_POOL_CLOSE_LIMIT, close_pool};
 use inbound_runtime::sessions::SessionGuard;
 use inbound_runtime::signals::shutdown_signal;
 use inbound_runtime::{Drain, ServerLimits, logging, ops, serve};
+use inbound_store::{self as store, PoolSettings};
 use tokio::net::TcpListener;
 
+use crate::app::{App, AppSettings};
 use crate::args::IngressArgs;
 use crate::body::BodyBudget;
 use crate::group_commit::{GroupCommit, GroupCommitSettings};
 use crate::telemetry;
-use crate::{App, AppSettings};
 
 /// The whole ingress process: flags from the command line and environment, logging,
 /// then [`run`] until SIGTERM/SIGINT; a start-up error is one log line and exit code 1.
@@ -140,7 +140,7 @@ fn spawn_queue_ages(
     gate: inbound_runtime::sessions::SessionGate,
 ) -> tokio::task::JoinHandle<()> {
     let interval = cli.common.gauge_interval();
-    let limit = cli.common.statement_timeout() + inbound_core::store::bounded::STATEMENT_MARGIN;
+    let limit = cli.common.statement_timeout() + inbound_store::bounded::STATEMENT_MARGIN;
     tokio::spawn(async move {
         gate.opened().await;
         inbound_runtime::queue_ages::export_forever(pool, &config, interval, limit).await;

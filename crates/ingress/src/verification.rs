@@ -35,7 +35,6 @@ pub enum Unverified {
 pub struct Verification {
     config: Arc<Config>,
     turns: Arc<Semaphore>,
-    concurrency: usize,
     /// Checks run on the verification threads so far.
     offloaded: AtomicU64,
 }
@@ -47,7 +46,6 @@ impl Verification {
         Self {
             config,
             turns: Arc::new(Semaphore::new(concurrency)),
-            concurrency,
             offloaded: AtomicU64::new(0),
         }
     }
@@ -58,12 +56,8 @@ impl Verification {
         std::thread::available_parallelism().map_or(1, |cores| cores.get() / 2)
     }
 
-    /// How many expensive verifications run at once.
-    pub fn concurrency(&self) -> usize {
-        self.concurrency
-    }
-
     /// How many checks ran on the verification threads so far.
+    #[cfg(test)]
     pub fn offloaded(&self) -> u64 {
         self.offloaded.load(Ordering::Relaxed)
     }

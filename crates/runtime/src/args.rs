@@ -15,15 +15,15 @@ pub struct CommonArgs {
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     pub database_url: String,
     /// The schema of inbound's tables (every session's whole search_path).
-    #[arg(long, env = "INBOUND_SCHEMA", default_value = inbound_core::store::DEFAULT_SCHEMA,
-          value_parser = inbound_core::store::Schema::parse_own)]
-    pub schema: inbound_core::store::Schema,
+    #[arg(long, env = "INBOUND_SCHEMA", default_value = inbound_store::DEFAULT_SCHEMA,
+          value_parser = inbound_store::Schema::parse_own)]
+    pub schema: inbound_store::Schema,
     /// How the URL reaches PostgreSQL: `none` (directly, or a pooler in session mode) or
     /// `transaction` (PgBouncer `pool_mode = transaction`, RDS Proxy, Supavisor): then no
     /// named prepared statements and no session settings; the role supplies the schema,
     /// `synchronous_commit` and `statement_timeout` (docs/operations.md).
     #[arg(long, env = "INBOUND_DB_POOLER", default_value = "none")]
-    pub db_pooler: inbound_core::store::Pooler,
+    pub db_pooler: inbound_store::Pooler,
     /// Log format; JSON when stderr is not a terminal.
     #[arg(long, env = "INBOUND_LOG_FORMAT", value_enum)]
     pub log_format: Option<LogFormat>,
@@ -45,8 +45,8 @@ pub struct CommonArgs {
 
 impl CommonArgs {
     /// `--schema` and `--db-pooler`.
-    pub fn session_target(&self) -> inbound_core::store::SessionTarget {
-        inbound_core::store::SessionTarget {
+    pub fn session_target(&self) -> inbound_store::SessionTarget {
+        inbound_store::SessionTarget {
             schema: self.schema.clone(),
             pooler: self.db_pooler,
         }

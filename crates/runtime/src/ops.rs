@@ -98,10 +98,10 @@ impl Readiness {
                     match tokio::time::timeout(timeout, crate::process_metrics::acquire(&pool))
                         .await
                     {
-                        Ok(Ok(mut connection)) => inbound_core::store::bounded::within(
+                        Ok(Ok(mut connection)) => inbound_store::bounded::within(
                             &mut connection,
                             timeout,
-                            async |connection| inbound_core::store::ping(connection).await,
+                            async |connection| inbound_store::ping(connection).await,
                         )
                         .await
                         .is_ok(),

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use inbound_core::config::Config;
-use inbound_core::store::admin;
+use inbound_store::admin;
 use sqlx::{PgConnection, PgPool};
 
 /// Gauge: how long the longest-claimable receipt has waited for a worker, per

@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use inbound_core::store::{self, SessionTarget, session};
+use inbound_store::{self as store, SessionTarget, session};
 use tokio::sync::watch;
 
 /// How long one attempt waits for a connection; attempts repeat every [`RETRY`] while the

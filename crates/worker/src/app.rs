@@ -3,7 +3,7 @@
 //!
 //! ```no_run
 //! use inbound_worker::{Worker, WorkerArgs};
-//! # use inbound_core::handlers::{Handler, HandlerFuture, HandlerInput, Transition};
+//! # use inbound_store::handlers::{Handler, HandlerFuture, HandlerInput, Transition};
 //! # struct SyncSubscription;
 //! # impl Handler for SyncSubscription {
 //! #     fn apply<'a>(&'a self, _: &'a mut sqlx::PgConnection, _: HandlerInput<'a>) -> HandlerFuture<'a> {
@@ -27,12 +27,12 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 use inbound_core::config::Config;
-use inbound_core::handlers::{Handler, Registry};
-use inbound_core::store::{self, PoolSettings, Schema};
 use inbound_runtime::process::{EXIT_POOL_CLOSE_LIMIT, close_pool};
 use inbound_runtime::sessions::SessionGuard;
 use inbound_runtime::signals::shutdown_signal;
 use inbound_runtime::{logging, ops};
+use inbound_store::handlers::{Handler, Registry};
+use inbound_store::{self as store, PoolSettings, Schema};
 use sqlx::migrate::Migrator;
 use tokio::net::TcpListener;
 

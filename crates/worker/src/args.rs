@@ -146,7 +146,7 @@ impl WorkerArgs {
             effect_concurrency: self.effect_concurrency,
             lease: Duration::from_secs(self.lease_secs),
             statement_limit: self.common.statement_timeout()
-                + inbound_core::store::bounded::STATEMENT_MARGIN,
+                + inbound_store::bounded::STATEMENT_MARGIN,
             poll_interval: Duration::from_millis(self.poll_interval_ms),
             max_attempts: self.max_attempts,
             backoff_base: Duration::from_millis(self.backoff_base_ms),

@@ -8,10 +8,10 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use inbound_core::states::{EffectStatus, ReceiptStatus};
-use inbound_core::store::{admin, effects};
 use inbound_runtime::database::with_connection;
 use inbound_runtime::failpoint;
 use inbound_runtime::queue_ages;
+use inbound_store::{admin, effects};
 use sqlx::PgConnection;
 
 use crate::Worker;

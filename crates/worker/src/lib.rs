@@ -1,21 +1,26 @@
 //! `inbound-worker`: claims accepted receipts with leases and applies each business
 //! transition exactly once.
 //!
-//! - [`app`]: the worker as a library — [`main`], [`Worker::builder`] — for the stock
-//!   binary and a team's own; [`args`]: its flags ([`WorkerArgs`]).
-//! - [`runner`]: the claim loops (receipts, effects), their concurrency and drain.
-//! - [`process`]: a batch of claimed receipts completed in one transaction (rerun with a
+//! What an embedder uses: [`main`] and [`WorkerBuilder`] (from [`Worker::builder`]) —
+//! the stock binary (`inbound-stock-worker`) and a team's own worker are each a few lines
+//! over them — the flags ([`WorkerArgs`], [`Role`]), [`run`] for a [`Worker`] built by
+//! hand, and, with the feature `testing`, the kit for a team's handler tests. The modules
+//! behind them are private:
+//!
+//! - `app`: the builder and the process's start; `args`: the flags.
+//! - `runner`: the claim loops (receipts, effects), their concurrency and drain.
+//! - `process`: a batch of claimed receipts completed in one transaction (rerun with a
 //!   savepoint each after a failure): the fenced business transition and how each outcome
 //!   (applied, duplicate, ignored, quarantined, transient, lease lost) is recorded.
-//! - [`dispatcher`]: the effects dispatcher — one effect, one step: deliver, judge a lost
-//!   attempt, or reconcile; [`dispatcher::recorder`]: delivery outcomes group-committed on
-//!   a connection of its own; [`dispatcher::sinks`]: each sink's share of the effect
+//! - `dispatcher`: the effects dispatcher — one effect, one step: deliver, judge a lost
+//!   attempt, or reconcile; `dispatcher::recorder`: delivery outcomes group-committed on
+//!   a connection of its own; `dispatcher::sinks`: each sink's share of the effect
 //!   slots and its circuit breaker. `--role effects` runs only this.
-//! - [`backoff`]: exponential backoff with jitter.
-//! - [`gauges`]: queue gauges refreshed from index-backed queries.
-//! - [`migrate`]: `<worker> migrate`: inbound's migrations and the team's the worker
+//! - `backoff`: exponential backoff with jitter.
+//! - `gauges`: queue gauges refreshed from index-backed queries.
+//! - `migrate`: `<worker> migrate`: inbound's migrations and the team's the worker
 //!   carries ([`WorkerBuilder::migrations`]), then the roles.
-//! - [`telemetry`]: metric names, HELP text and buckets.
+//! - `telemetry`: metric names, HELP text and buckets.
 //! - `testing` (feature `testing`): the kit for a team's handler tests — a scratch
 //!   database with inbound's and the team's migrations, ingress and worker in-process,
 //!   signed sends, waiting for an outcome, a direct `apply`.
@@ -29,28 +34,41 @@
 //!   a handler's `HandlerError` or a database error rolls the batch back and retries the
 //!   receipt with backoff (`transient`); a `Transition::Quarantine` is permanent; the
 //!   dispatcher's `Delivery` and `Reconciliation` classify every answer and failure of a
-//!   sink, and [`dispatcher::recorder::NotRecorded`] crosses from the recorder task.
+//!   sink, and `dispatcher::recorder::NotRecorded` crosses from the recorder task.
 //! - What reaches people: one log line per attempt or step with the ids and the error,
 //!   and the bounded `last_error` / `outcome_reason` of the row (`inboundctl show`).
 
-pub mod app;
-pub mod args;
-pub mod backoff;
-pub mod dispatcher;
-pub mod gauges;
-pub mod migrate;
-pub mod process;
-pub mod runner;
-pub mod telemetry;
+mod app;
+mod args;
+mod backoff;
+mod dispatcher;
+mod gauges;
+mod migrate;
+mod process;
+mod runner;
+mod telemetry;
 #[cfg(feature = "testing")]
 pub mod testing;
+
+/// The steps the workspace's own tests drive the worker through one at a time. Not part
+/// of the API: hidden from the documentation, and may change in any release.
+#[doc(hidden)]
+pub mod test_hooks {
+    pub use crate::app::check_routes;
+    pub use crate::dispatcher::recorder::Recorder;
+    pub use crate::dispatcher::sinks::SinkGates;
+    pub use crate::dispatcher::{Step, http_client, sink_claims};
+    pub use crate::gauges::refresh;
+    pub use crate::process::{Attempt, MAX_REASON_BYTES, process, process_batch};
+    pub use crate::runner::{Round, dispatch_once, run_once};
+}
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use inbound_core::config::Config;
-use inbound_core::handlers::Registry;
-use inbound_core::store;
+use inbound_store as store;
+use inbound_store::handlers::Registry;
 use sqlx::PgPool;
 use tokio::sync::Semaphore;
 
@@ -58,7 +76,7 @@ use crate::dispatcher::sinks::SinkGates;
 
 pub use app::{WorkerBuilder, main};
 pub use args::{Role, WorkerArgs};
-pub use runner::{Round, dispatch_once, run, run_once};
+pub use runner::run;
 
 /// The largest `batch_size`: a batch rerun with a savepoint per receipt stays within
 /// PostgreSQL's per-backend cache of 64 subtransactions (overflowing it slows every
@@ -112,7 +130,7 @@ pub struct WorkerSettings {
     pub role: Role,
     /// inbound's schema and how sessions reach the database (for connections the worker
     /// opens beside its pool).
-    pub session: inbound_core::store::SessionTarget,
+    pub session: inbound_store::SessionTarget,
 }
 
 /// Everything a worker needs, shared by its tasks.

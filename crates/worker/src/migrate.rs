@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use inbound_core::store::{self, Schema, roles};
+use inbound_store::{self as store, Schema, roles};
 use sqlx::migrate::Migrator;
 use sqlx::{ConnectOptions, Connection};
 

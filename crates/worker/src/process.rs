@@ -20,13 +20,13 @@ use std::collections::HashSet;
 use std::time::Instant;
 
 use inbound_core::config::{Integration, Route};
-use inbound_core::handlers::{Handler, HandlerError, HandlerInput, Transition};
 use inbound_core::keys::{ReceiptId, ReceiptLease};
-use inbound_core::store::effects::{self, SourceEvent};
-use inbound_core::store::queue::{self, ClaimedReceipt, Finish, FinishedReceipt, StoredPayload};
-use inbound_core::store::savepoint;
 use inbound_runtime::database::with_connection;
 use inbound_runtime::failpoint;
+use inbound_store::effects::{self, SourceEvent};
+use inbound_store::handlers::{Handler, HandlerError, HandlerInput, Transition};
+use inbound_store::queue::{self, ClaimedReceipt, Finish, FinishedReceipt, StoredPayload};
+use inbound_store::savepoint;
 use sqlx::{Acquire, PgConnection};
 
 mod outcome;
@@ -147,8 +147,7 @@ async fn apply_batch(
         // Large payloads grew the connection's buffers: give them back rather than let
         // every pooled connection keep the largest batch it ever carried.
         let bytes: i64 = batch.iter().map(|claimed| claimed.payload_bytes).sum();
-        if usize::try_from(bytes).unwrap_or(usize::MAX)
-            > inbound_core::store::SHRINK_BUFFERS_AFTER_BYTES
+        if usize::try_from(bytes).unwrap_or(usize::MAX) > inbound_store::SHRINK_BUFFERS_AFTER_BYTES
         {
             sqlx::Connection::shrink_buffers(connection);
         }

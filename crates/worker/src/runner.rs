@@ -12,10 +12,10 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use inbound_core::store::queue::{ClaimLimits, ClaimedReceipt, ExhaustedReceipt};
-use inbound_core::store::{self, effects, queue};
 use inbound_runtime::database::with_connection;
 use inbound_runtime::failpoint;
+use inbound_store::queue::{ClaimLimits, ClaimedReceipt, ExhaustedReceipt};
+use inbound_store::{self as store, effects, queue};
 use sqlx::Connection;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;

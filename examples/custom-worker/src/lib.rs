@@ -23,7 +23,7 @@
 //!
 //! `docs/handlers.md` walks through this crate.
 
-use inbound_core::handlers::{
+use inbound_store::handlers::{
     Handler, HandlerError, HandlerFuture, HandlerInput, StripeHandler, Transition, quarantine,
     text_at,
 };

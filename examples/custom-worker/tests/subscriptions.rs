@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use custom_worker::{MIGRATOR, SCHEMA, SUBSCRIPTIONS_SYNC, configure, handler};
-use inbound_core::handlers::Transition;
+use inbound_store::handlers::Transition;
 use inbound_worker::testing::{Outcome, ScratchDatabase, TestStack, apply};
 use inbound_worker::{Worker, WorkerArgs};
 use serde_json::json;

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use inbound_core::store::roles::Process;
+use inbound_store::roles::Process;
 use rand::Rng;
 use sqlx::PgPool;
 

@@ -5,7 +5,7 @@
 
 use serde::Deserialize;
 
-use super::validate::invalid;
+use super::rules::invalid;
 use super::{ConfigError, Custom, FieldSource, Fields};
 use crate::verify::Provider;
 use crate::verify::custom::{

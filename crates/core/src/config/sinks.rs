@@ -4,7 +4,7 @@
 
 use serde::Deserialize;
 
-use super::validate::{ID_RULE, invalid, is_valid_id, validate_owner};
+use super::rules::{ID_RULE, invalid, is_valid_id, validate_owner};
 use super::*;
 use crate::secret::{Secret, SecretUrl, is_reference, resolve_reference};
 use crate::verify::decode_standard_secret;

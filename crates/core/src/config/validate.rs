@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::Deserialize;
 
+use super::rules::{ID_RULE, invalid, is_valid_id, validate_owner};
 use super::sinks::{RawSink, resolve_secrets, validate_sink};
 use super::*;
 use crate::verify::{MAX_KEYS, Provider};
@@ -91,41 +92,12 @@ fn syntax_error(text: &str, error: &toml::de::Error) -> ConfigError {
     }
 }
 
-pub(super) fn invalid(field: impl Into<String>, message: impl Into<String>) -> ConfigError {
-    ConfigError::Invalid {
-        field: field.into(),
-        message: message.into(),
-    }
-}
-
-/// Ids appear in URLs and metric labels: keep them to a safe, boring alphabet.
-pub(super) fn is_valid_id(id: &str) -> bool {
-    !id.is_empty()
-        && id.len() <= 64
-        && id
-            .bytes()
-            .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.'))
-}
-
-pub(super) const ID_RULE: &str = "must be 1-64 characters of letters, digits, '-', '_' or '.'";
-
 /// The shortest silence worth an alert: below it, the gap between two ordinary
 /// deliveries would page.
 const MIN_SILENCE_SECS: u64 = 60;
 /// The longest: the alert looks back a week for the last delivery (so that restarts
 /// forget nothing), and a threshold must fit inside with room to fire.
 const MAX_SILENCE_SECS: u64 = 6 * 86_400;
-
-/// An owner is a metric label and an alert route: the id alphabet, or nothing.
-pub(super) fn validate_owner(
-    path: &str,
-    owner: Option<String>,
-) -> Result<Option<String>, ConfigError> {
-    match owner {
-        Some(owner) if !is_valid_id(&owner) => Err(invalid(format!("{path}.owner"), ID_RULE)),
-        owner => Ok(owner),
-    }
-}
 
 fn validate(
     raw: RawConfig,

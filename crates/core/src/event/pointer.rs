@@ -29,7 +29,7 @@ pub enum PointerError {
 
 /// The fields at `pointers` in `json`, in order: `None` where nothing (or a `null`, an
 /// object or an array) is there. Each pointer starts with `/` (the configuration checks).
-pub fn read_fields<'a>(
+pub(crate) fn read_fields<'a>(
     json: &'a str,
     pointers: &[&str],
 ) -> Result<Vec<Option<Cow<'a, str>>>, PointerError> {

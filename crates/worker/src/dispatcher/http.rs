@@ -7,7 +7,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use inbound_core::config::Sink;
 use inbound_core::effects::{self, Delivery, Reconciliation};
-use inbound_core::store::effects::ClaimedEffect;
+use inbound_store::effects::ClaimedEffect;
 
 use super::{MAX_STATUS_BODY_BYTES, POOL_IDLE_TIMEOUT};
 use crate::telemetry::EFFECT_DELIVERY_SECONDS;

@@ -29,11 +29,11 @@ use inbound_core::config::Sink;
 use inbound_core::effects::{
     self, Backoff, Decision, Delivery, History, Reconciliation, SinkPolicy,
 };
-use inbound_core::store::effects::{
-    self as store, ClaimedEffect, FinishedDelivery, SinkClaim, StepKind, StepRecord,
-};
 use inbound_runtime::database::with_connection;
 use inbound_runtime::failpoint;
+use inbound_store::effects::{
+    self as store, ClaimedEffect, FinishedDelivery, SinkClaim, StepKind, StepRecord,
+};
 
 pub use self::http::http_client;
 use self::http::{ask, send};

@@ -18,9 +18,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use inbound_core::store::{self, effects::FinishedDelivery};
 use inbound_runtime::database::with_connection;
 use inbound_runtime::failpoint;
+use inbound_store::{self as store, effects::FinishedDelivery};
 use sqlx::PgPool;
 use tokio::sync::{mpsc, oneshot};
 

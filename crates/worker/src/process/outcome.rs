@@ -4,9 +4,9 @@
 
 use std::time::Instant;
 
-use inbound_core::handlers::Transition;
-use inbound_core::store::queue::{self, ClaimedReceipt};
 use inbound_runtime::database::with_connection;
+use inbound_store::handlers::Transition;
+use inbound_store::queue::{self, ClaimedReceipt};
 
 use super::{Attempt, bounded};
 use crate::Worker;

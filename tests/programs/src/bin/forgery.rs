@@ -6,7 +6,7 @@
 //! many signature entries as the header may list (all wrong), a head padded to just under
 //! the server's 16 KiB limit, and a body of `--body-bytes`. It reports the ingress's CPU
 //! (utime + stime of `--cpu-of`, from `/proc`) per answered request, and the answers
-//! seen. Integrations are expected under the ids `forged-<scheme>` (scripts/bench-forgery.sh
+//! seen. Integrations are expected under the ids `forged-<scheme>` (bench/forgery.sh
 //! writes the configuration). Prints one JSON object.
 
 use std::collections::BTreeMap;

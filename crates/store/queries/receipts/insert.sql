@@ -1,0 +1,42 @@
+-- Accepts a batch of receipts in one autocommitted statement (the ingress's group commit,
+-- and `stripe backfill` with $9 true): each new receipt key gets its receipt and its queue
+-- row, a key already held gets nothing; returns the input position and id of each new one.
+-- Uses: the receipt-key constraint receipts_receipt_key (and receipts_content_key for a
+--   content_dedupe integration) to find conflicts; no scan.
+-- Locks: the inserted rows, and the key-index entries of conflicting keys until commit,
+--   taken in receipt-key order ($9 false), so two batches never deadlock on a receipt key.
+-- Durable: joins the `durable` CTE (store::DURABLE) — a 2xx rests on this commit.
+WITH input AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
+                         $6::text[], $7::bytea[], $8::text[])
+        WITH ORDINALITY AS input (integration, source_scope, event_id, event_type,
+                                  route_key, payload, content_digest, delivery,
+                                  position)
+), inserted AS (
+    -- In receipt-key order ($9 false): two batches holding the same receipt keys
+    -- then wait for each other instead of deadlocking. No conflict target: a
+    -- repeated content key (content_dedupe) is a duplicate too — and since that
+    -- key has its own order, two batches can still deadlock on it; the group
+    -- commit then commits their members one by one. In input order ($9 true)
+    -- the ids, which the worker claims by, follow the input.
+    INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key,
+                          payload, content_digest, delivery)
+    SELECT integration, source_scope, event_id, event_type, route_key, payload::jsonb,
+           content_digest, delivery::jsonb
+    FROM input ORDER BY CASE WHEN $9::bool THEN position END, source_scope, event_id
+    ON CONFLICT DO NOTHING
+    RETURNING id, integration, source_scope, event_id, received_at
+), queued AS (
+    INSERT INTO receipt_queue (receipt_id, integration, visible_at, enqueued_at,
+                               payload_bytes)
+    SELECT inserted.id, inserted.integration, inserted.received_at,
+           inserted.received_at, octet_length(input.payload)
+    FROM inserted JOIN input USING (source_scope, event_id)
+), durable AS (
+    SELECT set_config('synchronous_commit', 'on', true)
+    WHERE current_setting('synchronous_commit') IN ('off', 'local')
+)
+SELECT input.position AS "position!", inserted.id AS "id!"
+FROM inserted JOIN input USING (source_scope, event_id)
+-- The commit behind a 2xx is durable whatever the session says (store::DURABLE).
+LEFT JOIN durable ON true

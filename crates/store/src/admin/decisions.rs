@@ -1,0 +1,331 @@
+//! What operators change about receipts, each decision recorded with who and why and
+//! taken whole or not at all: replays, quarantining or failing pending receipts, closing
+//! those that will never be processed.
+
+use sqlx::{Connection, PgConnection};
+
+use inbound_core::keys::ReceiptId;
+use inbound_core::states::ReceiptStatus;
+
+/// Why a replay was refused. Nothing is replayed when any id is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    /// No receipt has this id.
+    #[error("receipt {0} does not exist")]
+    Unknown(ReceiptId),
+    /// Chosen by a filter on one status, it has moved on since.
+    #[error(
+        "receipt {id} is {status} now, no longer {expected}: list again (--dry-run) and decide on what is there"
+    )]
+    Moved {
+        /// The receipt.
+        id: ReceiptId,
+        /// Its status now.
+        status: ReceiptStatus,
+        /// The status the filter selected it in.
+        expected: ReceiptStatus,
+    },
+    /// Only failed, quarantined and pending receipts can be replayed.
+    #[error(
+        "receipt {id} is {status}; only failed or quarantined receipts (queued again) and pending ones (run now) can be replayed"
+    )]
+    WrongState {
+        /// The receipt.
+        id: ReceiptId,
+        /// Its status.
+        status: ReceiptStatus,
+    },
+    /// A worker holds the receipt's lease: it is being processed now.
+    #[error("receipt {0} is being processed by a worker now; replay it if it comes back to wait")]
+    Leased(ReceiptId),
+    /// The database failed.
+    #[error("database: {0}")]
+    Database(#[from] sqlx::Error),
+}
+
+/// Sends failed/quarantined receipts back to pending with attempts reset, and makes
+/// pending ones waiting out a retry delay due now (attempts kept), recording who and why,
+/// all in one transaction: either every id is replayed or none. With `expected`, each
+/// must still be in that status (a replay chosen by a filter).
+pub async fn replay(
+    conn: &mut PgConnection,
+    receipt_ids: &[ReceiptId],
+    expected: Option<ReceiptStatus>,
+    replayed_by: &str,
+    reason: &str,
+) -> Result<(), ReplayError> {
+    let mut transaction = conn.begin().await?;
+    for id in crate::in_lock_order(receipt_ids) {
+        match locked_status(&mut transaction, id).await? {
+            None => return Err(ReplayError::Unknown(id)),
+            // Chosen by a filter on one status, and moved on since: not what was shown.
+            Some(status)
+                if let Some(expected) = expected
+                    && expected != status =>
+            {
+                return Err(ReplayError::Moved {
+                    id,
+                    status,
+                    expected,
+                });
+            }
+            Some(ReceiptStatus::Pending) => {
+                if !make_due(&mut transaction, id, replayed_by, reason).await? {
+                    return Err(ReplayError::Leased(id));
+                }
+            }
+            Some(status) if !ReceiptStatus::NEEDS_A_PERSON.contains(&status) => {
+                return Err(ReplayError::WrongState { id, status });
+            }
+            Some(status) => requeue(&mut transaction, id, status, replayed_by, reason).await?,
+        }
+    }
+    transaction.commit().await?;
+    Ok(())
+}
+
+/// The receipt's status, its row locked until the decision commits (a worker finishing
+/// it waits, and the decision sees what it changes).
+async fn locked_status(
+    conn: &mut PgConnection,
+    id: ReceiptId,
+) -> Result<Option<ReceiptStatus>, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT status AS "status: ReceiptStatus" FROM receipts WHERE id = $1 FOR UPDATE"#,
+        id as ReceiptId,
+    )
+    .fetch_optional(conn)
+    .await
+}
+
+/// A pending receipt waiting out a retry delay (after a fix, say): due now, attempts kept,
+/// recorded. `false` when a worker holds its lease (it is being processed now).
+async fn make_due(
+    conn: &mut PgConnection,
+    id: ReceiptId,
+    replayed_by: &str,
+    reason: &str,
+) -> Result<bool, sqlx::Error> {
+    let made_due = sqlx::query!(
+        "WITH due AS (
+             UPDATE receipt_queue SET visible_at = now()
+             WHERE receipt_id = $1
+               AND NOT (leased_by IS NOT NULL AND visible_at > now())
+             RETURNING receipt_id
+         )
+         INSERT INTO receipt_replays (receipt_id, previous_status, replayed_by, reason)
+         SELECT receipt_id, 'pending', $2, $3 FROM due",
+        id as ReceiptId,
+        replayed_by,
+        reason,
+    )
+    .execute(conn)
+    .await?;
+    Ok(made_due.rows_affected() == 1)
+}
+
+/// A failed or quarantined receipt queued again, claimable now with its attempts reset,
+/// recorded.
+async fn requeue(
+    conn: &mut PgConnection,
+    id: ReceiptId,
+    status: ReceiptStatus,
+    replayed_by: &str,
+    reason: &str,
+) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "WITH logged AS (
+             INSERT INTO receipt_replays (receipt_id, previous_status, replayed_by, reason)
+             VALUES ($1, $2, $3, $4)
+         ), queued AS (
+             INSERT INTO receipt_queue (receipt_id, integration, visible_at, enqueued_at,
+                                        payload_bytes)
+             -- Its stored size: rendering it could fail for the very payload that made
+             -- the receipt fail.
+             SELECT id, integration, now(), now(), coalesce(pg_column_size(payload), 0)
+             FROM receipts WHERE id = $1
+         )
+         UPDATE receipts
+         SET status = 'pending', outcome = NULL, outcome_reason = NULL, attempts = 0,
+             finished_at = NULL
+         WHERE id = $1",
+        id as ReceiptId,
+        status as ReceiptStatus,
+        replayed_by,
+        reason,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// What an operator decides about a pending receipt that must not be processed (as it
+/// stands) or retried any longer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PendingResolution {
+    /// `quarantined`, with the operator's reason as `outcome_reason`: a person must look.
+    Quarantine,
+    /// `failed`, with the operator's reason as `last_error`.
+    Fail,
+}
+
+/// The `receipt_resolutions.action` of [`close`].
+pub const CLOSE_ACTION: &str = "close";
+
+impl PendingResolution {
+    /// Every resolution of a pending receipt (`receipt_resolutions.action` allows their
+    /// actions and [`CLOSE_ACTION`]).
+    pub const ALL: &'static [Self] = &[Self::Quarantine, Self::Fail];
+
+    /// The `receipt_resolutions.action`.
+    pub fn action(self) -> &'static str {
+        match self {
+            Self::Quarantine => "quarantine",
+            Self::Fail => "fail",
+        }
+    }
+}
+
+/// Why a resolution was refused. Nothing is resolved when any id is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    /// No receipt has this id.
+    #[error("receipt {0} does not exist")]
+    Unknown(ReceiptId),
+    /// Only pending receipts can be quarantined or failed by hand.
+    #[error("receipt {id} is {status}; only pending receipts can be quarantined or failed by hand")]
+    WrongState {
+        /// The receipt.
+        id: ReceiptId,
+        /// Its status.
+        status: ReceiptStatus,
+    },
+    /// Only failed or quarantined receipts can be closed.
+    #[error("receipt {id} is {status}; only failed or quarantined receipts can be closed")]
+    NotClosable {
+        /// The receipt.
+        id: ReceiptId,
+        /// Its status.
+        status: ReceiptStatus,
+    },
+    /// Chosen by a filter on one status, it is in another now.
+    #[error(
+        "receipt {id} is {status} now, no longer {expected}: list again (--dry-run) and decide on what is there"
+    )]
+    Moved {
+        /// The receipt.
+        id: ReceiptId,
+        /// Its status now.
+        status: ReceiptStatus,
+        /// The status the filter selected it in.
+        expected: ReceiptStatus,
+    },
+    /// The database failed.
+    #[error("database: {0}")]
+    Database(#[from] sqlx::Error),
+}
+
+/// Takes pending receipts out of the queue as quarantined or failed, recording who and
+/// why, in one transaction: either every id is resolved or none. A receipt a worker is
+/// applying right now is waited for: if the worker commits, the receipt is no longer
+/// pending (refused); if not, the worker's fenced bookkeeping finds its lease gone.
+pub async fn resolve_pending(
+    conn: &mut PgConnection,
+    receipt_ids: &[ReceiptId],
+    resolution: PendingResolution,
+    resolved_by: &str,
+    reason: &str,
+) -> Result<(), ResolveError> {
+    let mut transaction = conn.begin().await?;
+    for id in crate::in_lock_order(receipt_ids) {
+        // The queue row first, as the worker's transaction locks it (then the receipt).
+        let dequeued = sqlx::query_scalar!(
+            "DELETE FROM receipt_queue WHERE receipt_id = $1 RETURNING receipt_id",
+            id as ReceiptId,
+        )
+        .fetch_optional(&mut *transaction)
+        .await?;
+        if dequeued.is_none() {
+            return Err(match locked_status(&mut transaction, id).await? {
+                None => ResolveError::Unknown(id),
+                Some(status) => ResolveError::WrongState { id, status },
+            });
+        }
+        sqlx::query!(
+            "WITH logged AS (
+                 INSERT INTO receipt_resolutions (receipt_id, previous_status, action, resolved_by, reason)
+                 VALUES ($1, 'pending', $2, $3, $4)
+             )
+             UPDATE receipts
+             SET status = CASE $2 WHEN 'quarantine' THEN 'quarantined' ELSE 'failed' END,
+                 outcome = NULL,
+                 outcome_reason = CASE $2 WHEN 'quarantine' THEN $4 END,
+                 last_error = CASE $2 WHEN 'fail' THEN $4 ELSE last_error END,
+                 finished_at = now()
+             WHERE id = $1",
+            id as ReceiptId,
+            resolution.action(),
+            resolved_by,
+            reason,
+        )
+        .execute(&mut *transaction)
+        .await?;
+    }
+    transaction.commit().await?;
+    Ok(())
+}
+
+/// Closes failed or quarantined receipts an operator decided will not be processed: each
+/// ends `done` with outcome `ignored` and the reason (its key stays, so a redelivery is a
+/// duplicate; retention purges it like any done receipt), and the decision is recorded.
+/// One transaction: every id is closed, or none. With `expected`, each must still be in
+/// that status (a close chosen by a filter).
+pub async fn close(
+    conn: &mut PgConnection,
+    receipt_ids: &[ReceiptId],
+    expected: Option<ReceiptStatus>,
+    closed_by: &str,
+    reason: &str,
+) -> Result<(), ResolveError> {
+    let mut transaction = conn.begin().await?;
+    for id in crate::in_lock_order(receipt_ids) {
+        match locked_status(&mut transaction, id).await? {
+            None => return Err(ResolveError::Unknown(id)),
+            // Chosen by a filter on one status, and moved on since: not what was shown.
+            Some(status)
+                if let Some(expected) = expected
+                    && expected != status =>
+            {
+                return Err(ResolveError::Moved {
+                    id,
+                    status,
+                    expected,
+                });
+            }
+            Some(status) if !ReceiptStatus::NEEDS_A_PERSON.contains(&status) => {
+                return Err(ResolveError::NotClosable { id, status });
+            }
+            Some(status) => {
+                sqlx::query!(
+                    "WITH logged AS (
+                         INSERT INTO receipt_resolutions (receipt_id, previous_status, action, resolved_by, reason)
+                         VALUES ($1, $2, $5, $3, $4)
+                     )
+                     UPDATE receipts
+                     SET status = 'done', outcome = 'ignored',
+                         outcome_reason = 'closed by an operator: ' || $4, finished_at = now()
+                     WHERE id = $1",
+                    id as ReceiptId,
+                    status as ReceiptStatus,
+                    closed_by,
+                    reason,
+                    CLOSE_ACTION,
+                )
+                .execute(&mut *transaction)
+                .await?;
+            }
+        }
+    }
+    transaction.commit().await?;
+    Ok(())
+}

@@ -1,0 +1,309 @@
+//! What operators read: receipts by filter a page at a time, by the provider's event id
+//! (a loose scan of the receipt-key index), one receipt's detail, decisions and effects.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::PgConnection;
+
+use crate::queue;
+use inbound_core::keys::{EffectId, ReceiptId};
+use inbound_core::states::{EffectStatus, ReceiptOutcome, ReceiptStatus};
+
+/// One line of `inboundctl receipts list`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReceiptSummary {
+    /// `receipts.id`.
+    pub id: ReceiptId,
+    /// The integration id.
+    pub integration: String,
+    /// The provider's event id.
+    pub event_id: String,
+    /// The event type.
+    pub event_type: String,
+    /// Where it stands.
+    pub status: ReceiptStatus,
+    /// How it ended, once done.
+    pub outcome: Option<ReceiptOutcome>,
+    /// Attempts so far.
+    pub attempts: i32,
+    /// When it was accepted.
+    pub received_at: DateTime<Utc>,
+    /// Why it ended as it did, or why its last attempt failed (at most 200 characters).
+    pub reason: Option<String>,
+}
+
+/// Which receipts an operator means: one status, and optionally integrations, an event
+/// type, a window of acceptance times and a cursor (ids below `before_id`).
+#[derive(Debug, Clone)]
+pub struct ReceiptFilter {
+    /// The status.
+    pub status: ReceiptStatus,
+    /// Only these integrations (`None`: any).
+    pub integrations: Option<Vec<String>>,
+    /// Only this event type.
+    pub event_type: Option<String>,
+    /// Accepted at or after this.
+    pub since: Option<DateTime<Utc>>,
+    /// Accepted before this.
+    pub until: Option<DateTime<Utc>>,
+    /// Only ids below this (the previous page's last id).
+    pub before_id: Option<ReceiptId>,
+}
+
+/// Receipts matching `filter`, newest first, at most `limit`: the primary key read
+/// backwards, so a page of a common selection costs what it shows; a selective filter
+/// over `done` receipts reads until it has found a page (bounded by the caller's
+/// statement timeout).
+pub async fn list_receipts(
+    conn: &mut PgConnection,
+    filter: &ReceiptFilter,
+    limit: i64,
+) -> Result<Vec<ReceiptSummary>, sqlx::Error> {
+    // Through receipts_status_received (one status), newest first.
+    sqlx::query_as!(
+        ReceiptSummary,
+        r#"SELECT id AS "id: ReceiptId", integration, event_id, event_type,
+                status AS "status: ReceiptStatus", outcome AS "outcome: ReceiptOutcome",
+                attempts, received_at, left(coalesce(outcome_reason, last_error), 200) AS reason
+         FROM receipts
+         WHERE status = $1
+           AND ($2::text[] IS NULL OR integration = ANY ($2))
+           AND ($3::text IS NULL OR event_type = $3)
+           AND ($4::timestamptz IS NULL OR received_at >= $4)
+           AND ($5::timestamptz IS NULL OR received_at < $5)
+           AND ($6::int8 IS NULL OR id < $6)
+         ORDER BY id DESC LIMIT $7"#,
+        filter.status as ReceiptStatus,
+        filter.integrations.as_deref() as Option<&[String]>,
+        filter.event_type.as_deref(),
+        filter.since,
+        filter.until,
+        filter.before_id as Option<ReceiptId>,
+        limit,
+    )
+    .fetch_all(conn)
+    .await
+}
+
+/// The receipts holding the provider's event id `event_id` (Stripe `evt_…`, GitHub's
+/// `X-GitHub-Delivery`, Slack's `event_id`, a Standard Webhooks `webhook-id`), in any
+/// scope, through the receipt-key index.
+pub async fn receipts_by_event_id(
+    conn: &mut PgConnection,
+    event_id: &str,
+) -> Result<Vec<ReceiptSummary>, sqlx::Error> {
+    // A loose index scan: each distinct source_scope is one descent of the receipt-key
+    // index, then (scope, event_id) is another; no scan of all receipts.
+    sqlx::query_as!(
+        ReceiptSummary,
+        r#"WITH RECURSIVE scopes (scope) AS (
+             (SELECT source_scope FROM receipts ORDER BY source_scope LIMIT 1)
+             UNION ALL
+             SELECT (SELECT r.source_scope FROM receipts r WHERE r.source_scope > s.scope
+                     ORDER BY r.source_scope LIMIT 1)
+             FROM scopes s WHERE s.scope IS NOT NULL
+         )
+         SELECT r.id AS "id: ReceiptId", r.integration, r.event_id, r.event_type,
+                r.status AS "status: ReceiptStatus", r.outcome AS "outcome: ReceiptOutcome",
+                r.attempts, r.received_at,
+                left(coalesce(r.outcome_reason, r.last_error), 200) AS reason
+         FROM scopes s JOIN receipts r ON r.source_scope = s.scope AND r.event_id = $1
+         ORDER BY r.id"#,
+        event_id,
+    )
+    .fetch_all(conn)
+    .await
+}
+
+/// The integrations that hold receipts (the first part of every scope), cheaply.
+pub async fn integrations_with_receipts(
+    conn: &mut PgConnection,
+) -> Result<Vec<String>, sqlx::Error> {
+    // The same loose index scan as receipts_by_event_id: one descent per scope.
+    let scopes = sqlx::query_scalar!(
+        "WITH RECURSIVE scopes (scope) AS (
+             (SELECT source_scope FROM receipts ORDER BY source_scope LIMIT 1)
+             UNION ALL
+             SELECT (SELECT r.source_scope FROM receipts r WHERE r.source_scope > s.scope
+                     ORDER BY r.source_scope LIMIT 1)
+             FROM scopes s WHERE s.scope IS NOT NULL
+         )
+         SELECT scope FROM scopes"
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    let mut integrations: Vec<String> = scopes
+        .into_iter()
+        .flatten()
+        .map(|scope| inbound_core::keys::SourceScope::first_part(&scope))
+        .collect();
+    integrations.sort();
+    integrations.dedup();
+    Ok(integrations)
+}
+
+/// One operator decision about a receipt: a replay or a resolution (quarantine, fail).
+#[derive(Debug, Clone, Serialize)]
+pub struct ReceiptDecision {
+    /// When.
+    pub at: DateTime<Utc>,
+    /// `replay`, `quarantine` or `fail`.
+    pub action: String,
+    /// The status it left.
+    pub previous_status: String,
+    /// Who.
+    pub by: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// Every operator decision about receipt `id`, oldest first.
+pub async fn receipt_history(
+    conn: &mut PgConnection,
+    id: ReceiptId,
+) -> Result<Vec<ReceiptDecision>, sqlx::Error> {
+    sqlx::query_as!(
+        ReceiptDecision,
+        r#"SELECT replayed_at AS "at!", 'replay' AS "action!", previous_status AS "previous_status!",
+                replayed_by AS "by!", reason AS "reason!"
+         FROM receipt_replays WHERE receipt_id = $1
+         UNION ALL
+         SELECT resolved_at, action, previous_status, resolved_by, reason
+         FROM receipt_resolutions WHERE receipt_id = $1
+         ORDER BY 1 -- at"#,
+        id as ReceiptId,
+    )
+    .fetch_all(conn)
+    .await
+}
+
+/// Everything `inboundctl receipts show` prints.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReceiptDetail {
+    /// `receipts.id`.
+    pub id: ReceiptId,
+    /// The integration id.
+    pub integration: String,
+    /// First half of the receipt key.
+    pub source_scope: String,
+    /// Second half of the receipt key.
+    pub event_id: String,
+    /// The event type.
+    pub event_type: String,
+    /// The route that matched.
+    pub route_key: String,
+    /// Where it stands.
+    pub status: ReceiptStatus,
+    /// How it ended, once done.
+    pub outcome: Option<ReceiptOutcome>,
+    /// Why it ended as it did (duplicate, ignored, quarantined).
+    pub outcome_reason: Option<String>,
+    /// Attempts so far.
+    pub attempts: i32,
+    /// The last transient error.
+    pub last_error: Option<String>,
+    /// When it was accepted.
+    pub received_at: DateTime<Utc>,
+    /// When it reached its terminal state.
+    pub finished_at: Option<DateTime<Utc>>,
+    /// When it is next claimable, while queued.
+    pub visible_at: Option<DateTime<Utc>>,
+    /// The worker holding its lease, while leased.
+    pub leased_by: Option<String>,
+    /// The payload as PostgreSQL renders it (`null` once purged, or when it cannot be
+    /// rendered). Kept as text, so that any stored row can be shown, even one the worker
+    /// cannot decode.
+    #[serde(serialize_with = "raw_json")]
+    pub payload: Option<String>,
+    /// Why the payload could not be rendered (stored before the storability contract).
+    pub payload_unreadable: Option<String>,
+}
+
+/// Writes stored JSON text into a JSON document as it is (PostgreSQL renders valid JSON).
+fn raw_json<S: serde::Serializer>(text: &Option<String>, serializer: S) -> Result<S::Ok, S::Error> {
+    use serde::Serialize;
+    match text {
+        None => serializer.serialize_none(),
+        Some(text) => serde_json::value::RawValue::from_string(text.clone())
+            .map_err(serde::ser::Error::custom)?
+            .serialize(serializer),
+    }
+}
+
+/// One effect of a receipt.
+#[derive(Debug, Clone, Serialize)]
+pub struct EffectSummary {
+    /// `effects.id`.
+    pub id: EffectId,
+    /// The idempotency key.
+    pub operation_key: String,
+    /// The sink id.
+    pub sink: String,
+    /// What happened.
+    pub kind: String,
+    /// Where it stands.
+    pub status: EffectStatus,
+    /// Delivery attempts so far.
+    pub attempts: i32,
+    /// The last delivery error.
+    pub last_error: Option<String>,
+}
+
+/// The receipt with this id, with its queue state. A payload PostgreSQL cannot render
+/// (stored before the storability contract) is left out, with the reason.
+pub async fn receipt_detail(
+    conn: &mut PgConnection,
+    receipt_id: ReceiptId,
+) -> Result<Option<ReceiptDetail>, sqlx::Error> {
+    match read_receipt_detail(conn, receipt_id, true).await {
+        Err(error) if queue::cannot_render_a_row(&error) => {
+            let mut detail = read_receipt_detail(conn, receipt_id, false).await?;
+            if let Some(detail) = &mut detail {
+                detail.payload_unreadable = Some(error.to_string());
+            }
+            Ok(detail)
+        }
+        read => read,
+    }
+}
+
+async fn read_receipt_detail(
+    conn: &mut PgConnection,
+    receipt_id: ReceiptId,
+    with_payload: bool,
+) -> Result<Option<ReceiptDetail>, sqlx::Error> {
+    sqlx::query_as!(
+        ReceiptDetail,
+        r#"SELECT r.id AS "id: ReceiptId", r.integration, r.source_scope, r.event_id,
+                r.event_type, r.route_key, r.status AS "status: ReceiptStatus",
+                r.outcome AS "outcome: ReceiptOutcome", r.outcome_reason, r.attempts,
+                COALESCE(q.last_error, r.last_error) AS last_error,
+                r.received_at, r.finished_at, q.visible_at AS "visible_at?",
+                q.leased_by AS "leased_by?",
+                CASE WHEN $2 THEN r.payload::text END AS payload,
+                NULL::text AS payload_unreadable
+         FROM receipts r LEFT JOIN receipt_queue q ON q.receipt_id = r.id
+         WHERE r.id = $1"#,
+        receipt_id as ReceiptId,
+        with_payload,
+    )
+    .fetch_optional(conn)
+    .await
+}
+
+/// The effects of a receipt, oldest first.
+pub async fn receipt_effects(
+    conn: &mut PgConnection,
+    receipt_id: ReceiptId,
+) -> Result<Vec<EffectSummary>, sqlx::Error> {
+    // Through effects_by_receipt.
+    sqlx::query_as!(
+        EffectSummary,
+        r#"SELECT id AS "id: EffectId", operation_key, sink, kind,
+                status AS "status: EffectStatus", attempts, last_error
+         FROM effects WHERE receipt_id = $1 ORDER BY id"#,
+        receipt_id as ReceiptId,
+    )
+    .fetch_all(conn)
+    .await
+}

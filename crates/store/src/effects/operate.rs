@@ -1,0 +1,463 @@
+//! What operators read and decide about effects: listings by filter, one effect with its
+//! attempts and resolutions, and the fenced resolutions (completed, retry, abandon).
+
+use sqlx::PgConnection;
+
+use inbound_core::keys::{EffectId, ReceiptId};
+use inbound_core::states::EffectStatus;
+
+/// One line of `inboundctl effects list`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct EffectLine {
+    /// `effects.id`.
+    pub id: EffectId,
+    /// The receipt whose transition recorded it.
+    pub receipt_id: ReceiptId,
+    /// The idempotency key.
+    pub operation_key: String,
+    /// The sink id.
+    pub sink: String,
+    /// What happened.
+    pub kind: String,
+    /// The effect status.
+    pub status: EffectStatus,
+    /// Delivery attempts so far.
+    pub attempts: i32,
+    /// Some attempt may have reached the sink.
+    pub maybe_delivered: bool,
+    /// The last error or reason.
+    pub last_error: Option<String>,
+    /// When the intent was committed.
+    pub created_at: chrono::DateTime<chrono::Utc>,
+    /// When a dispatcher will next take it (pending and uncertain effects only).
+    pub next_attempt_at: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+/// Which effects an operator means: one status, and optionally sinks, a window of
+/// creation times and a cursor (ids below `before_id` newest first, above `after_id`
+/// oldest first).
+#[derive(Debug, Clone)]
+pub struct EffectFilter {
+    /// The status.
+    pub status: EffectStatus,
+    /// Only these sinks (`None`: any).
+    pub sinks: Option<Vec<String>>,
+    /// Recorded at or after this.
+    pub since: Option<chrono::DateTime<chrono::Utc>>,
+    /// Recorded before this.
+    pub until: Option<chrono::DateTime<chrono::Utc>>,
+    /// Only ids below this (the previous page's last id, newest first).
+    pub before_id: Option<EffectId>,
+    /// Only ids above this (the previous page's last id, oldest first).
+    pub after_id: Option<EffectId>,
+}
+
+/// Effects matching `filter`, newest first, at most `limit`.
+pub async fn list(
+    conn: &mut PgConnection,
+    filter: &EffectFilter,
+    limit: i64,
+) -> Result<Vec<EffectLine>, sqlx::Error> {
+    // Through effects_status (one status); the columns are find's.
+    sqlx::query_as!(
+        EffectLine,
+        r#"SELECT id AS "id: EffectId", receipt_id AS "receipt_id: ReceiptId", operation_key,
+                sink, kind, status AS "status: EffectStatus", attempts, maybe_delivered,
+                last_error, created_at,
+                CASE WHEN status IN ('pending', 'uncertain') THEN visible_at END AS next_attempt_at
+         FROM effects
+         WHERE status = $1
+           AND ($2::text[] IS NULL OR sink = ANY ($2))
+           AND ($3::timestamptz IS NULL OR created_at >= $3)
+           AND ($4::timestamptz IS NULL OR created_at < $4)
+           AND ($5::int8 IS NULL OR id < $5)
+         ORDER BY id DESC LIMIT $6"#,
+        filter.status as EffectStatus,
+        filter.sinks.as_deref() as Option<&[String]>,
+        filter.since,
+        filter.until,
+        filter.before_id as Option<EffectId>,
+        limit,
+    )
+    .fetch_all(conn)
+    .await
+}
+
+/// Effects matching `filter`, oldest first, at most `limit`: where a run of failures
+/// began.
+pub async fn list_oldest_first(
+    conn: &mut PgConnection,
+    filter: &EffectFilter,
+    limit: i64,
+) -> Result<Vec<EffectLine>, sqlx::Error> {
+    // As list, upwards.
+    sqlx::query_as!(
+        EffectLine,
+        r#"SELECT id AS "id: EffectId", receipt_id AS "receipt_id: ReceiptId", operation_key,
+                sink, kind, status AS "status: EffectStatus", attempts, maybe_delivered,
+                last_error, created_at,
+                CASE WHEN status IN ('pending', 'uncertain') THEN visible_at END AS next_attempt_at
+         FROM effects
+         WHERE status = $1
+           AND ($2::text[] IS NULL OR sink = ANY ($2))
+           AND ($3::timestamptz IS NULL OR created_at >= $3)
+           AND ($4::timestamptz IS NULL OR created_at < $4)
+           AND ($5::int8 IS NULL OR id > $5)
+         ORDER BY id LIMIT $6"#,
+        filter.status as EffectStatus,
+        filter.sinks.as_deref() as Option<&[String]>,
+        filter.since,
+        filter.until,
+        filter.after_id as Option<EffectId>,
+        limit,
+    )
+    .fetch_all(conn)
+    .await
+}
+
+/// One sink's effects in one status (`inboundctl effects list --summary`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SinkSummary {
+    /// The sink id.
+    pub sink: String,
+    /// How many.
+    pub count: i64,
+    /// When the oldest was recorded.
+    pub oldest_at: chrono::DateTime<chrono::Utc>,
+    /// When the newest was recorded.
+    pub newest_at: chrono::DateTime<chrono::Utc>,
+    /// The oldest one with an error, and its error: where the run of failures began.
+    pub first_id: Option<EffectId>,
+    /// Its error.
+    pub first_error: Option<String>,
+}
+
+/// Per sink, the effects `filter` selects (its cursors aside): counts, ages and the first
+/// error. Reads every selected row once (an operator's question, bounded by the
+/// operator's statement timeout), through effects_status.
+pub async fn summary_by_sink(
+    conn: &mut PgConnection,
+    filter: &EffectFilter,
+) -> Result<Vec<SinkSummary>, sqlx::Error> {
+    sqlx::query_as!(
+        SinkSummary,
+        r#"WITH per_sink AS (
+             SELECT sink, count(*) AS n, min(created_at) AS oldest, max(created_at) AS newest,
+                    min(id) FILTER (WHERE last_error IS NOT NULL) AS first_id
+             FROM effects
+             WHERE status = $1
+               AND ($2::text[] IS NULL OR sink = ANY ($2))
+               AND ($3::timestamptz IS NULL OR created_at >= $3)
+               AND ($4::timestamptz IS NULL OR created_at < $4)
+             GROUP BY sink)
+         SELECT p.sink AS "sink!", p.n AS "count!", p.oldest AS "oldest_at!",
+                p.newest AS "newest_at!", p.first_id AS "first_id: EffectId",
+                e.last_error AS first_error
+         FROM per_sink p LEFT JOIN effects e ON e.id = p.first_id
+         ORDER BY p.sink"#,
+        filter.status as EffectStatus,
+        filter.sinks.as_deref() as Option<&[String]>,
+        filter.since,
+        filter.until,
+    )
+    .fetch_all(conn)
+    .await
+}
+
+/// Whether any effect names `sink` (for a filter that matched nothing: a typo or a sink
+/// with no effects yet). Reads until the first match; only an operator's empty result
+/// pays for it.
+pub async fn sink_has_effects(conn: &mut PgConnection, sink: &str) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM effects WHERE sink = $1) AS "exists!""#,
+        sink
+    )
+    .fetch_one(conn)
+    .await
+}
+
+/// The effect with this id.
+pub async fn find(
+    conn: &mut PgConnection,
+    effect_id: EffectId,
+) -> Result<Option<EffectLine>, sqlx::Error> {
+    // The columns are list's.
+    sqlx::query_as!(
+        EffectLine,
+        r#"SELECT id AS "id: EffectId", receipt_id AS "receipt_id: ReceiptId", operation_key,
+                sink, kind, status AS "status: EffectStatus", attempts, maybe_delivered,
+                last_error, created_at,
+                CASE WHEN status IN ('pending', 'uncertain') THEN visible_at END AS next_attempt_at
+         FROM effects WHERE id = $1"#,
+        effect_id as EffectId,
+    )
+    .fetch_optional(conn)
+    .await
+}
+
+/// One delivery or reconciliation in an effect's history.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct AttemptLine {
+    /// The delivery attempt number it belongs to.
+    pub attempt: i32,
+    /// `delivery` or `reconcile`.
+    pub kind: String,
+    /// When it began.
+    pub started_at: chrono::DateTime<chrono::Utc>,
+    /// When it was recorded (`None`: still in flight, or its worker died).
+    pub finished_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// How it ended.
+    pub outcome: Option<String>,
+    /// The sink's status code.
+    pub status_code: Option<i32>,
+    /// The error, if any.
+    pub error: Option<String>,
+}
+
+/// An effect's attempt history, oldest first.
+pub async fn attempts(
+    conn: &mut PgConnection,
+    effect_id: EffectId,
+) -> Result<Vec<AttemptLine>, sqlx::Error> {
+    sqlx::query_as!(
+        AttemptLine,
+        "SELECT attempt, kind, started_at, finished_at, outcome, status_code, error
+         FROM effect_attempts WHERE effect_id = $1 ORDER BY id",
+        effect_id as EffectId,
+    )
+    .fetch_all(conn)
+    .await
+}
+
+/// One operator decision about an effect.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ResolutionLine {
+    /// The status before.
+    pub previous_status: String,
+    /// `completed`, `retry` or `abandon`.
+    pub action: String,
+    /// Who.
+    pub resolved_by: String,
+    /// Why.
+    pub note: String,
+    /// When.
+    pub resolved_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// An effect's operator decisions, oldest first.
+pub async fn resolutions(
+    conn: &mut PgConnection,
+    effect_id: EffectId,
+) -> Result<Vec<ResolutionLine>, sqlx::Error> {
+    sqlx::query_as!(
+        ResolutionLine,
+        "SELECT previous_status, action, resolved_by, note, resolved_at
+         FROM effect_resolutions WHERE effect_id = $1 ORDER BY id",
+        effect_id as EffectId,
+    )
+    .fetch_all(conn)
+    .await
+}
+
+/// What an operator decides about an effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resolution {
+    /// It did happen (checked with the receiver): `completed`.
+    Completed,
+    /// Send it again, with the same key: `pending`, due now. From `pending` (waiting out
+    /// a retry delay) it only makes the effect due: its history stands.
+    Retry,
+    /// Give up without sending (again): `abandoned`, which retention may purge.
+    Abandon,
+}
+
+impl Resolution {
+    /// Every resolution (`effect_resolutions.action` allows exactly their actions).
+    pub const ALL: &'static [Self] = &[Self::Completed, Self::Retry, Self::Abandon];
+
+    /// The recorded action name.
+    pub fn action(self) -> &'static str {
+        match self {
+            Self::Completed => "completed",
+            Self::Retry => "retry",
+            Self::Abandon => "abandon",
+        }
+    }
+
+    /// The statuses this resolution may start from. `in_flight` never (a delivery may be
+    /// running), `completed` and `abandoned` never (closed).
+    pub(crate) fn allowed_from(self) -> &'static [EffectStatus] {
+        use EffectStatus::{Failed, Pending, Review, Uncertain};
+        match self {
+            Self::Completed => &[Uncertain, Review, Failed],
+            Self::Retry | Self::Abandon => &[Pending, Uncertain, Review, Failed],
+        }
+    }
+
+    /// The status it leaves the effect in.
+    pub(crate) fn new_status(self) -> EffectStatus {
+        match self {
+            Self::Completed => EffectStatus::Completed,
+            Self::Retry => EffectStatus::Pending,
+            Self::Abandon => EffectStatus::Abandoned,
+        }
+    }
+
+    /// Whether it may apply to effect `id` in `status` (chosen by a filter on `expected`).
+    fn check(
+        self,
+        id: EffectId,
+        status: EffectStatus,
+        expected: Option<EffectStatus>,
+    ) -> Result<(), ResolveError> {
+        if let Some(expected) = expected
+            && expected != status
+        {
+            return Err(ResolveError::Moved {
+                id,
+                status,
+                expected,
+            });
+        }
+        if !self.allowed_from().contains(&status) {
+            let allowed: Vec<&str> = self
+                .allowed_from()
+                .iter()
+                .map(|status| status.as_str())
+                .collect();
+            return Err(ResolveError::NotAllowed {
+                id,
+                status,
+                action: self.action(),
+                allowed: allowed.join(", "),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Why a resolution was refused. Nothing is written then.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    /// No effect has this id.
+    #[error("effect {0} does not exist")]
+    Unknown(EffectId),
+    /// The state machine forbids it.
+    #[error("effect {id} is {status}; --{action} applies only to {allowed}")]
+    NotAllowed {
+        /// The effect.
+        id: EffectId,
+        /// Its status.
+        status: EffectStatus,
+        /// The action refused.
+        action: &'static str,
+        /// Where it may start from.
+        allowed: String,
+    },
+    /// Chosen by a filter on one status, it has moved on since (a dispatcher delivered or
+    /// judged it): deciding on what the operator did not see is refused.
+    #[error(
+        "effect {id} is {status} now, no longer {expected}: list again (--dry-run) and decide on what is there"
+    )]
+    Moved {
+        /// The effect.
+        id: EffectId,
+        /// Its status now.
+        status: EffectStatus,
+        /// The status the filter selected it in.
+        expected: EffectStatus,
+    },
+    /// The database failed.
+    #[error("database: {0}")]
+    Database(#[from] sqlx::Error),
+}
+
+/// [`resolve_in`] as a transaction of its own.
+pub async fn resolve(
+    conn: &mut PgConnection,
+    effect_id: EffectId,
+    resolution: Resolution,
+    expected: Option<EffectStatus>,
+    by: &str,
+    note: &str,
+) -> Result<(), ResolveError> {
+    use sqlx::Connection;
+    let mut transaction = conn.begin().await?;
+    resolve_in(&mut transaction, effect_id, resolution, expected, by, note).await?;
+    transaction.commit().await?;
+    Ok(())
+}
+
+/// Applies an operator's resolution, recorded with who and why, inside the caller's
+/// transaction (a decision about many effects is one transaction without a savepoint
+/// each: more than 64 subtransactions slow every snapshot in the cluster). With
+/// `expected`, the effect must still be in that status (a resolution chosen by a filter).
+pub async fn resolve_in(
+    conn: &mut PgConnection,
+    effect_id: EffectId,
+    resolution: Resolution,
+    expected: Option<EffectStatus>,
+    by: &str,
+    note: &str,
+) -> Result<(), ResolveError> {
+    // The row lock holds off a dispatcher's claim until the decision commits.
+    let status = sqlx::query_scalar!(
+        r#"SELECT status AS "status: EffectStatus" FROM effects WHERE id = $1 FOR UPDATE"#,
+        effect_id as EffectId,
+    )
+    .fetch_optional(&mut *conn)
+    .await?;
+    let Some(status) = status else {
+        return Err(ResolveError::Unknown(effect_id));
+    };
+    resolution.check(effect_id, status, expected)?;
+    if resolution == Resolution::Retry && status == EffectStatus::Pending {
+        // Waiting out a delay: due now, nothing else changes (whether an attempt may have
+        // landed still decides how it is sent; the claim checks the sink's breaker and
+        // horizon as for any due effect).
+        sqlx::query!(
+            "WITH logged AS (
+                 INSERT INTO effect_resolutions (effect_id, previous_status, action, resolved_by, note)
+                 VALUES ($1, 'pending', 'retry', $2, $3)
+             )
+             -- A new lease token fences out a dispatcher holding it for a step that
+             -- sends nothing (a wait it was about to record), as every resolution does.
+             UPDATE effects SET visible_at = now(), leased_by = NULL, lease_token = lease_token + 1
+             WHERE id = $1",
+            effect_id as EffectId,
+            by,
+            note,
+        )
+        .execute(&mut *conn)
+        .await?;
+        return Ok(());
+    }
+    sqlx::query!(
+        "WITH logged AS (
+             INSERT INTO effect_resolutions (effect_id, previous_status, action, resolved_by, note)
+             VALUES ($1, $2, $3, $4, $5)
+         )
+         -- A new lease token fences out any holder (a reconciliation in progress) so
+         -- that its answer cannot overwrite this decision. A retry starts afresh: the
+         -- operator has decided that sending again is right, so neither an earlier
+         -- 'may have landed' nor the time budgets hold it back (attempts are kept).
+         UPDATE effects
+         SET status = $6, visible_at = now(), leased_by = NULL, lease_token = lease_token + 1,
+             last_error = CASE WHEN $6 = 'abandoned' THEN 'abandoned: ' || $5 ELSE last_error END,
+             completed_at = CASE WHEN $6 = 'completed' THEN now() END,
+             maybe_delivered = CASE WHEN $3 = 'retry' THEN false ELSE maybe_delivered END,
+             first_attempt_at = CASE WHEN $3 = 'retry' THEN NULL ELSE first_attempt_at END,
+             uncertain_since = CASE WHEN $3 = 'retry' THEN NULL ELSE uncertain_since END,
+             reconciliations = CASE WHEN $3 = 'retry' THEN 0 ELSE reconciliations END
+         WHERE id = $1",
+        effect_id as EffectId,
+        status as EffectStatus,
+        resolution.action(),
+        by,
+        note,
+        resolution.new_status() as EffectStatus,
+    )
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}

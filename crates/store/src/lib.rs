@@ -1,0 +1,289 @@
+//! `inbound-store`: all of inbound's SQL, the embedded migrations, the database roles,
+//! and the handler model (a handler runs inside the worker's transaction, so it takes a
+//! connection). The rules it stores by — keys, states, effect rules, the storability
+//! contract, the configuration — are `inbound-core`'s, which does no I/O.
+//!
+//! Functions take a `&mut PgConnection` (or an executor). Those on the hot paths never
+//! commit on the caller's behalf, except where a single autocommitted statement *is* the
+//! unit of work ([`receipts::insert_receipts`], a claim); the worker owns the business
+//! transaction they run in. An operator's decision is its own unit of work: it opens and
+//! commits a transaction on the given connection, all ids or none
+//! ([`admin::replay`], [`admin::close`], [`admin::resolve_pending`],
+//! [`effects::resolve`]). No function holds a transaction across a network call.
+//!
+//! - [`receipts`]: acceptance at the ingress.
+//! - [`queue`]: claiming with leases, the fenced start of a business transaction, and
+//!   finishing, retrying or failing a receipt.
+//! - [`effects`]: effect intents (the outbox).
+//! - [`admin`]: what operators read and change (`inboundctl`), and the queue gauges.
+//! - [`bounded`]: every wait on the database bounded on the client as well.
+//! - [`savepoint`]: the savepoint a run of handler calls is rolled back to unless applied.
+//! - [`migrations`]: the schema applied so that any migration may be interrupted and rerun,
+//!   and none blocks writers.
+//! - [`roles`]: the least-privilege roles each process connects as.
+//! - [`handlers`]: the handler model (trait, transitions, effect intents) and the built-ins.
+//!
+//! # Errors
+//!
+//! The store's decisions have their own enums, written for the operator who asked
+//! ([`admin::ReplayError`], [`admin::ResolveError`], [`effects::ResolveError`],
+//! [`MigrationError`]); a handler's failure is [`handlers::HandlerError`] (the receipt is
+//! retried). A statement's failure is `sqlx::Error`, passed through unchanged: only the
+//! caller knows what it means (the ingress answers 503, the worker retries), and
+//! [`is_unavailability`] tells a database that is away from one that refused the data.
+
+/// A CTE named `durable` that raises `synchronous_commit` to `on` for the statement's own
+/// transaction when the session is at `off` or `local` (`remote_write`, `on` and
+/// `remote_apply` stay). Behind a transaction pooler the session is not ours — a server
+/// connection may predate the role's setting — so the statements whose commit a promise
+/// rests on (a 2xx, a `done`) carry it themselves. Join it (`LEFT JOIN durable ON true`):
+/// a CTE nothing references is not evaluated.
+///
+/// The query macros take only literal SQL (or a file of it), so each such statement spells
+/// the CTE out; a test holds the insert behind a 2xx and the worker's `done`
+/// (`queries/receipts/insert.sql`, `queries/queue/finish.sql`, `finish_all.sql`) to this
+/// text and to joining it.
+pub const DURABLE: &str = "durable AS (
+             SELECT set_config('synchronous_commit', 'on', true)
+             WHERE current_setting('synchronous_commit') IN ('off', 'local')
+         )";
+
+pub mod admin;
+pub mod bounded;
+pub mod clock;
+pub mod effects;
+pub mod handlers;
+pub mod migrations;
+pub mod queue;
+pub mod receipts;
+pub mod roles;
+pub mod savepoint;
+mod schema;
+pub mod session;
+
+pub use clock::StatementClock;
+pub use migrations::{Migrated, MigrationError, migrate, migrate_schema};
+pub use receipts::{InsertOutcome, NewReceipt, insert_receipt, insert_receipts};
+pub use schema::{DEFAULT_SCHEMA, InvalidSchema, Schema};
+use session::durable_sessions;
+pub use session::{Pooler, SessionTarget};
+
+use std::time::Duration;
+
+use sqlx::migrate::Migrator;
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::{Executor, Postgres};
+
+/// The schema, embedded from `migrations/` at build time.
+// `migrations` links to the repository's top-level `migrations/`, so the published crate
+// carries them too.
+pub static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
+
+/// A connection that carried more payload than this in one statement has its buffers
+/// shrunk afterwards, so that pooled connections do not each keep the largest payloads
+/// they ever carried.
+pub const SHRINK_BUFFERS_AFTER_BYTES: usize = 256 * 1024;
+
+/// `ids` deduplicated, in the one order every operator decision locks rows in: an id
+/// named twice is one decision, and two operators deciding about overlapping sets at once
+/// never deadlock each other.
+pub fn in_lock_order<Id: Ord + Copy>(ids: &[Id]) -> Vec<Id> {
+    let mut ordered = ids.to_vec();
+    ordered.sort_unstable();
+    ordered.dedup();
+    ordered
+}
+
+/// Why a pool could not be set up. (Statements return `sqlx::Error`; callers decide what
+/// a failure means, e.g. the ingress answers 503.)
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database URL is not one we can use; the message never repeats the URL, which
+    /// may hold a password.
+    #[error("invalid database URL: {0}")]
+    InvalidUrl(String),
+}
+
+/// How a process talks to PostgreSQL.
+#[derive(Debug, Clone)]
+pub struct PoolSettings {
+    /// Upper bound on open connections.
+    pub max_connections: u32,
+    /// How long a caller waits for a free connection before giving up.
+    pub acquire_timeout: Duration,
+    /// Server-side `statement_timeout` for every statement.
+    pub statement_timeout: Duration,
+    /// `application_name`, shown in `pg_stat_activity`.
+    pub application_name: String,
+    /// The schema of inbound's tables and how sessions reach them.
+    pub target: SessionTarget,
+}
+
+/// Builds a pool that connects lazily, so a process starts (and answers 503 / not ready)
+/// while the database is still down, and recovers on its own when it returns.
+pub fn connect_pool_lazy(
+    database_url: &str,
+    settings: &PoolSettings,
+) -> Result<PgPool, StoreError> {
+    let mut options = connect_options(database_url, &settings.target)?
+        .application_name(&settings.application_name);
+    // Behind a transaction pooler the role's settings apply (session.rs, roles.rs).
+    if settings.target.pooler == Pooler::None {
+        options = with_session_limits(options, settings.statement_timeout);
+    }
+    Ok(durable_sessions(PgPoolOptions::new(), &settings.target)
+        .max_connections(settings.max_connections)
+        .acquire_timeout(settings.acquire_timeout)
+        .idle_timeout(Duration::from_secs(60))
+        .connect_lazy_with(options))
+}
+
+/// `options` whose sessions carry their limits from the start (startup options, never a
+/// `SET`): `statement_timeout` (zero: none) and `idle_in_transaction_session_timeout`
+/// ([`bounded::IDLE_IN_TRANSACTION_TIMEOUT`]). Only for direct sessions: behind a
+/// transaction pooler they come from the role.
+pub fn with_session_limits(
+    options: PgConnectOptions,
+    statement_timeout: Duration,
+) -> PgConnectOptions {
+    let statement_timeout_ms = statement_timeout.as_millis().to_string();
+    let idle_in_transaction_ms = bounded::IDLE_IN_TRANSACTION_TIMEOUT.as_millis().to_string();
+    options.options([
+        ("statement_timeout", statement_timeout_ms.as_str()),
+        (
+            "idle_in_transaction_session_timeout",
+            idle_in_transaction_ms.as_str(),
+        ),
+    ])
+}
+
+/// `options` whose sessions see `schema` alone: inbound's unqualified names resolve there
+/// and objects its migrations create land there, never in `public`.
+pub(crate) fn in_schema(options: PgConnectOptions, schema: &Schema) -> PgConnectOptions {
+    options.options([("search_path", schema.quoted())])
+}
+
+/// Parses `database_url` for sessions of `target` (see [`session::session_options`]).
+pub fn connect_options(
+    database_url: &str,
+    target: &SessionTarget,
+) -> Result<PgConnectOptions, StoreError> {
+    Ok(session::session_options(parse_url(database_url)?, target))
+}
+
+/// Parses `database_url`, never repeating it in the error.
+pub fn parse_url(database_url: &str) -> Result<PgConnectOptions, StoreError> {
+    database_url
+        .parse()
+        .map_err(|error: sqlx::Error| StoreError::InvalidUrl(redact_url_error(&error)))
+}
+
+/// A pool of one connection with `pool`'s connect options (URL, `application_name`,
+/// `statement_timeout`), for a task whose writes must never wait behind the pool's other
+/// users. It connects lazily and reconnects after a failure, like any pool.
+pub fn dedicated_connection(
+    pool: &PgPool,
+    target: &SessionTarget,
+    acquire_timeout: Duration,
+) -> PgPool {
+    durable_sessions(PgPoolOptions::new(), target)
+        .max_connections(1)
+        .acquire_timeout(acquire_timeout)
+        .connect_lazy_with((*pool.connect_options()).clone())
+}
+
+/// Whether `error` says the database or the connection failed (it may succeed if tried
+/// again: unreachable, restarting, out of connections, a deadlock, a lock wait) rather
+/// than that the statement itself, or the data it carried, was refused.
+pub fn is_unavailability(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::Protocol(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(error) => {
+            let code = error.code().unwrap_or_default();
+            ["08", "40", "53", "57"]
+                .iter()
+                .any(|class| code.starts_with(class))
+                || code == "55P03"
+        }
+        _ => false,
+    }
+}
+
+/// The URL may hold a password: say only what kind of problem it is.
+fn redact_url_error(error: &sqlx::Error) -> String {
+    match error {
+        sqlx::Error::Configuration(_) => "cannot parse it as a postgres:// URL".to_owned(),
+        _ => "cannot be used".to_owned(),
+    }
+}
+
+/// Answers whether the database executes a trivial statement.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "Runtime SQL: the simple protocol prepares nothing, which any pooler passes through."
+)]
+pub async fn ping<'c, E: Executor<'c, Database = Postgres>>(
+    executor: E,
+) -> Result<(), sqlx::Error> {
+    executor.execute("SELECT 1").await.map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    /// A statement's text with its SQL comments dropped and whitespace collapsed.
+    fn statement_text(sql: &str) -> String {
+        sql.lines()
+            .map(|line| line.split("--").next().unwrap_or_default())
+            .flat_map(str::split_whitespace)
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    #[test]
+    fn a_join_in_a_comment_does_not_count() {
+        let text = statement_text(
+            "SELECT 1 FROM t -- LEFT JOIN durable ON true\n-- LEFT JOIN durable ON true\n",
+        );
+        assert_eq!(text, "SELECT 1 FROM t");
+    }
+
+    /// Each statement a promise rests on — the insert behind a 2xx, the worker's `done`
+    /// (`finish`, `finish_all`) — spells [`super::DURABLE`] exactly and joins it, outside
+    /// any comment.
+    #[test]
+    fn every_durable_commit_is_spelled_as_the_one_and_joined() {
+        let durable: String = super::DURABLE
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        for (name, sql) in [
+            (
+                "receipts/insert.sql",
+                include_str!("../queries/receipts/insert.sql"),
+            ),
+            (
+                "queue/finish.sql",
+                include_str!("../queries/queue/finish.sql"),
+            ),
+            (
+                "queue/finish_all.sql",
+                include_str!("../queries/queue/finish_all.sql"),
+            ),
+        ] {
+            let text = statement_text(sql);
+            assert!(
+                text.contains(&durable),
+                "{name}: the durable CTE differs or is gone"
+            );
+            assert!(
+                text.contains("LEFT JOIN durable ON true"),
+                "{name}: the durable CTE is not joined"
+            );
+        }
+    }
+}
