@@ -8,8 +8,10 @@ use std::time::Duration;
 
 use inbound_core::config::Config;
 use inbound_tests::TestDatabase;
+use inbound_tests::ctl::Inboundctl;
 use inbound_tests::domain;
-use inbound_worker::{Round, Worker, run_once};
+use inbound_worker::Worker;
+use inbound_worker::test_hooks::{Round, run_once};
 use serde_json::{Value, json};
 
 /// The shipped example configuration's text.
@@ -276,7 +278,7 @@ async fn a_day_of_subscription_traffic_needs_no_person() {
 /// unsigned, so the verifying dev-sink refused every grant (401, `failed`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_example_stack_delivers_to_both_of_its_sinks() {
-    use inbound_tests::process::{Service, ServiceOptions, binary};
+    use inbound_tests::process::{Service, ServiceOptions};
     let database = TestDatabase::create().await;
     let pool = database.pool();
     let port = inbound_tests::ports::free_port();
@@ -295,10 +297,15 @@ async fn the_example_stack_delivers_to_both_of_its_sinks() {
     .iter()
     .map(|name| ((*name).to_owned(), example_secret(name)))
     .collect();
-    let mut sink = std::process::Command::new(binary("inboundctl"))
-        .args(["dev-sink", "--listen", &format!("127.0.0.1:{port}")])
-        .args(["--secret", "env:EXAMPLE_SINK_SECRET"])
-        .envs(secrets.iter().map(|(name, value)| (name, value)))
+    let mut sink = Inboundctl::new()
+        .envs(&secrets)
+        .command(&[
+            "dev-sink",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--secret",
+            "env:EXAMPLE_SINK_SECRET",
+        ])
         .stdout(std::process::Stdio::piped())
         .spawn()
         .expect("dev-sink");

@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use inbound_tests::fixtures::{self, Provider, Variant};
 use inbound_tests::http::{Answer, HttpClient};
 use inbound_tests::signing;
-use inbound_tests::{Service, ServiceOptions, SignedRequest, Stack, TestDatabase};
+use inbound_tests::{Service, ServiceOptions, SignedRequest, Stack, TestDatabase, eventually};
 use sqlx::PgPool;
 
 /// A Stripe event for `stripe-acme` whose PaymentIntent carries `extra` (raw JSON text,
@@ -30,19 +30,6 @@ async fn count(pool: &PgPool, sql: &str) -> i64 {
         .fetch_one(pool)
         .await
         .expect("count")
-}
-
-/// Polls until `done` holds, or panics with `what` after `limit`.
-async fn wait_until<F, Fut>(limit: Duration, what: &str, mut done: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let started = Instant::now();
-    while !done().await {
-        assert!(started.elapsed() < limit, "{what} within {limit:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 #[tokio::test]
@@ -176,16 +163,17 @@ async fn a_stored_payload_the_worker_cannot_decode_is_quarantined_alone() {
     }
 
     let _worker = Service::worker(&worker_options(database.url(), &[]));
-    wait_until(
-        Duration::from_secs(20),
+    eventually(
         "every receipt finished",
-        || async {
-            count(
+        Duration::from_secs(20),
+        async || {
+            (count(
                 pool,
                 "SELECT count(*) FROM receipts WHERE status = 'pending'",
             )
             .await
-                == 0
+                == 0)
+                .then_some(())
         },
     )
     .await;
@@ -200,11 +188,9 @@ async fn a_stored_payload_the_worker_cannot_decode_is_quarantined_alone() {
     assert!(reason.contains("cannot be decoded"), "{reason}");
 
     // An operator can read it.
-    let shown = std::process::Command::new(inbound_tests::process::binary("inboundctl"))
-        .args(["receipts", "show", &poison.to_string(), "--json"])
-        .env("DATABASE_URL", database.url())
-        .output()
-        .expect("run inboundctl");
+    let shown = inbound_tests::ctl::Inboundctl::new()
+        .database(database.url())
+        .run(&["receipts", "show", &poison.to_string(), "--json"]);
     assert!(shown.status.success(), "{shown:?}");
     // Valid JSON (checked without reading numbers, which no double holds), with the
     // payload exactly as stored.
@@ -487,16 +473,17 @@ async fn a_stored_payload_postgres_cannot_render_is_quarantined_alone() {
     let _worker = Service::worker(&worker_options(database.url(), &[]));
     // A bound, not a timing: rendering the amplified payload takes seconds alone and
     // several times that beside the rest of the suite on two cores.
-    wait_until(
-        Duration::from_secs(90),
+    eventually(
         "every receipt finished",
-        || async {
-            count(
+        Duration::from_secs(90),
+        async || {
+            (count(
                 pool,
                 "SELECT count(*) FROM receipts WHERE status = 'pending'",
             )
             .await
-                == 0
+                == 0)
+                .then_some(())
         },
     )
     .await;
@@ -510,11 +497,9 @@ async fn a_stored_payload_postgres_cannot_render_is_quarantined_alone() {
     let reason = reason.expect("a reason");
     assert!(reason.contains("cannot be read"), "{reason}");
 
-    let shown = std::process::Command::new(inbound_tests::process::binary("inboundctl"))
-        .args(["receipts", "show", &amplified.to_string()])
-        .env("DATABASE_URL", database.url())
-        .output()
-        .expect("run inboundctl");
+    let shown = inbound_tests::ctl::Inboundctl::new()
+        .database(database.url())
+        .run(&["receipts", "show", &amplified.to_string()]);
     assert!(shown.status.success(), "{shown:?}");
     let shown = String::from_utf8_lossy(&shown.stdout);
     assert!(

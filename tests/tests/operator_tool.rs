@@ -4,25 +4,21 @@
 //! processed; audits that always name someone; purge that counts first, keeps keys past
 //! the providers' redelivery horizons and stops at a time budget; and shell completions.
 
-use std::process::{Command, Output};
+use std::process::Output;
 
 use inbound_tests::TestDatabase;
+use inbound_tests::ctl::Inboundctl;
 use inbound_tests::domain;
 use inbound_tests::fixtures;
-use inbound_tests::process::{ScratchDir, binary};
+use inbound_tests::process::ScratchDir;
 
-/// inboundctl on a clean environment: the test database, the operator `ops-test`.
+/// inboundctl on the test database with the fixture's secrets.
 fn inboundctl(database: &TestDatabase, args: &[&str], env: &[(&str, &str)]) -> Output {
-    Command::new(binary("inboundctl"))
-        .args(args)
-        .env_remove("INBOUND_CONFIG")
-        .env_remove("USER")
-        .env("DATABASE_URL", database.url())
-        .env("INBOUND_OPERATOR", "ops-test")
-        .envs(fixtures::secret_env())
-        .envs(env.iter().copied())
-        .output()
-        .expect("run inboundctl")
+    Inboundctl::new()
+        .with_fixture_secrets()
+        .database(database.url())
+        .envs(env)
+        .run(args)
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -483,10 +479,9 @@ async fn receipts_are_found_filtered_paged_and_decided_in_bulk() {
     );
 
     // An audit never records "unknown": with no --by, INBOUND_OPERATOR or $USER, refused.
-    let anonymous = Command::new(binary("inboundctl"))
-        .args(["receipts", "close", &first.to_string(), "--reason", "x"])
-        .env("DATABASE_URL", database.url())
-        .env_remove("USER")
+    let anonymous = Inboundctl::new()
+        .database(database.url())
+        .command(&["receipts", "close", &first.to_string(), "--reason", "x"])
         .env_remove("INBOUND_OPERATOR")
         .output()
         .expect("run inboundctl");
@@ -614,10 +609,10 @@ async fn effects_are_filtered_by_sink_and_owner_and_resolved_in_bulk() {
     // Chosen by a filter on `review`, an effect that moved on since (a dispatcher judged
     // it) is not decided about blindly: the whole resolution is refused.
     let mut connection = pool.acquire().await.expect("connection");
-    let moved = inbound_core::store::effects::resolve(
+    let moved = inbound_store::effects::resolve(
         &mut connection,
         inbound_core::keys::EffectId(other),
-        inbound_core::store::effects::Resolution::Completed,
+        inbound_store::effects::Resolution::Completed,
         Some(inbound_core::states::EffectStatus::Review),
         "ops-test",
         "n",
@@ -768,10 +763,7 @@ fn completions_are_printed_for_each_shell() {
         ("zsh", "#compdef inboundctl"),
         ("fish", "complete -c inboundctl"),
     ] {
-        let output = Command::new(binary("inboundctl"))
-            .args(["completions", shell])
-            .output()
-            .expect("run");
+        let output = Inboundctl::new().run(&["completions", shell]);
         assert!(output.status.success(), "{shell}");
         let script = text(&output.stdout);
         assert!(script.contains(marker), "{shell}: {script}");

@@ -6,26 +6,18 @@
 //! does not route or may not accept alone, and says so; `github redeliver` asks GitHub
 //! again for what failed.
 
-use std::process::{Command, Output};
+use std::process::Output;
 
 use chrono::Utc;
-use inbound_tests::process::{ScratchDir, binary};
+use inbound_tests::ctl::Inboundctl;
+use inbound_tests::process::ScratchDir;
 use inbound_tests::stripe_api::{API_KEY, PLATFORM_ACCOUNT, SECRET_KEY, StripeApi};
 use inbound_tests::{TestDatabase, domain, fixtures};
 use serde_json::{Value, json};
 
+/// inboundctl with the configuration's own secrets (the ingress's), then the test's.
 fn inboundctl(args: &[&str], env: &[(&str, &str)]) -> Output {
-    Command::new(binary("inboundctl"))
-        .args(args)
-        .env_remove("DATABASE_URL")
-        .env_remove("INBOUND_CONFIG")
-        .env_remove("STRIPE_API_KEY")
-        .env("INBOUND_OPERATOR", "ops-test")
-        // The configuration's own secrets (the ingress's), then the test's.
-        .envs(fixtures::secret_env())
-        .envs(env.iter().copied())
-        .output()
-        .expect("run inboundctl")
+    Inboundctl::new().with_fixture_secrets().envs(env).run(args)
 }
 
 /// The suites' configuration (integration `stripe-acme`: account `acct_123`, live mode).
@@ -792,7 +784,7 @@ async fn held_deliveries_are_looked_up_in_the_integrations_own_scopes_only() {
         .await
         .expect("begin");
     let before = receipt_key_scans(&mut transaction).await;
-    let held = inbound_core::store::receipts::held_event_ids(
+    let held = inbound_store::receipts::held_event_ids(
         &mut transaction,
         "gh",
         &[

@@ -11,12 +11,12 @@
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use inbound_tests::cluster::PrivateCluster;
 use inbound_tests::domain::{self, payment_intent, stripe_event};
 use inbound_tests::http::HttpClient;
-use inbound_tests::{Service, SignedRequest, TestDatabase, audit, fixtures};
+use inbound_tests::{Service, SignedRequest, TestDatabase, audit, eventually, fixtures};
 
 const ORDERS: usize = 300;
 
@@ -48,14 +48,6 @@ async fn deliver(client: &HttpClient, addr: SocketAddr, order: usize) -> bool {
             false
         }
         Err(_) => false,
-    }
-}
-
-async fn wait_until(what: &str, limit: Duration, mut condition: impl AsyncFnMut() -> bool) {
-    let started = Instant::now();
-    while !condition().await {
-        assert!(started.elapsed() < limit, "{what}: not within {limit:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
@@ -121,10 +113,10 @@ async fn a_postgres_crash_and_restart_loses_no_acknowledged_receipt_and_pays_eac
             })
         })
         .collect();
-    wait_until(
+    eventually(
         "some load acknowledged",
         Duration::from_secs(20),
-        async || acknowledged.lock().expect("lock").len() >= 20,
+        async || (acknowledged.lock().expect("lock").len() >= 20).then_some(()),
     )
     .await;
 
@@ -150,11 +142,12 @@ async fn a_postgres_crash_and_restart_loses_no_acknowledged_receipt_and_pays_eac
     tokio::task::spawn_blocking(move || restarting.start_server())
         .await
         .expect("restart the server");
-    wait_until("ingress ready again", Duration::from_secs(30), async || {
+    eventually("ingress ready again", Duration::from_secs(30), async || {
         client
             .get(&ingress.url("/readyz"))
             .await
             .is_ok_and(|answer| answer.status == 200)
+            .then_some(())
     })
     .await;
     stop.store(true, Ordering::SeqCst);
@@ -167,19 +160,20 @@ async fn a_postgres_crash_and_restart_loses_no_acknowledged_receipt_and_pays_eac
     redeliver.extend(next.load(Ordering::SeqCst).min(ORDERS)..ORDERS);
     redeliver.push(down_order);
     for order in redeliver {
-        wait_until(
+        eventually(
             "a redelivery answered 2xx",
             Duration::from_secs(20),
-            async || deliver(&client, addr, order).await,
+            async || deliver(&client, addr, order).await.then_some(()),
         )
         .await;
         acknowledged.lock().expect("lock").push(event(order).0);
     }
-    wait_until("every receipt done", Duration::from_secs(60), async || {
+    eventually("every receipt done", Duration::from_secs(60), async || {
         sqlx::query_scalar::<_, i64>("SELECT count(*) FROM receipts WHERE status <> 'done'")
             .fetch_one(&pool)
             .await
             .is_ok_and(|count| count == 0)
+            .then_some(())
     })
     .await;
 

@@ -322,11 +322,10 @@ async fn inboundctl_on_a_silent_session_gives_up_and_says_so() {
     let proxy =
         inbound_tests::proxy::DbProxy::start(inbound_tests::proxy::database_addr(database.url()))
             .await;
-    let mut child = std::process::Command::new(inbound_tests::process::binary("inboundctl"))
-        .args(["status", "--statement-timeout-secs", "1"])
-        .env("DATABASE_URL", proxy.rewrite_url(database.url()))
-        .env("INBOUND_FAILPOINT_PAUSE", "ctl_connected:1500")
-        .env_remove("INBOUND_CONFIG")
+    let mut child = inbound_tests::ctl::Inboundctl::new()
+        .database(&proxy.rewrite_url(database.url()))
+        .envs(&[("INBOUND_FAILPOINT_PAUSE", "ctl_connected:1500")])
+        .command(&["status", "--statement-timeout-secs", "1"])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
