@@ -4,7 +4,7 @@
 use crate::signing::{self, HeaderList, SignedRequest};
 
 /// Stripe's current secret (from the environment).
-pub const STRIPE_SECRET: &str = "whsec_stripe_current_8c1f";
+pub use crate::signing::STRIPE_SECRET;
 /// Stripe's previous secret (from a file), still accepted during rotation.
 pub const STRIPE_PREVIOUS_SECRET: &str = "whsec_stripe_previous_77aa";
 /// GitHub's secret.

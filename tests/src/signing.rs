@@ -4,6 +4,9 @@ use bytes::Bytes;
 use inbound_core::secret::Secret;
 use inbound_core::verify;
 
+/// The fixture integration `stripe-acme`'s current secret (`fixtures` configures it).
+pub const STRIPE_SECRET: &str = "whsec_stripe_current_8c1f";
+
 /// Header list for a request.
 pub type HeaderList = Vec<(String, String)>;
 
@@ -175,7 +178,7 @@ pub fn shopify_headers(
 
 /// A webhook request as a provider sends it: the integration it is addressed to, its
 /// headers and its raw body. Every suite builds its requests as this — from the signers
-/// above, or [`crate::fixtures::Provider::request`] — and sends them one way:
+/// above, or `fixtures::Provider::request` — and sends them one way:
 /// [`SignedRequest::send`] (or [`crate::stack::Stack::deliver`]; from a spawned task,
 /// [`SignedRequest::send_to`]).
 #[derive(Debug, Clone)]
@@ -211,7 +214,7 @@ impl SignedRequest {
 
     /// A Stripe event to the fixture's `stripe-acme`, signed now with its current secret.
     pub fn stripe(body: impl Into<Bytes>) -> Self {
-        Self::stripe_signed(crate::fixtures::STRIPE_SECRET, body, 0)
+        Self::stripe_signed(STRIPE_SECRET, body, 0)
     }
 
     /// A Stripe event to `stripe-acme` signed with `secret`, `age_secs` ago.
