@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use inbound_core::config::Config;
+use inbound_core::states::EffectStatus;
 use inbound_store::effects::{self, SourceEvent};
 use inbound_store::handlers::EffectIntent;
 use inbound_worker::test_hooks::{self as dispatcher, dispatch_once};
@@ -28,7 +29,7 @@ pub struct Harness {
 }
 
 /// `(status, attempts, maybe_delivered, seconds until due)`.
-pub type EffectState = (String, i32, bool, f64);
+pub type EffectState = (EffectStatus, i32, bool, f64);
 
 impl Harness {
     /// Starts a sink, then a worker whose configuration `config` builds for it.

@@ -8,12 +8,14 @@ use std::time::Duration;
 use inbound_core::config::Config;
 use inbound_core::event::{self, Extracted};
 use inbound_core::headers::Headers;
+use inbound_core::states::{ReceiptOutcome, ReceiptStatus};
 use inbound_store as store;
 use inbound_store::handlers::Registry;
 use inbound_worker::{Worker, WorkerSettings};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
+use crate::config::ConfigEdit;
 use crate::fixtures;
 use crate::process::ScratchDir;
 
@@ -143,21 +145,21 @@ pub fn invoice_with_lines(
 
 /// The test configuration, loaded in process (secrets from the fixture values).
 pub fn config() -> Config {
-    config_edited(|text| text)
+    config_edited(|_| {})
 }
 
-/// [`config`] with its TOML text changed by `edit` first.
-pub fn config_edited(edit: impl FnOnce(String) -> String) -> Config {
+/// [`config`] with `edit` applied to it first.
+pub fn config_edited(edit: impl FnOnce(&mut ConfigEdit)) -> Config {
     let scratch = ScratchDir::new();
     let options = fixtures::ingress_options("unused");
     for (name, contents) in &options.files {
         std::fs::write(scratch.path().join(name), contents).expect("write file");
     }
-    let text = edit(
-        options
-            .config_toml
-            .replace("{scratch}", &scratch.path().display().to_string()),
-    );
+    let mut config = ConfigEdit::parse(&options.config_toml);
+    edit(&mut config);
+    let text = config
+        .to_toml()
+        .replace("{scratch}", &scratch.path().display().to_string());
     let env: std::collections::HashMap<String, String> = options.env.into_iter().collect();
     Config::from_toml(&text, &|name| env.get(name).cloned()).expect("fixture config is valid")
 }
@@ -324,11 +326,11 @@ pub async fn claim_at(
         .claimed
 }
 
-/// A receipt's `(status, outcome, outcome_reason)`.
+/// A receipt's `(status, outcome, outcome_reason)`, the states as their enums.
 pub async fn receipt_state(
     pool: &PgPool,
     receipt_id: i64,
-) -> (String, Option<String>, Option<String>) {
+) -> (ReceiptStatus, Option<ReceiptOutcome>, Option<String>) {
     sqlx::query_as("SELECT status, outcome, outcome_reason FROM receipts WHERE id = $1")
         .bind(receipt_id)
         .fetch_one(pool)
@@ -341,13 +343,13 @@ pub async fn receipt_state(
 pub async fn assert_ended(
     pool: &PgPool,
     receipt_id: i64,
-    status: &str,
-    outcome: Option<&str>,
+    status: ReceiptStatus,
+    outcome: Option<ReceiptOutcome>,
     reason_part: &str,
 ) {
     let (actual_status, actual_outcome, reason) = receipt_state(pool, receipt_id).await;
     assert_eq!(
-        (actual_status.as_str(), actual_outcome.as_deref()),
+        (actual_status, actual_outcome),
         (status, outcome),
         "receipt {receipt_id}: {reason:?}"
     );

@@ -65,15 +65,14 @@ pub fn with_audit_sink(
     url: &str,
     idempotent: bool,
 ) -> crate::ServiceOptions {
-    let header = if idempotent {
-        "\nidempotency_header = \"Idempotency-Key\""
-    } else {
-        ""
-    };
-    options.config_toml = options.config_toml.replace(
-        "url = \"http://127.0.0.1:9/audit\"",
-        &format!("url = \"{url}\"\ntimeout_secs = 1{header}"),
-    );
+    let mut config = crate::config::ConfigEdit::parse(&options.config_toml);
+    let sink = config.sink("audit");
+    sink.insert("url".to_owned(), url.into());
+    sink.insert("timeout_secs".to_owned(), 1.into());
+    if idempotent {
+        sink.insert("idempotency_header".to_owned(), "Idempotency-Key".into());
+    }
+    options.config_toml = config.to_toml();
     options
 }
 

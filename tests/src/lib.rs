@@ -12,6 +12,7 @@
 
 pub mod audit;
 pub mod cluster;
+pub mod config;
 pub mod ctl;
 pub mod database;
 pub mod dispatcher;

@@ -4,6 +4,8 @@
 use sqlx::ConnectOptions;
 use std::process::{Command, Output};
 
+use inbound_core::states::ReceiptStatus;
+use inbound_tests::config::ConfigEdit;
 use inbound_tests::ctl::Inboundctl;
 use inbound_tests::database::{admin_url, with_database};
 use inbound_tests::fixtures;
@@ -20,26 +22,17 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// Writes the test configuration (and its secret file) into `scratch`.
-fn write_config(scratch: &ScratchDir, edit: impl Fn(String) -> String) -> String {
-    let options = fixtures::ingress_options("unused");
-    for (name, contents) in &options.files {
-        std::fs::write(scratch.path().join(name), contents).expect("write file");
-    }
-    let config = edit(
-        options
-            .config_toml
-            .replace("{scratch}", &scratch.path().display().to_string()),
-    );
-    let path = scratch.path().join("config.toml");
-    std::fs::write(&path, config).expect("write config");
-    path.display().to_string()
+/// Writes the test configuration, edited by `edit`, into `scratch`.
+fn write_config(scratch: &ScratchDir, edit: impl FnOnce(&mut ConfigEdit)) -> String {
+    let mut config = ConfigEdit::fixture();
+    edit(&mut config);
+    config.write_into(scratch)
 }
 
 #[test]
 fn check_config_accepts_a_valid_file() {
     let scratch = ScratchDir::new();
-    let path = write_config(&scratch, |config| config);
+    let path = write_config(&scratch, |_| {});
     let output = inboundctl(
         &["check-config", "--config", &path],
         &fixtures::secret_env(),
@@ -58,7 +51,7 @@ fn check_config_accepts_a_valid_file() {
 #[test]
 fn check_config_warns_about_route_keys_the_provider_never_sends() {
     let scratch = ScratchDir::new();
-    let clean = write_config(&scratch, |config| config);
+    let clean = write_config(&scratch, |_| {});
     let output = inboundctl(
         &["check-config", "--config", &clean],
         &fixtures::secret_env(),
@@ -71,11 +64,11 @@ fn check_config_warns_about_route_keys_the_provider_never_sends() {
     );
 
     let typo = write_config(&scratch, |config| {
-        config.replacen(
-            "\"payment_intent.succeeded\" =",
-            "\"payment_intent.succeded\" =",
-            1,
-        )
+        config.rename_route(
+            "stripe-acme",
+            "payment_intent.succeeded",
+            "payment_intent.succeded",
+        );
     });
     let warned = inboundctl(
         &["check-config", "--config", &typo],
@@ -101,11 +94,7 @@ fn check_config_warns_about_route_keys_the_provider_never_sends() {
 fn check_config_warns_about_a_shopify_topic_typo() {
     let scratch = ScratchDir::new();
     let typo = write_config(&scratch, |config| {
-        assert!(
-            config.contains("\"orders/create\" ="),
-            "fixture holds orders/create"
-        );
-        config.replacen("\"orders/create\" =", "\"orders/created\" =", 1)
+        config.rename_route("shop-acme", "orders/create", "orders/created");
     });
     let warned = inboundctl(
         &["check-config", "--config", &typo],
@@ -126,7 +115,7 @@ fn check_config_warns_about_a_shopify_topic_typo() {
 #[test]
 fn a_closed_output_pipe_ends_the_command_quietly() {
     let scratch = ScratchDir::new();
-    let path = write_config(&scratch, |config| config);
+    let path = write_config(&scratch, |_| {});
     let mut child = Inboundctl::new()
         .with_fixture_secrets()
         .command(&["check-config", "--config", &path])
@@ -145,28 +134,31 @@ fn a_closed_output_pipe_ends_the_command_quietly() {
 #[test]
 fn check_config_names_the_bad_field_in_one_line() {
     let scratch = ScratchDir::new();
-    let cases: [(&str, &str, &str); 3] = [
+    type Edit = fn(&mut ConfigEdit);
+    let cases: [(Edit, &str); 3] = [
         (
-            "provider = \"slack\"",
-            "provider = \"slak\"",
+            |config| {
+                config.set("slack-acme", "provider", "slak");
+            },
             "integration[2] (slack-acme).provider: unknown provider \"slak\"",
         ),
         (
-            "id = \"gh-acme\"",
-            "id = \"stripe-acme\"",
+            |config| {
+                config.set("gh-acme", "id", "stripe-acme");
+            },
             "integration[1] (stripe-acme).id: duplicate integration id",
         ),
         (
-            "sink = \"audit\" }\n\"push\"",
-            "sink = \"elsewhere\" }\n\"push\"",
+            |config| {
+                config
+                    .route("gh-acme", "pull_request.opened")
+                    .insert("sink".to_owned(), "elsewhere".into());
+            },
             "integration[1] (gh-acme).routes.\"pull_request.opened\".sink: unknown sink \"elsewhere\"",
         ),
     ];
-    for (from, to, expected) in cases {
-        let path = write_config(&scratch, |config| {
-            assert!(config.contains(from), "fixture holds {from}");
-            config.replacen(from, to, 1)
-        });
+    for (edit, expected) in cases {
+        let path = write_config(&scratch, edit);
         let output = inboundctl(
             &["check-config", "--config", &path],
             &fixtures::secret_env(),
@@ -191,11 +183,9 @@ fn check_config_names_the_bad_field_in_one_line() {
 fn check_config_accepts_any_handler_unless_told_which_the_worker_has() {
     let scratch = ScratchDir::new();
     let path = write_config(&scratch, |config| {
-        config.replacen(
-            "handler = \"orders.mark_paid\"",
-            "handler = \"orders.pay\"",
-            1,
-        )
+        config
+            .route("stripe-acme", "payment_intent.succeeded")
+            .insert("handler".to_owned(), "orders.pay".into());
     });
     // Only the worker that runs a handler knows it: the ingress's check passes.
     let output = inboundctl(
@@ -250,15 +240,15 @@ fn the_worker_checks_a_configuration_offline_with_its_handlers_own_checks() {
             .output()
             .expect("inbound-worker --check-config")
     };
-    let fine = write_config(&scratch, |config| config);
+    let fine = write_config(&scratch, |_| {});
     let output = check(&fine);
     assert!(output.status.success(), "{}", text(&output.stderr));
     let unpinned = write_config(&scratch, |config| {
-        config.replacen(
-            "expect = { account = \"acct_123\", livemode = true }",
-            "expect = { account = \"acct_123\" }",
-            1,
-        )
+        config.set(
+            "stripe-acme",
+            "expect",
+            toml::toml! { account = "acct_123" },
+        );
     });
     let output = check(&unpinned);
     assert_eq!(output.status.code(), Some(1), "{}", text(&output.stdout));
@@ -272,7 +262,7 @@ fn the_worker_checks_a_configuration_offline_with_its_handlers_own_checks() {
 #[test]
 fn check_config_refuses_a_bad_standard_secret_without_printing_it() {
     let scratch = ScratchDir::new();
-    let path = write_config(&scratch, |config| config);
+    let path = write_config(&scratch, |_| {});
     let mut env = fixtures::secret_env();
     for (name, value) in &mut env {
         if name == "TEST_STANDARD_SECRET" {
@@ -437,7 +427,7 @@ async fn migrate_without_a_reachable_database_fails_clearly() {
 async fn sign_event_sends_the_github_event_type_it_is_given() {
     let stack = Stack::start().await;
     let scratch = ScratchDir::new();
-    let path = write_config(&scratch, |config| config);
+    let path = write_config(&scratch, |_| {});
     let body = r#"{"action":"opened","number":7,"repository":{"id":42,"full_name":"acme/app"}}"#;
     let base = format!("http://{}", stack.ingress.addr);
     let answer = sign_and_send(
@@ -475,7 +465,7 @@ async fn sign_event_sends_the_github_event_type_it_is_given() {
 async fn sign_event_sends_the_shopify_topic_it_is_given() {
     let stack = Stack::start().await;
     let scratch = ScratchDir::new();
-    let path = write_config(&scratch, |config| config);
+    let path = write_config(&scratch, |_| {});
     let body = r#"{"id":820982911946154508,"email":"jon@example.com"}"#;
     let base = format!("http://{}", stack.ingress.addr);
     let answer = sign_and_send(
@@ -531,7 +521,7 @@ fn sign_and_send(
 async fn sign_event_prints_a_curl_command_the_ingress_accepts() {
     let stack = Stack::start().await;
     let scratch = ScratchDir::new();
-    let path = write_config(&scratch, |config| config);
+    let path = write_config(&scratch, |_| {});
     let body = r#"{"id":"evt_from_curl","type":"payment_intent.succeeded","account":"acct_123","livemode":true}"#;
     let base = format!("http://{}", stack.ingress.addr);
     let answer = sign_and_send(&path, "stripe-acme", body, &base, &[]).expect("signed");
@@ -733,7 +723,10 @@ async fn status_list_show_replay_and_purge_through_the_binary() {
         &env,
     );
     assert!(replayed.status.success(), "{}", text(&replayed.stderr));
-    assert_eq!(domain::receipt_state(pool, receipt).await.0, "pending");
+    assert_eq!(
+        domain::receipt_state(pool, receipt).await.0,
+        ReceiptStatus::Pending
+    );
     let again = inboundctl(
         &[
             "receipts",
@@ -832,7 +825,7 @@ async fn pending_receipts_can_be_quarantined_or_failed_by_hand_and_are_audited()
     assert_eq!(attempt, inbound_worker::test_hooks::Attempt::LeaseLost);
     assert_eq!(
         domain::receipt_state(pool, receipts[1]).await.0,
-        "quarantined"
+        ReceiptStatus::Quarantined
     );
 
     // All or nothing: one id that is not pending refuses the whole command.
@@ -849,7 +842,10 @@ async fn pending_receipts_can_be_quarantined_or_failed_by_hand_and_are_audited()
         "{}",
         text(&refused.stderr)
     );
-    assert_eq!(domain::receipt_state(pool, receipts[2]).await.0, "pending");
+    assert_eq!(
+        domain::receipt_state(pool, receipts[2]).await.0,
+        ReceiptStatus::Pending
+    );
     let unknown = inboundctl(&["receipts", "fail", "424242", "--reason", "x"], &env);
     assert!(text(&unknown.stderr).contains("receipt 424242 does not exist"));
     let no_reason = inboundctl(&["receipts", "fail", &id(2), "--reason", " "], &env);
@@ -875,7 +871,10 @@ async fn pending_receipts_can_be_quarantined_or_failed_by_hand_and_are_audited()
             .fetch_one(pool)
             .await
             .expect("receipt");
-    assert_eq!(domain::receipt_state(pool, receipts[2]).await.0, "failed");
+    assert_eq!(
+        domain::receipt_state(pool, receipts[2]).await.0,
+        ReceiptStatus::Failed
+    );
     assert_eq!(last_error.as_deref(), Some("give up"));
     let queued: i64 = sqlx::query_scalar("SELECT count(*) FROM receipt_queue")
         .fetch_one(pool)
@@ -909,7 +908,10 @@ async fn pending_receipts_can_be_quarantined_or_failed_by_hand_and_are_audited()
     // And a quarantined one can be replayed as before.
     let replayed = inboundctl(&["receipts", "replay", &id(0), "--reason", "fixed"], &env);
     assert!(replayed.status.success(), "{}", text(&replayed.stderr));
-    assert_eq!(domain::receipt_state(pool, receipts[0]).await.0, "pending");
+    assert_eq!(
+        domain::receipt_state(pool, receipts[0]).await.0,
+        ReceiptStatus::Pending
+    );
 }
 
 /// Makes an effect in `status` with one recorded attempt; returns its id.

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use inbound_core::config::Config;
 use inbound_core::headers::Headers;
+use inbound_core::states::EffectStatus;
 use inbound_core::verify::{self, Provider, VerifyContext};
 use inbound_tests::dispatcher::Harness;
 use inbound_tests::domain::{self, payment_intent, stripe_event};
@@ -79,7 +80,10 @@ async fn success_completes_with_the_key_the_body_and_a_verifiable_signature() {
     let harness = start().await;
     harness.intent("idem", "order.paid:acme:o1").await;
     harness.step().await;
-    assert_eq!(harness.effect("order.paid:acme:o1").await.0, "completed");
+    assert_eq!(
+        harness.effect("order.paid:acme:o1").await.0,
+        EffectStatus::Completed
+    );
     let received = harness.sink.received();
     assert_eq!(received.len(), 1);
     let request = &received[0];
@@ -186,8 +190,8 @@ async fn rejection_fails_for_every_sink() {
     harness.step().await;
     harness.intent("plain", "b").await;
     harness.step().await;
-    assert_eq!(harness.effect("a").await.0, "failed");
-    assert_eq!(harness.effect("b").await.0, "failed");
+    assert_eq!(harness.effect("a").await.0, EffectStatus::Failed);
+    assert_eq!(harness.effect("b").await.0, EffectStatus::Failed);
 }
 
 #[tokio::test]
@@ -214,7 +218,7 @@ async fn idempotent_sink_retries_with_the_same_key_within_retention_and_honours_
         harness.expedite().await;
     }
     harness.step().await;
-    assert_eq!(harness.effect("k").await.0, "completed");
+    assert_eq!(harness.effect("k").await.0, EffectStatus::Completed);
     let keys: Vec<String> = harness
         .sink
         .received()
@@ -258,7 +262,7 @@ async fn plain_sink_never_resends_what_may_have_landed() {
     harness.step().await;
     assert_eq!(
         harness.effect("p4").await.0,
-        "uncertain",
+        EffectStatus::Uncertain,
         "reconcilable: asks instead of resending"
     );
     harness.expedite().await;
@@ -295,7 +299,11 @@ async fn uncertain_effects_are_reconciled_through_status_url() {
     }
     harness.step().await;
     for key in ["done", "broken", "waiting", "unknown"] {
-        assert_eq!(harness.effect(key).await.0, "uncertain", "{key}");
+        assert_eq!(
+            harness.effect(key).await.0,
+            EffectStatus::Uncertain,
+            "{key}"
+        );
     }
     harness
         .sink
@@ -308,16 +316,16 @@ async fn uncertain_effects_are_reconciled_through_status_url() {
         .set_operation("waiting", 200, r#"{"status":"pending"}"#);
     harness.expedite().await;
     harness.step().await;
-    assert_eq!(harness.effect("done").await.0, "completed");
-    assert_eq!(harness.effect("broken").await.0, "failed");
+    assert_eq!(harness.effect("done").await.0, EffectStatus::Completed);
+    assert_eq!(harness.effect("broken").await.0, EffectStatus::Failed);
     let (status, _, _, due_in) = harness.effect("waiting").await;
     assert!(
-        status == "uncertain" && due_in > 0.5,
+        status == EffectStatus::Uncertain && due_in > 0.5,
         "asks again later: {status} {due_in}"
     );
     assert_eq!(
         harness.effect("unknown").await.0,
-        "review",
+        EffectStatus::Review,
         "not found, not idempotent: a person decides"
     );
     assert_eq!(
@@ -334,7 +342,10 @@ async fn uncertain_effects_are_reconciled_through_status_url() {
         .await
         .expect("make uncertain");
     harness.step().await;
-    assert_eq!(harness.effect("idem-unknown").await.0, "pending");
+    assert_eq!(
+        harness.effect("idem-unknown").await.0,
+        EffectStatus::Pending
+    );
 }
 
 #[tokio::test]
@@ -356,7 +367,7 @@ async fn an_attempt_lost_in_flight_is_judged_as_a_timeout() {
     harness.step().await;
     assert_eq!(
         harness.effect("lost-idem").await.0,
-        "pending",
+        EffectStatus::Pending,
         "idempotent: retried with the same key"
     );
     let (status, _, maybe_delivered, _) = harness.effect("lost-plain").await;
@@ -401,7 +412,7 @@ async fn two_events_for_one_business_operation_make_one_intent_and_one_delivery(
     assert_eq!(harness.sink.received().len(), 1);
     assert_eq!(
         harness.effect("order.paid:acme:o1:pi_1").await.0,
-        "completed"
+        EffectStatus::Completed
     );
 }
 

@@ -9,6 +9,8 @@
 use std::time::Duration;
 
 use inbound_core::config::Config;
+use inbound_core::states::EffectStatus;
+use inbound_core::states::ReceiptStatus;
 use inbound_store::effects as store;
 use inbound_tests::dispatcher::Harness;
 use inbound_tests::domain::{self, charge, payment_intent};
@@ -131,7 +133,7 @@ async fn a_retry_never_lands_after_the_idempotency_retention() {
     harness.advance(Duration::from_secs(10));
     harness.step().await;
     assert_eq!(harness.sink.received().len(), 1, "not sent past retention");
-    assert_eq!(harness.effect("short").await.0, "uncertain");
+    assert_eq!(harness.effect("short").await.0, EffectStatus::Uncertain);
     assert!(
         last_error(&harness, "short").await.contains("retention"),
         "{}",
@@ -152,13 +154,13 @@ async fn retry_after_is_read_as_seconds_or_a_date_and_capped() {
     harness.intent("plain", "dated").await;
     harness.step().await;
     let (status, _, _, due_in) = harness.effect("dated").await;
-    assert_eq!(status, "pending");
+    assert_eq!(status, EffectStatus::Pending);
     assert!((100.0..=125.0).contains(&due_in), "due in {due_in}");
 
     harness.intent("plain", "absurd").await;
     harness.step().await;
     let (status, _, _, due_in) = harness.effect("absurd").await;
-    assert_eq!(status, "pending");
+    assert_eq!(status, EffectStatus::Pending);
     assert!(
         (3599.0..=3600.5).contains(&due_in),
         "honoured, and capped at an hour: {due_in}"
@@ -244,7 +246,7 @@ async fn outcomes_are_recorded_while_the_pool_is_exhausted() {
     .expect("recorded without waiting for the pool");
     assert!(matches!(recorded, Ok(true)), "{recorded:?}");
     drop(held);
-    assert_eq!(harness.effect("busy").await.0, "completed");
+    assert_eq!(harness.effect("busy").await.0, EffectStatus::Completed);
 }
 
 /// Hole 3: a redirect is never followed — neither as a GET that "succeeds" nor as the
@@ -289,7 +291,7 @@ async fn reconciliation_backs_off_on_its_own_count() {
         .sink
         .set_operation("waiting", 200, r#"{"status":"pending"}"#);
     harness.step().await;
-    assert_eq!(harness.effect("waiting").await.0, "uncertain");
+    assert_eq!(harness.effect("waiting").await.0, EffectStatus::Uncertain);
     let mut delays = Vec::new();
     for _ in 0..4 {
         harness.expedite().await;
@@ -370,7 +372,7 @@ async fn a_request_that_cannot_be_built_was_never_sent() {
     harness.step().await;
     let (status, _, maybe_delivered, _) = harness.effect("bad\nkey").await;
     assert!(!maybe_delivered, "nothing left");
-    assert_eq!(status, "review");
+    assert_eq!(status, EffectStatus::Review);
     assert!(harness.sink.received().is_empty());
 }
 
@@ -383,10 +385,10 @@ async fn a_rejection_after_an_attempt_that_may_have_landed_goes_to_review() {
         .script([Answer::Status(503), Answer::Status(422)]);
     harness.intent("fulfillment", "twice").await;
     harness.step().await;
-    assert_eq!(harness.effect("twice").await.0, "pending");
+    assert_eq!(harness.effect("twice").await.0, EffectStatus::Pending);
     harness.expedite().await;
     harness.step().await;
-    assert_eq!(harness.effect("twice").await.0, "review");
+    assert_eq!(harness.effect("twice").await.0, EffectStatus::Review);
 }
 
 /// Hole 8: a status page that never ends is read only as far as its bound.
@@ -400,7 +402,7 @@ async fn an_endless_status_body_is_read_only_to_its_bound() {
     harness.expedite().await;
     harness.step().await;
     // What was read is not a JSON answer: not known, and this sink cannot be resent to.
-    assert_eq!(harness.effect("endless").await.0, "review");
+    assert_eq!(harness.effect("endless").await.0, EffectStatus::Review);
     let taken = harness.sink.endless_bytes_taken();
     assert!(
         taken < 16 * 1024 * 1024,
@@ -418,11 +420,11 @@ async fn a_connection_the_sink_closed_while_idle_is_not_reused() {
         .close_idle_connections_after(Duration::from_secs(5));
     harness.intent("plain", "first").await;
     harness.step().await;
-    assert_eq!(harness.effect("first").await.0, "completed");
+    assert_eq!(harness.effect("first").await.0, EffectStatus::Completed);
     tokio::time::sleep(Duration::from_millis(5500)).await;
     harness.intent("plain", "second").await;
     harness.step().await;
-    assert_eq!(harness.effect("second").await.0, "completed");
+    assert_eq!(harness.effect("second").await.0, EffectStatus::Completed);
 }
 
 /// Hole 10: the verdict on an attempt lost in flight says it was recorded.
@@ -443,7 +445,7 @@ async fn the_verdict_on_a_lost_attempt_reports_that_it_was_recorded() {
     let steps = harness.step().await;
     assert_eq!(steps.len(), 1);
     assert!(steps[0].recorded, "{steps:?}");
-    assert_eq!(harness.effect("lost").await.0, "pending");
+    assert_eq!(harness.effect("lost").await.0, EffectStatus::Pending);
 }
 
 /// Hole 11: a sink whose POSTs fail with 503 and whose status page does not know the key
@@ -462,7 +464,7 @@ async fn a_failing_idempotent_sink_gets_bounded_delayed_requests_then_review() {
         harness.step().await;
         steps += 1;
         let (status, _, _, due_in) = harness.effect("storm").await;
-        if status == "review" {
+        if status == EffectStatus::Review {
             break;
         }
         assert!(due_in > 0.2, "step {steps}: {status} due again in {due_in}");
@@ -480,7 +482,7 @@ async fn purge_keeps_receipts_whose_effects_are_not_closed() {
     harness.sink.script([Answer::Status(422)]);
     harness.intent("plain", "refused").await;
     harness.step().await;
-    assert_eq!(harness.effect("refused").await.0, "failed");
+    assert_eq!(harness.effect("refused").await.0, EffectStatus::Failed);
     // The intent was recorded by hand: its receipt is finished by hand too, as the
     // worker's finish does (done, and out of the queue).
     sqlx::query("UPDATE receipts SET status = 'done', outcome = 'applied', finished_at = now()")
@@ -498,7 +500,7 @@ async fn purge_keeps_receipts_whose_effects_are_not_closed() {
         .await
         .expect("purge");
     assert_eq!(purged, 0);
-    assert_eq!(harness.effect("refused").await.0, "failed");
+    assert_eq!(harness.effect("refused").await.0, EffectStatus::Failed);
     // Nor its payload: the person deciding about the effect reads the event behind it.
     let payloads = inbound_store::admin::purge_payloads_batch(&mut connection, 7, 100, later)
         .await
@@ -601,7 +603,11 @@ async fn an_intent_colliding_with_another_operations_key_is_an_error() {
         .await
         .expect("apply");
     let (status, _, _) = domain::receipt_state(pool, receipt).await;
-    assert_ne!(status, "done", "the collision is not a silent success");
+    assert_ne!(
+        status,
+        ReceiptStatus::Done,
+        "the collision is not a silent success"
+    );
     let error: Option<String> =
         sqlx::query_scalar("SELECT last_error FROM receipt_queue WHERE receipt_id = $1")
             .bind(receipt)

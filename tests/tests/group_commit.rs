@@ -386,11 +386,13 @@ async fn a_session_the_server_ended_is_not_used_again() {
         // The sessions are chosen first (MATERIALIZED): in one WHERE clause PostgreSQL may
         // call pg_terminate_backend before it has checked the database, and end the
         // committers of tests running beside this one. The committer's last statement is
-        // the receipt insert (crates/store/queries/receipts/insert.sql, its header first).
+        // the receipt insert, whose text begins with its header comment
+        // (crates/store/queries/receipts/insert.sql; pg_stat_activity keeps only the first
+        // 1 kB, track_activity_query_size).
         "WITH chosen AS MATERIALIZED (
              SELECT pid FROM pg_stat_activity
              WHERE datname = current_database() AND application_name = 'inbound-ingress'
-               AND query LIKE '%INSERT INTO receipts (integration,%'
+               AND query LIKE '-- Accepts a batch of receipts in one autocommitted statement%'
          )
          SELECT count(*) FROM chosen WHERE pg_terminate_backend(pid)",
     )

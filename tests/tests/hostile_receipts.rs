@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant};
 
+use inbound_core::states::ReceiptStatus;
 use inbound_tests::domain::{self, stripe_event};
 use std::net::SocketAddr;
 
@@ -183,7 +184,7 @@ async fn a_stored_payload_the_worker_cannot_decode_is_quarantined_alone() {
         "its neighbours were applied"
     );
     let (status, _, reason) = domain::receipt_state(pool, poison).await;
-    assert_eq!(status, "quarantined");
+    assert_eq!(status, ReceiptStatus::Quarantined);
     let reason = reason.expect("a reason");
     assert!(reason.contains("cannot be decoded"), "{reason}");
 
@@ -218,7 +219,7 @@ async fn a_receipt_that_kills_its_worker_every_time_ends_failed_after_max_attemp
     let mut deaths = 0;
     for _start in 0..6 {
         let (status, _, _) = domain::receipt_state(pool, receipt).await;
-        if status == "failed" {
+        if status == ReceiptStatus::Failed {
             break;
         }
         let mut worker = Service::worker(&options);
@@ -235,7 +236,7 @@ async fn a_receipt_that_kills_its_worker_every_time_ends_failed_after_max_attemp
                 started.elapsed() < Duration::from_secs(10),
                 "the worker neither died nor finished the receipt"
             );
-            if status == "failed" {
+            if status == ReceiptStatus::Failed {
                 break;
             }
         }
@@ -493,7 +494,7 @@ async fn a_stored_payload_postgres_cannot_render_is_quarantined_alone() {
         "its neighbours were applied"
     );
     let (status, _, reason) = domain::receipt_state(pool, amplified).await;
-    assert_eq!(status, "quarantined");
+    assert_eq!(status, ReceiptStatus::Quarantined);
     let reason = reason.expect("a reason");
     assert!(reason.contains("cannot be read"), "{reason}");
 

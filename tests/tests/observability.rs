@@ -51,18 +51,16 @@ fn metric_names(text: &str) -> BTreeSet<String> {
 
 /// Owners and a silence threshold, as an operator writes them.
 fn with_owners(mut options: ServiceOptions) -> ServiceOptions {
-    options.config_toml = options
-        .config_toml
-        .replacen(
-            "tenant = \"acme\"\n",
-            "tenant = \"acme\"\nowner = \"payments\"\nalert_when_silent_secs = 3600\n",
-            1,
-        )
-        .replacen(
-            "url = \"http://127.0.0.1:9/audit\"",
-            "url = \"http://127.0.0.1:9/audit\"\nowner = \"audit-oncall\"",
-            1,
-        );
+    let mut config = inbound_tests::config::ConfigEdit::parse(&options.config_toml);
+    config.set("stripe-acme", "owner", "payments").set(
+        "stripe-acme",
+        "alert_when_silent_secs",
+        3600,
+    );
+    config
+        .sink("audit")
+        .insert("owner".to_owned(), "audit-oncall".into());
+    options.config_toml = config.to_toml();
     options
 }
 
@@ -283,10 +281,11 @@ async fn personal_data_amounts_and_url_tokens_never_reach_logs_metrics_or_error_
         + "/T0KEN-in-the-path?token=query-s3cret";
     sink.script((0..10).map(|_| inbound_tests::sink::Answer::Hang));
     let with_secret_sink = move |mut options: ServiceOptions| {
-        options.config_toml = options.config_toml.replace(
-            "url = \"http://127.0.0.1:9/audit\"",
-            "url = \"env:TEST_AUDIT_URL\"\ntimeout_secs = 1",
-        );
+        let mut config = inbound_tests::config::ConfigEdit::parse(&options.config_toml);
+        let sink = config.sink("audit");
+        sink.insert("url".to_owned(), "env:TEST_AUDIT_URL".into());
+        sink.insert("timeout_secs".to_owned(), 1.into());
+        options.config_toml = config.to_toml();
         options.env.push(("TEST_AUDIT_URL".to_owned(), secret_url));
         options
     };
@@ -366,7 +365,8 @@ async fn personal_data_amounts_and_url_tokens_never_reach_logs_metrics_or_error_
     }
     let (status, _, reason) = domain::receipt_state(pool, 2).await;
     assert_eq!(
-        status, "quarantined",
+        status,
+        inbound_core::states::ReceiptStatus::Quarantined,
         "the wrong amount was judged: {reason:?}"
     );
 

@@ -6,10 +6,11 @@
 
 use std::process::Output;
 
+use inbound_core::states::{ReceiptOutcome, ReceiptStatus};
 use inbound_tests::TestDatabase;
+use inbound_tests::config::ConfigEdit;
 use inbound_tests::ctl::Inboundctl;
 use inbound_tests::domain;
-use inbound_tests::fixtures;
 use inbound_tests::process::ScratchDir;
 
 /// inboundctl on the test database with the fixture's secrets.
@@ -50,26 +51,12 @@ fn refused(output: &Output, message: &str) {
 
 /// The test configuration with owners, written into `scratch`.
 fn owned_config(scratch: &ScratchDir) -> String {
-    let options = fixtures::ingress_options("unused");
-    for (name, contents) in &options.files {
-        std::fs::write(scratch.path().join(name), contents).expect("write file");
-    }
-    let config = options
-        .config_toml
-        .replace("{scratch}", &scratch.path().display().to_string())
-        .replacen(
-            "tenant = \"acme\"\n",
-            "tenant = \"acme\"\nowner = \"payments\"\n",
-            1,
-        )
-        .replacen(
-            "url = \"http://127.0.0.1:9/audit\"",
-            "url = \"http://127.0.0.1:9/audit\"\nowner = \"audit-oncall\"",
-            1,
-        );
-    let path = scratch.path().join("config.toml");
-    std::fs::write(&path, config).expect("write config");
-    path.display().to_string()
+    let mut config = ConfigEdit::fixture();
+    config.set("stripe-acme", "owner", "payments");
+    config
+        .sink("audit")
+        .insert("owner".to_owned(), "audit-oncall".into());
+    config.write_into(scratch)
 }
 
 /// A payment receipt of `stripe-acme` set to `status` (out of the queue unless pending).
@@ -141,7 +128,7 @@ async fn receipts_are_closed_in_bulk_by_filter_after_a_dry_run() {
     );
     assert_eq!(
         domain::receipt_state(pool, quarantined[0]).await.0,
-        "quarantined"
+        ReceiptStatus::Quarantined
     );
     refused(
         &close(&[
@@ -178,13 +165,16 @@ async fn receipts_are_closed_in_bulk_by_filter_after_a_dry_run() {
         assert_eq!(
             domain::receipt_state(pool, id).await,
             (
-                "done".into(),
-                Some("ignored".into()),
+                ReceiptStatus::Done,
+                Some(ReceiptOutcome::Ignored),
                 Some("closed by an operator: test-mode events sent to live (INC-9)".into())
             )
         );
     }
-    assert_eq!(domain::receipt_state(pool, failed).await.0, "failed");
+    assert_eq!(
+        domain::receipt_state(pool, failed).await.0,
+        ReceiptStatus::Failed
+    );
 }
 
 #[tokio::test]
@@ -376,7 +366,10 @@ async fn receipts_are_found_filtered_paged_and_decided_in_bulk() {
         "{}",
         text(&dry.stdout)
     );
-    assert_eq!(domain::receipt_state(pool, first).await.0, "failed");
+    assert_eq!(
+        domain::receipt_state(pool, first).await.0,
+        ReceiptStatus::Failed
+    );
     let replay_refused = |args: &[&str], message: &str| {
         let mut call = vec!["receipts", "replay"];
         call.extend(args);
@@ -430,8 +423,14 @@ async fn receipts_are_found_filtered_paged_and_decided_in_bulk() {
         &[("INBOUND_OPERATOR", "carol")],
     );
     assert!(replayed.status.success(), "{}", text(&replayed.stderr));
-    assert_eq!(domain::receipt_state(pool, first).await.0, "pending");
-    assert_eq!(domain::receipt_state(pool, second).await.0, "pending");
+    assert_eq!(
+        domain::receipt_state(pool, first).await.0,
+        ReceiptStatus::Pending
+    );
+    assert_eq!(
+        domain::receipt_state(pool, second).await.0,
+        ReceiptStatus::Pending
+    );
     let by: Vec<String> =
         sqlx::query_scalar("SELECT replayed_by FROM receipt_replays ORDER BY receipt_id")
             .fetch_all(pool)

@@ -7,24 +7,20 @@
 
 use std::time::{Duration, Instant};
 
+use inbound_tests::config::ConfigEdit;
 use inbound_tests::fixtures::{self, SHOPIFY_SHOP};
 use inbound_tests::http::Answer;
 use inbound_tests::signing::{self, SignedRequest};
 use inbound_tests::sink::TestSink;
 use inbound_tests::{ServiceOptions, Stack};
 
-/// The fixture with `extra` routes added to integration `id`'s routes table.
+/// The fixture with `extra` routes (TOML `"key" = { … }` lines) added to integration
+/// `id`'s routes table.
 fn with_routes(mut options: ServiceOptions, id: &str, extra: &str) -> ServiceOptions {
-    let marker = format!("id = \"{id}\"");
-    let start = options.config_toml.find(&marker).expect("integration");
-    let routes = start
-        + options.config_toml[start..]
-            .find("[integration.routes]\n")
-            .expect("routes table")
-        + "[integration.routes]\n".len();
-    options
-        .config_toml
-        .insert_str(routes, &format!("{extra}\n"));
+    let mut config = ConfigEdit::parse(&options.config_toml);
+    let added: toml::Table = extra.parse().expect("routes in TOML");
+    config.routes(id).extend(added);
+    options.config_toml = config.to_toml();
     options
 }
 

@@ -9,10 +9,11 @@
 use std::process::Output;
 
 use chrono::Utc;
+use inbound_tests::config::ConfigEdit;
 use inbound_tests::ctl::Inboundctl;
 use inbound_tests::process::ScratchDir;
 use inbound_tests::stripe_api::{API_KEY, PLATFORM_ACCOUNT, SECRET_KEY, StripeApi};
-use inbound_tests::{TestDatabase, domain, fixtures};
+use inbound_tests::{TestDatabase, domain};
 use serde_json::{Value, json};
 
 /// inboundctl with the configuration's own secrets (the ingress's), then the test's.
@@ -22,16 +23,7 @@ fn inboundctl(args: &[&str], env: &[(&str, &str)]) -> Output {
 
 /// The suites' configuration (integration `stripe-acme`: account `acct_123`, live mode).
 fn config_file(scratch: &ScratchDir) -> String {
-    let options = fixtures::ingress_options("unused");
-    for (name, contents) in &options.files {
-        std::fs::write(scratch.path().join(name), contents).expect("write file");
-    }
-    let config = options
-        .config_toml
-        .replace("{scratch}", &scratch.path().display().to_string());
-    let path = scratch.path().join("config.toml");
-    std::fs::write(&path, config).expect("write config");
-    path.display().to_string()
+    ConfigEdit::fixture().write_into(scratch)
 }
 
 fn event(id: &str, event_type: &str, created: i64, account: &str) -> Value {
@@ -44,11 +36,9 @@ fn event(id: &str, event_type: &str, created: i64, account: &str) -> Value {
 
 /// The suites' configuration with `extra` integrations after it.
 fn config_file_with(scratch: &ScratchDir, extra: &str) -> String {
-    let path = config_file(scratch);
-    let mut config = std::fs::read_to_string(&path).expect("config");
-    config.push_str(extra);
-    std::fs::write(&path, config).expect("write config");
-    path
+    ConfigEdit::fixture()
+        .add_integrations(extra)
+        .write_into(scratch)
 }
 
 /// `inboundctl stripe backfill --integration {integration} --since 2d` against `api`.

@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant};
 
+use inbound_core::states::{ReceiptOutcome, ReceiptStatus};
 use inbound_tests::domain::{self, stripe_event};
 use inbound_tests::fixtures;
 use inbound_tests::http::HttpClient;
@@ -193,7 +194,10 @@ async fn crash_during_business_tx() {
 
     // The dead worker's transaction rolled back: pending, queued, nothing applied.
     wait_for_count(pool, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'inbound-worker'", 0, Duration::from_secs(10)).await;
-    assert_eq!(domain::receipt_state(pool, receipt).await.0, "pending");
+    assert_eq!(
+        domain::receipt_state(pool, receipt).await.0,
+        ReceiptStatus::Pending
+    );
     assert_eq!(count(pool, "SELECT count(*) FROM receipt_queue").await, 1);
     assert_eq!(domain::order_status(pool, "o1").await, "awaiting_payment");
     assert_eq!(count(pool, "SELECT count(*) FROM effects").await, 0);
@@ -214,7 +218,7 @@ async fn crash_during_business_tx() {
     );
     assert_eq!(
         domain::receipt_state(pool, receipt).await,
-        ("done".into(), Some("applied".into()), None)
+        (ReceiptStatus::Done, Some(ReceiptOutcome::Applied), None)
     );
     assert_eq!(
         count(pool, "SELECT attempts::bigint FROM receipts").await,
@@ -262,7 +266,7 @@ async fn crash_after_local_commit() {
     // Everything local survived, committed together; the effect was not yet sent.
     assert_eq!(
         domain::receipt_state(pool, receipt).await,
-        ("done".into(), Some("applied".into()), None)
+        (ReceiptStatus::Done, Some(ReceiptOutcome::Applied), None)
     );
     assert_eq!(domain::order_status(pool, "o1").await, "paid");
     assert_eq!(
@@ -408,8 +412,8 @@ async fn sigterm_finishes_the_in_flight_transition_then_exits_zero() {
         .expect("exits after the drain");
     assert!(status.success(), "{status}");
     assert_eq!(
-        domain::receipt_state(pool, receipt).await.1.as_deref(),
-        Some("applied")
+        domain::receipt_state(pool, receipt).await.1,
+        Some(ReceiptOutcome::Applied)
     );
 }
 

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use inbound_core::states::{ReceiptOutcome, ReceiptStatus};
 use inbound_example::ORDERS_MARK_PAID;
 use inbound_store::handlers::{Handler, HandlerError, HandlerFuture, HandlerInput, Transition};
 use inbound_store::{admin, clock, queue};
@@ -167,7 +168,7 @@ async fn mark_paid_applies_once_and_classifies_every_zero_row_update() {
 
     assert_eq!(
         domain::receipt_state(pool, paid).await,
-        ("done".into(), Some("applied".into()), None)
+        (ReceiptStatus::Done, Some(ReceiptOutcome::Applied), None)
     );
     assert_eq!(domain::order_status(pool, "o1").await, "paid");
     assert_eq!(
@@ -182,7 +183,7 @@ async fn mark_paid_applies_once_and_classifies_every_zero_row_update() {
         (currency, "the currency differs"),
         (other, "expects PaymentIntent pi_expected"),
     ] {
-        domain::assert_ended(pool, receipt, "quarantined", None, needle).await;
+        domain::assert_ended(pool, receipt, ReceiptStatus::Quarantined, None, needle).await;
     }
     for order in ["o_amount", "o_currency", "o_other"] {
         assert_eq!(
@@ -193,7 +194,7 @@ async fn mark_paid_applies_once_and_classifies_every_zero_row_update() {
     }
     // The order does not exist yet: transient, still pending with its error, backing off.
     let (status, _, _) = domain::receipt_state(pool, missing).await;
-    assert_eq!(status, "pending");
+    assert_eq!(status, ReceiptStatus::Pending);
     let detail = admin::receipt_detail(
         &mut pool.acquire().await.expect("conn"),
         inbound_core::keys::ReceiptId(missing),
@@ -232,7 +233,14 @@ async fn mark_paid_applies_once_and_classifies_every_zero_row_update() {
         "same key"
     );
     step(&worker).await;
-    domain::assert_ended(pool, again, "done", Some("duplicate"), "already paid").await;
+    domain::assert_ended(
+        pool,
+        again,
+        ReceiptStatus::Done,
+        Some(ReceiptOutcome::Duplicate),
+        "already paid",
+    )
+    .await;
     assert_eq!(
         domain::operation_keys(pool).await.len(),
         1,
@@ -252,8 +260,8 @@ async fn mark_paid_applies_once_and_classifies_every_zero_row_update() {
     domain::assert_ended(
         pool,
         stale,
-        "done",
-        Some("ignored"),
+        ReceiptStatus::Done,
+        Some(ReceiptOutcome::Ignored),
         "requires_payment_method",
     )
     .await;
@@ -350,37 +358,40 @@ async fn payments_and_refunds_of_no_order_are_ignored_and_a_refund_waits_only_fo
     domain::assert_ended(
         pool,
         renewal,
-        "done",
-        Some("ignored"),
+        ReceiptStatus::Done,
+        Some(ReceiptOutcome::Ignored),
         "no metadata.order_id",
     )
     .await;
     domain::assert_ended(
         pool,
         renewal_refund,
-        "done",
-        Some("ignored"),
+        ReceiptStatus::Done,
+        Some(ReceiptOutcome::Ignored),
         "names no order",
     )
     .await;
     assert_eq!(
         domain::receipt_state(pool, unseen_refund).await.0,
-        "pending"
+        ReceiptStatus::Pending
     );
     assert_eq!(
         domain::receipt_state(pool, waiting_payment).await.0,
-        "pending"
+        ReceiptStatus::Pending
     );
     assert_eq!(
         domain::receipt_state(pool, waiting_refund).await.0,
-        "pending"
+        ReceiptStatus::Pending
     );
 
     // A double payment is quarantined; its refund settles it and is ignored.
     domain::seed_order(pool, "o_dbl", "pi_dbl_1", 1000, "usd").await;
     let double = accept_succeeded(pool, &config, "evt_dbl", "pi_dbl_2", "o_dbl", 1000, "usd").await;
     step(&worker).await;
-    assert_eq!(domain::receipt_state(pool, double).await.0, "quarantined");
+    assert_eq!(
+        domain::receipt_state(pool, double).await.0,
+        ReceiptStatus::Quarantined
+    );
     let double_refund = domain::accept_event(
         pool,
         &config,
@@ -393,8 +404,8 @@ async fn payments_and_refunds_of_no_order_are_ignored_and_a_refund_waits_only_fo
     domain::assert_ended(
         pool,
         double_refund,
-        "done",
-        Some("ignored"),
+        ReceiptStatus::Done,
+        Some(ReceiptOutcome::Ignored),
         "quarantined or failed",
     )
     .await;
@@ -409,7 +420,10 @@ async fn refunds_apply_once_never_regress_and_wait_for_the_payment() {
     // The refund overtakes the payment: transient until the payment applies.
     let early_refund = unpaid_order_with_a_full_refund(pool, &config).await;
     step(&worker).await;
-    assert_eq!(domain::receipt_state(pool, early_refund).await.0, "pending");
+    assert_eq!(
+        domain::receipt_state(pool, early_refund).await.0,
+        ReceiptStatus::Pending
+    );
     accept_succeeded(pool, &config, "evt_p1", "pi_1", "o1", 1000, "usd").await;
     step(&worker).await;
     assert_eq!(domain::order_status(pool, "o1").await, "paid");
@@ -419,7 +433,7 @@ async fn refunds_apply_once_never_regress_and_wait_for_the_payment() {
     step(&worker).await;
     assert_eq!(
         domain::receipt_state(pool, early_refund).await,
-        ("done".into(), Some("applied".into()), None)
+        (ReceiptStatus::Done, Some(ReceiptOutcome::Applied), None)
     );
     assert_eq!(domain::order_status(pool, "o1").await, "refunded");
 
@@ -442,17 +456,17 @@ async fn refunds_apply_once_never_regress_and_wait_for_the_payment() {
     let late_success = accept_succeeded(pool, &config, "evt_p2", "pi_1", "o1", 1000, "usd").await;
     step(&worker).await;
     assert_eq!(
-        domain::receipt_state(pool, partial).await.1.as_deref(),
-        Some("ignored")
+        domain::receipt_state(pool, partial).await.1,
+        Some(ReceiptOutcome::Ignored)
     );
     assert_eq!(
-        domain::receipt_state(pool, repeat).await.1.as_deref(),
-        Some("duplicate")
+        domain::receipt_state(pool, repeat).await.1,
+        Some(ReceiptOutcome::Duplicate)
     );
     let (_, outcome, reason) = domain::receipt_state(pool, late_success).await;
     assert_eq!(
-        outcome.as_deref(),
-        Some("duplicate"),
+        outcome,
+        Some(ReceiptOutcome::Duplicate),
         "succeeded after refunded never regresses"
     );
     assert!(reason.is_some_and(|reason| reason.contains("already refunded")));
@@ -496,7 +510,7 @@ async fn a_refund_racing_its_payment_applies_in_the_same_attempt() {
 
     assert_eq!(
         domain::receipt_state(pool, refund).await,
-        ("done".into(), Some("applied".into()), None)
+        (ReceiptStatus::Done, Some(ReceiptOutcome::Applied), None)
     );
     assert_eq!(domain::order_status(pool, "o1").await, "refunded");
 }
@@ -505,12 +519,11 @@ async fn a_refund_racing_its_payment_applies_in_the_same_attempt() {
 async fn a_routes_price_options_take_the_place_of_the_integrations_map() {
     let database = TestDatabase::create().await;
     let pool = database.pool();
-    let config = domain::config_edited(|text| {
-        text.replacen(
-            "{ handler = \"entitlements.grant\", sink = \"audit\" }",
-            "{ handler = \"entitlements.grant\", sink = \"audit\", options = { prices = { price_gold = \"gold\" } } }",
-            1,
-        )
+    let config = domain::config_edited(|config| {
+        config.route("stripe-acme", "invoice.paid").insert(
+            "options".to_owned(),
+            toml::toml! { prices = { price_gold = "gold" } }.into(),
+        );
     });
     inbound_worker::test_hooks::check_routes(&config, &domain::stock_registry(), None)
         .expect("the grant handler accepts its options");
@@ -525,8 +538,8 @@ async fn a_routes_price_options_take_the_place_of_the_integrations_map() {
     .await;
     step(&worker).await;
     assert_eq!(
-        domain::receipt_state(pool, receipt).await.1.as_deref(),
-        Some("applied")
+        domain::receipt_state(pool, receipt).await.1,
+        Some(ReceiptOutcome::Applied)
     );
     let grants: Vec<String> =
         sqlx::query_scalar("SELECT entitlement FROM entitlement_grants ORDER BY 1")
@@ -535,12 +548,12 @@ async fn a_routes_price_options_take_the_place_of_the_integrations_map() {
             .expect("grants");
     assert_eq!(grants, ["gold"], "the route's map, not the integration's");
 
-    let refused = domain::config_edited(|text| {
-        text.replacen(
-            "{ handler = \"entitlements.grant\", sink = \"audit\" }",
-            "{ handler = \"entitlements.grant\", options = { prices = { price_gold = 3 } } }",
-            1,
-        )
+    let refused = domain::config_edited(|config| {
+        config.routes("stripe-acme").insert(
+            "invoice.paid".to_owned(),
+            toml::toml! { handler = "entitlements.grant" options = { prices = { price_gold = 3 } } }
+                .into(),
+        );
     });
     let error = inbound_worker::test_hooks::check_routes(&refused, &domain::stock_registry(), None)
         .expect_err("refused at start-up")
@@ -561,12 +574,11 @@ async fn grants_read_invoices_as_stripe_sends_them() {
     use serde_json::json;
     let database = TestDatabase::create().await;
     let pool = database.pool();
-    let config = domain::config_edited(|text| {
-        text.replacen(
-            "\"invoice.paid\" = { handler = \"entitlements.grant\", sink = \"audit\" }",
-            "\"invoice.paid\" = { handler = \"entitlements.grant\", sink = \"audit\" }\n\"invoice.finalized\" = { handler = \"entitlements.grant\" }",
-            1,
-        )
+    let config = domain::config_edited(|config| {
+        config.routes("stripe-acme").insert(
+            "invoice.finalized".to_owned(),
+            toml::toml! { handler = "entitlements.grant" }.into(),
+        );
     });
     let worker = domain::worker_with_config(pool, config.clone(), domain::settings());
     let line = |price: &str, amount: i64, proration: bool| json!({"price": {"id": price}, "amount": amount, "proration": proration});
@@ -635,8 +647,8 @@ async fn grants_read_invoices_as_stripe_sends_them() {
     step(&worker).await;
 
     assert_eq!(
-        domain::receipt_state(pool, downgrade).await.1.as_deref(),
-        Some("applied")
+        domain::receipt_state(pool, downgrade).await.1,
+        Some(ReceiptOutcome::Applied)
     );
     let grants: Vec<(String, String)> =
         sqlx::query_as("SELECT account_id, entitlement FROM entitlement_grants ORDER BY 1, 2")
@@ -649,11 +661,18 @@ async fn grants_read_invoices_as_stripe_sends_them() {
         "a credit grants nothing"
     );
     let (status, _, reason) = domain::receipt_state(pool, truncated).await;
-    assert_eq!(status, "quarantined");
+    assert_eq!(status, ReceiptStatus::Quarantined);
     assert!(reason.is_some_and(|reason| reason.contains("has_more")));
-    domain::assert_ended(pool, unpaid, "done", Some("ignored"), "not paid").await;
+    domain::assert_ended(
+        pool,
+        unpaid,
+        ReceiptStatus::Done,
+        Some(ReceiptOutcome::Ignored),
+        "not paid",
+    )
+    .await;
     let (status, _, reason) = domain::receipt_state(pool, other_customer).await;
-    assert_eq!(status, "quarantined", "{reason:?}");
+    assert_eq!(status, ReceiptStatus::Quarantined, "{reason:?}");
     assert!(reason.is_some_and(|reason| reason.contains("cus_a")));
 }
 
@@ -703,19 +722,23 @@ async fn grants_once_per_business_key_and_an_invoice_has_one_customer() {
     step(&worker).await;
 
     assert_eq!(
-        domain::receipt_state(pool, first).await.1.as_deref(),
-        Some("applied")
+        domain::receipt_state(pool, first).await.1,
+        Some(ReceiptOutcome::Applied)
     );
     let (status, _, reason) = domain::receipt_state(pool, other_customer).await;
-    assert_eq!(status, "quarantined", "an invoice has one customer");
+    assert_eq!(
+        status,
+        ReceiptStatus::Quarantined,
+        "an invoice has one customer"
+    );
     assert!(reason.is_some_and(|reason| reason.contains("was granted to customer cus_a")));
     assert_eq!(
-        domain::receipt_state(pool, repeat).await.1.as_deref(),
-        Some("duplicate")
+        domain::receipt_state(pool, repeat).await.1,
+        Some(ReceiptOutcome::Duplicate)
     );
     assert_eq!(
-        domain::receipt_state(pool, unmapped).await.1.as_deref(),
-        Some("ignored")
+        domain::receipt_state(pool, unmapped).await.1,
+        Some(ReceiptOutcome::Ignored)
     );
     let grants: Vec<(String, String)> =
         sqlx::query_as("SELECT account_id, entitlement FROM entitlement_grants ORDER BY 1, 2")
@@ -789,7 +812,7 @@ async fn a_worker_whose_lease_was_taken_over_cannot_complete() {
     );
     assert_eq!(
         domain::receipt_state(pool, stale.receipt_id.0).await.0,
-        "done"
+        ReceiptStatus::Done
     );
 }
 
@@ -943,8 +966,14 @@ async fn a_batch_commits_its_good_receipts_and_rolls_back_each_failure_alone() {
         domain::operation_keys(pool).await,
         ["order.paid:acme:o1:pi_1", "order.paid:acme:o3:pi_3"]
     );
-    assert_eq!(domain::receipt_state(pool, missing).await.0, "pending");
-    assert_eq!(domain::receipt_state(pool, taken_over).await.0, "pending");
+    assert_eq!(
+        domain::receipt_state(pool, missing).await.0,
+        ReceiptStatus::Pending
+    );
+    assert_eq!(
+        domain::receipt_state(pool, taken_over).await.0,
+        ReceiptStatus::Pending
+    );
     let queued: Vec<(i64, Option<String>)> =
         sqlx::query_as("SELECT receipt_id, last_error FROM receipt_queue ORDER BY receipt_id")
             .fetch_all(pool)
@@ -1075,9 +1104,18 @@ async fn a_handler_failing_after_its_write_leaves_no_trace_and_the_rest_of_its_b
         domain::operation_keys(pool).await,
         ["order.paid:acme:o1:pi_1", "order.paid:acme:o3:pi_3"]
     );
-    assert_eq!(domain::receipt_state(pool, receipts[0]).await.0, "done");
-    assert_eq!(domain::receipt_state(pool, receipts[1]).await.0, "pending");
-    assert_eq!(domain::receipt_state(pool, receipts[2]).await.0, "done");
+    assert_eq!(
+        domain::receipt_state(pool, receipts[0]).await.0,
+        ReceiptStatus::Done
+    );
+    assert_eq!(
+        domain::receipt_state(pool, receipts[1]).await.0,
+        ReceiptStatus::Pending
+    );
+    assert_eq!(
+        domain::receipt_state(pool, receipts[2]).await.0,
+        ReceiptStatus::Done
+    );
     let last_error: Option<String> =
         sqlx::query_scalar("SELECT last_error FROM receipt_queue WHERE receipt_id = $1")
             .bind(receipts[1])
@@ -1182,7 +1220,7 @@ async fn only_an_applied_verdict_commits_the_handlers_writes() {
     domain::assert_ended(
         pool,
         receipts[1],
-        "quarantined",
+        ReceiptStatus::Quarantined,
         None,
         "decided after writing",
     )
@@ -1190,23 +1228,23 @@ async fn only_an_applied_verdict_commits_the_handlers_writes() {
     domain::assert_ended(
         pool,
         receipts[2],
-        "done",
-        Some("ignored"),
+        ReceiptStatus::Done,
+        Some(ReceiptOutcome::Ignored),
         "decided after writing",
     )
     .await;
     domain::assert_ended(
         pool,
         receipts[3],
-        "done",
-        Some("duplicate"),
+        ReceiptStatus::Done,
+        Some(ReceiptOutcome::Duplicate),
         "decided after writing",
     )
     .await;
     domain::assert_ended(
         pool,
         receipts[5],
-        "quarantined",
+        ReceiptStatus::Quarantined,
         None,
         "decided after writing",
     )
@@ -1314,7 +1352,7 @@ async fn a_poison_receipt_fails_after_max_attempts_on_schedule_and_a_replay_appl
     step(&worker).await;
     assert_eq!(
         domain::receipt_state(pool, poison).await,
-        ("done".into(), Some("applied".into()), None)
+        (ReceiptStatus::Done, Some(ReceiptOutcome::Applied), None)
     );
     let mut connection = pool.acquire().await.expect("conn");
     let wrong_state = admin::replay(
@@ -1565,17 +1603,12 @@ async fn a_batch_of_payments_locks_its_orders_in_key_order() {
 /// a payment (PaymentIntent ids are not secret). The worker refuses such a route.
 #[test]
 fn stripe_shaped_handlers_refuse_routes_from_other_signers() {
-    let config = domain::config_edited(|text| {
-        // std-acme's route (the only forward of invoice.paid), and a Stripe-shaped one.
-        let route = "\"invoice.paid\" = { handler = \"forward\", sink = \"audit\" }";
-        assert_eq!(text.matches(route).count(), 1, "the fixture changed");
-        text.replacen(
-            route,
-            &format!(
-                "{route}\n\"payment_intent.succeeded\" = {{ handler = \"orders.mark_paid\" }}"
-            ),
-            1,
-        )
+    let config = domain::config_edited(|config| {
+        // A Stripe-shaped route on std-acme, a Standard Webhooks integration.
+        config.routes("std-acme").insert(
+            "payment_intent.succeeded".to_owned(),
+            toml::toml! { handler = "orders.mark_paid" }.into(),
+        );
     });
     let error = inbound_worker::test_hooks::check_routes(&config, &domain::stock_registry(), None)
         .expect_err("refused")
@@ -1676,32 +1709,36 @@ async fn payment_and_refund_classification_decisions() {
     let state = |receipt: i64| domain::receipt_state(pool, receipt);
     // (d) Currencies compare without case (ISO codes): USD on the order, usd from Stripe.
     assert_eq!(
-        state(upper).await.1.as_deref(),
-        Some("applied"),
+        state(upper).await.1,
+        Some(ReceiptOutcome::Applied),
         "{:?}",
         state(upper).await
     );
     let (status, _, reason) = state(other_amount).await;
-    assert_eq!(status, "quarantined", "(a) {reason:?}");
+    assert_eq!(status, ReceiptStatus::Quarantined, "(a) {reason:?}");
     assert_eq!(
-        state(same_again).await.1.as_deref(),
-        Some("duplicate"),
+        state(same_again).await.1,
+        Some(ReceiptOutcome::Duplicate),
         "(a)"
     );
-    assert_eq!(state(unattached).await.0, "pending", "(b) waits");
+    assert_eq!(
+        state(unattached).await.0,
+        ReceiptStatus::Pending,
+        "(b) waits"
+    );
     let (status, _, reason) = state(no_status).await;
-    assert_eq!(status, "quarantined", "(c) {reason:?}");
+    assert_eq!(status, ReceiptStatus::Quarantined, "(c) {reason:?}");
     assert!(reason.is_some_and(|reason| reason.contains("no status")));
     let (status, _, reason) = state(refund_amount).await;
-    assert_eq!(status, "quarantined", "(e) {reason:?}");
+    assert_eq!(status, ReceiptStatus::Quarantined, "(e) {reason:?}");
     assert_eq!(
-        state(captured).await.1.as_deref(),
-        Some("applied"),
+        state(captured).await.1,
+        Some(ReceiptOutcome::Applied),
         "partial capture, full refund"
     );
     assert_eq!(
-        state(cancel_paid).await.1.as_deref(),
-        Some("applied"),
+        state(cancel_paid).await.1,
+        Some(ReceiptOutcome::Applied),
         "(f)"
     );
     assert_eq!(
@@ -1710,8 +1747,8 @@ async fn payment_and_refund_classification_decisions() {
     );
     let (status, outcome, reason) = state(cancel_unpaid).await;
     assert_eq!(
-        (status.as_str(), outcome.as_deref()),
-        ("done", Some("ignored")),
+        (status, outcome),
+        (ReceiptStatus::Done, Some(ReceiptOutcome::Ignored)),
         "(f) {reason:?}"
     );
     assert_eq!(
@@ -1726,12 +1763,11 @@ async fn payment_and_refund_classification_decisions() {
 /// is quarantined rather than applied to this tenant's orders.
 #[tokio::test]
 async fn stripe_business_handlers_need_the_mode_pinned_and_refuse_unpinned_connect_accounts() {
-    let unpinned_mode = domain::config_edited(|text| {
-        text.replacen(
-            "expect = { account = \"acct_123\", livemode = true }",
-            "",
-            1,
-        )
+    let unpinned_mode = domain::config_edited(|config| {
+        config
+            .integration("stripe-acme")
+            .remove("expect")
+            .expect("the fixture pins stripe-acme");
     });
     let error =
         inbound_worker::test_hooks::check_routes(&unpinned_mode, &domain::stock_registry(), None)
@@ -1744,12 +1780,8 @@ async fn stripe_business_handlers_need_the_mode_pinned_and_refuse_unpinned_conne
 
     let database = TestDatabase::create().await;
     let pool = database.pool();
-    let config = domain::config_edited(|text| {
-        text.replacen(
-            "expect = { account = \"acct_123\", livemode = true }",
-            "expect = { livemode = true }",
-            1,
-        )
+    let config = domain::config_edited(|config| {
+        config.set("stripe-acme", "expect", toml::toml! { livemode = true });
     });
     inbound_worker::test_hooks::check_routes(&config, &domain::stock_registry(), None)
         .expect("the mode is pinned");
@@ -1764,7 +1796,7 @@ async fn stripe_business_handlers_need_the_mode_pinned_and_refuse_unpinned_conne
     let receipt = domain::accept(pool, &config, &body).await.expect("new");
     step(&worker).await;
     let (status, _, reason) = domain::receipt_state(pool, receipt).await;
-    assert_eq!(status, "quarantined", "{reason:?}");
+    assert_eq!(status, ReceiptStatus::Quarantined, "{reason:?}");
     assert!(reason.is_some_and(|reason| reason.contains("acct_999")));
     assert_eq!(domain::order_status(pool, "o1").await, "awaiting_payment");
 }
@@ -1816,10 +1848,17 @@ async fn a_refund_that_fails_later_leaves_the_order_paid_once() {
     .await
     .expect("new");
     step(&worker).await;
-    domain::assert_ended(pool, pending, "done", Some("ignored"), "is pending").await;
+    domain::assert_ended(
+        pool,
+        pending,
+        ReceiptStatus::Done,
+        Some(ReceiptOutcome::Ignored),
+        "is pending",
+    )
+    .await;
     assert_eq!(
-        domain::receipt_state(pool, failed).await.1.as_deref(),
-        Some("applied")
+        domain::receipt_state(pool, failed).await.1,
+        Some(ReceiptOutcome::Applied)
     );
     assert_eq!(domain::order_status(pool, "o1").await, "paid");
     // The same failure again (another event id: Stripe's refund.updated beside it).
@@ -1840,8 +1879,22 @@ async fn a_refund_that_fails_later_leaves_the_order_paid_once() {
     );
     let stale = domain::accept(pool, &config, &stale).await.expect("new");
     step(&worker).await;
-    domain::assert_ended(pool, again, "done", Some("duplicate"), "already recorded").await;
-    domain::assert_ended(pool, stale, "done", Some("ignored"), "failed").await;
+    domain::assert_ended(
+        pool,
+        again,
+        ReceiptStatus::Done,
+        Some(ReceiptOutcome::Duplicate),
+        "already recorded",
+    )
+    .await;
+    domain::assert_ended(
+        pool,
+        stale,
+        ReceiptStatus::Done,
+        Some(ReceiptOutcome::Ignored),
+        "failed",
+    )
+    .await;
     assert_eq!(domain::order_status(pool, "o1").await, "paid");
 
     // A new full refund, after the failure, applies.
@@ -1854,8 +1907,8 @@ async fn a_refund_that_fails_later_leaves_the_order_paid_once() {
     let second = domain::accept(pool, &config, &second).await.expect("new");
     step(&worker).await;
     assert_eq!(
-        domain::receipt_state(pool, second).await.1.as_deref(),
-        Some("applied")
+        domain::receipt_state(pool, second).await.1,
+        Some(ReceiptOutcome::Applied)
     );
     assert_eq!(domain::order_status(pool, "o1").await, "refunded");
     assert_eq!(
@@ -1912,7 +1965,7 @@ async fn a_later_refund_outlives_the_failure_of_an_earlier_one() {
     // The failure is recorded (applied, though no order changed and no effect is sent).
     assert_eq!(
         domain::receipt_state(pool, failure).await,
-        ("done".into(), Some("applied".into()), None)
+        (ReceiptStatus::Done, Some(ReceiptOutcome::Applied), None)
     );
     assert_eq!(domain::order_status(pool, "o1").await, "refunded");
     assert!(
@@ -2011,6 +2064,13 @@ async fn a_refund_racing_its_own_failure_never_leaves_the_order_refunded() {
     .await;
     failing.commit().await.expect("the failure commits");
     racing.await.expect("step");
-    domain::assert_ended(pool, refund, "done", Some("ignored"), "failed").await;
+    domain::assert_ended(
+        pool,
+        refund,
+        ReceiptStatus::Done,
+        Some(ReceiptOutcome::Ignored),
+        "failed",
+    )
+    .await;
     assert_eq!(domain::order_status(pool, "o1").await, "paid");
 }
