@@ -4,7 +4,7 @@
 # ~1 KB Stripe payment_intent.succeeded event of bench_seed_pending's receipt (plus its
 # `receipt_id`), each job running inbound's `orders.mark_paid` guarded UPDATE
 # (bench/graphile/bench.mjs). Same PostgreSQL, fresh database, timed like worker_rate in
-# bench.sh: from starting the process until the last order is paid and the jobs table is
+# run.sh: from starting the process until the last order is paid and the jobs table is
 # empty. Adds `graphile` (jobs/s), `graphile_rss` (peak RSS of the node process, MiB) and
 # `graphile_commits` (commits per job) to RESULTS_JSON, an existing JSON object file.
 #

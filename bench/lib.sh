@@ -7,7 +7,7 @@ bench_admin_url="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
 bench_bin="${CARGO_TARGET_DIR:-target}/release"
 bench_work=$(mktemp -d)
 bench_pids=()
-# The dev-sink the dispatcher benchmark delivers to (bench.sh starts it on this port).
+# The dev-sink the dispatcher benchmark delivers to (run.sh starts it on this port).
 bench_sink_port=18181
 bench_secret="whsec_bench_$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 export BENCH_STRIPE_SECRET="$bench_secret"

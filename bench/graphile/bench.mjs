@@ -16,7 +16,7 @@ const { run, runMigrations, Logger } = await import(
 const connectionString = process.env.GRAPHILE_DATABASE_URL;
 const concurrency = Number(process.env.GRAPHILE_CONCURRENCY || 32);
 const localQueueSize = Number(process.env.GRAPHILE_LOCAL_QUEUE || 500);
-// The benchmark integration's tenant (bench-lib.sh's config: tenant = "bench").
+// The benchmark integration's tenant (bench/lib.sh's config: tenant = "bench").
 const TENANT = "bench";
 
 // Warnings and errors only, as inbound's binaries run with RUST_LOG=warn.

@@ -13,11 +13,6 @@ pub struct ConfigEdit {
 }
 
 impl ConfigEdit {
-    /// The fixture configuration (`fixtures::config_toml`), `{scratch}` still unresolved.
-    pub fn fixture() -> Self {
-        Self::parse(&crate::fixtures::config_toml())
-    }
-
     /// Any configuration's text.
     pub fn parse(text: &str) -> Self {
         Self {
@@ -86,11 +81,11 @@ impl ConfigEdit {
         toml::to_string(&self.document).expect("a table serializes")
     }
 
-    /// Writes the document into `scratch` as `config.toml`, beside the fixture's secret
-    /// files with `{scratch}` resolved to them; returns the file's path.
-    pub fn write_into(&self, scratch: &ScratchDir) -> String {
-        for (name, contents) in &crate::fixtures::ingress_options("unused").files {
-            std::fs::write(scratch.path().join(name), contents).expect("write a secret file");
+    /// Writes the document into `scratch` as `config.toml`, beside `files` (name, contents)
+    /// with `{scratch}` resolved to them; returns the file's path.
+    pub fn write_into(&self, scratch: &ScratchDir, files: &[(String, String)]) -> String {
+        for (name, contents) in files {
+            std::fs::write(scratch.path().join(name), contents).expect("write a file");
         }
         let path = scratch.path().join("config.toml");
         let text = self

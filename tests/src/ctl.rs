@@ -1,7 +1,7 @@
 //! `inboundctl` as the suites run it: one environment policy for every suite, so that what a
 //! test sees is what it set. The process's own environment never leaks in — no database,
-//! no configuration, no Stripe key, no `$USER` — and the operator is `ops-test`, as a pod
-//! would set `INBOUND_OPERATOR`.
+//! no configuration, no pooler mode, no Stripe key, no `$USER` — and the operator is
+//! `ops-test`, as a pod would set `INBOUND_OPERATOR`.
 
 use std::process::{Command, Output};
 
@@ -21,6 +21,7 @@ impl Inboundctl {
             .env_remove("DATABASE_URL")
             .env_remove("INBOUND_CONFIG")
             .env_remove("STRIPE_API_KEY")
+            .env_remove("INBOUND_DB_POOLER")
             .env_remove("USER")
             .env("INBOUND_OPERATOR", "ops-test");
         Self { command }

@@ -1,6 +1,8 @@
 //! The configuration and signed requests shared by the end-to-end suites: one integration
 //! per provider, each with routes, an `expect` scope and (Stripe) a rotated file secret.
 
+use crate::config::ConfigEdit;
+use crate::process::ScratchDir;
 use crate::signing::{self, HeaderList, SignedRequest};
 
 /// Stripe's current secret (from the environment).
@@ -65,7 +67,7 @@ pub fn with_audit_sink(
     url: &str,
     idempotent: bool,
 ) -> crate::ServiceOptions {
-    let mut config = crate::config::ConfigEdit::parse(&options.config_toml);
+    let mut config = ConfigEdit::parse(&options.config_toml);
     let sink = config.sink("audit");
     sink.insert("url".to_owned(), url.into());
     sink.insert("timeout_secs".to_owned(), 1.into());
@@ -74,6 +76,17 @@ pub fn with_audit_sink(
     }
     options.config_toml = config.to_toml();
     options
+}
+
+/// The test configuration, to edit ([`ConfigEdit`]).
+pub fn config_edit() -> ConfigEdit {
+    ConfigEdit::parse(&config_toml())
+}
+
+/// Writes `config` into `scratch` as `config.toml`, with the fixture's secret file beside
+/// it; returns the file's path.
+pub fn write_config(config: &ConfigEdit, scratch: &ScratchDir) -> String {
+    config.write_into(scratch, &ingress_options("unused").files)
 }
 
 /// The test configuration; `{scratch}` holds the file `stripe-previous`.

@@ -24,9 +24,9 @@ fn text(bytes: &[u8]) -> String {
 
 /// Writes the test configuration, edited by `edit`, into `scratch`.
 fn write_config(scratch: &ScratchDir, edit: impl FnOnce(&mut ConfigEdit)) -> String {
-    let mut config = ConfigEdit::fixture();
+    let mut config = fixtures::config_edit();
     edit(&mut config);
-    config.write_into(scratch)
+    fixtures::write_config(&config, scratch)
 }
 
 #[test]

@@ -4,23 +4,18 @@
 //! (`soak.rs`); here each binary's start-up check, `inboundctl`, and what each role must
 //! not be able to do.
 
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::Duration;
 
 use inbound_store::roles::Process;
+use inbound_tests::ctl::Inboundctl;
 use inbound_tests::database::{TestRoles, admin_url};
 use inbound_tests::pgbouncer::{PgBouncer, PoolerOptions};
-use inbound_tests::process::binary;
-use inbound_tests::{Service, TestDatabase, fixtures};
+use inbound_tests::{Service, TestDatabase, eventually, fixtures};
 use sqlx::{Connection, PgConnection};
 
 fn inboundctl(args: &[&str], database_url: &str) -> Output {
-    Command::new(binary("inboundctl"))
-        .args(args)
-        .env("DATABASE_URL", database_url)
-        .env_remove("INBOUND_DB_POOLER")
-        .output()
-        .expect("run inboundctl")
+    Inboundctl::new().database(database_url).run(args)
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -396,18 +391,6 @@ async fn migrate_creates_and_regrants_the_roles() {
         .expect("drop roles");
 }
 
-async fn wait_until(pool: &sqlx::PgPool, sql: &'static str, limit: Duration) {
-    let started = std::time::Instant::now();
-    while !sqlx::query_scalar::<_, bool>(sql)
-        .fetch_one(pool)
-        .await
-        .expect("condition")
-    {
-        assert!(started.elapsed() < limit, "{sql}: not within {limit:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// The ingress, a receipts worker and a separate dispatcher, each as its own role: a
 /// payment is accepted, applied and its effect delivered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -440,11 +423,15 @@ async fn ingress_worker_and_dispatcher_do_their_work_under_their_roles() {
         .await
         .expect("answer");
     assert_eq!(answer.status, 200);
-    wait_until(
-        pool,
-        "SELECT EXISTS (SELECT 1 FROM effects WHERE status = 'completed')",
-        Duration::from_secs(20),
-    )
+    eventually("an effect completed", Duration::from_secs(20), async || {
+        sqlx::query_scalar::<_, bool>(
+            "SELECT EXISTS (SELECT 1 FROM effects WHERE status = 'completed')",
+        )
+        .fetch_one(pool)
+        .await
+        .expect("condition")
+        .then_some(())
+    })
     .await;
     assert_eq!(domain::order_status(pool, "o1").await, "paid");
 }

@@ -8,9 +8,9 @@ use std::process::Output;
 
 use inbound_core::states::{ReceiptOutcome, ReceiptStatus};
 use inbound_tests::TestDatabase;
-use inbound_tests::config::ConfigEdit;
 use inbound_tests::ctl::Inboundctl;
 use inbound_tests::domain;
+use inbound_tests::fixtures;
 use inbound_tests::process::ScratchDir;
 
 /// inboundctl on the test database with the fixture's secrets.
@@ -51,12 +51,12 @@ fn refused(output: &Output, message: &str) {
 
 /// The test configuration with owners, written into `scratch`.
 fn owned_config(scratch: &ScratchDir) -> String {
-    let mut config = ConfigEdit::fixture();
+    let mut config = fixtures::config_edit();
     config.set("stripe-acme", "owner", "payments");
     config
         .sink("audit")
         .insert("owner".to_owned(), "audit-oncall".into());
-    config.write_into(scratch)
+    fixtures::write_config(&config, scratch)
 }
 
 /// A payment receipt of `stripe-acme` set to `status` (out of the queue unless pending).

@@ -9,11 +9,10 @@
 use std::process::Output;
 
 use chrono::Utc;
-use inbound_tests::config::ConfigEdit;
 use inbound_tests::ctl::Inboundctl;
 use inbound_tests::process::ScratchDir;
 use inbound_tests::stripe_api::{API_KEY, PLATFORM_ACCOUNT, SECRET_KEY, StripeApi};
-use inbound_tests::{TestDatabase, domain};
+use inbound_tests::{TestDatabase, domain, fixtures};
 use serde_json::{Value, json};
 
 /// inboundctl with the configuration's own secrets (the ingress's), then the test's.
@@ -23,7 +22,7 @@ fn inboundctl(args: &[&str], env: &[(&str, &str)]) -> Output {
 
 /// The suites' configuration (integration `stripe-acme`: account `acct_123`, live mode).
 fn config_file(scratch: &ScratchDir) -> String {
-    ConfigEdit::fixture().write_into(scratch)
+    fixtures::write_config(&fixtures::config_edit(), scratch)
 }
 
 fn event(id: &str, event_type: &str, created: i64, account: &str) -> Value {
@@ -36,9 +35,9 @@ fn event(id: &str, event_type: &str, created: i64, account: &str) -> Value {
 
 /// The suites' configuration with `extra` integrations after it.
 fn config_file_with(scratch: &ScratchDir, extra: &str) -> String {
-    ConfigEdit::fixture()
-        .add_integrations(extra)
-        .write_into(scratch)
+    let mut config = fixtures::config_edit();
+    config.add_integrations(extra);
+    fixtures::write_config(&config, scratch)
 }
 
 /// `inboundctl stripe backfill --integration {integration} --since 2d` against `api`.

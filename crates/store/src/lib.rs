@@ -261,20 +261,33 @@ mod tests {
             .split_whitespace()
             .collect::<Vec<_>>()
             .join(" ");
-        for (name, sql) in [
+        for (name, sql, source, function) in [
             (
                 "receipts/insert.sql",
                 include_str!("../queries/receipts/insert.sql"),
+                include_str!("receipts.rs"),
+                "async fn insert_receipts_ordered",
             ),
             (
                 "queue/finish.sql",
                 include_str!("../queries/queue/finish.sql"),
+                include_str!("queue.rs"),
+                "pub async fn finish(",
             ),
             (
                 "queue/finish_all.sql",
                 include_str!("../queries/queue/finish_all.sql"),
+                include_str!("queue.rs"),
+                "pub async fn finish_all(",
             ),
         ] {
+            // The function behind the promise runs this file, not a copy of it.
+            let body = &source[source.find(function).expect("the function")..];
+            let body = &body[..body.find("\n}\n").expect("its end")];
+            assert!(
+                body.contains(&format!("\"queries/{name}\"")),
+                "{function} does not run queries/{name}"
+            );
             let text = statement_text(sql);
             assert!(
                 text.contains(&durable),
