@@ -44,16 +44,21 @@ async fn status_of(stack: &Stack, path: &str) -> u16 {
 }
 
 /// `/readyz` once it answers `expected` (it follows a background probe that pings the
-/// database every second), or whatever it answers after 5 s.
+/// database every second); fails the test if it has not within 5 s.
 async fn readiness(stack: &Stack, expected: u16) -> u16 {
-    let started = std::time::Instant::now();
-    loop {
-        let status = status_of(stack, "/readyz").await;
-        if status == expected || started.elapsed() > Duration::from_secs(5) {
-            return status;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    inbound_tests::eventually(
+        &format!("/readyz answering {expected}"),
+        Duration::from_secs(5),
+        async || {
+            let status = status_of(stack, "/readyz").await;
+            if status == expected {
+                Ok(status)
+            } else {
+                Err(status)
+            }
+        },
+    )
+    .await
 }
 
 fn assert_unavailable(answer: &Answer) {

@@ -342,27 +342,30 @@ async fn the_example_stack_delivers_to_both_of_its_sinks() {
             .expect("routed")
             .expect("new");
     }
-    let started = std::time::Instant::now();
-    let states = loop {
-        let states: Vec<(String, String)> =
-            sqlx::query_as("SELECT sink, status FROM effects ORDER BY sink")
-                .fetch_all(pool)
-                .await
-                .expect("effects");
-        if states.len() == 2
-            && states
-                .iter()
-                .all(|(_, status)| status != "pending" && status != "in_flight")
-        {
-            break states;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "effects {states:?}; dev-sink: {:?}",
-            sink_log.lock().expect("log")
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let states = inbound_tests::eventually(
+        "both effects past delivery",
+        Duration::from_secs(20),
+        async || {
+            let states: Vec<(String, String)> =
+                sqlx::query_as("SELECT sink, status FROM effects ORDER BY sink")
+                    .fetch_all(pool)
+                    .await
+                    .expect("effects");
+            let delivered = states.len() == 2
+                && states
+                    .iter()
+                    .all(|(_, status)| status != "pending" && status != "in_flight");
+            if delivered {
+                Ok(states)
+            } else {
+                Err(format!(
+                    "effects {states:?}; dev-sink: {:?}",
+                    sink_log.lock().expect("log")
+                ))
+            }
+        },
+    )
+    .await;
     sink.kill().ok();
     sink.wait().ok();
     assert_eq!(

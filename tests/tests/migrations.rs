@@ -112,24 +112,20 @@ async fn index_validity(pool: &PgPool, name: &str) -> Option<bool> {
 
 /// Waits until a backend runs a statement starting with `prefix`; returns its pid.
 async fn backend_running(pool: &PgPool, prefix: &str) -> i32 {
-    let started = Instant::now();
-    loop {
-        let pid: Option<i32> = sqlx::query_scalar(
-            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query LIKE $1 || '%' AND pid <> pg_backend_pid()",
-        )
-        .bind(prefix)
-        .fetch_optional(pool)
-        .await
-        .expect("activity");
-        if let Some(pid) = pid {
-            return pid;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "nothing ran {prefix}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    inbound_tests::eventually(
+        &format!("a backend running {prefix}"),
+        Duration::from_secs(10),
+        async || {
+            sqlx::query_scalar(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query LIKE $1 || '%' AND pid <> pg_backend_pid()",
+            )
+            .bind(prefix)
+            .fetch_optional(pool)
+            .await
+            .expect("activity")
+        },
+    )
+    .await
 }
 
 /// A transaction on a session of its own, holding a snapshot (and whatever `statement`

@@ -3,13 +3,13 @@
 //! apply, deliver) never contain a secret, a signature or a payload field.
 
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use inbound_tests::domain::{self, payment_intent, stripe_event};
 use inbound_tests::fixtures;
 use inbound_tests::signing;
 use inbound_tests::sink::TestSink;
-use inbound_tests::{Service, ServiceOptions, SignedRequest, Stack, TestDatabase};
+use inbound_tests::{Service, ServiceOptions, SignedRequest, Stack, TestDatabase, eventually};
 use serde_json::json;
 
 /// A payload field that must never reach a log line.
@@ -115,14 +115,12 @@ async fn rules_and_dashboard_use_only_exported_metrics_and_logs_hold_no_secrets(
         notice,
     );
     assert_eq!(stack.deliver(&notice).await.json["status"], "ignored");
-    let started = Instant::now();
-    while sink.received().is_empty() {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "the effect was never delivered"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually(
+        "the effect delivered",
+        Duration::from_secs(20),
+        async || (!sink.received().is_empty()).then_some(()),
+    )
+    .await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
 
     let mut exported = BTreeSet::new();
@@ -345,8 +343,7 @@ async fn personal_data_amounts_and_url_tokens_never_reach_logs_metrics_or_error_
     }
 
     // Wait until each receipt is finished and the effect has been judged.
-    let started = Instant::now();
-    loop {
+    eventually("four settled", Duration::from_secs(20), async || {
         let settled: i64 = sqlx::query_scalar(
             "SELECT (SELECT count(*) FROM receipts WHERE status <> 'pending')
                   + (SELECT count(*) FROM effects WHERE status = 'review')",
@@ -354,15 +351,9 @@ async fn personal_data_amounts_and_url_tokens_never_reach_logs_metrics_or_error_
         .fetch_one(pool)
         .await
         .expect("count");
-        if settled == 4 {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "not settled: {settled}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        if settled == 4 { Ok(()) } else { Err(settled) }
+    })
+    .await;
     let (status, _, reason) = domain::receipt_state(pool, 2).await;
     assert_eq!(
         status,
@@ -424,18 +415,23 @@ async fn ignored_deliveries_are_logged_and_counted_by_type() {
         let answer = stack.deliver(&SignedRequest::stripe(body)).await;
         assert_eq!(answer.json["status"], "ignored");
     }
-    let started = Instant::now();
-    while !ingress.logs().iter().any(|line| {
-        line.contains("\"outcome\":\"ignored\"")
-            && line.contains("\"event_type\":\"customer.created\"")
-    }) {
-        assert!(
-            started.elapsed() < Duration::from_secs(5),
-            "no ignored line naming the type: {:#?}",
-            ingress.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually(
+        "an ignored line naming the type",
+        Duration::from_secs(5),
+        async || {
+            let logs = ingress.logs();
+            let named = logs.iter().any(|line| {
+                line.contains("\"outcome\":\"ignored\"")
+                    && line.contains("\"event_type\":\"customer.created\"")
+            });
+            if named {
+                Ok(())
+            } else {
+                Err(format!("{logs:#?}"))
+            }
+        },
+    )
+    .await;
     let metrics = client
         .get(&ingress.metrics_url("/metrics"))
         .await
@@ -471,21 +467,22 @@ async fn an_effect_retry_line_says_what_went_wrong() {
     domain::accept(pool, &domain::config(), &body)
         .await
         .expect("new");
-    let started = Instant::now();
-    loop {
-        let logs = worker.logs();
-        if let Some(line) = logs.iter().find(|line| {
-            line.contains("\"message\":\"effect\"") && line.contains("\"outcome\":\"not_sent\"")
-        }) {
-            assert!(line.contains("\"error\":\""), "no error text: {line}");
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(15),
-            "no not_sent effect line: {logs:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let line = eventually(
+        "a not_sent effect line",
+        Duration::from_secs(15),
+        async || {
+            let logs = worker.logs();
+            logs.iter()
+                .find(|line| {
+                    line.contains("\"message\":\"effect\"")
+                        && line.contains("\"outcome\":\"not_sent\"")
+                })
+                .cloned()
+                .ok_or_else(|| format!("{logs:#?}"))
+        },
+    )
+    .await;
+    assert!(line.contains("\"error\":\""), "no error text: {line}");
 }
 
 /// The drill "all workers gone, traffic continues": the age that pages and scales must not

@@ -10,7 +10,7 @@ use inbound_tests::fixtures;
 use inbound_tests::http::HttpClient;
 use inbound_tests::proxy::{DbProxy, database_addr};
 use inbound_tests::sink::TestSink;
-use inbound_tests::{Service, TestDatabase};
+use inbound_tests::{Service, TestDatabase, eventually};
 use sqlx::PgPool;
 
 /// Points the fixture's `audit` sink at `sink` (1 s timeout), idempotent or not.
@@ -49,18 +49,15 @@ async fn count(pool: &PgPool, sql: &str) -> i64 {
 
 /// Polls `sql` (a count) until it equals `expected`, or panics after `limit`.
 async fn wait_for_count(pool: &PgPool, sql: &str, expected: i64, limit: Duration) {
-    let started = Instant::now();
-    loop {
+    eventually(&format!("{sql} = {expected}"), limit, async || {
         let current = count(pool, sql).await;
         if current == expected {
-            return;
+            Ok(())
+        } else {
+            Err(current)
         }
-        assert!(
-            started.elapsed() < limit,
-            "{sql}: {current}, expected {expected} within {limit:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -171,11 +168,13 @@ async fn lock_order(
 
 /// Waits until a worker's backend is blocked on a lock (it is inside its business transaction).
 async fn wait_until_worker_blocked(pool: &PgPool) {
-    let started = Instant::now();
-    while count(pool, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'inbound-worker' AND wait_event_type = 'Lock'").await == 0 {
-        assert!(started.elapsed() < Duration::from_secs(20), "the worker never blocked on the order row");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_for_count(
+        pool,
+        "SELECT least(count(*), 1) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'inbound-worker' AND wait_event_type = 'Lock'",
+        1,
+        Duration::from_secs(20),
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -525,32 +524,36 @@ async fn ops_port_serves_health_and_every_queue_gauge() {
             .await,
         200
     );
-    let started = Instant::now();
-    let text = loop {
-        let metrics = client
-            .get(&worker.metrics_url("/metrics"))
-            .await
-            .expect("metrics");
-        let text = String::from_utf8_lossy(&metrics.body).into_owned();
-        // The counts and the ages are set one after the other by each refresh: a scrape
-        // between the two sees the new count beside the old age, so wait for both.
-        let waiting_age = text.lines().find_map(|line| {
-            line.strip_prefix("inbound_oldest_waiting_age_seconds{integration=\"stripe-acme\"}")?
+    let text = eventually(
+        "the gauges show the waiting receipt",
+        Duration::from_secs(10),
+        async || {
+            let metrics = client
+                .get(&worker.metrics_url("/metrics"))
+                .await
+                .expect("metrics");
+            let text = String::from_utf8_lossy(&metrics.body).into_owned();
+            // The counts and the ages are set one after the other by each refresh: a
+            // scrape between the two sees the new count beside the old age, so wait for
+            // both.
+            let waiting_age = text.lines().find_map(|line| {
+                line.strip_prefix(
+                    "inbound_oldest_waiting_age_seconds{integration=\"stripe-acme\"}",
+                )?
                 .trim()
                 .parse::<f64>()
                 .ok()
-        });
-        if text.contains("inbound_receipts{state=\"waiting\"} 1")
-            && waiting_age.is_some_and(|age| age > 0.0)
-        {
-            break text;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "gauges never showed the waiting receipt: {text}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+            });
+            if text.contains("inbound_receipts{state=\"waiting\"} 1")
+                && waiting_age.is_some_and(|age| age > 0.0)
+            {
+                Ok(text)
+            } else {
+                Err(text)
+            }
+        },
+    )
+    .await;
     for state in ["pending", "leased", "quarantined", "failed"] {
         assert!(
             text.contains(&format!("inbound_receipts{{state=\"{state}\"}} 0")),
@@ -740,24 +743,20 @@ async fn failed_effects_are_gauged_until_a_person_closes_them() {
     let worker = Service::worker(&worker_options(database.url(), &[]));
     let client = HttpClient::new();
     let gauged = async |expected: &str| {
-        let started = Instant::now();
-        loop {
+        let series = format!("inbound_effects_failed{{sink=\"audit\"}} {expected}");
+        eventually(&series, Duration::from_secs(10), async || {
             let metrics = client
                 .get(&worker.metrics_url("/metrics"))
                 .await
                 .expect("metrics");
             let text = String::from_utf8_lossy(&metrics.body).into_owned();
-            if text.contains(&format!(
-                "inbound_effects_failed{{sink=\"audit\"}} {expected}"
-            )) {
-                return;
+            if text.contains(&series) {
+                Ok(())
+            } else {
+                Err(text)
             }
-            assert!(
-                started.elapsed() < Duration::from_secs(10),
-                "no inbound_effects_failed {expected}: {text}"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        })
+        .await;
     };
     gauged("2").await;
     sqlx::query("UPDATE effects SET status = 'abandoned' WHERE operation_key = 'op-1'")

@@ -64,8 +64,7 @@ async fn accept_refund(
 /// Waits until some session of this database waits for a lock (10 s at most), panicking
 /// with `never` otherwise: a racing step has reached the row or advisory lock the test holds.
 async fn wait_for_a_lock_wait(pool: &sqlx::PgPool, never: &str) {
-    let started = std::time::Instant::now();
-    loop {
+    inbound_tests::eventually(never, Duration::from_secs(10), async || {
         let blocked: i64 = sqlx::query_scalar(
             "SELECT count(*) FROM pg_stat_activity
              WHERE datname = current_database() AND wait_event_type = 'Lock'",
@@ -73,12 +72,9 @@ async fn wait_for_a_lock_wait(pool: &sqlx::PgPool, never: &str) {
         .fetch_one(pool)
         .await
         .expect("activity");
-        if blocked > 0 {
-            return;
-        }
-        assert!(started.elapsed() < Duration::from_secs(10), "{never}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        (blocked > 0).then_some(())
+    })
+    .await;
 }
 
 /// Orders `o1`–`o3`, each awaiting 1000 usd through `pi_1`–`pi_3`.
@@ -1573,18 +1569,7 @@ async fn a_batch_of_payments_locks_its_orders_in_key_order() {
         }
     });
     // Wait until the batch is blocked on a row lock.
-    let started = std::time::Instant::now();
-    while sqlx::query_scalar::<_, i64>(
-        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
-    )
-    .fetch_one(pool)
-    .await
-    .expect("activity")
-        == 0
-    {
-        assert!(started.elapsed() < Duration::from_secs(10), "the batch never waited for o1");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_for_a_lock_wait(pool, "the batch never waited for o1").await;
     let mut probe = pool.begin().await.expect("begin");
     let o2_free = sqlx::query("SELECT 1 FROM orders WHERE id = 'o2' FOR UPDATE NOWAIT")
         .execute(&mut *probe)
