@@ -177,8 +177,20 @@ async fn receipts_are_closed_in_bulk_by_filter_after_a_dry_run() {
     );
 }
 
-#[tokio::test]
-async fn receipts_are_found_filtered_paged_and_decided_in_bulk() {
+/// Receipts in the states an operator meets: two failed, one quarantined, one pending, in
+/// a configuration with owners.
+struct Seeded {
+    database: TestDatabase,
+    /// Holds the configuration file.
+    _scratch: ScratchDir,
+    config: String,
+    first: i64,
+    second: i64,
+    odd: i64,
+    waiting: i64,
+}
+
+async fn seeded() -> Seeded {
     let database = TestDatabase::create().await;
     let pool = database.pool();
     let scratch = ScratchDir::new();
@@ -187,7 +199,26 @@ async fn receipts_are_found_filtered_paged_and_decided_in_bulk() {
     let second = receipt_in(pool, "evt_second", "failed").await;
     let odd = receipt_in(pool, "evt_odd", "quarantined").await;
     let waiting = receipt_in(pool, "evt_waiting", "pending").await;
+    Seeded {
+        database,
+        _scratch: scratch,
+        config,
+        first,
+        second,
+        odd,
+        waiting,
+    }
+}
 
+#[tokio::test]
+async fn receipts_are_found_filtered_and_paged() {
+    let Seeded {
+        database,
+        _scratch,
+        first,
+        second,
+        ..
+    } = seeded().await;
     // By the provider's id, in whatever scope it was stored.
     let found = json_of(inboundctl(
         &database,
@@ -293,7 +324,18 @@ async fn receipts_are_found_filtered_paged_and_decided_in_bulk() {
         "{}",
         text(&bad_time.stderr)
     );
+}
 
+#[tokio::test]
+async fn receipts_are_listed_by_owner_from_the_configuration() {
+    let Seeded {
+        database,
+        _scratch,
+        config,
+        first,
+        second,
+        ..
+    } = seeded().await;
     // Owners, from the configuration.
     let owned = json_of(inboundctl(
         &database,
@@ -345,7 +387,18 @@ async fn receipts_are_found_filtered_paged_and_decided_in_bulk() {
     ));
     assert_eq!(status["owners"]["stripe-acme"], "payments", "{status}");
     assert!(status["owners"].get("gh-acme").is_none(), "{status}");
+}
 
+#[tokio::test]
+async fn receipts_are_replayed_in_bulk_after_a_dry_run_and_audited() {
+    let Seeded {
+        database,
+        _scratch,
+        first,
+        second,
+        ..
+    } = seeded().await;
+    let pool = database.pool();
     // Bulk replay: a dry run changes nothing, no --yes refuses, --yes replays all, audited.
     let dry = inboundctl(
         &database,
@@ -437,7 +490,19 @@ async fn receipts_are_found_filtered_paged_and_decided_in_bulk() {
             .await
             .expect("replays");
     assert_eq!(by, vec!["carol", "carol"]);
+}
 
+#[tokio::test]
+async fn a_closed_receipt_ends_ignored_with_its_reason_and_nobody_decides_anonymously() {
+    let Seeded {
+        database,
+        _scratch,
+        first,
+        odd,
+        waiting,
+        ..
+    } = seeded().await;
+    let pool = database.pool();
     // Close: the quarantined receipt ends done/ignored with the reason, and says so.
     refused(
         &inboundctl(
