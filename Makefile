@@ -3,6 +3,8 @@ SHELL := /bin/bash
 CARGO ?= cargo
 # Crash-table fixtures need the failpoints feature; release builds never enable it.
 TEST_FEATURES := --features inbound-runtime/failpoints
+# The published libraries, whose documentation `make lint` builds with warnings as errors.
+LIBRARIES := inbound-core inbound-store inbound-runtime inbound-ingress inbound-worker inbound-example
 
 .PHONY: run demo test soak fuzz deny lint fmt sqlx-prepare build release bench bench-memory bench-forgery deploy-check check-metrics postgres pgbouncer
 
@@ -52,8 +54,8 @@ deny:
 
 ## Formatting, clippy with warnings as errors (which refuses unchecked SQL in crates/:
 ## crates/clippy.toml), shellcheck over every script, squawk over every migration
-## (.squawk.toml), and the offline query cache (.sqlx/) current against the migrations
-## (sqlx-cli; needs PostgreSQL).
+## (.squawk.toml), the offline query cache (.sqlx/) current against the migrations
+## (sqlx-cli; needs PostgreSQL), and the libraries' documentation without a broken link.
 lint: postgres
 	@command -v shellcheck >/dev/null 2>&1 || { echo "shellcheck not found: apt-get install shellcheck" >&2; exit 1; }
 	shellcheck -x scripts/*.sh bench/*.sh .ci/run
@@ -62,6 +64,7 @@ lint: postgres
 	$(CARGO) fmt --all -- --check
 	rustfmt --edition 2024 --check fuzz/fuzz_targets/*.rs
 	$(CARGO) clippy --workspace --all-targets $(TEST_FEATURES) -- -D warnings
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps $(addprefix -p ,$(LIBRARIES)) --features inbound-worker/testing
 
 fmt:
 	$(CARGO) fmt --all

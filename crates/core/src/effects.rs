@@ -5,7 +5,7 @@
 //! only for a sink that deduplicates by idempotency key and still remembers the key
 //! (within `idempotency_retention_secs` of the first attempt). Otherwise the outcome is
 //! uncertain: reconciled through `status_url` when the sink has one, else left for review.
-//! What goes over the wire to a sink (body, signature headers, status URL) is [`wire`].
+//! What goes over the wire to a sink (body, signature headers, status URL) is `wire`.
 
 use crate::states::EffectStatus;
 use std::time::Duration;

@@ -1,9 +1,9 @@
 //! The reference business domain: what a team's own handlers look like, and what the
 //! stock `inbound-worker`, the demo and the tests run.
 //!
-//! - `orders.mark_paid`, `orders.refund` ([`orders`]): a Stripe PaymentIntent pays an
+//! - `orders.mark_paid`, `orders.refund` (`orders`): a Stripe PaymentIntent pays an
 //!   order, a fully refunded Charge refunds it; each a guarded `UPDATE` on the order.
-//! - `entitlements.grant` ([`entitlements`]): one grant per mapped price of a paid invoice.
+//! - `entitlements.grant` (`entitlements`): one grant per mapped price of a paid invoice.
 //! - each is wrapped in [`inbound_store::handlers::StripeHandler`]: the checks every Stripe
 //!   business handler makes (Stripe signers, the mode pinned, no unpinned Connect
 //!   account), from the library, as a team's own handlers use it.

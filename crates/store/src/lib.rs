@@ -163,7 +163,7 @@ pub(crate) fn in_schema(options: PgConnectOptions, schema: &Schema) -> PgConnect
     options.options([("search_path", schema.quoted())])
 }
 
-/// Parses `database_url` for sessions of `target` (see [`session::session_options`]).
+/// Parses `database_url` for sessions of `target` (what `session::session_options` sets).
 pub fn connect_options(
     database_url: &str,
     target: &SessionTarget,

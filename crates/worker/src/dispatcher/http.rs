@@ -12,8 +12,8 @@ use inbound_store::effects::ClaimedEffect;
 use super::{MAX_STATUS_BODY_BYTES, POOL_IDLE_TIMEOUT};
 use crate::telemetry::EFFECT_DELIVERY_SECONDS;
 
-/// The shared HTTP client: pooled connections (see [`POOL_IDLE_TIMEOUT`]), rustls, and
-/// no redirects.
+/// The shared HTTP client: pooled connections (idle for at most `POOL_IDLE_TIMEOUT`),
+/// rustls, and no redirects.
 pub fn http_client() -> reqwest::Result<reqwest::Client> {
     // reqwest is built without a bundled crypto provider; ring is the one sqlx already uses.
     // Installing twice is harmless (the second call reports the first).
