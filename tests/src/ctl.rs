@@ -65,3 +65,10 @@ impl Default for Inboundctl {
         Self::new()
     }
 }
+
+/// A command line's words (`"receipts list --status failed"`), for [`Inboundctl::run`]:
+/// one line to read where an argument array takes one line per word. Arguments holding
+/// spaces (a reason, a note) are passed as an array instead.
+pub fn words(command: &str) -> Vec<&str> {
+    command.split_whitespace().collect()
+}

@@ -6,7 +6,7 @@ use std::process::{Command, Output};
 
 use inbound_core::states::ReceiptStatus;
 use inbound_tests::config::ConfigEdit;
-use inbound_tests::ctl::Inboundctl;
+use inbound_tests::ctl::{Inboundctl, words};
 use inbound_tests::database::{admin_url, with_database};
 use inbound_tests::fixtures;
 use inbound_tests::process::{ScratchDir, binary};
@@ -82,7 +82,7 @@ fn check_config_warns_about_route_keys_the_provider_never_sends() {
         "{stderr}"
     );
     let denied = inboundctl(
-        &["check-config", "--config", &typo, "--deny-warnings"],
+        &words(&format!("check-config --config {typo} --deny-warnings")),
         &fixtures::secret_env(),
     );
     assert_eq!(denied.status.code(), Some(1), "{}", text(&denied.stderr));
@@ -214,7 +214,9 @@ fn check_config_accepts_any_handler_unless_told_which_the_worker_has() {
     );
     let handlers = handlers.lines().collect::<Vec<_>>().join(",");
     let output = inboundctl(
-        &["check-config", "--config", &path, "--handlers", &handlers],
+        &words(&format!(
+            "check-config --config {path} --handlers {handlers}"
+        )),
         &fixtures::secret_env(),
     );
     assert_eq!(output.status.code(), Some(1));
@@ -605,7 +607,10 @@ async fn replay_runs_a_receipt_waiting_in_backoff_now() {
     .execute(pool)
     .await
     .expect("leased");
-    let output = inboundctl(&["receipts", "replay", &id, "--reason", "again"], &env);
+    let output = inboundctl(
+        &words(&format!("receipts replay {id} --reason again")),
+        &env,
+    );
     assert!(!output.status.success());
     assert!(
         text(&output.stderr).contains("being processed"),
@@ -624,13 +629,13 @@ async fn replay_runs_a_receipt_waiting_in_backoff_now() {
         .execute(pool)
         .await
         .expect("an error");
-    let listed = inboundctl(&["receipts", "list", "--status", "pending"], &env);
+    let listed = inboundctl(&words("receipts list --status pending"), &env);
     assert!(
         text(&listed.stdout).contains("order o_w does not exist (yet)"),
         "{}",
         text(&listed.stdout)
     );
-    let listed = inboundctl(&["receipts", "list", "--status", "pending", "--json"], &env);
+    let listed = inboundctl(&words("receipts list --status pending --json"), &env);
     let rows: serde_json::Value = serde_json::from_slice(&listed.stdout).expect("JSON");
     assert_eq!(
         rows[0]["reason"], "order o_w does not exist (yet)",
@@ -642,7 +647,7 @@ async fn replay_runs_a_receipt_waiting_in_backoff_now() {
         "{}",
         text(&shown.stdout)
     );
-    let shown = inboundctl(&["receipts", "show", &id, "--json"], &env);
+    let shown = inboundctl(&words(&format!("receipts show {id} --json")), &env);
     let shown: serde_json::Value = serde_json::from_slice(&shown.stdout).expect("JSON");
     assert_eq!(shown["history"][0]["by"], "ops", "{shown}");
 }
@@ -670,12 +675,12 @@ async fn status_list_show_replay_and_purge_through_the_binary() {
     );
 
     let listed = json_of(inboundctl(
-        &["receipts", "list", "--status", "pending", "--json"],
+        &words("receipts list --status pending --json"),
         &env,
     ));
     assert_eq!(listed[0]["id"], receipt);
     // A usage error (exit 2) that lists the statuses there are.
-    let refused = inboundctl(&["receipts", "list", "--status", "stuck"], &env);
+    let refused = inboundctl(&words("receipts list --status stuck"), &env);
     assert_eq!(refused.status.code(), Some(2));
     assert!(
         text(&refused.stderr).contains("[possible values: pending, done, quarantined, failed]"),
@@ -693,7 +698,7 @@ async fn status_list_show_replay_and_purge_through_the_binary() {
         .await
         .expect("quarantine");
     let shown = json_of(inboundctl(
-        &["receipts", "show", &receipt.to_string(), "--json"],
+        &words(&format!("receipts show {receipt} --json")),
         &env,
     ));
     assert_eq!(shown["receipt"]["status"], "quarantined");
@@ -728,13 +733,7 @@ async fn status_list_show_replay_and_purge_through_the_binary() {
         ReceiptStatus::Pending
     );
     let again = inboundctl(
-        &[
-            "receipts",
-            "replay",
-            &receipt.to_string(),
-            "--reason",
-            "again",
-        ],
+        &words(&format!("receipts replay {receipt} --reason again")),
         &env,
     );
     // Pending again and not held by a worker: replaying runs it now (audited too).
@@ -746,18 +745,12 @@ async fn status_list_show_replay_and_purge_through_the_binary() {
     assert_eq!(replays, 2);
 
     let bad_ages = inboundctl(
-        &[
-            "purge",
-            "--payloads-older-than-days",
-            "30",
-            "--keys-older-than-days",
-            "7",
-        ],
+        &words("purge --payloads-older-than-days 30 --keys-older-than-days 7"),
         &env,
     );
     assert_eq!(bad_ages.status.code(), Some(1));
     let purged = json_of(inboundctl(
-        &["purge", "--payloads-older-than-days", "30", "--json"],
+        &words("purge --payloads-older-than-days 30 --json"),
         &env,
     ));
     assert_eq!(
@@ -846,7 +839,7 @@ async fn pending_receipts_can_be_quarantined_or_failed_by_hand_and_are_audited()
         domain::receipt_state(pool, receipts[2]).await.0,
         ReceiptStatus::Pending
     );
-    let unknown = inboundctl(&["receipts", "fail", "424242", "--reason", "x"], &env);
+    let unknown = inboundctl(&words("receipts fail 424242 --reason x"), &env);
     assert!(text(&unknown.stderr).contains("receipt 424242 does not exist"));
     let no_reason = inboundctl(&["receipts", "fail", &id(2), "--reason", " "], &env);
     assert!(text(&no_reason.stderr).contains("--reason must say why"));
@@ -980,16 +973,7 @@ async fn effects_are_listed_oldest_first_and_summarised_per_sink_with_the_first_
             .collect()
     };
     let first_page = json_of(inboundctl(
-        &[
-            "effects",
-            "list",
-            "--status",
-            "failed",
-            "--oldest-first",
-            "--limit",
-            "2",
-            "--json",
-        ],
+        &words("effects list --status failed --oldest-first --limit 2 --json"),
         &env,
     ));
     assert_eq!(keys(&first_page), ["first", "second"]);
@@ -1008,14 +992,7 @@ async fn effects_are_listed_oldest_first_and_summarised_per_sink_with_the_first_
     ));
     assert_eq!(keys(&second_page), ["third", "fourth"]);
     let summary = json_of(inboundctl(
-        &[
-            "effects",
-            "list",
-            "--status",
-            "failed",
-            "--summary",
-            "--json",
-        ],
+        &words("effects list --status failed --summary --json"),
         &env,
     ));
     assert_eq!(summary[0]["sink"], "audit");
@@ -1024,10 +1001,7 @@ async fn effects_are_listed_oldest_first_and_summarised_per_sink_with_the_first_
     assert_eq!(summary[0]["first_id"], ids[0]);
     assert_eq!(summary[1]["sink"], "billing");
     assert_eq!(summary[1]["count"], 1);
-    let printed = inboundctl(
-        &["effects", "list", "--status", "failed", "--summary"],
-        &env,
-    );
+    let printed = inboundctl(&words("effects list --status failed --summary"), &env);
     let printed = text(&printed.stdout);
     assert!(
         printed.contains("refused: 422 unknown customer") && printed.contains("billing"),
@@ -1035,16 +1009,11 @@ async fn effects_are_listed_oldest_first_and_summarised_per_sink_with_the_first_
     );
     // Newest first stays the default; --after belongs to oldest first.
     let newest = json_of(inboundctl(
-        &[
-            "effects", "list", "--status", "failed", "--limit", "1", "--json",
-        ],
+        &words("effects list --status failed --limit 1 --json"),
         &env,
     ));
     assert_eq!(keys(&newest), ["fourth"]);
-    let refused = inboundctl(
-        &["effects", "list", "--status", "failed", "--after", "1"],
-        &env,
-    );
+    let refused = inboundctl(&words("effects list --status failed --after 1"), &env);
     assert_eq!(refused.status.code(), Some(2), "{}", text(&refused.stderr));
 }
 
@@ -1174,7 +1143,7 @@ async fn retry_sends_a_pending_effect_now_and_keeps_its_history() {
         "{}",
         text(&shown.stdout)
     );
-    let shown = inboundctl(&["effects", "show", &id.to_string(), "--json"], &env);
+    let shown = inboundctl(&words(&format!("effects show {id} --json")), &env);
     let shown: serde_json::Value = serde_json::from_slice(&shown.stdout).expect("JSON");
     assert!(shown["effect"]["next_attempt_at"].is_string(), "{shown}");
     let output = inboundctl(
@@ -1243,15 +1212,9 @@ async fn retry_sends_a_pending_effect_now_and_keeps_its_history() {
     let in_flight = effect_in(pool, "op_in_flight", "in_flight").await;
     let waiting = effect_in(pool, "op_waiting_too", "pending").await;
     let output = inboundctl(
-        &[
-            "effects",
-            "resolve",
-            &waiting.to_string(),
-            &in_flight.to_string(),
-            "--retry",
-            "--note",
-            "now",
-        ],
+        &words(&format!(
+            "effects resolve {waiting} {in_flight} --retry --note now"
+        )),
         &env,
     );
     assert!(!output.status.success());
@@ -1283,13 +1246,13 @@ async fn effects_list_show_and_resolve_through_the_binary() {
         serde_json::from_slice(&output.stdout).expect("JSON")
     };
     let listed = json_of(inboundctl(
-        &["effects", "list", "--status", "review", "--json"],
+        &words("effects list --status review --json"),
         &env,
     ));
     assert_eq!(listed.as_array().map(Vec::len), Some(1));
     assert_eq!(listed[0]["operation_key"], "k-review");
     let shown = json_of(inboundctl(
-        &["effects", "show", &review.to_string(), "--json"],
+        &words(&format!("effects show {review} --json")),
         &env,
     ));
     assert_eq!(shown["attempts"][0]["status_code"], 502);
@@ -1310,7 +1273,7 @@ async fn effects_list_show_and_resolve_through_the_binary() {
     );
     assert!(resolved.status.success(), "{}", text(&resolved.stderr));
     let shown = json_of(inboundctl(
-        &["effects", "show", &review.to_string(), "--json"],
+        &words(&format!("effects show {review} --json")),
         &env,
     ));
     assert_eq!(shown["effect"]["status"], "completed");
@@ -1343,7 +1306,7 @@ async fn effects_list_show_and_resolve_through_the_binary() {
         );
     }
     let no_action = inboundctl(
-        &["effects", "resolve", &in_flight.to_string(), "--note", "n"],
+        &words(&format!("effects resolve {in_flight} --note n")),
         &env,
     );
     assert_eq!(no_action.status.code(), Some(1));
@@ -1517,13 +1480,9 @@ async fn a_worker_migrates_its_teams_schema_and_grants_it_to_the_worker_role() {
         roles.role(Process::Ingress).trim_end_matches("ingress")
     );
     let refused = inboundctl(
-        &[
-            "migrate",
-            "--create-roles",
-            "--grant-schema",
-            "inbound_example",
-            &prefix_flag,
-        ],
+        &words(&format!(
+            "migrate --create-roles --grant-schema inbound_example {prefix_flag}"
+        )),
         &env,
     );
     assert_eq!(refused.status.code(), Some(1), "{}", text(&refused.stdout));
@@ -1575,7 +1534,7 @@ async fn a_worker_migrates_its_teams_schema_and_grants_it_to_the_worker_role() {
 #[tokio::test]
 async fn migrate_refuses_to_grant_inbounds_own_schema_to_the_worker() {
     let output = inboundctl(
-        &["migrate", "--create-roles", "--grant-schema", "inbound"],
+        &words("migrate --create-roles --grant-schema inbound"),
         &[(
             "DATABASE_URL".to_owned(),
             "postgres://postgres@127.0.0.1:1/none".to_owned(),

@@ -8,7 +8,7 @@ use std::process::Output;
 use std::time::Duration;
 
 use inbound_store::roles::Process;
-use inbound_tests::ctl::Inboundctl;
+use inbound_tests::ctl::{Inboundctl, words};
 use inbound_tests::database::{TestRoles, admin_url};
 use inbound_tests::pgbouncer::{PgBouncer, PoolerOptions};
 use inbound_tests::{Service, TestDatabase, eventually, fixtures};
@@ -90,7 +90,7 @@ async fn a_pooler_that_ignores_startup_options_is_detected_by_moving_sessions() 
     );
     // So does every operating command: its session limits would stay on a server
     // connection the pooler then hands to other clients.
-    for args in [&["status"][..], &["receipts", "list", "--status", "failed"]] {
+    for args in [&["status"][..], &words("receipts list --status failed")] {
         let output = inboundctl(args, &url);
         assert_eq!(output.status.code(), Some(1), "{args:?}");
         assert!(
@@ -159,22 +159,8 @@ async fn inboundctl_operates_through_the_pooler_and_migrate_refuses_it() {
     let operator = pooler.rewrite_url(&roles.url(database.url(), Process::Operator));
     for args in [
         &["status", "--db-pooler", "transaction"][..],
-        &[
-            "receipts",
-            "list",
-            "--status",
-            "pending",
-            "--db-pooler",
-            "transaction",
-        ][..],
-        &[
-            "effects",
-            "list",
-            "--status",
-            "review",
-            "--db-pooler",
-            "transaction",
-        ][..],
+        &words("receipts list --status pending --db-pooler transaction")[..],
+        &words("effects list --status review --db-pooler transaction")[..],
     ] {
         let output = inboundctl(args, &operator);
         assert!(
@@ -471,9 +457,7 @@ async fn operators_decide_and_purge_under_their_role() {
         );
     };
     for args in [
-        &[
-            "receipts", "replay", "1", "--reason", "fixed", "--by", "ops",
-        ][..],
+        &words("receipts replay 1 --reason fixed --by ops")[..],
         &[
             "receipts",
             "quarantine",
@@ -486,7 +470,7 @@ async fn operators_decide_and_purge_under_their_role() {
         &[
             "receipts", "close", "2", "--reason", "not ours", "--by", "ops",
         ],
-        &["receipts", "fail", "3", "--reason", "poison", "--by", "ops"],
+        &words("receipts fail 3 --reason poison --by ops"),
         &[
             "effects",
             "resolve",
@@ -508,13 +492,9 @@ async fn operators_decide_and_purge_under_their_role() {
     .await
     .expect("audit rows");
     assert_eq!(audit, 5, "one row per decision");
-    run(&[
-        "purge",
-        "--payloads-older-than-days",
-        "31",
-        "--keys-older-than-days",
-        "91",
-    ]);
+    run(&words(
+        "purge --payloads-older-than-days 31 --keys-older-than-days 91",
+    ));
     let purged: i64 = sqlx::query_scalar("SELECT count(*) FROM receipts WHERE id = 4")
         .fetch_one(database.pool())
         .await

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use inbound_tests::ctl::Inboundctl;
+use inbound_tests::ctl::{Inboundctl, words};
 use inbound_tests::process::ScratchDir;
 
 /// A cluster made with Debian's defaults on a free port, stopped and dropped on drop.
@@ -164,13 +164,9 @@ fn the_local_setup_works_under_debians_stock_authentication() {
 
     // The URL is good for what `make run` does with it: create and migrate its database.
     let database = format!("{}/inbound", url.rsplit_once('/').expect("a URL path").0);
-    let migrate = Inboundctl::new().run(&[
-        "migrate",
-        "--create-database",
-        "--example",
-        "--database-url",
-        &database,
-    ]);
+    let migrate = Inboundctl::new().run(&words(&format!(
+        "migrate --create-database --example --database-url {database}"
+    )));
     assert!(migrate.status.success(), "{}", text(&migrate));
 
     // A stale password in the file (the cluster was rebuilt) is replaced, not reported.

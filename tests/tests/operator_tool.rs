@@ -8,7 +8,7 @@ use std::process::Output;
 
 use inbound_core::states::{ReceiptOutcome, ReceiptStatus};
 use inbound_tests::TestDatabase;
-use inbound_tests::ctl::Inboundctl;
+use inbound_tests::ctl::{Inboundctl, words};
 use inbound_tests::domain;
 use inbound_tests::fixtures;
 use inbound_tests::process::ScratchDir;
@@ -113,13 +113,9 @@ async fn receipts_are_closed_in_bulk_by_filter_after_a_dry_run() {
         args.extend(extra);
         inboundctl(&database, &args, &[])
     };
-    let dry = close(&[
-        "--status",
-        "quarantined",
-        "--integration",
-        "stripe-acme",
-        "--dry-run",
-    ]);
+    let dry = close(&words(
+        "--status quarantined --integration stripe-acme --dry-run",
+    ));
     assert!(dry.status.success(), "{}", text(&dry.stderr));
     assert!(
         text(&dry.stdout).contains("would close 2 receipt(s)"),
@@ -131,24 +127,17 @@ async fn receipts_are_closed_in_bulk_by_filter_after_a_dry_run() {
         ReceiptStatus::Quarantined
     );
     refused(
-        &close(&[
-            "--status",
-            "quarantined",
-            "--integration",
-            "stripe-acme",
-            "--reason",
-            "x",
-        ]),
+        &close(&words(
+            "--status quarantined --integration stripe-acme --reason x",
+        )),
         "the filter selects 2 receipt(s): add --yes",
     );
     refused(
-        &close(&["--status", "quarantined", "--yes", "--reason", "x"]),
+        &close(&words("--status quarantined --yes --reason x")),
         "a change by filter needs more than a status",
     );
     refused(
-        &close(&[
-            "--status", "pending", "--since", "1h", "--yes", "--reason", "x",
-        ]),
+        &close(&words("--status pending --since 1h --yes --reason x")),
         "cannot be closed",
     );
     let closed = close(&[
@@ -222,16 +211,12 @@ async fn receipts_are_found_filtered_and_paged() {
     // By the provider's id, in whatever scope it was stored.
     let found = json_of(inboundctl(
         &database,
-        &["receipts", "find", "--event-id", "evt_second", "--json"],
+        &words("receipts find --event-id evt_second --json"),
         &[],
     ));
     assert_eq!(ids(&found), vec![second]);
     refused(
-        &inboundctl(
-            &database,
-            &["receipts", "find", "--event-id", "evt_never"],
-            &[],
-        ),
+        &inboundctl(&database, &words("receipts find --event-id evt_never"), &[]),
         "no receipt holds event id \"evt_never\"",
     );
 
@@ -243,46 +228,33 @@ async fn receipts_are_found_filtered_and_paged() {
     };
     assert_eq!(ids(&list(&["--status", "failed"])), vec![second, first]);
     assert_eq!(
-        ids(&list(&[
-            "--status",
-            "failed",
-            "--integration",
-            "stripe-acme",
-            "--since",
-            "1h"
-        ])),
+        ids(&list(&words(
+            "--status failed --integration stripe-acme --since 1h"
+        ))),
         vec![second, first]
     );
     assert_eq!(
-        ids(&list(&["--status", "failed", "--until", "1h"])),
+        ids(&list(&words("--status failed --until 1h"))),
         Vec::<i64>::new()
     );
     assert_eq!(
-        ids(&list(&[
-            "--status",
-            "failed",
-            "--type",
-            "payment_intent.succeeded"
-        ]))
+        ids(&list(&words(
+            "--status failed --type payment_intent.succeeded"
+        )))
         .len(),
         2
     );
     assert_eq!(
-        ids(&list(&["--status", "failed", "--type", "charge.refunded"])),
+        ids(&list(&words("--status failed --type charge.refunded"))),
         Vec::<i64>::new()
     );
     assert_eq!(
-        ids(&list(&[
-            "--status",
-            "failed",
-            "--before",
-            &second.to_string()
-        ])),
+        ids(&list(&words(&format!("--status failed --before {second}")))),
         vec![first]
     );
     let page = inboundctl(
         &database,
-        &["receipts", "list", "--status", "failed", "--limit", "1"],
+        &words("receipts list --status failed --limit 1"),
         &[],
     );
     assert!(
@@ -294,28 +266,14 @@ async fn receipts_are_found_filtered_and_paged() {
     refused(
         &inboundctl(
             &database,
-            &[
-                "receipts",
-                "list",
-                "--status",
-                "failed",
-                "--integration",
-                "stripe-acme-typo",
-            ],
+            &words("receipts list --status failed --integration stripe-acme-typo"),
             &[],
         ),
         "no integration \"stripe-acme-typo\"",
     );
     let bad_time = inboundctl(
         &database,
-        &[
-            "receipts",
-            "list",
-            "--status",
-            "failed",
-            "--since",
-            "yesterday",
-        ],
+        &words("receipts list --status failed --since yesterday"),
         &[],
     );
     assert_eq!(
@@ -339,18 +297,15 @@ async fn receipts_are_listed_by_owner_from_the_configuration() {
     // Owners, from the configuration.
     let owned = json_of(inboundctl(
         &database,
-        &[
-            "receipts", "list", "--status", "failed", "--owner", "payments", "--config", &config,
-            "--json",
-        ],
+        &words(&format!(
+            "receipts list --status failed --owner payments --config {config} --json"
+        )),
         &[],
     ));
     assert_eq!(ids(&owned), vec![second, first]);
     let shown = inboundctl(
         &database,
-        &[
-            "receipts", "list", "--status", "failed", "--config", &config,
-        ],
+        &words(&format!("receipts list --status failed --config {config}")),
         &[],
     );
     assert!(
@@ -361,9 +316,9 @@ async fn receipts_are_listed_by_owner_from_the_configuration() {
     refused(
         &inboundctl(
             &database,
-            &[
-                "receipts", "list", "--status", "failed", "--owner", "nobody", "--config", &config,
-            ],
+            &words(&format!(
+                "receipts list --status failed --owner nobody --config {config}"
+            )),
             &[],
         ),
         "no integration is owned by \"nobody\"",
@@ -371,18 +326,14 @@ async fn receipts_are_listed_by_owner_from_the_configuration() {
     refused(
         &inboundctl(
             &database,
-            &[
-                "receipts", "list", "--status", "failed", "--owner", "payments",
-            ],
+            &words("receipts list --status failed --owner payments"),
             &[],
         ),
         "--owner needs the configuration",
     );
     let status = json_of(inboundctl(
         &database,
-        &[
-            "status", "--config", &config, "--owner", "payments", "--json",
-        ],
+        &words(&format!("status --config {config} --owner payments --json")),
         &[],
     ));
     assert_eq!(status["owners"]["stripe-acme"], "payments", "{status}");
@@ -402,15 +353,7 @@ async fn receipts_are_replayed_in_bulk_after_a_dry_run_and_audited() {
     // Bulk replay: a dry run changes nothing, no --yes refuses, --yes replays all, audited.
     let dry = inboundctl(
         &database,
-        &[
-            "receipts",
-            "replay",
-            "--status",
-            "failed",
-            "--integration",
-            "stripe-acme",
-            "--dry-run",
-        ],
+        &words("receipts replay --status failed --integration stripe-acme --dry-run"),
         &[],
     );
     assert!(dry.status.success(), "{}", text(&dry.stderr));
@@ -429,19 +372,12 @@ async fn receipts_are_replayed_in_bulk_after_a_dry_run_and_audited() {
         refused(&inboundctl(&database, &call, &[]), message);
     };
     replay_refused(
-        &[
-            "--status",
-            "failed",
-            "--integration",
-            "stripe-acme",
-            "--reason",
-            "fixed",
-        ],
+        &words("--status failed --integration stripe-acme --reason fixed"),
         "the filter selects 2 receipt(s): add --yes",
     );
     // A status alone selects everything in it: a narrowing filter is required.
     replay_refused(
-        &["--status", "failed", "--yes", "--reason", "fixed"],
+        &words("--status failed --yes --reason fixed"),
         "a change by filter needs more than a status",
     );
     // Ids are exactly those ids: a filter beside them, or --yes, is a mistake, not ignored.
@@ -455,9 +391,7 @@ async fn receipts_are_replayed_in_bulk_after_a_dry_run_and_audited() {
         "--dry-run and --yes go with a filter",
     );
     replay_refused(
-        &[
-            "--status", "pending", "--since", "1h", "--yes", "--reason", "x",
-        ],
+        &words("--status pending --since 1h --yes --reason x"),
         "cannot be replayed by filter",
     );
     let replayed = inboundctl(
@@ -507,7 +441,7 @@ async fn a_closed_receipt_ends_ignored_with_its_reason_and_nobody_decides_anonym
     refused(
         &inboundctl(
             &database,
-            &["receipts", "close", &waiting.to_string(), "--reason", "x"],
+            &words(&format!("receipts close {waiting} --reason x")),
             &[],
         ),
         "only failed or quarantined receipts can be closed",
@@ -545,7 +479,7 @@ async fn a_closed_receipt_ends_ignored_with_its_reason_and_nobody_decides_anonym
     // An audit never records "unknown": with no --by, INBOUND_OPERATOR or $USER, refused.
     let anonymous = Inboundctl::new()
         .database(database.url())
-        .command(&["receipts", "close", &first.to_string(), "--reason", "x"])
+        .command(&words(&format!("receipts close {first} --reason x")))
         .env_remove("INBOUND_OPERATOR")
         .output()
         .expect("run inboundctl");
@@ -582,50 +516,29 @@ async fn effects_are_filtered_by_sink_and_owner_and_resolved_in_bulk() {
 
     let listed = json_of(inboundctl(
         &database,
-        &[
-            "effects",
-            "list",
-            "--status",
-            "review",
-            "--owner",
-            "audit-oncall",
-            "--config",
-            &config,
-            "--json",
-        ],
+        &words(&format!(
+            "effects list --status review --owner audit-oncall --config {config} --json"
+        )),
         &[],
     ));
     assert_eq!(ids(&listed), vec![two, one]);
     let page = json_of(inboundctl(
         &database,
-        &[
-            "effects",
-            "list",
-            "--status",
-            "review",
-            "--before",
-            &two.to_string(),
-            "--json",
-        ],
+        &words(&format!(
+            "effects list --status review --before {two} --json"
+        )),
         &[],
     ));
     assert_eq!(ids(&page), vec![one]);
     refused(
         &inboundctl(
             &database,
-            &[
-                "effects",
-                "list",
-                "--status",
-                "review",
-                "--sink",
-                "audit-typo",
-            ],
+            &words("effects list --status review --sink audit-typo"),
             &[],
         ),
         "no sink \"audit-typo\"",
     );
-    let unknown_status = inboundctl(&database, &["effects", "list", "--status", "stuck"], &[]);
+    let unknown_status = inboundctl(&database, &words("effects list --status stuck"), &[]);
     assert_eq!(unknown_status.status.code(), Some(2));
     assert!(
         text(&unknown_status.stderr).contains("in_flight"),
@@ -635,15 +548,7 @@ async fn effects_are_filtered_by_sink_and_owner_and_resolved_in_bulk() {
 
     let dry = inboundctl(
         &database,
-        &[
-            "effects",
-            "resolve",
-            "--status",
-            "review",
-            "--sink",
-            "audit",
-            "--dry-run",
-        ],
+        &words("effects resolve --status review --sink audit --dry-run"),
         &[],
     );
     assert!(dry.status.success(), "{}", text(&dry.stderr));
@@ -655,17 +560,7 @@ async fn effects_are_filtered_by_sink_and_owner_and_resolved_in_bulk() {
     refused(
         &inboundctl(
             &database,
-            &[
-                "effects",
-                "resolve",
-                "--status",
-                "review",
-                "--sink",
-                "audit",
-                "--abandon",
-                "--note",
-                "n",
-            ],
+            &words("effects resolve --status review --sink audit --abandon --note n"),
             &[],
         ),
         "add --yes",
@@ -734,15 +629,7 @@ async fn purge_counts_first_keeps_keys_past_redelivery_and_stops_at_its_budget()
 
     let preview = json_of(inboundctl(
         &database,
-        &[
-            "purge",
-            "--payloads-older-than-days",
-            "30",
-            "--keys-older-than-days",
-            "95",
-            "--dry-run",
-            "--json",
-        ],
+        &words("purge --payloads-older-than-days 30 --keys-older-than-days 95 --dry-run --json"),
         &[],
     ));
     assert_eq!(
@@ -760,13 +647,7 @@ async fn purge_counts_first_keeps_keys_past_redelivery_and_stops_at_its_budget()
     refused(
         &inboundctl(
             &database,
-            &[
-                "purge",
-                "--payloads-older-than-days",
-                "1",
-                "--keys-older-than-days",
-                "60",
-            ],
+            &words("purge --payloads-older-than-days 1 --keys-older-than-days 60"),
             &[],
         ),
         "(90 days",
@@ -774,13 +655,7 @@ async fn purge_counts_first_keeps_keys_past_redelivery_and_stops_at_its_budget()
     refused(
         &inboundctl(
             &database,
-            &[
-                "purge",
-                "--payloads-older-than-days",
-                "1",
-                "--keys-older-than-days",
-                "7",
-            ],
+            &words("purge --payloads-older-than-days 1 --keys-older-than-days 7"),
             &[],
         ),
         "redelivery horizon",
@@ -788,29 +663,14 @@ async fn purge_counts_first_keeps_keys_past_redelivery_and_stops_at_its_budget()
     // A budget already spent: nothing done, and the run says it did not finish.
     let stopped = json_of(inboundctl(
         &database,
-        &[
-            "purge",
-            "--payloads-older-than-days",
-            "30",
-            "--time-budget-secs",
-            "0",
-            "--json",
-        ],
+        &words("purge --payloads-older-than-days 30 --time-budget-secs 0 --json"),
         &[],
     ));
     assert_eq!(stopped["finished"], false, "{stopped}");
     assert_eq!(stopped["payloads_purged"], 0, "{stopped}");
     let forced = json_of(inboundctl(
         &database,
-        &[
-            "purge",
-            "--payloads-older-than-days",
-            "1",
-            "--keys-older-than-days",
-            "7",
-            "--force",
-            "--json",
-        ],
+        &words("purge --payloads-older-than-days 1 --keys-older-than-days 7 --force --json"),
         &[],
     ));
     assert_eq!(
@@ -850,7 +710,7 @@ async fn an_id_named_twice_is_decided_once() {
     let (a, b) = (first.to_string(), second.to_string());
     let replayed = inboundctl(
         &database,
-        &["receipts", "replay", &b, &a, &b, "--reason", "fixed"],
+        &words(&format!("receipts replay {b} {a} {b} --reason fixed")),
         &[],
     );
     assert!(replayed.status.success(), "{}", text(&replayed.stderr));
@@ -877,15 +737,9 @@ async fn effect_ids_are_resolved_all_or_none() {
     let in_flight = effect_in(pool, "k-all-2", "in_flight").await;
     let refused_call = inboundctl(
         &database,
-        &[
-            "effects",
-            "resolve",
-            &review.to_string(),
-            &in_flight.to_string(),
-            "--abandon",
-            "--note",
-            "n",
-        ],
+        &words(&format!(
+            "effects resolve {review} {in_flight} --abandon --note n"
+        )),
         &[],
     );
     refused(&refused_call, "is in_flight");
@@ -928,10 +782,10 @@ async fn sender_bytes_never_reach_the_terminal_as_control_characters() {
     let id_text = id.to_string();
     let effect_text = effect.to_string();
     for args in [
-        &["receipts", "list", "--status", "quarantined"][..],
+        &words("receipts list --status quarantined")[..],
         &["receipts", "find", "--event-id", hostile],
         &["receipts", "show", &id_text],
-        &["effects", "list", "--status", "review"],
+        &words("effects list --status review"),
         &["effects", "show", &effect_text],
     ] {
         let output = inboundctl(&database, args, &[]);
@@ -959,7 +813,7 @@ async fn sender_bytes_never_reach_the_terminal_as_control_characters() {
     }
     let listed = json_of(inboundctl(
         &database,
-        &["receipts", "list", "--status", "quarantined", "--json"],
+        &words("receipts list --status quarantined --json"),
         &[],
     ));
     assert_eq!(listed[0]["event_id"], hostile, "JSON stays exact");

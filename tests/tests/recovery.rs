@@ -9,7 +9,7 @@
 use std::process::Output;
 
 use chrono::Utc;
-use inbound_tests::ctl::Inboundctl;
+use inbound_tests::ctl::{Inboundctl, words};
 use inbound_tests::process::ScratchDir;
 use inbound_tests::stripe_api::{API_KEY, PLATFORM_ACCOUNT, SECRET_KEY, StripeApi};
 use inbound_tests::{TestDatabase, domain, fixtures};
@@ -667,14 +667,9 @@ async fn github_redeliver_asks_again_only_for_what_failed_and_inbound_does_not_h
     let key_reference = format!("file:{}", key_path.display());
     let app_id = APP_ID.to_string();
     let app = summary(&run(
-        &[
-            "--app",
-            "--app-id",
-            &app_id,
-            "--app-key",
-            &key_reference,
-            "--dry-run",
-        ],
+        &words(&format!(
+            "--app --app-id {app_id} --app-key {key_reference} --dry-run"
+        )),
         &[],
     ));
     assert_eq!(app["failed_events"], 4);
@@ -776,9 +771,7 @@ async fn held_deliveries_are_looked_up_in_the_integrations_own_scopes_only() {
     let held = inbound_store::receipts::held_event_ids(
         &mut transaction,
         "gh",
-        &[
-            "guid-1", "guid-2", "guid-3", "guid-4", "guid-5", "guid-6", "evt_7",
-        ],
+        &words("guid-1 guid-2 guid-3 guid-4 guid-5 guid-6 evt_7"),
     )
     .await
     .expect("held");

@@ -204,5 +204,8 @@ fn a_state_named_in_sql_is_one_the_code_knows() {
         }
     }
     assert!(checked > 30, "only {checked} state literals found");
-    assert!(unknown.is_empty(), "states the code does not know: {unknown:?}");
+    assert!(
+        unknown.is_empty(),
+        "states the code does not know: {unknown:?}"
+    );
 }
