@@ -119,9 +119,9 @@ fn summary(output: &Output) -> Value {
     serde_json::from_slice(&output.stdout).expect("a JSON summary")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stripe_backfill_stores_what_inbound_missed_exactly_once() {
-    let database = TestDatabase::create().await;
+/// A Stripe API holding one event inbound has, two it missed, one of another account, one
+/// before the window and 120 of a type no route takes; inbound holding the one.
+async fn backfill_scene(database: &TestDatabase) -> StripeApi {
     let pool = database.pool();
     let now = Utc::now().timestamp();
     // Delivered before the outage: inbound holds it.
@@ -168,37 +168,36 @@ async fn stripe_backfill_stores_what_inbound_missed_exactly_once() {
     }));
     let api = StripeApi::start(events).await;
     api.rate_limit_next(1);
+    api
+}
+
+/// `inboundctl stripe backfill` of the suites' `stripe-acme` over two days from `api`, as
+/// JSON, with `extra` arguments.
+fn backfill_args(config: &str, api: &StripeApi, extra: &[&str]) -> Vec<String> {
+    let base = api.base_url();
+    let mut args: Vec<String> = words(&format!(
+        "stripe backfill --config {config} --integration stripe-acme --since 2d --api-base {base} --requests-per-second 100 --json"
+    ))
+    .into_iter()
+    .map(str::to_owned)
+    .collect();
+    args.extend(extra.iter().map(|arg| (*arg).to_owned()));
+    args
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stripe_backfill_stores_what_inbound_missed_exactly_once() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let api = backfill_scene(&database).await;
     let scratch = ScratchDir::new();
     let config = config_file(&scratch);
-    let base = api.base_url();
-    let args = |extra: &[&'static str]| -> Vec<String> {
-        let mut args: Vec<String> = [
-            "stripe",
-            "backfill",
-            "--config",
-            &config,
-            "--integration",
-            "stripe-acme",
-            "--since",
-            "2d",
-            "--api-base",
-            &base,
-            "--requests-per-second",
-            "100",
-            "--json",
-        ]
-        .iter()
-        .map(|arg| (*arg).to_owned())
-        .collect();
-        args.extend(extra.iter().map(|arg| (*arg).to_owned()));
-        args
-    };
     let env = [
         ("DATABASE_URL", database.url()),
         ("STRIPE_API_KEY", API_KEY),
     ];
-    let run = |extra: &[&'static str]| {
-        let args = args(extra);
+    let run = |extra: &[&str]| {
+        let args = backfill_args(&config, &api, extra);
         let refs: Vec<&str> = args.iter().map(String::as_str).collect();
         inboundctl(&refs, &env)
     };
@@ -266,11 +265,19 @@ async fn stripe_backfill_stores_what_inbound_missed_exactly_once() {
         (Some(0), Some(3))
     );
     assert_eq!(database.receipt_count().await, 3);
+}
 
-    // Refusals, each one line and exit 1, never showing a key: a key Stripe refuses, a
-    // test key for a live integration, and a key given as it is instead of by reference.
+/// Refusals, each one line and exit 1, never showing a key: a key Stripe refuses, a test
+/// key for a live integration, and a key given as it is instead of by reference.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stripe_backfill_refuses_a_wrong_key_in_one_line_without_showing_it() {
+    let database = TestDatabase::create().await;
+    let api = backfill_scene(&database).await;
+    let scratch = ScratchDir::new();
+    let config = config_file(&scratch);
+    let held = database.receipt_count().await;
     let refused_with = |api_key: &str| {
-        let args = args(&[]);
+        let args = backfill_args(&config, &api, &[]);
         let mut refs: Vec<&str> = args.iter().map(String::as_str).collect();
         refs.extend(["--api-key", api_key]);
         let env = [
@@ -299,7 +306,11 @@ async fn stripe_backfill_stores_what_inbound_missed_exactly_once() {
     let stderr = refused_with("sk_live_pasted_by_mistake");
     assert!(stderr.contains("must be a reference"), "{stderr}");
     assert!(!stderr.contains("sk_live_pasted_by_mistake"), "{stderr}");
-    assert_eq!(database.receipt_count().await, 3);
+    assert_eq!(
+        database.receipt_count().await,
+        held,
+        "a refused run stores nothing"
+    );
 }
 
 fn delivery(id: u64, guid: &str, minutes_ago: i64, status_code: u64) -> Value {
