@@ -489,8 +489,10 @@ async fn the_worker_survives_a_database_outage_and_resumes() {
     );
 }
 
-#[tokio::test]
-async fn ops_port_serves_health_and_every_queue_gauge() {
+/// A worker whose one receipt backs off for a minute (its order does not exist), with
+/// the metrics page once its gauges show the receipt waiting; the database and the worker
+/// live as long as the value.
+async fn one_receipt_waiting() -> (TestDatabase, Service, HttpClient, String) {
     let database = TestDatabase::create().await;
     let pool = database.pool();
     let config = domain::config();
@@ -510,20 +512,6 @@ async fn ops_port_serves_health_and_every_queue_gauge() {
     )
     .await;
     let client = HttpClient::new();
-    assert_eq!(
-        client
-            .get(&worker.metrics_url("/healthz"))
-            .await
-            .expect("answer")
-            .status,
-        200
-    );
-    assert_eq!(
-        client
-            .get_status_once(&worker.metrics_url("/readyz"), 200)
-            .await,
-        200
-    );
     let text = eventually(
         "the gauges show the waiting receipt",
         Duration::from_secs(10),
@@ -554,6 +542,26 @@ async fn ops_port_serves_health_and_every_queue_gauge() {
         },
     )
     .await;
+    (database, worker, client, text)
+}
+
+#[tokio::test]
+async fn ops_port_serves_health_and_every_queue_gauge() {
+    let (_database, worker, client, text) = one_receipt_waiting().await;
+    assert_eq!(
+        client
+            .get(&worker.metrics_url("/healthz"))
+            .await
+            .expect("answer")
+            .status,
+        200
+    );
+    assert_eq!(
+        client
+            .get_status_once(&worker.metrics_url("/readyz"), 200)
+            .await,
+        200
+    );
     for state in ["pending", "leased", "quarantined", "failed"] {
         assert!(
             text.contains(&format!("inbound_receipts{{state=\"{state}\"}} 0")),
@@ -572,6 +580,21 @@ async fn ops_port_serves_health_and_every_queue_gauge() {
         text.contains("inbound_oldest_pending_age_seconds{integration=\"gh-acme\"} 0"),
         "{text}"
     );
+    // Every series recorded so far carries its HELP text.
+    for name in [
+        "inbound_oldest_pending_age_seconds",
+        "inbound_receipts",
+        "inbound_receipt_attempts_total",
+    ] {
+        assert!(text.contains(&format!("# HELP {name} ")), "{name}: {text}");
+    }
+}
+
+/// The receipt backing off is not claimable: it neither pages nor scales workers, and is
+/// reported on its own.
+#[tokio::test]
+async fn a_receipt_backing_off_is_gauged_waiting_not_pending() {
+    let (_database, _worker, _client, text) = one_receipt_waiting().await;
     // The receipt backing off is not claimable: it neither pages nor scales workers (the
     // pending age is what a worker could act on now), and is reported on its own.
     let value = |series: &str| -> f64 {
@@ -588,6 +611,11 @@ async fn ops_port_serves_health_and_every_queue_gauge() {
         value("inbound_oldest_waiting_age_seconds{integration=\"gh-acme\"}"),
         0.0
     );
+}
+
+#[tokio::test]
+async fn effects_are_gauged_while_open_and_counted_when_they_finish() {
+    let (_database, _worker, _client, text) = one_receipt_waiting().await;
     // Open states are gauged per sink; finished effects are counted as they finish (a
     // gauge of every completed effect would count the whole retention every few seconds).
     for state in ["pending", "in_flight", "uncertain", "review"] {
@@ -624,14 +652,6 @@ async fn ops_port_serves_health_and_every_queue_gauge() {
         ),
         "{text}"
     );
-    // Every series recorded so far carries its HELP text.
-    for name in [
-        "inbound_oldest_pending_age_seconds",
-        "inbound_receipts",
-        "inbound_receipt_attempts_total",
-    ] {
-        assert!(text.contains(&format!("# HELP {name} ")), "{name}: {text}");
-    }
 }
 
 #[test]
