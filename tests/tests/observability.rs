@@ -80,11 +80,35 @@ async fn rules_and_dashboard_use_only_exported_metrics_and_logs_hold_no_secrets(
         })
         .start()
         .await;
-    let (ingress, worker, client) = (&stack.ingress, stack.worker(), &stack.client);
+    let (ingress, worker) = (&stack.ingress, stack.worker());
+    let signature = observed_traffic(&stack, &sink).await;
+    let mut exported = BTreeSet::new();
+    for (service, role) in [(ingress, "ingress"), (worker, "worker")] {
+        exported.extend(exports_of(&stack.client, service, role).await);
+    }
+    rules_use_only(&exported);
+    let mut logs = ingress.logs();
+    logs.extend(worker.logs());
+    assert!(
+        logs.iter()
+            .any(|line| line.contains("\"effect\"") && line.contains("order.paid:acme:o1")),
+        "effect attempts are logged"
+    );
+    for line in &logs {
+        for secret in fixtures::ALL_SECRETS
+            .iter()
+            .chain([&signature.as_str(), &PAYLOAD_MARKER])
+        {
+            assert!(!line.contains(secret), "{secret} reached the log: {line}");
+        }
+    }
+}
+
+/// One event through everything (accepted, applied, delivered), a forged one, and what
+/// the out-of-scope and Slack alerts count; returns the accepted delivery's signature.
+async fn observed_traffic(stack: &Stack, sink: &TestSink) -> String {
     let pool = stack.pool();
     domain::seed_order(pool, "o1", "pi_1", 1000, "usd").await;
-
-    // One event through everything: accepted, applied, delivered; plus a forged one.
     let mut object = payment_intent("pi_1", "o1", 1000, "usd", "succeeded");
     object["payment_method_details"] = serde_json::json!({"fingerprint": PAYLOAD_MARKER});
     let body = stripe_event("evt_observed", "payment_intent.succeeded", object);
@@ -123,98 +147,107 @@ async fn rules_and_dashboard_use_only_exported_metrics_and_logs_hold_no_secrets(
     .await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
 
+    signature
+}
+
+/// The metric names `service` (the `role`) exports, each checked for HELP text, beside
+/// the series every process and its role must export.
+async fn exports_of(
+    client: &inbound_tests::http::HttpClient,
+    service: &Service,
+    role: &str,
+) -> BTreeSet<String> {
     let mut exported = BTreeSet::new();
-    for service in [ingress, worker] {
-        let text = String::from_utf8(
-            client
-                .get(&service.metrics_url("/metrics"))
-                .await
-                .expect("metrics")
-                .body
-                .to_vec(),
-        )
-        .expect("utf-8");
-        // CPU time to the hundredth: every process here has used some, which whole
-        // seconds would read as 0.
-        let cpu: f64 = text
-            .lines()
-            .find_map(|line| line.strip_prefix("process_cpu_seconds_total "))
-            .and_then(|value| value.trim().parse().ok())
-            .expect("process_cpu_seconds_total");
-        assert!(cpu > 0.0, "process_cpu_seconds_total {cpu}");
-        for name in metric_names(&text) {
-            assert!(
-                text.contains(&format!("# HELP {name} ")),
-                "{name} has no HELP text"
-            );
-            exported.insert(name);
-        }
-        let role = if std::ptr::eq(service, worker) {
-            "worker"
-        } else {
-            "ingress"
-        };
-        // Every process: its build, its process series, its pool, and the owners.
-        for wanted in [
-            format!("inbound_build_info{{version=\"{}\",role=\"{role}\"}} 1", env!("CARGO_PKG_VERSION")),
-            "process_cpu_seconds_total ".to_owned(),
-            "process_resident_memory_bytes ".to_owned(),
-            "process_open_fds ".to_owned(),
-            "inbound_db_pool_connections{state=\"in_use\"} ".to_owned(),
-            "inbound_db_pool_connections{state=\"idle\"} ".to_owned(),
-            "inbound_db_pool_max_connections ".to_owned(),
-            "inbound_db_pool_acquire_seconds_count ".to_owned(),
-            "inbound_integration_info{integration=\"stripe-acme\",provider=\"stripe\",owner=\"payments\"} 1".to_owned(),
-            "inbound_integration_provider_timeout_seconds{integration=\"stripe-acme\"} 10".to_owned(),
-            "inbound_integration_silence_alert_seconds{integration=\"stripe-acme\"} 3600".to_owned(),
-            "inbound_sink_info{sink=\"audit\",owner=\"audit-oncall\"} 1".to_owned(),
-        ] {
-            assert!(text.contains(&wanted), "{role} does not export `{wanted}`: {text}");
-        }
-        if role == "worker" {
-            for wanted in [
-                "inbound_effects_finished_total{sink=\"audit\",status=\"completed\"} 1",
-                "inbound_effect_delivery_seconds_count{sink=\"audit\"} 1",
-                "inbound_effects{sink=\"audit\",state=\"review\"} 0",
-                "inbound_receipts_for_review{integration=\"stripe-acme\",state=\"failed\"} 0",
-            ] {
-                assert!(
-                    text.contains(wanted),
-                    "the worker does not export `{wanted}`: {text}"
-                );
-            }
-        } else {
-            // The accepted delivery moved the silence clock.
-            let delivered = text
-                .lines()
-                .find_map(|line| {
-                    line.strip_prefix(
-                        "inbound_ingress_last_delivery_timestamp_seconds{integration=\"stripe-acme\"} ",
-                    )
-                })
-                .and_then(|value| value.parse::<f64>().ok())
-                .expect("the stripe-acme silence clock");
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .expect("after 1970")
-                .as_secs_f64();
-            assert!((now - delivered).abs() < 60.0, "{delivered} vs {now}");
-            // Every integration's serving clock exists from the start; no delivery clock
-            // for one that never delivered (a restart must not look like a delivery).
-            assert!(
-                text.contains(
-                    "inbound_ingress_integration_since_timestamp_seconds{integration=\"gh-acme\"} "
-                ),
-                "{text}"
-            );
-            assert!(
-                !text.contains(
-                    "inbound_ingress_last_delivery_timestamp_seconds{integration=\"gh-acme\"}"
-                ),
-                "{text}"
-            );
-        }
+    let text = String::from_utf8(
+        client
+            .get(&service.metrics_url("/metrics"))
+            .await
+            .expect("metrics")
+            .body
+            .to_vec(),
+    )
+    .expect("utf-8");
+    // CPU time to the hundredth: every process here has used some, which whole
+    // seconds would read as 0.
+    let cpu: f64 = text
+        .lines()
+        .find_map(|line| line.strip_prefix("process_cpu_seconds_total "))
+        .and_then(|value| value.trim().parse().ok())
+        .expect("process_cpu_seconds_total");
+    assert!(cpu > 0.0, "process_cpu_seconds_total {cpu}");
+    for name in metric_names(&text) {
+        assert!(
+            text.contains(&format!("# HELP {name} ")),
+            "{name} has no HELP text"
+        );
+        exported.insert(name);
     }
+    // Every process: its build, its process series, its pool, and the owners.
+    for wanted in [
+        format!("inbound_build_info{{version=\"{}\",role=\"{role}\"}} 1", env!("CARGO_PKG_VERSION")),
+        "process_cpu_seconds_total ".to_owned(),
+        "process_resident_memory_bytes ".to_owned(),
+        "process_open_fds ".to_owned(),
+        "inbound_db_pool_connections{state=\"in_use\"} ".to_owned(),
+        "inbound_db_pool_connections{state=\"idle\"} ".to_owned(),
+        "inbound_db_pool_max_connections ".to_owned(),
+        "inbound_db_pool_acquire_seconds_count ".to_owned(),
+        "inbound_integration_info{integration=\"stripe-acme\",provider=\"stripe\",owner=\"payments\"} 1".to_owned(),
+        "inbound_integration_provider_timeout_seconds{integration=\"stripe-acme\"} 10".to_owned(),
+        "inbound_integration_silence_alert_seconds{integration=\"stripe-acme\"} 3600".to_owned(),
+        "inbound_sink_info{sink=\"audit\",owner=\"audit-oncall\"} 1".to_owned(),
+    ] {
+        assert!(text.contains(&wanted), "{role} does not export `{wanted}`: {text}");
+    }
+    if role == "worker" {
+        for wanted in [
+            "inbound_effects_finished_total{sink=\"audit\",status=\"completed\"} 1",
+            "inbound_effect_delivery_seconds_count{sink=\"audit\"} 1",
+            "inbound_effects{sink=\"audit\",state=\"review\"} 0",
+            "inbound_receipts_for_review{integration=\"stripe-acme\",state=\"failed\"} 0",
+        ] {
+            assert!(
+                text.contains(wanted),
+                "the worker does not export `{wanted}`: {text}"
+            );
+        }
+    } else {
+        // The accepted delivery moved the silence clock.
+        let delivered = text
+            .lines()
+            .find_map(|line| {
+                line.strip_prefix(
+                    "inbound_ingress_last_delivery_timestamp_seconds{integration=\"stripe-acme\"} ",
+                )
+            })
+            .and_then(|value| value.parse::<f64>().ok())
+            .expect("the stripe-acme silence clock");
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("after 1970")
+            .as_secs_f64();
+        assert!((now - delivered).abs() < 60.0, "{delivered} vs {now}");
+        // Every integration's serving clock exists from the start; no delivery clock
+        // for one that never delivered (a restart must not look like a delivery).
+        assert!(
+            text.contains(
+                "inbound_ingress_integration_since_timestamp_seconds{integration=\"gh-acme\"} "
+            ),
+            "{text}"
+        );
+        assert!(
+            !text.contains(
+                "inbound_ingress_last_delivery_timestamp_seconds{integration=\"gh-acme\"}"
+            ),
+            "{text}"
+        );
+    }
+    exported
+}
+
+/// Every metric the alert rules, the dashboard and the KEDA scalers read is one a binary
+/// exports.
+fn rules_use_only(exported: &BTreeSet<String>) {
     for file in [
         "deploy/prometheus/alerts.yaml",
         "deploy/grafana/inbound.json",
@@ -223,27 +256,11 @@ async fn rules_and_dashboard_use_only_exported_metrics_and_logs_hold_no_secrets(
     ] {
         let used = metric_names(&workspace_file(file));
         assert!(!used.is_empty(), "{file} names no metric");
-        let missing: Vec<&String> = used.difference(&exported).collect();
+        let missing: Vec<&String> = used.difference(exported).collect();
         assert!(
             missing.is_empty(),
             "{file} uses metrics no binary exports: {missing:?} (exported: {exported:?})"
         );
-    }
-
-    let mut logs = ingress.logs();
-    logs.extend(worker.logs());
-    assert!(
-        logs.iter()
-            .any(|line| line.contains("\"effect\"") && line.contains("order.paid:acme:o1")),
-        "effect attempts are logged"
-    );
-    for line in &logs {
-        for secret in fixtures::ALL_SECRETS
-            .iter()
-            .chain([&signature.as_str(), &PAYLOAD_MARKER])
-        {
-            assert!(!line.contains(secret), "{secret} reached the log: {line}");
-        }
     }
 }
 
