@@ -652,18 +652,23 @@ async fn replay_runs_a_receipt_waiting_in_backoff_now() {
     assert_eq!(shown["history"][0]["by"], "ops", "{shown}");
 }
 
-#[tokio::test]
-async fn status_list_show_replay_and_purge_through_the_binary() {
-    use inbound_tests::domain;
+/// A database holding one accepted payment, the environment that names it, and the
+/// receipt's id.
+async fn one_accepted_payment() -> (TestDatabase, [(String, String); 1], i64) {
     let database = TestDatabase::create().await;
-    let pool = database.pool();
     let env = [("DATABASE_URL".to_owned(), database.url().to_owned())];
-    let receipt = accepted_payment(pool, "evt_1", "pi_1", "o1").await;
-    let json_of = |output: Output| -> serde_json::Value {
-        assert!(output.status.success(), "{}", text(&output.stderr));
-        serde_json::from_slice(&output.stdout).expect("JSON")
-    };
+    let receipt = accepted_payment(database.pool(), "evt_1", "pi_1", "o1").await;
+    (database, env, receipt)
+}
 
+fn json_of(output: Output) -> serde_json::Value {
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    serde_json::from_slice(&output.stdout).expect("JSON")
+}
+
+#[tokio::test]
+async fn status_and_list_through_the_binary() {
+    let (_database, env, receipt) = one_accepted_payment().await;
     let status = json_of(inboundctl(&["status", "--json"], &env));
     assert_eq!(status["receipts"]["pending"], 1, "{status}");
     assert_eq!(status["effects"]["pending"], 0, "{status}");
@@ -687,7 +692,13 @@ async fn status_list_show_replay_and_purge_through_the_binary() {
         "{}",
         text(&refused.stderr)
     );
+}
 
+#[tokio::test]
+async fn a_quarantined_receipt_is_shown_and_replayed_through_the_binary() {
+    use inbound_tests::domain;
+    let (database, env, receipt) = one_accepted_payment().await;
+    let pool = database.pool();
     // A quarantined receipt, shown, then replayed with who and why.
     sqlx::query("DELETE FROM receipt_queue")
         .execute(pool)
@@ -743,7 +754,11 @@ async fn status_list_show_replay_and_purge_through_the_binary() {
         .await
         .expect("replays");
     assert_eq!(replays, 2);
+}
 
+#[tokio::test]
+async fn purge_through_the_binary_checks_its_ages_and_answers_in_json() {
+    let (_database, env, _receipt) = one_accepted_payment().await;
     let bad_ages = inboundctl(
         &words("purge --payloads-older-than-days 30 --keys-older-than-days 7"),
         &env,
@@ -960,10 +975,6 @@ async fn effects_are_listed_oldest_first_and_summarised_per_sink_with_the_first_
             .expect("sink and error");
         ids.push(id);
     }
-    let json_of = |output: Output| -> serde_json::Value {
-        assert!(output.status.success(), "{}", text(&output.stderr));
-        serde_json::from_slice(&output.stdout).expect("JSON")
-    };
     let keys = |listed: &serde_json::Value| -> Vec<String> {
         listed
             .as_array()
@@ -1241,10 +1252,6 @@ async fn effects_list_show_and_resolve_through_the_binary() {
     let env = [("DATABASE_URL".to_owned(), database.url().to_owned())];
     let review = effect_in(pool, "k-review", "review").await;
     let in_flight = effect_in(pool, "k-flight", "in_flight").await;
-    let json_of = |output: Output| -> serde_json::Value {
-        assert!(output.status.success(), "{}", text(&output.stderr));
-        serde_json::from_slice(&output.stdout).expect("JSON")
-    };
     let listed = json_of(inboundctl(
         &words("effects list --status review --json"),
         &env,
