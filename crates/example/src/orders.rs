@@ -17,7 +17,7 @@ use serde_json::json;
 use sqlx::PgConnection;
 
 use inbound_store as store;
-use inbound_store::queue::ReceiptState;
+use inbound_store::handlers::ReceiptState;
 
 use crate::store::orders::{self, OrderState, Payment};
 use inbound_store::handlers::{
@@ -418,7 +418,7 @@ async fn classify_orderless_refund(
     let payments = ["payment_intent.succeeded"];
     let integration = input.integration.id.as_str();
     let mut payment_in = async |state| {
-        store::queue::receipt_names(
+        store::handlers::receipt_names(
             transaction,
             state,
             integration,

@@ -1,36 +1,29 @@
 //! `inbound-store`: all of inbound's SQL, the embedded migrations, the database roles,
-//! and the handler model (a handler runs inside the worker's transaction, so it takes a
-//! connection). The rules it stores by — keys, states, effect rules, the storability
-//! contract, the configuration — are `inbound-core`'s, which does no I/O.
+//! and the handler model. The rules it stores by — keys, states, effect rules, the
+//! storability contract, the configuration — are `inbound-core`'s, which does no I/O.
 //!
-//! Functions take a `&mut PgConnection` (or an executor). Those on the hot paths never
-//! commit on the caller's behalf, except where a single autocommitted statement *is* the
-//! unit of work ([`receipts::insert_receipts`], a claim); the worker owns the business
-//! transaction they run in. An operator's decision is its own unit of work: it opens and
-//! commits a transaction on the given connection, all ids or none
-//! ([`admin::replay`], [`admin::close`], [`admin::resolve_pending`],
-//! [`effects::resolve`]). No function holds a transaction across a network call.
+//! **For a team writing handlers, [`handlers`] is the whole API**: the `Handler` trait, the
+//! `Transition` it returns, effect intents, the registry, the built-in `forward`, the
+//! `StripeHandler` guard, and what a handler may ask about other receipts
+//! (`receipt_names`). A handler runs inside the worker's transaction, so it takes a
+//! connection, and that is why it lives with the SQL.
 //!
-//! - [`receipts`]: acceptance at the ingress.
-//! - [`queue`]: claiming with leases, the fenced start of a business transaction, and
-//!   finishing, retrying or failing a receipt.
-//! - [`effects`]: effect intents (the outbox).
-//! - [`admin`]: what operators read and change (`inboundctl`), and the queue gauges.
-//! - [`bounded`]: every wait on the database bounded on the client as well.
-//! - [`savepoint`]: the savepoint a run of handler calls is rolled back to unless applied.
-//! - [`migrations`]: the schema applied so that any migration may be interrupted and rerun,
-//!   and none blocks writers.
-//! - [`roles`]: the least-privilege roles each process connects as.
-//! - [`handlers`]: the handler model (trait, transitions, effect intents) and the built-ins.
+//! Everything else here is the statements inbound's own binaries run, hidden from this
+//! documentation and free to change in any release (ARCHITECTURE.md has their map):
+//! `receipts` (acceptance), `queue` (claims with leases, the fenced start of a business
+//! transaction, finishing), `effects` (the outbox and its dispatch), `admin` (what
+//! operators read and decide), `bounded` (every wait bounded on the client), `savepoint`,
+//! `session`, `roles` and `migrations`. Functions take a `&mut PgConnection`; those on the
+//! hot paths never commit on the caller's behalf, except where one autocommitted statement
+//! *is* the unit of work; an operator's decision opens and commits its own transaction; no
+//! function holds a transaction across a network call.
 //!
 //! # Errors
 //!
-//! The store's decisions have their own enums, written for the operator who asked
-//! ([`admin::ReplayError`], [`admin::ResolveError`], [`effects::ResolveError`],
-//! [`MigrationError`]); a handler's failure is [`handlers::HandlerError`] (the receipt is
-//! retried). A statement's failure is `sqlx::Error`, passed through unchanged: only the
-//! caller knows what it means (the ingress answers 503, the worker retries), and
-//! [`is_unavailability`] tells a database that is away from one that refused the data.
+//! A handler's failure is [`handlers::HandlerError`] (the receipt is retried). The store's
+//! decisions have their own enums, written for the operator who asked; a statement's
+//! failure is `sqlx::Error`, passed through unchanged: only the caller knows what it means
+//! (the ingress answers 503, the worker retries).
 
 /// A CTE named `durable` that raises `synchronous_commit` to `on` for the statement's own
 /// transaction when the session is at `off` or `local` (`remote_write`, `on` and
@@ -43,29 +36,45 @@
 /// the CTE out; a test holds the insert behind a 2xx and the worker's `done`
 /// (`queries/receipts/insert.sql`, `queries/queue/finish.sql`, `finish_all.sql`) to this
 /// text and to joining it.
+#[doc(hidden)]
 pub const DURABLE: &str = "durable AS (
              SELECT set_config('synchronous_commit', 'on', true)
              WHERE current_setting('synchronous_commit') IN ('off', 'local')
          )";
 
+#[doc(hidden)]
 pub mod admin;
+#[doc(hidden)]
 pub mod bounded;
+#[doc(hidden)]
 pub mod clock;
+#[doc(hidden)]
 pub mod effects;
 pub mod handlers;
+#[doc(hidden)]
 pub mod migrations;
+#[doc(hidden)]
 pub mod queue;
+#[doc(hidden)]
 pub mod receipts;
+#[doc(hidden)]
 pub mod roles;
+#[doc(hidden)]
 pub mod savepoint;
 mod schema;
+#[doc(hidden)]
 pub mod session;
 
+#[doc(hidden)]
 pub use clock::StatementClock;
+#[doc(hidden)]
 pub use migrations::{Migrated, MigrationError, migrate, migrate_schema};
+#[doc(hidden)]
 pub use receipts::{InsertOutcome, NewReceipt, insert_receipt, insert_receipts};
+#[doc(hidden)]
 pub use schema::{DEFAULT_SCHEMA, InvalidSchema, Schema};
 use session::durable_sessions;
+#[doc(hidden)]
 pub use session::{Pooler, SessionTarget};
 
 use std::time::Duration;
@@ -77,16 +86,19 @@ use sqlx::{Executor, Postgres};
 /// The schema, embedded from `migrations/` at build time.
 // `migrations` links to the repository's top-level `migrations/`, so the published crate
 // carries them too.
+#[doc(hidden)]
 pub static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
 
 /// A connection that carried more payload than this in one statement has its buffers
 /// shrunk afterwards, so that pooled connections do not each keep the largest payloads
 /// they ever carried.
+#[doc(hidden)]
 pub const SHRINK_BUFFERS_AFTER_BYTES: usize = 256 * 1024;
 
 /// `ids` deduplicated, in the one order every operator decision locks rows in: an id
 /// named twice is one decision, and two operators deciding about overlapping sets at once
 /// never deadlock each other.
+#[doc(hidden)]
 pub fn in_lock_order<Id: Ord + Copy>(ids: &[Id]) -> Vec<Id> {
     let mut ordered = ids.to_vec();
     ordered.sort_unstable();
@@ -97,6 +109,7 @@ pub fn in_lock_order<Id: Ord + Copy>(ids: &[Id]) -> Vec<Id> {
 /// Why a pool could not be set up. (Statements return `sqlx::Error`; callers decide what
 /// a failure means, e.g. the ingress answers 503.)
 #[derive(Debug, thiserror::Error)]
+#[doc(hidden)]
 pub enum StoreError {
     /// The database URL is not one we can use; the message never repeats the URL, which
     /// may hold a password.
@@ -106,6 +119,7 @@ pub enum StoreError {
 
 /// How a process talks to PostgreSQL.
 #[derive(Debug, Clone)]
+#[doc(hidden)]
 pub struct PoolSettings {
     /// Upper bound on open connections.
     pub max_connections: u32,
@@ -121,6 +135,7 @@ pub struct PoolSettings {
 
 /// Builds a pool that connects lazily, so a process starts (and answers 503 / not ready)
 /// while the database is still down, and recovers on its own when it returns.
+#[doc(hidden)]
 pub fn connect_pool_lazy(
     database_url: &str,
     settings: &PoolSettings,
@@ -142,6 +157,7 @@ pub fn connect_pool_lazy(
 /// `SET`): `statement_timeout` (zero: none) and `idle_in_transaction_session_timeout`
 /// ([`bounded::IDLE_IN_TRANSACTION_TIMEOUT`]). Only for direct sessions: behind a
 /// transaction pooler they come from the role.
+#[doc(hidden)]
 pub fn with_session_limits(
     options: PgConnectOptions,
     statement_timeout: Duration,
@@ -164,6 +180,7 @@ pub(crate) fn in_schema(options: PgConnectOptions, schema: &Schema) -> PgConnect
 }
 
 /// Parses `database_url` for sessions of `target` (what `session::session_options` sets).
+#[doc(hidden)]
 pub fn connect_options(
     database_url: &str,
     target: &SessionTarget,
@@ -172,6 +189,7 @@ pub fn connect_options(
 }
 
 /// Parses `database_url`, never repeating it in the error.
+#[doc(hidden)]
 pub fn parse_url(database_url: &str) -> Result<PgConnectOptions, StoreError> {
     database_url
         .parse()
@@ -181,6 +199,7 @@ pub fn parse_url(database_url: &str) -> Result<PgConnectOptions, StoreError> {
 /// A pool of one connection with `pool`'s connect options (URL, `application_name`,
 /// `statement_timeout`), for a task whose writes must never wait behind the pool's other
 /// users. It connects lazily and reconnects after a failure, like any pool.
+#[doc(hidden)]
 pub fn dedicated_connection(
     pool: &PgPool,
     target: &SessionTarget,
@@ -195,6 +214,7 @@ pub fn dedicated_connection(
 /// Whether `error` says the database or the connection failed (it may succeed if tried
 /// again: unreachable, restarting, out of connections, a deadlock, a lock wait) rather
 /// than that the statement itself, or the data it carried, was refused.
+#[doc(hidden)]
 pub fn is_unavailability(error: &sqlx::Error) -> bool {
     match error {
         sqlx::Error::Io(_)
@@ -227,6 +247,7 @@ fn redact_url_error(error: &sqlx::Error) -> String {
     clippy::disallowed_methods,
     reason = "Runtime SQL: the simple protocol prepares nothing, which any pooler passes through."
 )]
+#[doc(hidden)]
 pub async fn ping<'c, E: Executor<'c, Database = Postgres>>(
     executor: E,
 ) -> Result<(), sqlx::Error> {

@@ -23,6 +23,8 @@ use sqlx::PgConnection;
 use inbound_core::config::Integration;
 use inbound_core::keys::ReceiptId;
 
+/// What a handler may ask about other receipts of its integration, inside its transaction.
+pub use crate::queue::{ReceiptState, receipt_names};
 pub use inbound_core::config::FORWARD;
 pub use inbound_core::effects::EffectIntent;
 pub use stripe::StripeHandler;
