@@ -145,7 +145,19 @@ async fn observed_traffic(stack: &Stack, sink: &TestSink) -> String {
         async || (!sink.received().is_empty()).then_some(()),
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // The sink answered; the outcome is recorded, and counted, after that.
+    let finished = "inbound_effects_finished_total{sink=\"audit\",status=\"completed\"} 1";
+    eventually(finished, Duration::from_secs(10), async || {
+        let page = stack
+            .client
+            .get(&stack.worker().metrics_url("/metrics"))
+            .await
+            .expect("metrics");
+        String::from_utf8_lossy(&page.body)
+            .contains(finished)
+            .then_some(())
+    })
+    .await;
 
     signature
 }
