@@ -68,7 +68,8 @@ impl Default for Inboundctl {
 
 /// A command line's words (`"receipts list --status failed"`), for [`Inboundctl::run`]:
 /// one line to read where an argument array takes one line per word. Arguments holding
-/// spaces (a reason, a note) are passed as an array instead.
+/// spaces (a reason, a note) are passed as an array instead; scratch paths hold none
+/// (`ScratchDir::new` sees to it).
 pub fn words(command: &str) -> Vec<&str> {
     command.split_whitespace().collect()
 }

@@ -31,9 +31,17 @@ pub fn binary(name: &str) -> PathBuf {
 pub struct ScratchDir(PathBuf);
 
 impl ScratchDir {
-    /// Creates a new, empty directory under the system temp dir.
+    /// Creates a new, empty directory under the system temp dir. Its path holds no
+    /// whitespace (suites pass paths as words of a command line, `ctl::words`): a temp
+    /// dir with a space in its path is refused here, by name.
     pub fn new() -> Self {
-        let path = std::env::temp_dir().join(format!(
+        let temp = std::env::temp_dir();
+        assert!(
+            !temp.to_string_lossy().contains(char::is_whitespace),
+            "the temp dir {} holds whitespace: set TMPDIR to a path without",
+            temp.display()
+        );
+        let path = temp.join(format!(
             "inbound-test-{}-{}",
             std::process::id(),
             rand::random::<u64>()

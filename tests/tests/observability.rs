@@ -145,7 +145,7 @@ async fn observed_traffic(stack: &Stack, sink: &TestSink) -> String {
         async || (!sink.received().is_empty()).then_some(()),
     )
     .await;
-    // The sink answered; the outcome is recorded, and counted, after that.
+    // The sink answered; the outcome is recorded, counted and logged after that.
     let finished = "inbound_effects_finished_total{sink=\"audit\",status=\"completed\"} 1";
     eventually(finished, Duration::from_secs(10), async || {
         let page = stack
@@ -153,9 +153,12 @@ async fn observed_traffic(stack: &Stack, sink: &TestSink) -> String {
             .get(&stack.worker().metrics_url("/metrics"))
             .await
             .expect("metrics");
-        String::from_utf8_lossy(&page.body)
-            .contains(finished)
-            .then_some(())
+        let logged = stack
+            .worker()
+            .logs()
+            .iter()
+            .any(|line| line.contains("\"effect\"") && line.contains("order.paid:acme:o1"));
+        (String::from_utf8_lossy(&page.body).contains(finished) && logged).then_some(())
     })
     .await;
 

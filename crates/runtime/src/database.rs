@@ -1,6 +1,6 @@
 //! A process's units of database work: a connection from the pool (its wait recorded and
 //! bounded by the pool's acquire timeout), then the work on it, bounded on the client
-//! ([`inbound_store::bounded`]): a database that goes silent costs each caller at
+//! (`inbound_store::bounded`): a database that goes silent costs each caller at
 //! most its limit, and the connection is closed rather than returned.
 
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! and the handler model. The rules it stores by — keys, states, effect rules, the
 //! storability contract, the configuration — are `inbound-core`'s, which does no I/O.
 //!
-//! **For a team writing handlers, [`handlers`] is the whole API**: the `Handler` trait, the
+//! **For a team writing handlers, [`handlers`] is the API**: the `Handler` trait, the
 //! `Transition` it returns, effect intents, the registry, the built-in `forward`, the
 //! `StripeHandler` guard, and what a handler may ask about other receipts
 //! (`receipt_names`). A handler runs inside the worker's transaction, so it takes a
@@ -12,8 +12,9 @@
 //! documentation and free to change in any release (ARCHITECTURE.md has their map):
 //! `receipts` (acceptance), `queue` (claims with leases, the fenced start of a business
 //! transaction, finishing), `effects` (the outbox and its dispatch), `admin` (what
-//! operators read and decide), `bounded` (every wait bounded on the client), `savepoint`,
-//! `session`, `roles` and `migrations`. Functions take a `&mut PgConnection`; those on the
+//! operators read and decide), `bounded` (every wait bounded on the client), `clock`,
+//! `savepoint`, `session`, `roles` and `migrations` (which `inbound-example` also uses for
+//! its own schema). Functions take a `&mut PgConnection`; those on the
 //! hot paths never commit on the caller's behalf, except where one autocommitted statement
 //! *is* the unit of work; an operator's decision opens and commits its own transaction; no
 //! function holds a transaction across a network call.
