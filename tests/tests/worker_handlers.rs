@@ -1213,38 +1213,22 @@ async fn only_an_applied_verdict_commits_the_handlers_writes() {
         domain::operation_keys(pool).await,
         ["order.paid:acme:o1:pi_1"]
     );
-    domain::assert_ended(
-        pool,
-        receipts[1],
-        ReceiptStatus::Quarantined,
-        None,
-        "decided after writing",
-    )
-    .await;
-    domain::assert_ended(
-        pool,
-        receipts[2],
-        ReceiptStatus::Done,
-        Some(ReceiptOutcome::Ignored),
-        "decided after writing",
-    )
-    .await;
-    domain::assert_ended(
-        pool,
-        receipts[3],
-        ReceiptStatus::Done,
-        Some(ReceiptOutcome::Duplicate),
-        "decided after writing",
-    )
-    .await;
-    domain::assert_ended(
-        pool,
-        receipts[5],
-        ReceiptStatus::Quarantined,
-        None,
-        "decided after writing",
-    )
-    .await;
+    for (receipt, status, outcome) in [
+        (receipts[1], ReceiptStatus::Quarantined, None),
+        (
+            receipts[2],
+            ReceiptStatus::Done,
+            Some(ReceiptOutcome::Ignored),
+        ),
+        (
+            receipts[3],
+            ReceiptStatus::Done,
+            Some(ReceiptOutcome::Duplicate),
+        ),
+        (receipts[5], ReceiptStatus::Quarantined, None),
+    ] {
+        domain::assert_ended(pool, receipt, status, outcome, "decided after writing").await;
+    }
 
     // The cause fixed (the stock handler back), the replay applies: no false duplicate.
     let mut connection = pool.acquire().await.expect("conn");

@@ -199,8 +199,8 @@ pub async fn run(command: ReceiptsCommand) -> anyhow::Result<()> {
         ReceiptsCommand::Fail { resolution } => {
             resolve_pending(resolution, admin::PendingResolution::Fail).await
         }
-        ReceiptsCommand::Replay(args) => replay(args).await,
-        ReceiptsCommand::Close(args) => close(args).await,
+        ReceiptsCommand::Replay(args) => decide(Decision::Replay, args).await,
+        ReceiptsCommand::Close(args) => decide(Decision::Close, args).await,
     }
 }
 
@@ -250,53 +250,28 @@ async fn find(
     print_receipts(&found, config.as_ref(), json)
 }
 
-/// Replays receipts, by id or by filter.
-async fn replay(args: DecisionArgs) -> anyhow::Result<()> {
-    let DecisionArgs {
-        database,
-        ids,
-        status,
-        filter,
-        confirmation,
-        reason,
-        operator,
-        json,
-    } = args;
-    check_bulk(status.is_some(), filter.narrows(), &confirmation)?;
-    let mut db = database.connect().await?;
-    let ids = match status {
-        None => ids,
-        Some(status) => {
-            let Some(ids) = chosen_by_filter(
-                &mut db,
-                status,
-                &filter,
-                &confirmation,
-                ("replay", "replayed"),
-                json,
-            )
-            .await?
-            else {
-                return Ok(());
-            };
-            ids
-        }
-    };
-    let reason = required_reason(reason.as_deref())?;
-    let by = operator.name()?;
-    let expected = status;
-    let ids = inbound_store::in_lock_order(&ids);
-    db.run(async |connection| Ok(admin::replay(connection, &ids, expected, &by, &reason).await?))
-        .await?;
-    report(&ids, "replayed", json);
-    if status.is_some() {
-        confirmation.more_may_match(ids.len(), json);
-    }
-    Ok(())
+/// What an operator decides about receipts chosen by id or by filter.
+#[derive(Debug, Clone, Copy)]
+enum Decision {
+    /// Back to pending (failed, quarantined), or due now (pending).
+    Replay,
+    /// Done and ignored for good (failed, quarantined).
+    Close,
 }
 
-/// Closes failed or quarantined receipts for good, by id or by filter.
-async fn close(args: DecisionArgs) -> anyhow::Result<()> {
+impl Decision {
+    /// The verb, and its past participle as reports say it.
+    fn verbs(self) -> (&'static str, &'static str) {
+        match self {
+            Self::Replay => ("replay", "replayed"),
+            Self::Close => ("close", "closed"),
+        }
+    }
+}
+
+/// Makes `decision` about receipts, by id or by filter (dry run, `--yes`, each still in
+/// the status it was chosen in), all or none, audited.
+async fn decide(decision: Decision, args: DecisionArgs) -> anyhow::Result<()> {
     let DecisionArgs {
         database,
         ids,
@@ -312,15 +287,8 @@ async fn close(args: DecisionArgs) -> anyhow::Result<()> {
     let ids = match status {
         None => ids,
         Some(status) => {
-            let Some(ids) = chosen_by_filter(
-                &mut db,
-                status,
-                &filter,
-                &confirmation,
-                ("close", "closed"),
-                json,
-            )
-            .await?
+            let Some(ids) =
+                chosen_by_filter(&mut db, status, &filter, &confirmation, decision, json).await?
             else {
                 return Ok(());
             };
@@ -330,9 +298,15 @@ async fn close(args: DecisionArgs) -> anyhow::Result<()> {
     let reason = required_reason(reason.as_deref())?;
     let by = operator.name()?;
     let ids = inbound_store::in_lock_order(&ids);
-    db.run(async |connection| Ok(admin::close(connection, &ids, status, &by, &reason).await?))
-        .await?;
-    report(&ids, "closed", json);
+    db.run(async |connection| {
+        match decision {
+            Decision::Replay => admin::replay(connection, &ids, status, &by, &reason).await?,
+            Decision::Close => admin::close(connection, &ids, status, &by, &reason).await?,
+        }
+        Ok(())
+    })
+    .await?;
+    report(&ids, decision.verbs().1, json);
     if status.is_some() {
         confirmation.more_may_match(ids.len(), json);
     }
@@ -340,20 +314,21 @@ async fn close(args: DecisionArgs) -> anyhow::Result<()> {
 }
 
 /// The failed or quarantined receipts a filter selects, confirmed (`--yes`) or shown
-/// (`--dry-run`: `None`); `verb` names the decision ("replay", "replayed").
+/// (`--dry-run`: `None`) for `decision`.
 async fn chosen_by_filter(
     db: &mut crate::db::Db,
     status: ReceiptStatus,
     filter: &ReceiptFilterArgs,
     confirmation: &Confirmation,
-    (verb, done): (&str, &str),
+    decision: Decision,
     json: bool,
 ) -> anyhow::Result<Option<Vec<ReceiptId>>> {
+    let (verb, done) = decision.verbs();
     if !ReceiptStatus::NEEDS_A_PERSON.contains(&status) {
         bail!(
             "--status {} cannot be {done} by filter: only failed or quarantined{}",
             status.as_str(),
-            if verb == "replay" {
+            if matches!(decision, Decision::Replay) {
                 " (a pending receipt is replayed by id)"
             } else {
                 ""
