@@ -368,3 +368,54 @@ pub async fn operation_keys(pool: &PgPool) -> Vec<String> {
         .await
         .expect("effects")
 }
+
+/// A payment receipt of `stripe-acme` set to `status` (out of the queue unless pending).
+pub async fn receipt_in(pool: &sqlx::PgPool, event_id: &str, status: &str) -> i64 {
+    let body = stripe_event(
+        event_id,
+        "payment_intent.succeeded",
+        payment_intent(&format!("pi_{event_id}"), "o1", 1000, "usd", "succeeded"),
+    );
+    let id = accept(pool, &config(), &body).await.expect("new");
+    if status != "pending" {
+        sqlx::query("DELETE FROM receipt_queue WHERE receipt_id = $1")
+            .bind(id)
+            .execute(pool)
+            .await
+            .expect("dequeue");
+        // "done_later": applied (its effects are added by the caller).
+        let status = if status == "done_later" {
+            "done"
+        } else {
+            status
+        };
+        sqlx::query(
+            "UPDATE receipts SET status = $2, finished_at = now(),
+                 outcome = CASE $2 WHEN 'done' THEN 'applied' END,
+                 outcome_reason = CASE $2 WHEN 'quarantined' THEN 'amount mismatch' END,
+                 last_error = CASE $2 WHEN 'failed' THEN 'order does not exist' END
+             WHERE id = $1",
+        )
+        .bind(id)
+        .bind(status)
+        .execute(pool)
+        .await
+        .expect("set status");
+    }
+    id
+}
+
+/// An effect in `status` for sink `audit`.
+pub async fn effect_in(pool: &sqlx::PgPool, key: &str, status: &str) -> i64 {
+    let receipt = receipt_in(pool, &format!("evt_{key}"), "done_later").await;
+    sqlx::query_scalar(
+        "INSERT INTO effects (receipt_id, operation_key, sink, kind, tenant, data, event, status, attempts, last_error)
+         VALUES ($1, $2, 'audit', 'order.paid', 'acme', '{}', '{}', $3, 1, 'unknown outcome') RETURNING id",
+    )
+    .bind(receipt)
+    .bind(key)
+    .bind(status)
+    .fetch_one(pool)
+    .await
+    .expect("effect")
+}

@@ -92,10 +92,9 @@ fn defines(source: &str, name: &str) -> bool {
     source.contains(&format!("fn {name}(")) || source.contains(&format!("fn {name}<"))
 }
 
-#[test]
-fn every_path_and_test_the_docs_cite_exists() {
-    let root = root();
-    let top_level: BTreeSet<String> = std::fs::read_dir(&root)
+/// The names at the top of the repository (but `target`): what a cited path starts with.
+fn top_level_names(root: &Path) -> BTreeSet<String> {
+    std::fs::read_dir(root)
         .expect("the repository")
         .map(|entry| {
             entry
@@ -105,7 +104,27 @@ fn every_path_and_test_the_docs_cite_exists() {
                 .into_owned()
         })
         .filter(|name| name != "target")
-        .collect();
+        .collect()
+}
+
+/// The `::`-separated parts of a span that reads as a test citation (`suite::…::test`,
+/// `…::test`, `suite::*`), or `None` for any other code span.
+fn citation_parts(span: &str) -> Option<Vec<&str>> {
+    let parts: Vec<&str> = span.split("::").collect();
+    let test_like = |part: &&str| {
+        part == &"…"
+            || part == &"*"
+            || part
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+    };
+    (parts.len() >= 2 && parts.iter().all(test_like)).then_some(parts)
+}
+
+#[test]
+fn every_path_and_test_the_docs_cite_exists() {
+    let root = root();
+    let top_level = top_level_names(&root);
     let suites = suites();
     let sources: BTreeMap<&String, String> = suites
         .iter()
@@ -130,18 +149,9 @@ fn every_path_and_test_the_docs_cite_exists() {
                     }
                     continue;
                 }
-                let parts: Vec<&str> = span.split("::").collect();
-                if parts.len() < 2
-                    || !parts.iter().all(|part| {
-                        part == &"…"
-                            || part == &"*"
-                            || part
-                                .chars()
-                                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
-                    })
-                {
+                let Some(parts) = citation_parts(span) else {
                     continue;
-                }
+                };
                 let named = match parts[0] {
                     "…" => suite,
                     first if sources.contains_key(&first.to_owned()) => Some(first),

@@ -312,8 +312,12 @@ async fn drop_database(name: &str) {
     .expect("drop");
 }
 
-#[tokio::test]
-async fn migrate_lives_beside_a_teams_own_tables_and_creates_nothing_in_public() {
+/// The relations the team's tables put in `public` (see [`TEAM_TABLES`]).
+const TEAM_RELATIONS: [&str; 4] = ["_sqlx_migrations", "orders", "receipt_queue", "receipts"];
+
+/// A database of its own made by `migrate --create-database`, with the team's tables in
+/// `public`: its name, its URL and a pool on it.
+async fn a_teams_database() -> (String, String, sqlx::PgPool) {
     let name = format!("inbound_ctl_migrate_{}", rand::random::<u32>());
     let url = with_database(&admin_url(), &name);
     let created = inboundctl(
@@ -328,22 +332,32 @@ async fn migrate_lives_beside_a_teams_own_tables_and_creates_nothing_in_public()
         .execute(&pool)
         .await
         .expect("team tables");
+    (name, url, pool)
+}
+
+/// `migrate --example` on `url`, which must apply inbound's migrations and the example's.
+fn migrate_example(url: &str) {
+    let output = inboundctl(
+        &["migrate", "--example"],
+        &[("DATABASE_URL".to_owned(), url.to_owned())],
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let stdout = text(&output.stdout);
+    assert!(
+        stdout.contains("migrations applied (schema inbound)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("example domain applied"), "{stdout}");
+}
+
+#[tokio::test]
+async fn migrate_lives_beside_a_teams_own_tables_and_creates_nothing_in_public() {
+    let (name, url, pool) = a_teams_database().await;
     for _ in 0..2 {
-        let output = inboundctl(
-            &["migrate", "--example"],
-            &[("DATABASE_URL".to_owned(), url.clone())],
-        );
-        assert!(output.status.success(), "{}", text(&output.stderr));
-        let stdout = text(&output.stdout);
-        assert!(
-            stdout.contains("migrations applied (schema inbound)"),
-            "{stdout}"
-        );
-        assert!(stdout.contains("example domain applied"), "{stdout}");
+        migrate_example(&url);
     }
     // Nothing outside inbound's schemas is read or moved (a pre-schema layout once was).
-    let public = ["_sqlx_migrations", "orders", "receipt_queue", "receipts"];
-    assert_eq!(relations_in(&pool, "public").await, public);
+    assert_eq!(relations_in(&pool, "public").await, TEAM_RELATIONS);
     let note: String = sqlx::query_scalar("SELECT note FROM public.orders")
         .fetch_one(&pool)
         .await
@@ -372,7 +386,16 @@ async fn migrate_lives_beside_a_teams_own_tables_and_creates_nothing_in_public()
             "refund_failures"
         ]
     );
-    // Another schema name serves a second installation in the same database.
+    pool.close().await;
+    drop_database(&name).await;
+}
+
+/// Another schema name serves a second installation in the same database: the team's
+/// tables and their migration history are left alone.
+#[tokio::test]
+async fn a_second_installation_migrates_into_a_schema_of_its_own() {
+    let (name, url, pool) = a_teams_database().await;
+    migrate_example(&url);
     let output = inboundctl(
         &["migrate", "--schema", "billing_inbound"],
         &[("DATABASE_URL".to_owned(), url.clone())],
@@ -383,26 +406,30 @@ async fn migrate_lives_beside_a_teams_own_tables_and_creates_nothing_in_public()
             .await
             .contains(&"receipts".to_owned())
     );
-    assert_eq!(relations_in(&pool, "public").await, public);
+    assert_eq!(relations_in(&pool, "public").await, TEAM_RELATIONS);
     let history: i64 = sqlx::query_scalar("SELECT count(*) FROM public._sqlx_migrations")
         .fetch_one(&pool)
         .await
         .expect("their history");
     assert_eq!(history, 10, "another installation's history is left alone");
-    let refused = inboundctl(
-        &["migrate", "--schema", "Billing; DROP"],
-        &[("DATABASE_URL".to_owned(), url.clone())],
-    );
-    assert_eq!(refused.status.code(), Some(2), "clap refuses the value");
-    assert!(text(&refused.stderr).contains("invalid schema name"));
-    let refused = inboundctl(
-        &["migrate", "--schema", "public"],
-        &[("DATABASE_URL".to_owned(), url.clone())],
-    );
-    assert_eq!(refused.status.code(), Some(2));
-    assert!(text(&refused.stderr).contains("never creates anything in public"));
     pool.close().await;
     drop_database(&name).await;
+}
+
+/// `--schema` takes an identifier that is not `public`: anything else is a usage error,
+/// refused before any database is reached.
+#[test]
+fn migrate_refuses_a_schema_name_that_is_invalid_or_public() {
+    let env = [(
+        "DATABASE_URL".to_owned(),
+        "postgres://postgres@127.0.0.1:1/none".to_owned(),
+    )];
+    let refused = inboundctl(&["migrate", "--schema", "Billing; DROP"], &env);
+    assert_eq!(refused.status.code(), Some(2), "clap refuses the value");
+    assert!(text(&refused.stderr).contains("invalid schema name"));
+    let refused = inboundctl(&["migrate", "--schema", "public"], &env);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(text(&refused.stderr).contains("never creates anything in public"));
 }
 
 #[tokio::test]
@@ -544,22 +571,24 @@ async fn accepted_payment(pool: &sqlx::PgPool, event_id: &str, payment: &str, or
         .expect("new")
 }
 
-/// After a fix, a receipt waiting out its retry delay can be run now: `receipts replay`
-/// makes it due at once (audited like any replay), keeping its attempts; one a worker is
-/// processing is refused.
-#[tokio::test]
-async fn replay_runs_a_receipt_waiting_in_backoff_now() {
+/// A payment receipt waiting out its retry delay after three attempts, in a database of
+/// its own: the database, the environment that names it, and the receipt's id.
+async fn a_receipt_in_backoff() -> (TestDatabase, [(String, String); 1], i64) {
     let database = TestDatabase::create().await;
-    let pool = database.pool();
     let env = [("DATABASE_URL".to_owned(), database.url().to_owned())];
-    let receipt = accepted_payment(pool, "evt_wait", "pi_w", "o_w").await;
+    let receipt = accepted_payment(database.pool(), "evt_wait", "pi_w", "o_w").await;
     sqlx::query(
         "UPDATE receipt_queue SET visible_at = now() + interval '1 hour', attempts = 3 WHERE receipt_id = $1",
     )
     .bind(receipt)
-    .execute(pool)
+    .execute(database.pool())
     .await
     .expect("backing off");
+    (database, env, receipt)
+}
+
+/// `receipts replay RECEIPT --reason "order created" --by ops`, which must succeed.
+fn replay_by_ops(env: &[(String, String)], receipt: i64) {
     let id = receipt.to_string();
     let output = inboundctl(
         &[
@@ -571,9 +600,18 @@ async fn replay_runs_a_receipt_waiting_in_backoff_now() {
             "--by",
             "ops",
         ],
-        &env,
+        env,
     );
     assert!(output.status.success(), "{}", text(&output.stderr));
+}
+
+/// After a fix, a receipt waiting out its retry delay can be run now: `receipts replay`
+/// makes it due at once (audited like any replay), keeping its attempts.
+#[tokio::test]
+async fn replay_runs_a_receipt_waiting_in_backoff_now() {
+    let (database, env, receipt) = a_receipt_in_backoff().await;
+    let pool = database.pool();
+    replay_by_ops(&env, receipt);
     let (due, attempts): (bool, i32) = sqlx::query_as(
         "SELECT visible_at <= now(), attempts FROM receipt_queue WHERE receipt_id = $1",
     )
@@ -598,7 +636,14 @@ async fn replay_runs_a_receipt_waiting_in_backoff_now() {
             "order created".to_owned()
         )
     );
+}
 
+/// A receipt a worker is processing is not replayed: refused, and nothing is written.
+#[tokio::test]
+async fn replay_refuses_a_receipt_a_worker_is_processing() {
+    let (database, env, receipt) = a_receipt_in_backoff().await;
+    let pool = database.pool();
+    replay_by_ops(&env, receipt);
     // A worker holds it: refused, nothing written.
     sqlx::query(
         "UPDATE receipt_queue SET leased_by = 'worker-1', visible_at = now() + interval '30 seconds' WHERE receipt_id = $1",
@@ -608,7 +653,7 @@ async fn replay_runs_a_receipt_waiting_in_backoff_now() {
     .await
     .expect("leased");
     let output = inboundctl(
-        &words(&format!("receipts replay {id} --reason again")),
+        &words(&format!("receipts replay {receipt} --reason again")),
         &env,
     );
     assert!(!output.status.success());
@@ -622,8 +667,15 @@ async fn replay_runs_a_receipt_waiting_in_backoff_now() {
         .await
         .expect("count");
     assert_eq!(replays, 1);
+}
 
-    // Triage without psql: the list says why, the receipt says who replayed it and why.
+/// Triage without psql: the list says why a receipt waits, the receipt says who replayed
+/// it and why.
+#[tokio::test]
+async fn a_waiting_receipt_is_listed_with_its_error_and_shown_with_who_replayed_it() {
+    let (database, env, receipt) = a_receipt_in_backoff().await;
+    let pool = database.pool();
+    replay_by_ops(&env, receipt);
     sqlx::query("UPDATE receipts SET last_error = 'order o_w does not exist (yet)' WHERE id = $1")
         .bind(receipt)
         .execute(pool)
@@ -641,13 +693,13 @@ async fn replay_runs_a_receipt_waiting_in_backoff_now() {
         rows[0]["reason"], "order o_w does not exist (yet)",
         "{rows}"
     );
-    let shown = inboundctl(&["receipts", "show", &id], &env);
+    let shown = inboundctl(&["receipts", "show", &receipt.to_string()], &env);
     assert!(
         text(&shown.stdout).contains("replayed by ops (was pending): order created"),
         "{}",
         text(&shown.stdout)
     );
-    let shown = inboundctl(&words(&format!("receipts show {id} --json")), &env);
+    let shown = inboundctl(&words(&format!("receipts show {receipt} --json")), &env);
     let shown: serde_json::Value = serde_json::from_slice(&shown.stdout).expect("JSON");
     assert_eq!(shown["history"][0]["by"], "ops", "{shown}");
 }
@@ -774,8 +826,24 @@ async fn purge_through_the_binary_checks_its_ages_and_answers_in_json() {
     );
 }
 
-#[tokio::test]
-async fn pending_receipts_can_be_quarantined_or_failed_by_hand_and_are_audited() {
+/// Three pending payments of `stripe-acme` (o1 to o3) in a database of their own, every one
+/// claimed by worker `w`: an operator's decision must win over a worker's lease.
+struct HeldPayments {
+    database: TestDatabase,
+    env: [(String, String); 1],
+    receipts: Vec<i64>,
+    claimed: Vec<inbound_store::queue::ClaimedReceipt>,
+}
+
+impl HeldPayments {
+    /// Receipt `n`'s id, as an argument.
+    fn id(&self, n: usize) -> String {
+        self.receipts[n].to_string()
+    }
+}
+
+/// Seeds [`HeldPayments`].
+async fn three_payments_a_worker_holds() -> HeldPayments {
     use inbound_tests::domain;
     let database = TestDatabase::create().await;
     let pool = database.pool();
@@ -796,81 +864,60 @@ async fn pending_receipts_can_be_quarantined_or_failed_by_hand_and_are_audited()
         );
         receipts.push(domain::accept(pool, &config, &body).await.expect("new"));
     }
-    let id = |n: usize| receipts[n].to_string();
-    // A worker holds the second one's lease: the operator's decision wins, and the
-    // worker's fenced completion later finds nothing to complete.
+    // A worker holds their leases: the operator's decision wins, and the worker's fenced
+    // completion later finds nothing to complete.
     let mut connection = pool.acquire().await.expect("connection");
     let claimed = domain::claim(&mut connection, 3, std::time::Duration::from_secs(30), "w").await;
     drop(connection);
+    HeldPayments {
+        database,
+        env,
+        receipts,
+        claimed,
+    }
+}
 
-    let quarantined = inboundctl(
-        &[
-            "receipts",
-            "quarantine",
-            &id(0),
-            &id(1),
-            "--reason",
-            "poison payload",
-            "--by",
-            "bob",
-        ],
-        &env,
-    );
+/// `receipts quarantine` of the first `count` receipts `--reason "poison payload" --by bob`,
+/// which must succeed and leave each of them quarantined for that reason.
+async fn quarantine_by_bob(held: &HeldPayments, count: usize) {
+    use inbound_tests::domain;
+    let ids: Vec<String> = (0..count).map(|n| held.id(n)).collect();
+    let mut args = vec!["receipts", "quarantine"];
+    args.extend(ids.iter().map(String::as_str));
+    args.extend(["--reason", "poison payload", "--by", "bob"]);
+    let quarantined = inboundctl(&args, &held.env);
     assert!(
         quarantined.status.success(),
         "{}",
         text(&quarantined.stderr)
     );
-    for n in [0, 1] {
-        let (status, outcome, reason) = domain::receipt_state(pool, receipts[n]).await;
+    for &receipt in &held.receipts[..count] {
+        let (status, outcome, reason) = domain::receipt_state(held.database.pool(), receipt).await;
         assert_eq!(
             (status.as_str(), outcome, reason.as_deref()),
             ("quarantined", None, Some("poison payload"))
         );
     }
-    let worker = domain::worker(pool, domain::settings());
-    let attempt = inbound_worker::test_hooks::process(&worker, claimed[1].clone()).await;
-    assert_eq!(attempt, inbound_worker::test_hooks::Attempt::LeaseLost);
-    assert_eq!(
-        domain::receipt_state(pool, receipts[1]).await.0,
-        ReceiptStatus::Quarantined
-    );
+}
 
-    // All or nothing: one id that is not pending refuses the whole command.
-    let refused = inboundctl(
-        &["receipts", "fail", &id(2), &id(0), "--reason", "give up"],
-        &env,
-    );
-    assert_eq!(refused.status.code(), Some(1));
-    assert!(
-        text(&refused.stderr).contains(&format!(
-            "receipt {} is quarantined; only pending receipts can be quarantined or failed by hand",
-            receipts[0]
-        )),
-        "{}",
-        text(&refused.stderr)
-    );
-    assert_eq!(
-        domain::receipt_state(pool, receipts[2]).await.0,
-        ReceiptStatus::Pending
-    );
-    let unknown = inboundctl(&words("receipts fail 424242 --reason x"), &env);
-    assert!(text(&unknown.stderr).contains("receipt 424242 does not exist"));
-    let no_reason = inboundctl(&["receipts", "fail", &id(2), "--reason", " "], &env);
-    assert!(text(&no_reason.stderr).contains("--reason must say why"));
-
+#[tokio::test]
+async fn pending_receipts_can_be_quarantined_or_failed_by_hand_and_are_audited() {
+    use inbound_tests::domain;
+    let held = three_payments_a_worker_holds().await;
+    let (pool, receipts) = (held.database.pool(), &held.receipts);
+    quarantine_by_bob(&held, 2).await;
     let failed = inboundctl(
         &[
             "receipts",
             "fail",
-            &id(2),
+            &held.id(2),
             "--reason",
             "give up",
             "--by",
             "carol",
             "--json",
         ],
-        &env,
+        &held.env,
     );
     assert!(failed.status.success(), "{}", text(&failed.stderr));
     let last_error: Option<String> =
@@ -912,12 +959,79 @@ async fn pending_receipts_can_be_quarantined_or_failed_by_hand_and_are_audited()
             expected(2, "fail", "carol", "give up"),
         ]
     );
+}
 
-    // And a quarantined one can be replayed as before.
-    let replayed = inboundctl(&["receipts", "replay", &id(0), "--reason", "fixed"], &env);
+/// The worker whose lease an operator's quarantine overrode finds, at its fenced
+/// completion, nothing to complete: the receipt stays quarantined.
+#[tokio::test]
+async fn a_worker_finds_nothing_to_complete_on_a_receipt_quarantined_by_hand() {
+    use inbound_tests::domain;
+    let held = three_payments_a_worker_holds().await;
+    let pool = held.database.pool();
+    quarantine_by_bob(&held, 2).await;
+    let worker = domain::worker(pool, domain::settings());
+    let attempt = inbound_worker::test_hooks::process(&worker, held.claimed[1].clone()).await;
+    assert_eq!(attempt, inbound_worker::test_hooks::Attempt::LeaseLost);
+    assert_eq!(
+        domain::receipt_state(pool, held.receipts[1]).await.0,
+        ReceiptStatus::Quarantined
+    );
+}
+
+/// A decision by hand is all or nothing: one id that is not pending refuses the whole
+/// command; an unknown id, or a reason that says nothing, is refused too.
+#[tokio::test]
+async fn a_decision_by_hand_is_all_or_nothing_and_needs_a_known_id_and_a_reason() {
+    use inbound_tests::domain;
+    let held = three_payments_a_worker_holds().await;
+    let (pool, receipts, env) = (held.database.pool(), &held.receipts, &held.env);
+    quarantine_by_bob(&held, 2).await;
+    // All or nothing: one id that is not pending refuses the whole command.
+    let refused = inboundctl(
+        &[
+            "receipts",
+            "fail",
+            &held.id(2),
+            &held.id(0),
+            "--reason",
+            "give up",
+        ],
+        env,
+    );
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        text(&refused.stderr).contains(&format!(
+            "receipt {} is quarantined; only pending receipts can be quarantined or failed by hand",
+            receipts[0]
+        )),
+        "{}",
+        text(&refused.stderr)
+    );
+    assert_eq!(
+        domain::receipt_state(pool, receipts[2]).await.0,
+        ReceiptStatus::Pending
+    );
+    let unknown = inboundctl(&words("receipts fail 424242 --reason x"), env);
+    assert!(text(&unknown.stderr).contains("receipt 424242 does not exist"));
+    let no_reason = inboundctl(&["receipts", "fail", &held.id(2), "--reason", " "], env);
+    assert!(text(&no_reason.stderr).contains("--reason must say why"));
+}
+
+/// A receipt quarantined by hand can be replayed as any quarantined one.
+#[tokio::test]
+async fn a_receipt_quarantined_by_hand_can_be_replayed() {
+    use inbound_tests::domain;
+    let held = three_payments_a_worker_holds().await;
+    quarantine_by_bob(&held, 2).await;
+    let replayed = inboundctl(
+        &["receipts", "replay", &held.id(0), "--reason", "fixed"],
+        &held.env,
+    );
     assert!(replayed.status.success(), "{}", text(&replayed.stderr));
     assert_eq!(
-        domain::receipt_state(pool, receipts[0]).await.0,
+        domain::receipt_state(held.database.pool(), held.receipts[0])
+            .await
+            .0,
         ReceiptStatus::Pending
     );
 }
@@ -1128,10 +1242,19 @@ async fn a_completed_effect_is_shown_as_delivered() {
     assert!(!shown.contains("may have been"), "{shown}");
 }
 
+/// How many resolutions are recorded for `effects`.
+async fn resolutions_of(pool: &sqlx::PgPool, effects: &[i64]) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM effect_resolutions WHERE effect_id = ANY($1)")
+        .bind(effects)
+        .fetch_one(pool)
+        .await
+        .expect("resolutions")
+}
+
 /// After a fix at the receiver, an effect waiting out its retry delay can be sent now:
 /// `effects resolve --retry` on a pending effect makes it due at once (audited) and keeps
 /// what its history says (an attempt that may have landed is still resent only with the
-/// same key); one being delivered is refused.
+/// same key).
 #[tokio::test]
 async fn retry_sends_a_pending_effect_now_and_keeps_its_history() {
     let database = TestDatabase::create().await;
@@ -1191,8 +1314,14 @@ async fn retry_sends_a_pending_effect_now_and_keeps_its_history() {
     .await
     .expect("audited");
     assert_eq!(audited, ("pending".to_owned(), "retry".to_owned()));
+}
 
-    // Several at once after an outage, all or nothing.
+/// After an outage, several pending effects are retried in one command, each audited.
+#[tokio::test]
+async fn several_pending_effects_are_retried_at_once_after_an_outage() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let env = [("DATABASE_URL".to_owned(), database.url().to_owned())];
     let first = effect_in(pool, "op_outage_1", "pending").await;
     let second = effect_in(pool, "op_outage_2", "pending").await;
     let output = inboundctl(
@@ -1208,18 +1337,16 @@ async fn retry_sends_a_pending_effect_now_and_keeps_its_history() {
         &env,
     );
     assert!(output.status.success(), "{}", text(&output.stderr));
-    let resolutions = |ids: Vec<i64>| async move {
-        sqlx::query_scalar::<_, i64>(
-            "SELECT count(*) FROM effect_resolutions WHERE effect_id = ANY($1)",
-        )
-        .bind(ids)
-        .fetch_one(pool)
-        .await
-        .expect("resolutions")
-    };
-    assert_eq!(resolutions(vec![first, second]).await, 2);
+    assert_eq!(resolutions_of(pool, &[first, second]).await, 2);
+}
 
-    // One being delivered is refused, and with it the whole command.
+/// An effect being delivered is not retried, and with it the whole command is refused:
+/// the pending effect named beside it is not resolved either.
+#[tokio::test]
+async fn retrying_an_effect_being_delivered_refuses_the_whole_command() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let env = [("DATABASE_URL".to_owned(), database.url().to_owned())];
     let in_flight = effect_in(pool, "op_in_flight", "in_flight").await;
     let waiting = effect_in(pool, "op_waiting_too", "pending").await;
     let output = inboundctl(
@@ -1229,7 +1356,7 @@ async fn retry_sends_a_pending_effect_now_and_keeps_its_history() {
         &env,
     );
     assert!(!output.status.success());
-    assert_eq!(resolutions(vec![waiting]).await, 0, "all or nothing");
+    assert_eq!(resolutions_of(pool, &[waiting]).await, 0, "all or nothing");
 }
 
 /// A database error is said once, without the driver's "at line N".
@@ -1320,20 +1447,17 @@ async fn effects_list_show_and_resolve_through_the_binary() {
     assert!(text(&no_action.stderr).contains("--completed, --retry or --abandon"));
 }
 
-#[tokio::test]
-async fn dev_sink_verifies_signatures_counts_repeats_and_answers_reconciliation() {
+/// What `inboundctl dev-sink` prints after its first line.
+type PrintedLines = std::io::Lines<std::io::BufReader<std::process::ChildStdout>>;
+
+/// `inboundctl dev-sink` on a free port, verifying with `secret`, with `extra` flags: the
+/// running child, the lines it prints after its first, and the address the first names.
+fn start_dev_sink(secret: &str, extra: &[&str]) -> (std::process::Child, PrintedLines, String) {
     use std::io::BufRead;
-    let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    let mut args = vec!["dev-sink", "--listen", "127.0.0.1:0", "--secret", secret];
+    args.extend_from_slice(extra);
     let mut child = Inboundctl::new()
-        .command(&[
-            "dev-sink",
-            "--listen",
-            "127.0.0.1:0",
-            "--secret",
-            secret,
-            "--fail-first",
-            "1",
-        ])
+        .command(&args)
         .stdout(std::process::Stdio::piped())
         .spawn()
         .expect("spawn dev-sink");
@@ -1345,50 +1469,54 @@ async fn dev_sink_verifies_signatures_counts_repeats_and_answers_reconciliation(
         .and_then(|rest| rest.split(' ').next())
         .expect("address")
         .to_owned();
-    let client = inbound_tests::http::HttpClient::new();
-    let url = format!("http://{addr}/effects");
-    let body =
-        r#"{"operation_key":"order.paid:acme:o1","kind":"order.paid","tenant":"acme","data":{}}"#;
+    (child, lines, addr)
+}
+
+/// The signature headers a dispatcher sends `body` of `operation_key` with, under `secret`.
+fn signed_as_a_dispatcher(secret: &str, operation_key: &str, body: &str) -> Vec<(String, String)> {
     let key = inbound_core::verify::decode_standard_secret(secret).expect("secret");
-    let signed: Vec<(String, String)> = inbound_core::effects::signature_headers(
+    inbound_core::effects::signature_headers(
         &[key],
-        "order.paid:acme:o1",
+        operation_key,
         chrono::Utc::now().timestamp(),
         body.as_bytes(),
     )
     .into_iter()
     .map(|(name, value)| (name.to_owned(), value))
-    .collect();
+    .collect()
+}
+
+/// The status the sink answers `POST url` of `body` with `headers`.
+async fn posted(
+    client: &inbound_tests::http::HttpClient,
+    url: &str,
+    headers: &[(String, String)],
+    body: &'static str,
+) -> u16 {
+    client
+        .post(url, headers, body)
+        .await
+        .expect("answer")
+        .status
+}
+
+#[tokio::test]
+async fn dev_sink_verifies_signatures_counts_repeats_and_answers_reconciliation() {
+    let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    let (mut child, lines, addr) = start_dev_sink(secret, &["--fail-first", "1"]);
+    let client = inbound_tests::http::HttpClient::new();
+    let url = format!("http://{addr}/effects");
+    let body =
+        r#"{"operation_key":"order.paid:acme:o1","kind":"order.paid","tenant":"acme","data":{}}"#;
+    let signed = signed_as_a_dispatcher(secret, "order.paid:acme:o1", body);
     assert_eq!(
-        client
-            .post(&url, &signed, body)
-            .await
-            .expect("answer")
-            .status,
+        posted(&client, &url, &signed, body).await,
         503,
         "--fail-first 1"
     );
-    assert_eq!(
-        client
-            .post(&url, &signed, body)
-            .await
-            .expect("answer")
-            .status,
-        200
-    );
-    assert_eq!(
-        client
-            .post(&url, &signed, body)
-            .await
-            .expect("answer")
-            .status,
-        200
-    );
-    assert_eq!(
-        client.post(&url, &[], body).await.expect("answer").status,
-        401,
-        "unsigned"
-    );
+    assert_eq!(posted(&client, &url, &signed, body).await, 200);
+    assert_eq!(posted(&client, &url, &signed, body).await, 200);
+    assert_eq!(posted(&client, &url, &[], body).await, 401, "unsigned");
     let known = client
         .get(&format!("http://{addr}/operations/order.paid%3Aacme%3Ao1"))
         .await

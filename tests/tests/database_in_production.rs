@@ -188,34 +188,44 @@ async fn connect_as(roles: &TestRoles, database: &TestDatabase, process: Process
         .expect("connect as the role")
 }
 
-/// Each role may do only what its process does: what it must not do fails with a
-/// permission error.
-#[tokio::test]
-async fn each_role_is_refused_what_its_process_must_not_do() {
-    let database = TestDatabase::create().await;
-    let roles = TestRoles::create(&database).await;
-    let refused = |process: Process, statement: &'static str| {
-        let roles = &roles;
-        let database = &database;
-        async move {
-            let mut connection = connect_as(roles, database, process).await;
-            let error = sqlx::raw_sql(statement)
-                .execute(&mut connection)
-                .await
-                .expect_err(statement);
-            let code = error
-                .as_database_error()
-                .and_then(|error| error.code().map(|code| code.into_owned()));
-            // 42501 insufficient_privilege; 42809/42P01-style errors would mean the
-            // statement was wrong, not refused.
-            assert_eq!(
-                code.as_deref(),
-                Some("42501"),
-                "{process:?}: {statement}: {error}"
-            );
-        }
-    };
-    for statement in [
+/// Runs `statement` as `process`'s role and asserts it fails with a permission error.
+async fn assert_refused(
+    roles: &TestRoles,
+    database: &TestDatabase,
+    process: Process,
+    statement: &'static str,
+) {
+    let mut connection = connect_as(roles, database, process).await;
+    let error = sqlx::raw_sql(statement)
+        .execute(&mut connection)
+        .await
+        .expect_err(statement);
+    let code = error
+        .as_database_error()
+        .and_then(|error| error.code().map(|code| code.into_owned()));
+    // 42501 insufficient_privilege; 42809/42P01-style errors would mean the
+    // statement was wrong, not refused.
+    assert_eq!(
+        code.as_deref(),
+        Some("42501"),
+        "{process:?}: {statement}: {error}"
+    );
+}
+
+/// The audit trail of operators' decisions is insert-only for every process: no role
+/// that acts on receipts and effects can rewrite or erase who decided what.
+const REWRITE_AUDIT: [&str; 6] = [
+    "UPDATE receipt_replays SET reason = 'rewritten'",
+    "DELETE FROM receipt_replays",
+    "UPDATE receipt_resolutions SET resolved_by = 'someone else'",
+    "DELETE FROM receipt_resolutions",
+    "UPDATE effect_resolutions SET note = 'rewritten'",
+    "DELETE FROM effect_resolutions",
+];
+
+/// What each process must not do, statement by statement.
+fn refused_statements() -> Vec<(Process, &'static str)> {
+    let ingress = [
         "SELECT payload FROM receipts",
         "SELECT * FROM receipts",
         "UPDATE receipts SET status = 'done'",
@@ -228,20 +238,8 @@ async fn each_role_is_refused_what_its_process_must_not_do() {
         "SELECT * FROM inbound_example.orders",
         "UPDATE inbound_example.orders SET status = 'paid'",
         "DROP TABLE receipts",
-    ] {
-        refused(Process::Ingress, statement).await;
-    }
-    // The audit trail of operators' decisions is insert-only for every process: no role
-    // that acts on receipts and effects can rewrite or erase who decided what.
-    let rewrite_audit = [
-        "UPDATE receipt_replays SET reason = 'rewritten'",
-        "DELETE FROM receipt_replays",
-        "UPDATE receipt_resolutions SET resolved_by = 'someone else'",
-        "DELETE FROM receipt_resolutions",
-        "UPDATE effect_resolutions SET note = 'rewritten'",
-        "DELETE FROM effect_resolutions",
     ];
-    for statement in [
+    let worker = [
         "DROP TABLE receipts",
         "ALTER TABLE receipts ADD COLUMN x int",
         "TRUNCATE receipts",
@@ -250,33 +248,45 @@ async fn each_role_is_refused_what_its_process_must_not_do() {
         // Only purge, an operator's command, removes receipts.
         "DELETE FROM receipts",
         "INSERT INTO receipt_replays (receipt_id, previous_status, replayed_by, reason) VALUES (1, 'failed', 'w', 'r')",
-    ]
-    .into_iter()
-    .chain(rewrite_audit)
-    {
-        refused(Process::Worker, statement).await;
-    }
-    for statement in [
+    ];
+    let dispatcher = [
         "SELECT payload FROM receipts",
         "UPDATE receipts SET status = 'done'",
         "SELECT * FROM inbound_example.orders",
         "DROP TABLE effects",
         "INSERT INTO effect_resolutions (effect_id, previous_status, action, resolved_by, note) VALUES (1, 'review', 'retry', 'd', 'n')",
-    ]
-    .into_iter()
-    .chain(rewrite_audit)
-    {
-        refused(Process::Dispatcher, statement).await;
-    }
-    for statement in [
+    ];
+    let operator = [
         "DROP TABLE receipts",
         "ALTER TABLE effects DROP COLUMN sink",
         "TRUNCATE receipt_replays",
+    ];
+    let of = |process: Process, statements: &[&'static str]| -> Vec<(Process, &'static str)> {
+        statements
+            .iter()
+            .map(|statement| (process, *statement))
+            .collect()
+    };
+    [
+        of(Process::Ingress, &ingress),
+        of(Process::Worker, &worker),
+        of(Process::Worker, &REWRITE_AUDIT),
+        of(Process::Dispatcher, &dispatcher),
+        of(Process::Dispatcher, &REWRITE_AUDIT),
+        of(Process::Operator, &operator),
+        of(Process::Operator, &REWRITE_AUDIT),
     ]
-    .into_iter()
-    .chain(rewrite_audit)
-    {
-        refused(Process::Operator, statement).await;
+    .concat()
+}
+
+/// Each role may do only what its process does: what it must not do fails with a
+/// permission error.
+#[tokio::test]
+async fn each_role_is_refused_what_its_process_must_not_do() {
+    let database = TestDatabase::create().await;
+    let roles = TestRoles::create(&database).await;
+    for (process, statement) in refused_statements() {
+        assert_refused(&roles, &database, process, statement).await;
     }
     // What the ingress does is allowed: a receipt in, its id back.
     let mut ingress = connect_as(&roles, &database, Process::Ingress).await;
@@ -291,12 +301,8 @@ async fn each_role_is_refused_what_its_process_must_not_do() {
     .expect("the ingress role accepts a receipt");
 }
 
-/// `inboundctl migrate --create-roles` through the binary: the four roles exist, and a
-/// second run (as after a later migration) succeeds again.
-#[tokio::test]
-async fn migrate_creates_and_regrants_the_roles() {
-    let database = TestDatabase::create().await;
-    let prefix = format!("ctl{}_", rand::random::<u32>());
+/// A team's own tables beside inbound's: a schema of its own, and a table in public.
+async fn create_a_teams_own_tables(database: &TestDatabase) {
     sqlx::raw_sql(
         "CREATE SCHEMA team_billing; CREATE TABLE team_billing.invoices (id int);
          CREATE TABLE public.team_ledger (id int)",
@@ -304,46 +310,81 @@ async fn migrate_creates_and_regrants_the_roles() {
     .execute(database.pool())
     .await
     .expect("a team's own schema");
-    let pool = database.pool().clone();
-    let privilege = |sql: String| {
-        let pool = pool.clone();
-        async move {
-            sqlx::query_scalar::<_, bool>(sqlx::AssertSqlSafe(sql))
-                .fetch_one(&pool)
-                .await
-                .expect("privilege")
-        }
-    };
+}
+
+/// `inboundctl migrate --example --create-roles` with roles named `prefix…`, granting the
+/// worker the team's schemas.
+fn migrate_creating_roles(database: &TestDatabase, prefix: &str) -> Output {
+    inboundctl(
+        &[
+            "migrate",
+            "--example",
+            "--create-roles",
+            "--role-prefix",
+            prefix,
+            "--grant-schema",
+            "team_billing",
+            // A team's tables may well live in public.
+            "--grant-schema",
+            "public",
+        ],
+        database.url(),
+    )
+}
+
+/// The answer of a privilege query (`has_…_privilege`).
+async fn privilege(database: &TestDatabase, sql: String) -> bool {
+    sqlx::query_scalar::<_, bool>(sqlx::AssertSqlSafe(sql))
+        .fetch_one(database.pool())
+        .await
+        .expect("privilege")
+}
+
+/// Drops the roles `prefix…` created, and what they were granted.
+async fn drop_roles(database: &TestDatabase, prefix: &str) {
+    let roles: Vec<String> = ["ingress", "worker", "dispatcher", "operator"]
+        .iter()
+        .map(|suffix| format!("{prefix}{suffix}"))
+        .collect();
+    let list = roles.join(", ");
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP OWNED BY {list}")))
+        .execute(database.pool())
+        .await
+        .expect("revoke");
+    let admin = sqlx::PgPool::connect(&admin_url()).await.expect("admin");
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP ROLE {list}")))
+        .execute(&admin)
+        .await
+        .expect("drop roles");
+}
+
+/// `inboundctl migrate --create-roles` through the binary: the four roles exist, and a
+/// second run (as after a later migration) succeeds again.
+#[tokio::test]
+async fn migrate_creates_and_regrants_the_roles() {
+    let database = TestDatabase::create().await;
+    let prefix = format!("ctl{}_", rand::random::<u32>());
+    create_a_teams_own_tables(&database).await;
     for run in 0..2 {
-        let output = inboundctl(
-            &[
-                "migrate",
-                "--example",
-                "--create-roles",
-                "--role-prefix",
-                &prefix,
-                "--grant-schema",
-                "team_billing",
-                // A team's tables may well live in public.
-                "--grant-schema",
-                "public",
-            ],
-            database.url(),
-        );
+        let output = migrate_creating_roles(&database, &prefix);
         assert!(output.status.success(), "{}", text(&output.stderr));
         assert!(text(&output.stdout).contains(&format!("{prefix}ingress")));
         for table in ["team_billing.invoices", "public.team_ledger"] {
             assert!(
-                privilege(format!(
-                    "SELECT has_table_privilege('{prefix}worker', '{table}', 'UPDATE')"
-                ))
+                privilege(
+                    &database,
+                    format!("SELECT has_table_privilege('{prefix}worker', '{table}', 'UPDATE')")
+                )
                 .await,
                 "{table}"
             );
         }
-        let reads_payloads = privilege(format!(
-            "SELECT has_column_privilege('{prefix}ingress', 'inbound.receipts', 'payload', 'SELECT')"
-        ))
+        let reads_payloads = privilege(
+            &database,
+            format!(
+                "SELECT has_column_privilege('{prefix}ingress', 'inbound.receipts', 'payload', 'SELECT')"
+            ),
+        )
         .await;
         assert!(!reads_payloads, "run {run}: the ingress reads payloads");
         // Someone widened the ingress's grant by hand: the next run takes it back.
@@ -361,20 +402,7 @@ async fn migrate_creates_and_regrants_the_roles() {
             .await
             .expect("roles");
     assert_eq!(created, 4);
-    let roles: Vec<String> = ["ingress", "worker", "dispatcher", "operator"]
-        .iter()
-        .map(|suffix| format!("{prefix}{suffix}"))
-        .collect();
-    let list = roles.join(", ");
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP OWNED BY {list}")))
-        .execute(database.pool())
-        .await
-        .expect("revoke");
-    let admin = sqlx::PgPool::connect(&admin_url()).await.expect("admin");
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP ROLE {list}")))
-        .execute(&admin)
-        .await
-        .expect("drop roles");
+    drop_roles(&database, &prefix).await;
 }
 
 /// The ingress, a receipts worker and a separate dispatcher, each as its own role: a

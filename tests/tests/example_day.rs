@@ -3,7 +3,8 @@
 //! nothing in the queues meant for people (no receipt quarantined or failed), and grant
 //! exactly what was paid for.
 
-use std::sync::Arc;
+use std::process::Child;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use inbound_core::config::Config;
@@ -278,17 +279,9 @@ async fn a_day_of_subscription_traffic_needs_no_person() {
     );
 }
 
-/// `make run` and `make demo` as shipped: the example configuration, a worker, and
-/// `inboundctl dev-sink --secret env:EXAMPLE_SINK_SECRET` at the sinks' address. Both
-/// sinks' effects reach the dev-sink and complete — the provisioning sink used to be
-/// unsigned, so the verifying dev-sink refused every grant (401, `failed`).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_example_stack_delivers_to_both_of_its_sinks() {
-    use inbound_tests::process::{Service, ServiceOptions};
-    let database = TestDatabase::create().await;
-    let pool = database.pool();
-    let port = inbound_tests::ports::free_port();
-    let secrets: Vec<(String, String)> = [
+/// Every secret the example configuration names, as `make run` sets them.
+fn example_secrets() -> Vec<(String, String)> {
+    [
         "EXAMPLE_STRIPE_SECRET",
         "EXAMPLE_GITHUB_SECRET",
         "EXAMPLE_SLACK_SECRET",
@@ -302,9 +295,14 @@ async fn the_example_stack_delivers_to_both_of_its_sinks() {
     ]
     .iter()
     .map(|name| ((*name).to_owned(), example_secret(name)))
-    .collect();
+    .collect()
+}
+
+/// `inboundctl dev-sink --secret env:EXAMPLE_SINK_SECRET` on `port`, and its captured
+/// output.
+fn start_dev_sink(port: u16, secrets: &[(String, String)]) -> (Child, Arc<Mutex<Vec<String>>>) {
     let mut sink = Inboundctl::new()
-        .envs(&secrets)
+        .envs(secrets)
         .command(&[
             "dev-sink",
             "--listen",
@@ -316,13 +314,27 @@ async fn the_example_stack_delivers_to_both_of_its_sinks() {
         .spawn()
         .expect("dev-sink");
     let sink_log = inbound_tests::process::capture_lines(sink.stdout.take().expect("stdout"));
-    let _worker = Service::worker(&ServiceOptions {
+    (sink, sink_log)
+}
+
+/// A worker with the shipped example configuration, its sinks at the dev-sink's `port`.
+fn start_example_worker(
+    database: &TestDatabase,
+    port: u16,
+    secrets: &[(String, String)],
+) -> inbound_tests::Service {
+    inbound_tests::Service::worker(&inbound_tests::ServiceOptions {
         config_toml: example_toml().replace("127.0.0.1:8181", &format!("127.0.0.1:{port}")),
         database_url: database.url().to_owned(),
-        env: secrets.clone(),
+        env: secrets.to_vec(),
         args: vec!["--poll-interval-ms".to_owned(), "50".to_owned()],
-        ..ServiceOptions::default()
-    });
+        ..inbound_tests::ServiceOptions::default()
+    })
+}
+
+/// An invoice that grants (the provisioning sink) and an order's payment (the fulfillment
+/// sink), accepted through the example configuration.
+async fn accept_a_grant_and_a_payment(pool: &sqlx::PgPool) {
     domain::seed_order_of(pool, "example", "o_demo", "pi_demo", 2000, "usd").await;
     let config = example_config();
     for body in [
@@ -348,7 +360,14 @@ async fn the_example_stack_delivers_to_both_of_its_sinks() {
             .expect("routed")
             .expect("new");
     }
-    let states = inbound_tests::eventually(
+}
+
+/// Waits until both effects are past delivery; returns each one's sink and status.
+async fn effects_once_both_delivered(
+    pool: &sqlx::PgPool,
+    sink_log: &Mutex<Vec<String>>,
+) -> Vec<(String, String)> {
+    inbound_tests::eventually(
         "both effects past delivery",
         Duration::from_secs(20),
         async || {
@@ -371,7 +390,23 @@ async fn the_example_stack_delivers_to_both_of_its_sinks() {
             }
         },
     )
-    .await;
+    .await
+}
+
+/// `make run` and `make demo` as shipped: the example configuration, a worker, and
+/// `inboundctl dev-sink --secret env:EXAMPLE_SINK_SECRET` at the sinks' address. Both
+/// sinks' effects reach the dev-sink and complete — the provisioning sink used to be
+/// unsigned, so the verifying dev-sink refused every grant (401, `failed`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_example_stack_delivers_to_both_of_its_sinks() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let port = inbound_tests::ports::free_port();
+    let secrets = example_secrets();
+    let (mut sink, sink_log) = start_dev_sink(port, &secrets);
+    let _worker = start_example_worker(&database, port, &secrets);
+    accept_a_grant_and_a_payment(pool).await;
+    let states = effects_once_both_delivered(pool, &sink_log).await;
     sink.kill().ok();
     sink.wait().ok();
     assert_eq!(

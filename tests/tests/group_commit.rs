@@ -6,13 +6,20 @@
 //! proxy, so that requests pile up behind a commit that cannot finish: what happens to
 //! that pile is then deterministic.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
+use http_body_util::Full;
 use inbound_core::keys::{EventId, SourceScope};
+use inbound_ingress::test_hooks::{
+    BodyBudget, CommitError, CommitPayload, GroupCommit, GroupCommitSettings, read_body,
+};
 use inbound_store::{self as store, InsertOutcome, NewReceipt};
 use inbound_tests::fixtures::{Provider, Variant};
 use inbound_tests::http::{Answer, HttpClient};
 use inbound_tests::{Stack, TestDatabase};
+use tokio::task::JoinHandle;
 
 #[tokio::test]
 async fn a_batch_answers_in_order_with_duplicates_inside_and_outside_it() {
@@ -194,54 +201,55 @@ async fn a_failed_batch_answers_503_to_every_member() {
     assert_eq!(again.json["status"], "accepted", "the refused event is new");
 }
 
-/// The store-level guarantee behind the group commit: when PostgreSQL refuses one member's
-/// data, the rest of its batch still commits and only that member is refused — as
-/// unstorable (400), not unavailable. (The ingress's own validation refuses such bodies
-/// first; this holds for whatever it might miss.)
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_member_postgres_refuses_fails_alone_and_the_rest_of_its_batch_commits() {
-    use std::sync::Arc;
-
-    use bytes::Bytes;
-    use http_body_util::Full;
-    use inbound_ingress::test_hooks::{
-        BodyBudget, CommitError, CommitPayload, GroupCommit, GroupCommitSettings, read_body,
-    };
-
-    let database = TestDatabase::create().await;
-    let group = Arc::new(GroupCommit::start(
+/// The ingress's group commit with one committer, batching up to 64 receipts.
+fn one_committer(database: &TestDatabase) -> Arc<GroupCommit> {
+    Arc::new(GroupCommit::start(
         database.pool().clone(),
         GroupCommitSettings {
             max_batch: 64,
             committers: 1,
             statement_limit: Duration::from_secs(10),
         },
-    ));
-    let budget = BodyBudget::new(1 << 20);
-    let scope = SourceScope::from_parts(["stripe-acme", "acct_1", "live"]);
-    let commit = |event_id: &str, payload: &'static str| {
-        let (group, budget, scope) = (Arc::clone(&group), budget.clone(), scope.clone());
-        let event_id = EventId::new(event_id);
-        tokio::spawn(async move {
-            let body = read_body(Full::new(Bytes::from(payload)), None, 1 << 20, &budget)
-                .await
-                .expect("body");
-            let receipt = NewReceipt {
-                integration: "stripe-acme",
-                source_scope: &scope,
-                event_id: &event_id,
-                event_type: "t",
-                route_key: "t",
-                payload_json: payload,
-                content_digest: None,
-                delivery_json: None,
-            };
-            group
-                .commit(&receipt, CommitPayload::body(Arc::new(body)))
-                .await
-        })
-    };
-    // The only committer waits on a key held here while the batch gathers behind it.
+    ))
+}
+
+/// Reads `payload` as a request body within `budget` and commits it through `group` as
+/// `event_id` of `scope`, on a task of its own.
+fn spawn_commit(
+    group: &Arc<GroupCommit>,
+    budget: &BodyBudget,
+    scope: &SourceScope,
+    event_id: &str,
+    payload: &'static str,
+) -> JoinHandle<Result<InsertOutcome, CommitError>> {
+    let (group, budget, scope) = (Arc::clone(group), budget.clone(), scope.clone());
+    let event_id = EventId::new(event_id);
+    tokio::spawn(async move {
+        let body = read_body(Full::new(Bytes::from(payload)), None, 1 << 20, &budget)
+            .await
+            .expect("body");
+        let receipt = NewReceipt {
+            integration: "stripe-acme",
+            source_scope: &scope,
+            event_id: &event_id,
+            event_type: "t",
+            route_key: "t",
+            payload_json: payload,
+            content_digest: None,
+            delivery_json: None,
+        };
+        group
+            .commit(&receipt, CommitPayload::body(Arc::new(body)))
+            .await
+    })
+}
+
+/// Holds `evt_plug`'s key of `scope` in an open transaction: a committer inserting it
+/// waits until the transaction ends.
+async fn hold_the_plug_key(
+    database: &TestDatabase,
+    scope: &SourceScope,
+) -> sqlx::Transaction<'static, sqlx::Postgres> {
     let mut held = database.pool().begin().await.expect("begin");
     sqlx::query(
         "INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key, payload)
@@ -251,6 +259,24 @@ async fn a_member_postgres_refuses_fails_alone_and_the_rest_of_its_batch_commits
     .execute(&mut *held)
     .await
     .expect("hold");
+    held
+}
+
+/// The store-level guarantee behind the group commit: when PostgreSQL refuses one member's
+/// data, the rest of its batch still commits and only that member is refused — as
+/// unstorable (400), not unavailable. (The ingress's own validation refuses such bodies
+/// first; this holds for whatever it might miss.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_postgres_refuses_fails_alone_and_the_rest_of_its_batch_commits() {
+    let database = TestDatabase::create().await;
+    let group = one_committer(&database);
+    let budget = BodyBudget::new(1 << 20);
+    let scope = SourceScope::from_parts(["stripe-acme", "acct_1", "live"]);
+    let commit = |event_id: &str, payload: &'static str| {
+        spawn_commit(&group, &budget, &scope, event_id, payload)
+    };
+    // The only committer waits on a key held here while the batch gathers behind it.
+    let held = hold_the_plug_key(&database, &scope).await;
     let plug = commit("evt_plug", "{}");
     tokio::time::sleep(Duration::from_millis(200)).await;
     let good: Vec<_> = (0..5)
@@ -290,13 +316,6 @@ async fn a_member_postgres_refuses_fails_alone_and_the_rest_of_its_batch_commits
 /// 503) and no receipt is written, so an undeclared pooler never carries a receipt of ours.
 #[tokio::test]
 async fn nothing_is_committed_before_the_session_check_passed() {
-    use std::sync::Arc;
-
-    use bytes::Bytes;
-    use http_body_util::Full;
-    use inbound_ingress::test_hooks::{
-        BodyBudget, CommitPayload, GroupCommit, GroupCommitSettings, read_body,
-    };
     use inbound_runtime::sessions::SessionGate;
 
     let database = TestDatabase::create().await;

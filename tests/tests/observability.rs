@@ -302,11 +302,9 @@ fn leaks(text: &str) -> Vec<&'static str> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn personal_data_amounts_and_url_tokens_never_reach_logs_metrics_or_error_bodies() {
-    let sink = TestSink::start().await;
-    // The sink's URL carries credentials (userinfo, a path token, a query token) and is
-    // given as a secret reference; every delivery hangs until the 1 s timeout.
+/// A stack whose audit sink's URL carries credentials (userinfo, a path token, a query
+/// token) and is given as a secret reference; every delivery hangs until the 1 s timeout.
+async fn start_with_a_secret_hanging_sink(sink: &TestSink) -> Stack {
     let secret_url = sink.url().replace("http://", "http://hook:pa55w0rd-93ab@")
         + "/T0KEN-in-the-path?token=query-s3cret";
     sink.script((0..10).map(|_| inbound_tests::sink::Answer::Hang));
@@ -319,7 +317,7 @@ async fn personal_data_amounts_and_url_tokens_never_reach_logs_metrics_or_error_
         options.env.push(("TEST_AUDIT_URL".to_owned(), secret_url));
         options
     };
-    let stack = Stack::builder()
+    Stack::builder()
         .ingress(with_secret_sink.clone())
         .worker(move |options| {
             with_secret_sink(options).with_args(&[
@@ -330,28 +328,34 @@ async fn personal_data_amounts_and_url_tokens_never_reach_logs_metrics_or_error_
             ])
         })
         .start()
-        .await;
-    let (ingress, worker, client) = (&stack.ingress, stack.worker(), &stack.client);
-    let pool = stack.pool();
+        .await
+}
 
-    let person = serde_json::json!({
+/// The personal data every payload here carries.
+fn person() -> serde_json::Value {
+    serde_json::json!({
         "name": "Jane Q. Leakwell",
         "email": "jane.leakwell@example.com",
         "phone": "+1-555-0142-77",
         "address": {"line1": "42 Leakage Street", "city": "Leakville"},
-    });
+    })
+}
+
+/// Three accepted events carrying personal data and amounts: one paid in full, one paid
+/// the wrong amount, one refunded in part.
+async fn deliver_accepted_events_with_personal_data(stack: &Stack) {
+    let pool = stack.pool();
     // Paid in full: applied, and its effect hangs at the sink (timed out → review).
     domain::seed_order(pool, "o1", "pi_1", 918_273_645, "usd").await;
     let mut paid = payment_intent("pi_1", "o1", 918_273_645, "usd", "succeeded");
-    paid["billing_details"] = person.clone();
+    paid["billing_details"] = person();
     // Paid the wrong amount: quarantined.
     domain::seed_order(pool, "o2", "pi_2", 112_233_445, "usd").await;
     let mut wrong = payment_intent("pi_2", "o2", 564_738_291, "usd", "succeeded");
-    wrong["billing_details"] = person.clone();
+    wrong["billing_details"] = person();
     // Refunded in part: ignored.
     let mut partial = domain::charge("pi_1", 918_273_645, 564_738_291);
-    partial["billing_details"] = person.clone();
-    let mut error_bodies = Vec::new();
+    partial["billing_details"] = person();
     for (event_id, event_type, object) in [
         ("evt_paid", "payment_intent.succeeded", paid),
         ("evt_wrong", "payment_intent.succeeded", wrong),
@@ -361,9 +365,14 @@ async fn personal_data_amounts_and_url_tokens_never_reach_logs_metrics_or_error_
         let answer = stack.deliver(&SignedRequest::stripe(body)).await;
         assert_eq!(answer.json["status"], "accepted", "{answer:?}");
     }
-    // Refused requests whose bodies carry the same data.
+}
+
+/// Refused requests whose bodies carry the same data (malformed, and forged); returns the
+/// error bodies they were answered with.
+async fn refused_error_bodies_of_personal_data(stack: &Stack) -> Vec<String> {
+    let mut error_bodies = Vec::new();
     let mut malformed = serde_json::json!({"id": "evt_bad", "type": "payment_intent.succeeded", "livemode": true, "account": "acct_123"});
-    malformed["id"] = person.clone();
+    malformed["id"] = person();
     let malformed = malformed.to_string();
     for request in [
         SignedRequest::stripe(malformed.clone()),
@@ -373,8 +382,12 @@ async fn personal_data_amounts_and_url_tokens_never_reach_logs_metrics_or_error_
         assert!(answer.status >= 400, "{answer:?}");
         error_bodies.push(String::from_utf8_lossy(&answer.body).into_owned());
     }
+    error_bodies
+}
 
-    // Wait until each receipt is finished and the effect has been judged.
+/// Waits until each receipt is finished and the effect has been judged; the wrong amount
+/// was quarantined.
+async fn wait_until_everything_is_judged(pool: &sqlx::PgPool) {
     eventually("four settled", Duration::from_secs(20), async || {
         let settled: i64 = sqlx::query_scalar(
             "SELECT (SELECT count(*) FROM receipts WHERE status <> 'pending')
@@ -392,29 +405,56 @@ async fn personal_data_amounts_and_url_tokens_never_reach_logs_metrics_or_error_
         inbound_core::states::ReceiptStatus::Quarantined,
         "the wrong amount was judged: {reason:?}"
     );
+}
 
+/// The metrics pages of the ingress and the worker.
+async fn metrics_pages(stack: &Stack) -> Vec<String> {
     let mut pages = Vec::new();
-    for service in [ingress, worker] {
-        let page = client
+    for service in [&stack.ingress, stack.worker()] {
+        let page = stack
+            .client
             .get(&service.metrics_url("/metrics"))
             .await
             .expect("metrics");
         pages.push(String::from_utf8_lossy(&page.body).into_owned());
     }
-    let mut logs = ingress.logs();
-    logs.extend(worker.logs());
+    pages
+}
+
+/// The log lines of the ingress and the worker; the hung delivery is among them.
+fn logs_with_the_hung_delivery(stack: &Stack) -> Vec<String> {
+    let mut logs = stack.ingress.logs();
+    logs.extend(stack.worker().logs());
     assert!(
         logs.iter()
             .any(|line| line.contains("\"effect\"") && line.contains("\"review\"")),
         "the hung delivery was logged"
     );
-    let stored_errors: Vec<String> = sqlx::query_scalar(
+    logs
+}
+
+/// The errors stored for effects and their attempts.
+async fn stored_effect_errors(pool: &sqlx::PgPool) -> Vec<String> {
+    sqlx::query_scalar(
         "SELECT coalesce(last_error, '') FROM effects
          UNION ALL SELECT coalesce(error, '') FROM effect_attempts",
     )
     .fetch_all(pool)
     .await
-    .expect("errors");
+    .expect("errors")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn personal_data_amounts_and_url_tokens_never_reach_logs_metrics_or_error_bodies() {
+    let sink = TestSink::start().await;
+    let stack = start_with_a_secret_hanging_sink(&sink).await;
+    deliver_accepted_events_with_personal_data(&stack).await;
+    let error_bodies = refused_error_bodies_of_personal_data(&stack).await;
+    wait_until_everything_is_judged(stack.pool()).await;
+
+    let pages = metrics_pages(&stack).await;
+    let logs = logs_with_the_hung_delivery(&stack);
+    let stored_errors = stored_effect_errors(stack.pool()).await;
     for (what, texts) in [
         ("log line", &logs),
         ("metrics page", &pages),

@@ -59,44 +59,6 @@ fn owned_config(scratch: &ScratchDir) -> String {
     fixtures::write_config(&config, scratch)
 }
 
-/// A payment receipt of `stripe-acme` set to `status` (out of the queue unless pending).
-async fn receipt_in(pool: &sqlx::PgPool, event_id: &str, status: &str) -> i64 {
-    let body = domain::stripe_event(
-        event_id,
-        "payment_intent.succeeded",
-        domain::payment_intent(&format!("pi_{event_id}"), "o1", 1000, "usd", "succeeded"),
-    );
-    let id = domain::accept(pool, &domain::config(), &body)
-        .await
-        .expect("new");
-    if status != "pending" {
-        sqlx::query("DELETE FROM receipt_queue WHERE receipt_id = $1")
-            .bind(id)
-            .execute(pool)
-            .await
-            .expect("dequeue");
-        // "done_later": applied (its effects are added by the caller).
-        let status = if status == "done_later" {
-            "done"
-        } else {
-            status
-        };
-        sqlx::query(
-            "UPDATE receipts SET status = $2, finished_at = now(),
-                 outcome = CASE $2 WHEN 'done' THEN 'applied' END,
-                 outcome_reason = CASE $2 WHEN 'quarantined' THEN 'amount mismatch' END,
-                 last_error = CASE $2 WHEN 'failed' THEN 'order does not exist' END
-             WHERE id = $1",
-        )
-        .bind(id)
-        .bind(status)
-        .execute(pool)
-        .await
-        .expect("set status");
-    }
-    id
-}
-
 /// `receipts close` takes a filter as `replay` does: a dry run first, `--yes` to act, a
 /// narrowing filter besides the status, and only what is still in the status it chose.
 #[tokio::test]
@@ -104,10 +66,10 @@ async fn receipts_are_closed_in_bulk_by_filter_after_a_dry_run() {
     let database = TestDatabase::create().await;
     let pool = database.pool();
     let quarantined = [
-        receipt_in(pool, "evt_q1", "quarantined").await,
-        receipt_in(pool, "evt_q2", "quarantined").await,
+        domain::receipt_in(pool, "evt_q1", "quarantined").await,
+        domain::receipt_in(pool, "evt_q2", "quarantined").await,
     ];
-    let failed = receipt_in(pool, "evt_f1", "failed").await;
+    let failed = domain::receipt_in(pool, "evt_f1", "failed").await;
     let close = |extra: &[&str]| {
         let mut args = vec!["receipts", "close"];
         args.extend(extra);
@@ -184,10 +146,10 @@ async fn seeded() -> Seeded {
     let pool = database.pool();
     let scratch = ScratchDir::new();
     let config = owned_config(&scratch);
-    let first = receipt_in(pool, "evt_first", "failed").await;
-    let second = receipt_in(pool, "evt_second", "failed").await;
-    let odd = receipt_in(pool, "evt_odd", "quarantined").await;
-    let waiting = receipt_in(pool, "evt_waiting", "pending").await;
+    let first = domain::receipt_in(pool, "evt_first", "failed").await;
+    let second = domain::receipt_in(pool, "evt_second", "failed").await;
+    let odd = domain::receipt_in(pool, "evt_odd", "quarantined").await;
+    let waiting = domain::receipt_in(pool, "evt_waiting", "pending").await;
     Seeded {
         database,
         _scratch: scratch,
@@ -262,7 +224,15 @@ async fn receipts_are_found_filtered_and_paged() {
         "{}",
         text(&page.stdout)
     );
-    // A filter that names nothing is an error, not an empty list.
+}
+
+/// A filter that names nothing is an error, not an empty list; a time that is none is a
+/// usage error.
+#[tokio::test]
+async fn a_receipt_filter_that_names_nothing_is_an_error_not_an_empty_list() {
+    let Seeded {
+        database, _scratch, ..
+    } = seeded().await;
     refused(
         &inboundctl(
             &database,
@@ -350,7 +320,7 @@ async fn receipts_are_replayed_in_bulk_after_a_dry_run_and_audited() {
         ..
     } = seeded().await;
     let pool = database.pool();
-    // Bulk replay: a dry run changes nothing, no --yes refuses, --yes replays all, audited.
+    // Bulk replay: a dry run changes nothing, --yes replays all, audited.
     let dry = inboundctl(
         &database,
         &words("receipts replay --status failed --integration stripe-acme --dry-run"),
@@ -365,34 +335,6 @@ async fn receipts_are_replayed_in_bulk_after_a_dry_run_and_audited() {
     assert_eq!(
         domain::receipt_state(pool, first).await.0,
         ReceiptStatus::Failed
-    );
-    let replay_refused = |args: &[&str], message: &str| {
-        let mut call = vec!["receipts", "replay"];
-        call.extend(args);
-        refused(&inboundctl(&database, &call, &[]), message);
-    };
-    replay_refused(
-        &words("--status failed --integration stripe-acme --reason fixed"),
-        "the filter selects 2 receipt(s): add --yes",
-    );
-    // A status alone selects everything in it: a narrowing filter is required.
-    replay_refused(
-        &words("--status failed --yes --reason fixed"),
-        "a change by filter needs more than a status",
-    );
-    // Ids are exactly those ids: a filter beside them, or --yes, is a mistake, not ignored.
-    let first_id = first.to_string();
-    replay_refused(
-        &[&first_id, "--integration", "stripe-acme", "--reason", "x"],
-        "with ids, exactly those ids are changed",
-    );
-    replay_refused(
-        &[&first_id, "--yes", "--reason", "x"],
-        "--dry-run and --yes go with a filter",
-    );
-    replay_refused(
-        &words("--status pending --since 1h --yes --reason x"),
-        "cannot be replayed by filter",
     );
     let replayed = inboundctl(
         &database,
@@ -424,6 +366,47 @@ async fn receipts_are_replayed_in_bulk_after_a_dry_run_and_audited() {
             .await
             .expect("replays");
     assert_eq!(by, vec!["carol", "carol"]);
+}
+
+/// A replay by filter is refused without `--yes` or a filter narrower than a status, and
+/// never selects pending receipts; ids are exactly those ids, so a filter or `--yes` beside
+/// them is refused rather than ignored.
+#[tokio::test]
+async fn a_bulk_replay_needs_yes_and_a_narrowing_filter_and_ids_take_neither() {
+    let Seeded {
+        database,
+        _scratch,
+        first,
+        ..
+    } = seeded().await;
+    let replay_refused = |args: &[&str], message: &str| {
+        let mut call = vec!["receipts", "replay"];
+        call.extend(args);
+        refused(&inboundctl(&database, &call, &[]), message);
+    };
+    replay_refused(
+        &words("--status failed --integration stripe-acme --reason fixed"),
+        "the filter selects 2 receipt(s): add --yes",
+    );
+    // A status alone selects everything in it: a narrowing filter is required.
+    replay_refused(
+        &words("--status failed --yes --reason fixed"),
+        "a change by filter needs more than a status",
+    );
+    // Ids are exactly those ids: a filter beside them, or --yes, is a mistake, not ignored.
+    let first_id = first.to_string();
+    replay_refused(
+        &[&first_id, "--integration", "stripe-acme", "--reason", "x"],
+        "with ids, exactly those ids are changed",
+    );
+    replay_refused(
+        &[&first_id, "--yes", "--reason", "x"],
+        "--dry-run and --yes go with a filter",
+    );
+    replay_refused(
+        &words("--status pending --since 1h --yes --reason x"),
+        "cannot be replayed by filter",
+    );
 }
 
 #[tokio::test]
@@ -489,19 +472,14 @@ async fn a_closed_receipt_ends_ignored_with_its_reason_and_nobody_decides_anonym
     );
 }
 
-/// An effect in `status` for sink `audit`.
-async fn effect_in(pool: &sqlx::PgPool, key: &str, status: &str) -> i64 {
-    let receipt = receipt_in(pool, &format!("evt_{key}"), "done_later").await;
-    sqlx::query_scalar(
-        "INSERT INTO effects (receipt_id, operation_key, sink, kind, tenant, data, event, status, attempts, last_error)
-         VALUES ($1, $2, 'audit', 'order.paid', 'acme', '{}', '{}', $3, 1, 'unknown outcome') RETURNING id",
-    )
-    .bind(receipt)
-    .bind(key)
-    .bind(status)
-    .fetch_one(pool)
-    .await
-    .expect("effect")
+/// Effects for sink `audit`, in a database of their own: two in review, then one
+/// uncertain.
+async fn two_in_review_and_one_uncertain(pool: &sqlx::PgPool) -> [i64; 3] {
+    [
+        domain::effect_in(pool, "k-1", "review").await,
+        domain::effect_in(pool, "k-2", "review").await,
+        domain::effect_in(pool, "k-3", "uncertain").await,
+    ]
 }
 
 #[tokio::test]
@@ -510,10 +488,7 @@ async fn effects_are_filtered_by_sink_and_owner_and_resolved_in_bulk() {
     let pool = database.pool();
     let scratch = ScratchDir::new();
     let config = owned_config(&scratch);
-    let one = effect_in(pool, "k-1", "review").await;
-    let two = effect_in(pool, "k-2", "review").await;
-    let other = effect_in(pool, "k-3", "uncertain").await;
-
+    let [one, two, other] = two_in_review_and_one_uncertain(pool).await;
     let listed = json_of(inboundctl(
         &database,
         &words(&format!(
@@ -522,29 +497,6 @@ async fn effects_are_filtered_by_sink_and_owner_and_resolved_in_bulk() {
         &[],
     ));
     assert_eq!(ids(&listed), vec![two, one]);
-    let page = json_of(inboundctl(
-        &database,
-        &words(&format!(
-            "effects list --status review --before {two} --json"
-        )),
-        &[],
-    ));
-    assert_eq!(ids(&page), vec![one]);
-    refused(
-        &inboundctl(
-            &database,
-            &words("effects list --status review --sink audit-typo"),
-            &[],
-        ),
-        "no sink \"audit-typo\"",
-    );
-    let unknown_status = inboundctl(&database, &words("effects list --status stuck"), &[]);
-    assert_eq!(unknown_status.status.code(), Some(2));
-    assert!(
-        text(&unknown_status.stderr).contains("in_flight"),
-        "{}",
-        text(&unknown_status.stderr)
-    );
 
     let dry = inboundctl(
         &database,
@@ -565,26 +517,6 @@ async fn effects_are_filtered_by_sink_and_owner_and_resolved_in_bulk() {
         ),
         "add --yes",
     );
-    // Chosen by a filter on `review`, an effect that moved on since (a dispatcher judged
-    // it) is not decided about blindly: the whole resolution is refused.
-    let mut connection = pool.acquire().await.expect("connection");
-    let moved = inbound_store::effects::resolve(
-        &mut connection,
-        inbound_core::keys::EffectId(other),
-        inbound_store::effects::Resolution::Completed,
-        Some(inbound_core::states::EffectStatus::Review),
-        "ops-test",
-        "n",
-    )
-    .await
-    .expect_err("moved on");
-    assert!(
-        moved
-            .to_string()
-            .contains("is uncertain now, no longer review"),
-        "{moved}"
-    );
-    drop(connection);
     let resolved = inboundctl(
         &database,
         &[
@@ -616,11 +548,67 @@ async fn effects_are_filtered_by_sink_and_owner_and_resolved_in_bulk() {
     );
 }
 
+/// Effects are paged with `--before`; a sink that does not exist is an error, not an
+/// empty list, and an unknown status is a usage error listing the statuses there are.
+#[tokio::test]
+async fn effects_are_paged_and_a_filter_that_names_nothing_is_refused() {
+    let database = TestDatabase::create().await;
+    let [one, two, _other] = two_in_review_and_one_uncertain(database.pool()).await;
+    let page = json_of(inboundctl(
+        &database,
+        &words(&format!(
+            "effects list --status review --before {two} --json"
+        )),
+        &[],
+    ));
+    assert_eq!(ids(&page), vec![one]);
+    refused(
+        &inboundctl(
+            &database,
+            &words("effects list --status review --sink audit-typo"),
+            &[],
+        ),
+        "no sink \"audit-typo\"",
+    );
+    let unknown_status = inboundctl(&database, &words("effects list --status stuck"), &[]);
+    assert_eq!(unknown_status.status.code(), Some(2));
+    assert!(
+        text(&unknown_status.stderr).contains("in_flight"),
+        "{}",
+        text(&unknown_status.stderr)
+    );
+}
+
+/// Chosen by a filter on `review`, an effect that moved on since (a dispatcher judged it)
+/// is not decided about blindly: the whole resolution is refused.
+#[tokio::test]
+async fn an_effect_that_moved_on_since_a_filter_chose_it_is_not_resolved_blindly() {
+    let database = TestDatabase::create().await;
+    let [_one, _two, other] = two_in_review_and_one_uncertain(database.pool()).await;
+    let mut connection = database.pool().acquire().await.expect("connection");
+    let moved = inbound_store::effects::resolve(
+        &mut connection,
+        inbound_core::keys::EffectId(other),
+        inbound_store::effects::Resolution::Completed,
+        Some(inbound_core::states::EffectStatus::Review),
+        "ops-test",
+        "n",
+    )
+    .await
+    .expect_err("moved on");
+    assert!(
+        moved
+            .to_string()
+            .contains("is uncertain now, no longer review"),
+        "{moved}"
+    );
+}
+
 #[tokio::test]
 async fn purge_counts_first_keeps_keys_past_redelivery_and_stops_at_its_budget() {
     let database = TestDatabase::create().await;
     let pool = database.pool();
-    let old = receipt_in(pool, "evt_old", "done_later").await;
+    let old = domain::receipt_in(pool, "evt_old", "done_later").await;
     sqlx::query("UPDATE receipts SET finished_at = now() - interval '100 days' WHERE id = $1")
         .bind(old)
         .execute(pool)
@@ -705,8 +693,8 @@ fn completions_are_printed_for_each_shell() {
 async fn an_id_named_twice_is_decided_once() {
     let database = TestDatabase::create().await;
     let pool = database.pool();
-    let first = receipt_in(pool, "evt_twice_a", "failed").await;
-    let second = receipt_in(pool, "evt_twice_b", "failed").await;
+    let first = domain::receipt_in(pool, "evt_twice_a", "failed").await;
+    let second = domain::receipt_in(pool, "evt_twice_b", "failed").await;
     let (a, b) = (first.to_string(), second.to_string());
     let replayed = inboundctl(
         &database,
@@ -733,8 +721,8 @@ async fn an_id_named_twice_is_decided_once() {
 async fn effect_ids_are_resolved_all_or_none() {
     let database = TestDatabase::create().await;
     let pool = database.pool();
-    let review = effect_in(pool, "k-all-1", "review").await;
-    let in_flight = effect_in(pool, "k-all-2", "in_flight").await;
+    let review = domain::effect_in(pool, "k-all-1", "review").await;
+    let in_flight = domain::effect_in(pool, "k-all-2", "in_flight").await;
     let refused_call = inboundctl(
         &database,
         &words(&format!(
@@ -762,7 +750,7 @@ async fn sender_bytes_never_reach_the_terminal_as_control_characters() {
     let database = TestDatabase::create().await;
     let pool = database.pool();
     let hostile = "evt_\u{1b}[31mred\u{9b}2J\r\nreceipt 1 replayed\u{7f}\u{202e}";
-    let id = receipt_in(pool, "evt_plain", "quarantined").await;
+    let id = domain::receipt_in(pool, "evt_plain", "quarantined").await;
     sqlx::query(
         "UPDATE receipts SET event_id = $2, event_type = $2, outcome_reason = $2, last_error = $2
          WHERE id = $1",
@@ -772,7 +760,7 @@ async fn sender_bytes_never_reach_the_terminal_as_control_characters() {
     .execute(pool)
     .await
     .expect("hostile fields");
-    let effect = effect_in(pool, "op_hostile", "review").await;
+    let effect = domain::effect_in(pool, "op_hostile", "review").await;
     sqlx::query("UPDATE effects SET last_error = $2 WHERE id = $1")
         .bind(effect)
         .bind(hostile)
@@ -825,7 +813,7 @@ async fn sender_bytes_never_reach_the_terminal_as_control_characters() {
 async fn an_applied_receipt_shows_its_earlier_error_as_history() {
     let database = TestDatabase::create().await;
     let pool = database.pool();
-    let id = receipt_in(pool, "evt_recovered", "done_later").await;
+    let id = domain::receipt_in(pool, "evt_recovered", "done_later").await;
     sqlx::query("UPDATE receipts SET attempts = 2, last_error = 'order o1 does not exist yet' WHERE id = $1")
         .bind(id)
         .execute(pool)

@@ -323,14 +323,9 @@ fn delivery(id: u64, guid: &str, minutes_ago: i64, status_code: u64) -> Value {
     })
 }
 
-/// An account endpoint's own events. The key the docs prescribe — a restricted key with
-/// "Events: Read" — is refused `GET /v1/account`, and Stripe's refusal names the key's
-/// account: that is the check. Events are stored oldest first, across windows and within
-/// a second holding more than a page.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stripe_backfill_reads_an_account_endpoint_with_a_restricted_key_oldest_first() {
-    let database = TestDatabase::create().await;
-    let now = Utc::now().timestamp();
+/// An account endpoint's own events: 150 a minute apart, then 130 in one second, then 20
+/// more.
+fn account_endpoint_events(now: i64) -> Vec<Value> {
     let own = |id: String, created: i64| {
         json!({
             "id": id, "object": "event", "type": "payment_intent.succeeded",
@@ -338,14 +333,17 @@ async fn stripe_backfill_reads_an_account_endpoint_with_a_restricted_key_oldest_
             "data": {"object": {"id": "pi_1", "object": "payment_intent"}}
         })
     };
-    // 150 events a minute apart, then 130 in one second, then 20 more.
     let mut events: Vec<Value> = (0..150)
         .map(|index| own(format!("evt_a{index:03}"), now - 20_000 + index * 60))
         .collect();
     events.extend((0..130).map(|index| own(format!("evt_b{index:03}"), now - 5_000)));
     events.extend((0..20).map(|index| own(format!("evt_c{index:03}"), now - 3_000 + index)));
-    let api = StripeApi::start(events).await;
-    let scratch = ScratchDir::new();
+    events
+}
+
+/// The suites' configuration with two account endpoints: `stripe-direct` (the platform's
+/// account, whose key the test holds) and `stripe-elsewhere` (another account).
+fn account_endpoints_config(scratch: &ScratchDir) -> String {
     let integration = |id: &str, account: &str| {
         format!(
             r#"
@@ -361,27 +359,17 @@ stripe = {{ account = "{account}" }}
 "#
         )
     };
-    let config = config_file_with(
-        &scratch,
+    config_file_with(
+        scratch,
         &(integration("stripe-direct", PLATFORM_ACCOUNT)
             + &integration("stripe-elsewhere", "acct_elsewhere")),
-    );
-    let stored = summary(&backfill(
-        &database,
-        &api,
-        &config,
-        "stripe-direct",
-        API_KEY,
-        &[],
-    ));
-    assert_eq!(
-        (stored["accounts"].as_u64(), stored["stored"].as_u64()),
-        (Some(1), Some(300)),
-        "{stored}"
-    );
-    // Stripe lists newest first; inbound stored oldest first: every window, and the
-    // crowded second whole before what came after it.
-    let order = stored_order(&database).await;
+    )
+}
+
+/// Stripe lists newest first; inbound stored oldest first: every window, and the crowded
+/// second whole before what came after it — in few requests, each event as delivered.
+async fn assert_stored_oldest_first_in_few_requests(database: &TestDatabase, api: &StripeApi) {
+    let order = stored_order(database).await;
     let named = |prefix: &str, count: i64| -> Vec<String> {
         (0..count)
             .map(|index| format!("{prefix}{index:03}"))
@@ -413,31 +401,71 @@ stripe = {{ account = "{account}" }}
             .await
             .expect("delivery");
     assert_eq!(delivery, json!({"api_version": "2025-03-31.basil"}));
+}
 
-    // A key of another account is refused before anything is read.
-    let elsewhere = backfill(&database, &api, &config, "stripe-elsewhere", API_KEY, &[]);
+/// A key of another account is refused before anything is read.
+fn assert_a_key_of_another_account_is_refused(
+    database: &TestDatabase,
+    api: &StripeApi,
+    config: &str,
+) {
+    let elsewhere = backfill(database, api, config, "stripe-elsewhere", API_KEY, &[]);
     assert!(!elsewhere.status.success());
     let stderr = String::from_utf8_lossy(&elsewhere.stderr);
     assert!(
         stderr.contains("belongs to account acct_platform"),
         "{stderr}"
     );
+}
 
-    // A refusal that names no account: refused, unless the operator takes the cost.
+/// A refusal that names no account: refused, unless the operator takes the cost.
+fn assert_an_unnamed_account_is_read_only_with_skip_account_check(
+    database: &TestDatabase,
+    api: &StripeApi,
+    config: &str,
+) {
     api.name_no_account_in_permission_errors();
-    let unnamed = backfill(&database, &api, &config, "stripe-direct", API_KEY, &[]);
+    let unnamed = backfill(database, api, config, "stripe-direct", API_KEY, &[]);
     assert!(!unnamed.status.success());
     let stderr = String::from_utf8_lossy(&unnamed.stderr);
     assert!(stderr.contains("--skip-account-check"), "{stderr}");
     let unchecked = summary(&backfill(
-        &database,
-        &api,
-        &config,
+        database,
+        api,
+        config,
         "stripe-direct",
         API_KEY,
         &["--skip-account-check"],
     ));
     assert_eq!(unchecked["held"], 300, "{unchecked}");
+}
+
+/// An account endpoint's own events. The key the docs prescribe — a restricted key with
+/// "Events: Read" — is refused `GET /v1/account`, and Stripe's refusal names the key's
+/// account: that is the check. Events are stored oldest first, across windows and within
+/// a second holding more than a page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stripe_backfill_reads_an_account_endpoint_with_a_restricted_key_oldest_first() {
+    let database = TestDatabase::create().await;
+    let api = StripeApi::start(account_endpoint_events(Utc::now().timestamp())).await;
+    let scratch = ScratchDir::new();
+    let config = account_endpoints_config(&scratch);
+    let stored = summary(&backfill(
+        &database,
+        &api,
+        &config,
+        "stripe-direct",
+        API_KEY,
+        &[],
+    ));
+    assert_eq!(
+        (stored["accounts"].as_u64(), stored["stored"].as_u64()),
+        (Some(1), Some(300)),
+        "{stored}"
+    );
+    assert_stored_oldest_first_in_few_requests(&database, &api).await;
+    assert_a_key_of_another_account_is_refused(&database, &api, &config);
+    assert_an_unnamed_account_is_read_only_with_skip_account_check(&database, &api, &config);
     // A secret key is answered with its account.
     let secret = summary(&backfill(
         &database,
@@ -476,11 +504,9 @@ async fn stripe_backfill_stores_a_page_in_creation_order_whatever_its_ids() {
     assert_eq!(stored_order(&database).await, ["evt_z", "evt_m", "evt_a"]);
 }
 
-/// A Connect endpoint that takes every connected account: each account's events, listed
-/// on its behalf; and thin events from `/v2/core/events` when a route takes them.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stripe_backfill_covers_every_connected_account_and_thin_events() {
-    let database = TestDatabase::create().await;
+/// A Connect endpoint's API: two connected accounts' events, the platform's own, and thin
+/// events of one account and of the platform.
+async fn connect_api() -> StripeApi {
     let now = Utc::now().timestamp();
     let thin = |id: &str, context: &str, ago: i64| {
         let created = chrono::DateTime::from_timestamp(now - ago, 0)
@@ -505,10 +531,11 @@ async fn stripe_backfill_covers_every_connected_account_and_thin_events() {
     ])
     .await;
     api.connect_accounts(&["acct_a", "acct_b"]);
-    let scratch = ScratchDir::new();
-    let config = config_file_with(
-        &scratch,
-        r#"
+    api
+}
+
+/// A Connect endpoint taking every connected account, routing a thin event type.
+const CONNECT_INTEGRATION: &str = r#"
 [[integration]]
 id = "stripe-connect"
 provider = "stripe"
@@ -519,25 +546,11 @@ stripe = { connect = true }
 [integration.routes]
 "payment_intent.succeeded" = { handler = "forward", sink = "audit" }
 "v1.billing.meter.error_report_triggered" = { handler = "forward", sink = "audit" }
-"#,
-    );
-    let stored = summary(&backfill(
-        &database,
-        &api,
-        &config,
-        "stripe-connect",
-        SECRET_KEY,
-        &[],
-    ));
-    assert_eq!(
-        (
-            stored["accounts"].as_u64(),
-            stored["listed"].as_u64(),
-            stored["stored"].as_u64()
-        ),
-        (Some(2), Some(4), Some(4)),
-        "{stored}"
-    );
+"#;
+
+/// Each connected account's events and thin events, stored in its own scope, account by
+/// account; the accounts and the thin events were listed.
+async fn assert_stored_per_connected_account(database: &TestDatabase, api: &StripeApi) {
     let rows: Vec<(String, String)> =
         sqlx::query_as("SELECT event_id, source_scope FROM receipts ORDER BY id")
             .fetch_all(database.pool())
@@ -571,7 +584,10 @@ stripe = { connect = true }
             .any(|request| request.starts_with("/v2/core/events?")),
         "{requests:?}"
     );
-    // Without a way to tell whose events an integration takes, nothing is read.
+}
+
+/// Without a way to tell whose events an integration takes, nothing is read.
+fn assert_an_integration_of_no_account_reads_nothing(database: &TestDatabase, api: &StripeApi) {
     let scratch = ScratchDir::new();
     let unsaid = config_file_with(
         &scratch,
@@ -586,7 +602,7 @@ expect = { livemode = true }
 "payment_intent.succeeded" = { handler = "forward", sink = "audit" }
 "#,
     );
-    let output = backfill(&database, &api, &unsaid, "stripe-unsaid", SECRET_KEY, &[]);
+    let output = backfill(database, api, &unsaid, "stripe-unsaid", SECRET_KEY, &[]);
     assert!(!output.status.success());
     assert!(
         String::from_utf8_lossy(&output.stderr).contains("[integration.stripe]"),
@@ -595,20 +611,54 @@ expect = { livemode = true }
     );
 }
 
+/// A Connect endpoint that takes every connected account: each account's events, listed
+/// on its behalf; and thin events from `/v2/core/events` when a route takes them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn github_redeliver_asks_again_only_for_what_failed_and_inbound_does_not_hold() {
-    use inbound_tests::github_api::{APP_ID, APP_KEY_PEM, GithubApi, TOKEN};
+async fn stripe_backfill_covers_every_connected_account_and_thin_events() {
     let database = TestDatabase::create().await;
-    let pool = database.pool();
+    let api = connect_api().await;
+    let scratch = ScratchDir::new();
+    let config = config_file_with(&scratch, CONNECT_INTEGRATION);
+    let stored = summary(&backfill(
+        &database,
+        &api,
+        &config,
+        "stripe-connect",
+        SECRET_KEY,
+        &[],
+    ));
+    assert_eq!(
+        (
+            stored["accounts"].as_u64(),
+            stored["listed"].as_u64(),
+            stored["stored"].as_u64()
+        ),
+        (Some(2), Some(4), Some(4)),
+        "{stored}"
+    );
+    assert_stored_per_connected_account(&database, &api).await;
+    assert_an_integration_of_no_account_reads_nothing(&database, &api);
+}
+
+/// A GitHub hook's deliveries: failed ones, one failed and then redelivered, one inbound
+/// holds, one failed twice, one before the window, one inbound refused, and more than a
+/// page that succeeded; inbound holding `d-held`. The API's first answer is a rate limit.
+async fn github_scene(database: &TestDatabase) -> inbound_tests::github_api::GithubApi {
     // Inbound holds d-held (it stored the delivery; GitHub saw it fail on the way back).
     let held_body = json!({"ref": "refs/heads/main", "repository": {"id": 42}}).to_string();
     let headers: Vec<(&str, &[u8])> = vec![
         ("x-github-delivery", b"d-held"),
         ("x-github-event", b"push"),
     ];
-    domain::accept_with_headers(pool, &domain::config(), "gh-acme", &headers, &held_body)
-        .await
-        .expect("stored");
+    domain::accept_with_headers(
+        database.pool(),
+        &domain::config(),
+        "gh-acme",
+        &headers,
+        &held_body,
+    )
+    .await
+    .expect("stored");
     let mut deliveries = vec![
         delivery(1, "d-ok", 10, 200),
         delivery(2, "d-failed", 20, 503),
@@ -627,8 +677,23 @@ async fn github_redeliver_asks_again_only_for_what_failed_and_inbound_does_not_h
     // More than a page of deliveries that succeeded.
     deliveries
         .extend((0..110).map(|index| delivery(100 + index, &format!("d-fine-{index}"), 5, 200)));
-    let api = GithubApi::start(deliveries).await;
+    let api = inbound_tests::github_api::GithubApi::start(deliveries).await;
     api.rate_limit_next(1);
+    api
+}
+
+/// The App's private key written to `scratch`, as a `file:` reference.
+fn app_key_reference(scratch: &ScratchDir) -> String {
+    let key_path = scratch.path().join("app.pem");
+    std::fs::write(&key_path, inbound_tests::github_api::APP_KEY_PEM).expect("key");
+    format!("file:{}", key_path.display())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn github_redeliver_asks_again_only_for_what_failed_and_inbound_does_not_hold() {
+    use inbound_tests::github_api::{APP_ID, TOKEN};
+    let database = TestDatabase::create().await;
+    let api = github_scene(&database).await;
     let base = api.base_url();
     let scratch = ScratchDir::new();
     let config = config_file(&scratch);
@@ -673,9 +738,7 @@ async fn github_redeliver_asks_again_only_for_what_failed_and_inbound_does_not_h
 
     // An App's hook, with the App's JWT.
     let key_file = ScratchDir::new();
-    let key_path = key_file.path().join("app.pem");
-    std::fs::write(&key_path, APP_KEY_PEM).expect("key");
-    let key_reference = format!("file:{}", key_path.display());
+    let key_reference = app_key_reference(&key_file);
     let app_id = APP_ID.to_string();
     let app = summary(&run(
         &words(&format!(

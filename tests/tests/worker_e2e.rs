@@ -60,12 +60,11 @@ async fn wait_for_count(pool: &PgPool, sql: &str, expected: i64, limit: Duration
     .await;
 }
 
-#[tokio::test]
-async fn four_workers_apply_two_thousand_receipts_over_five_hundred_orders_once_each() {
-    let database = TestDatabase::create().await;
-    let pool = database.pool();
-    let config = domain::config();
-    for order in 0..500 {
+const ORDERS: usize = 500;
+
+/// Orders `o0`…`o499`, each awaiting its payment `pi_…`.
+async fn seed_orders(pool: &PgPool) {
+    for order in 0..ORDERS {
         domain::seed_order(
             pool,
             &format!("o{order}"),
@@ -75,10 +74,14 @@ async fn four_workers_apply_two_thousand_receipts_over_five_hundred_orders_once_
         )
         .await;
     }
-    // Per order: the event, a redelivery (same key: refused), and three new event ids for
-    // the same payment (cross-id repeats).
+}
+
+/// Per order: the event, a redelivery (same key: refused), and three new event ids for
+/// the same payment (cross-id repeats); returns how many were accepted.
+async fn accept_four_events_per_payment(pool: &PgPool) -> i32 {
+    let config = domain::config();
     let mut accepted = 0;
-    for order in 0..500 {
+    for order in 0..ORDERS {
         for copy in 0..4 {
             let body = succeeded(
                 &format!("evt_{order}_{copy}"),
@@ -95,17 +98,12 @@ async fn four_workers_apply_two_thousand_receipts_over_five_hundred_orders_once_
             }
         }
     }
-    assert_eq!(accepted, 2000);
-    let workers: Vec<Service> = (0..4)
-        .map(|_| Service::worker(&worker_options(database.url(), &["--concurrency", "8"])))
-        .collect();
-    wait_for_count(
-        pool,
-        "SELECT count(*) FROM receipts WHERE status = 'done'",
-        2000,
-        Duration::from_secs(60),
-    )
-    .await;
+    accepted
+}
+
+/// Every order paid by one applied receipt, the repeats judged duplicates, one intent
+/// per operation, and nothing left queued.
+async fn assert_each_order_applied_once(pool: &PgPool) {
     assert_eq!(
         count(pool, "SELECT count(*) FROM orders WHERE status = 'paid'").await,
         500
@@ -136,6 +134,10 @@ async fn four_workers_apply_two_thousand_receipts_over_five_hundred_orders_once_
         500
     );
     assert_eq!(count(pool, "SELECT count(*) FROM receipt_queue").await, 0);
+}
+
+/// At least two of the workers applied something.
+fn assert_the_work_was_shared(workers: &[Service]) {
     let busy = workers
         .iter()
         .filter(|worker| {
@@ -149,6 +151,26 @@ async fn four_workers_apply_two_thousand_receipts_over_five_hundred_orders_once_
         busy >= 2,
         "the work was shared ({busy} workers applied something)"
     );
+}
+
+#[tokio::test]
+async fn four_workers_apply_two_thousand_receipts_over_five_hundred_orders_once_each() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    seed_orders(pool).await;
+    assert_eq!(accept_four_events_per_payment(pool).await, 2000);
+    let workers: Vec<Service> = (0..4)
+        .map(|_| Service::worker(&worker_options(database.url(), &["--concurrency", "8"])))
+        .collect();
+    wait_for_count(
+        pool,
+        "SELECT count(*) FROM receipts WHERE status = 'done'",
+        2000,
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_each_order_applied_once(pool).await;
+    assert_the_work_was_shared(&workers);
 }
 
 /// Holds a row lock on the order in an open transaction until it is rolled back.

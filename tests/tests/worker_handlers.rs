@@ -125,6 +125,65 @@ async fn a_payment_for_an_order_of_another_tenant_says_where_the_order_is() {
     assert!(!error.contains("(yet)"), "{error}");
 }
 
+/// A payment whose guarded UPDATE matches no row of its order, although the order awaits
+/// 1000 usd through `expected`; `reason` is a part of why it is quarantined.
+struct Mismatch {
+    order: &'static str,
+    expected: &'static str,
+    event: &'static str,
+    payment: &'static str,
+    amount: i64,
+    currency: &'static str,
+    reason: &'static str,
+}
+
+/// The payments that differ from their order: in amount, in currency, in PaymentIntent.
+fn mismatched_payments() -> [Mismatch; 3] {
+    [
+        Mismatch {
+            order: "o_amount",
+            expected: "pi_amount",
+            event: "evt_a",
+            payment: "pi_amount",
+            amount: 999,
+            currency: "usd",
+            reason: "pi_amount does not pay order o_amount: the amount differs",
+        },
+        Mismatch {
+            order: "o_currency",
+            expected: "pi_currency",
+            event: "evt_c",
+            payment: "pi_currency",
+            amount: 1000,
+            currency: "eur",
+            reason: "the currency differs",
+        },
+        Mismatch {
+            order: "o_other",
+            expected: "pi_expected",
+            event: "evt_o",
+            payment: "pi_unexpected",
+            amount: 1000,
+            currency: "usd",
+            reason: "expects PaymentIntent pi_expected",
+        },
+    ]
+}
+
+/// A receipt's detail, as an operator reads it.
+async fn receipt_detail(pool: &sqlx::PgPool, receipt: i64) -> admin::ReceiptDetail {
+    admin::receipt_detail(
+        &mut pool.acquire().await.expect("conn"),
+        inbound_core::keys::ReceiptId(receipt),
+    )
+    .await
+    .expect("query")
+    .expect("row")
+}
+
+/// A payment applies once; one that changes no row is classified: the same payment again
+/// is a duplicate, one that differs from its order is quarantined and leaves it unpaid.
+/// (An order not created yet, and a failure after the payment: the two tests below.)
 #[tokio::test]
 async fn mark_paid_applies_once_and_classifies_every_zero_row_update() {
     let database = TestDatabase::create().await;
@@ -132,34 +191,22 @@ async fn mark_paid_applies_once_and_classifies_every_zero_row_update() {
     let config = domain::config();
     let worker = slowly_retrying_worker(pool);
     domain::seed_order(pool, "o1", "pi_1", 1000, "usd").await;
-    domain::seed_order(pool, "o_amount", "pi_amount", 1000, "usd").await;
-    domain::seed_order(pool, "o_currency", "pi_currency", 1000, "usd").await;
-    domain::seed_order(pool, "o_other", "pi_expected", 1000, "usd").await;
-
     let paid = accept_succeeded(pool, &config, "evt_1", "pi_1", "o1", 1000, "usd").await;
-    let amount =
-        accept_succeeded(pool, &config, "evt_a", "pi_amount", "o_amount", 999, "usd").await;
-    let currency = accept_succeeded(
-        pool,
-        &config,
-        "evt_c",
-        "pi_currency",
-        "o_currency",
-        1000,
-        "eur",
-    )
-    .await;
-    let other = accept_succeeded(
-        pool,
-        &config,
-        "evt_o",
-        "pi_unexpected",
-        "o_other",
-        1000,
-        "usd",
-    )
-    .await;
-    let missing = accept_succeeded(pool, &config, "evt_m", "pi_m", "o_missing", 1000, "usd").await;
+    let mut mismatched = Vec::new();
+    for case in mismatched_payments() {
+        domain::seed_order(pool, case.order, case.expected, 1000, "usd").await;
+        let receipt = accept_succeeded(
+            pool,
+            &config,
+            case.event,
+            case.payment,
+            case.order,
+            case.amount,
+            case.currency,
+        )
+        .await;
+        mismatched.push((receipt, case));
+    }
     step(&worker).await;
 
     assert_eq!(
@@ -171,44 +218,15 @@ async fn mark_paid_applies_once_and_classifies_every_zero_row_update() {
         domain::operation_keys(pool).await,
         ["order.paid:acme:o1:pi_1"]
     );
-    for (receipt, needle) in [
-        (
-            amount,
-            "pi_amount does not pay order o_amount: the amount differs",
-        ),
-        (currency, "the currency differs"),
-        (other, "expects PaymentIntent pi_expected"),
-    ] {
-        domain::assert_ended(pool, receipt, ReceiptStatus::Quarantined, None, needle).await;
-    }
-    for order in ["o_amount", "o_currency", "o_other"] {
+    for (receipt, case) in mismatched {
+        domain::assert_ended(pool, receipt, ReceiptStatus::Quarantined, None, case.reason).await;
+        let order = case.order;
         assert_eq!(
             domain::order_status(pool, order).await,
             "awaiting_payment",
             "{order} unchanged"
         );
     }
-    // The order does not exist yet: transient, still pending with its error, backing off.
-    let (status, _, _) = domain::receipt_state(pool, missing).await;
-    assert_eq!(status, ReceiptStatus::Pending);
-    let detail = admin::receipt_detail(
-        &mut pool.acquire().await.expect("conn"),
-        inbound_core::keys::ReceiptId(missing),
-    )
-    .await
-    .expect("query")
-    .expect("row");
-    assert!(
-        detail
-            .last_error
-            .as_deref()
-            .is_some_and(|error| error.contains("o_missing does not exist")),
-        "{detail:?}"
-    );
-    assert!(
-        detail.visible_at.expect("queued") > chrono::Utc::now(),
-        "backing off"
-    );
 
     // The same payment under a new event id, and a redelivery: nothing applies twice.
     let again = domain::accept(
@@ -242,8 +260,47 @@ async fn mark_paid_applies_once_and_classifies_every_zero_row_update() {
         1,
         "no second intent"
     );
+}
 
-    // A stale payment_failed after paid changes nothing and says why.
+/// The order does not exist yet: transient, the payment still pending with its error,
+/// backing off.
+#[tokio::test]
+async fn a_payment_for_an_order_not_created_yet_waits_with_its_error_and_backs_off() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let config = domain::config();
+    let worker = slowly_retrying_worker(pool);
+    let missing = accept_succeeded(pool, &config, "evt_m", "pi_m", "o_missing", 1000, "usd").await;
+    step(&worker).await;
+
+    let (status, _, _) = domain::receipt_state(pool, missing).await;
+    assert_eq!(status, ReceiptStatus::Pending);
+    let detail = receipt_detail(pool, missing).await;
+    assert!(
+        detail
+            .last_error
+            .as_deref()
+            .is_some_and(|error| error.contains("o_missing does not exist")),
+        "{detail:?}"
+    );
+    assert!(
+        detail.visible_at.expect("queued") > chrono::Utc::now(),
+        "backing off"
+    );
+}
+
+/// A stale `payment_intent.payment_failed` after the order was paid changes nothing and
+/// says why.
+#[tokio::test]
+async fn a_payment_failure_after_the_order_was_paid_changes_nothing_and_says_why() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let config = domain::config();
+    let worker = slowly_retrying_worker(pool);
+    domain::seed_order(pool, "o1", "pi_1", 1000, "usd").await;
+    accept_succeeded(pool, &config, "evt_1", "pi_1", "o1", 1000, "usd").await;
+    step(&worker).await;
+
     let failed_body = stripe_event(
         "evt_f",
         "payment_intent.payment_failed",
@@ -281,19 +338,28 @@ async fn unpaid_order_with_a_full_refund(
     .await
 }
 
+/// Accepts a `charge.refunded` of `charge`; returns its receipt id.
+async fn accept_refund_of(
+    pool: &sqlx::PgPool,
+    config: &inbound_core::config::Config,
+    event_id: &str,
+    charge: serde_json::Value,
+) -> i64 {
+    domain::accept_event(pool, config, event_id, "charge.refunded", charge).await
+}
+
 /// Stripe sends every PaymentIntent and Charge of the account: subscription renewals and
 /// their refunds are no order's. They are ignored with their reason — never quarantined
 /// (a person paged for each renewal) nor retried until `failed` — while a refund whose
-/// payment is still waiting to be applied waits for it.
+/// payment is still waiting to be applied waits for it. (A refund of a payment nobody has
+/// seen, and one of a quarantined payment: the two tests below.)
 #[tokio::test]
 async fn payments_and_refunds_of_no_order_are_ignored_and_a_refund_waits_only_for_a_pending_payment()
  {
     let database = TestDatabase::create().await;
     let pool = database.pool();
     let config = domain::config();
-    let mut settings = domain::settings();
-    settings.backoff_base = Duration::from_secs(60);
-    let worker = domain::worker(pool, settings);
+    let worker = slowly_retrying_worker(pool);
     let renewal = domain::accept_event(
         pool,
         &config,
@@ -322,30 +388,12 @@ async fn payments_and_refunds_of_no_order_are_ignored_and_a_refund_waits_only_fo
     // A subscription's charge names no order: on API versions from 2025-03-31 (basil) it
     // names no invoice either.
     let renewal_charge = charge("pi_sub", 2000, 2000);
-    let renewal_refund = domain::accept_event(
-        pool,
-        &config,
-        "evt_renewal_refund",
-        "charge.refunded",
-        renewal_charge,
-    )
-    .await;
-    // A refund of an order's payment nobody has seen (its charge names the order; no
-    // payment event yet) waits: the payment may come late, and must not then mark an order
-    // paid that was refunded.
-    let unseen_refund = domain::accept_event(
-        pool,
-        &config,
-        "evt_r_unseen",
-        "charge.refunded",
-        domain::order_charge("pi_unseen", "o_unseen", 1000, 1000),
-    )
-    .await;
-    let waiting_refund = domain::accept_event(
+    let renewal_refund =
+        accept_refund_of(pool, &config, "evt_renewal_refund", renewal_charge).await;
+    let waiting_refund = accept_refund_of(
         pool,
         &config,
         "evt_r_late",
-        "charge.refunded",
         domain::order_charge("pi_late", "o_late", 1000, 1000),
     )
     .await;
@@ -368,10 +416,6 @@ async fn payments_and_refunds_of_no_order_are_ignored_and_a_refund_waits_only_fo
     )
     .await;
     assert_eq!(
-        domain::receipt_state(pool, unseen_refund).await.0,
-        ReceiptStatus::Pending
-    );
-    assert_eq!(
         domain::receipt_state(pool, waiting_payment).await.0,
         ReceiptStatus::Pending
     );
@@ -379,8 +423,34 @@ async fn payments_and_refunds_of_no_order_are_ignored_and_a_refund_waits_only_fo
         domain::receipt_state(pool, waiting_refund).await.0,
         ReceiptStatus::Pending
     );
+}
 
-    // A double payment is quarantined; its refund settles it and is ignored.
+/// A refund of an order's payment nobody has seen (its charge names the order; no
+/// payment event yet) waits: the payment may come late, and must not then mark an order
+/// paid that was refunded.
+#[tokio::test]
+async fn a_refund_of_an_orders_payment_nobody_has_seen_waits_for_the_payment() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let config = domain::config();
+    let worker = slowly_retrying_worker(pool);
+    let unseen_charge = domain::order_charge("pi_unseen", "o_unseen", 1000, 1000);
+    let unseen_refund = accept_refund_of(pool, &config, "evt_r_unseen", unseen_charge).await;
+    step(&worker).await;
+    assert_eq!(
+        domain::receipt_state(pool, unseen_refund).await.0,
+        ReceiptStatus::Pending
+    );
+}
+
+/// A double payment is quarantined; its refund settles it and is ignored, rather than
+/// waiting for a payment that will not apply.
+#[tokio::test]
+async fn the_refund_of_a_quarantined_double_payment_settles_it_and_is_ignored() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let config = domain::config();
+    let worker = slowly_retrying_worker(pool);
     domain::seed_order(pool, "o_dbl", "pi_dbl_1", 1000, "usd").await;
     let double = accept_succeeded(pool, &config, "evt_dbl", "pi_dbl_2", "o_dbl", 1000, "usd").await;
     step(&worker).await;
@@ -388,11 +458,10 @@ async fn payments_and_refunds_of_no_order_are_ignored_and_a_refund_waits_only_fo
         domain::receipt_state(pool, double).await.0,
         ReceiptStatus::Quarantined
     );
-    let double_refund = domain::accept_event(
+    let double_refund = accept_refund_of(
         pool,
         &config,
         "evt_dbl_refund",
-        "charge.refunded",
         domain::order_charge("pi_dbl_2", "o_dbl", 1000, 1000),
     )
     .await;
@@ -562,14 +631,34 @@ async fn a_routes_price_options_take_the_place_of_the_integrations_map() {
     );
 }
 
-/// Invoices as Stripe sends them: a downgrade carries a credit line for the old plan, a
-/// long invoice says `has_more`, an invoice is finalized before it is paid, and an invoice
-/// has exactly one customer.
-#[tokio::test]
-async fn grants_read_invoices_as_stripe_sends_them() {
-    use serde_json::json;
-    let database = TestDatabase::create().await;
-    let pool = database.pool();
+/// A line of an invoice: its price, its amount (minor units), and whether it prorates.
+fn invoice_line(price: &str, amount: i64, proration: bool) -> serde_json::Value {
+    serde_json::json!({"price": {"id": price}, "amount": amount, "proration": proration})
+}
+
+/// Invoice `in_down` of `cus_a`, paid: a downgrade from pro to team — unused time on pro
+/// is credited, team is charged.
+fn downgrade_invoice() -> serde_json::Value {
+    domain::invoice_with_lines(
+        "in_down",
+        "cus_a",
+        "paid",
+        vec![
+            invoice_line("price_pro", -1500, true),
+            invoice_line("price_team", 500, true),
+        ],
+        false,
+    )
+}
+
+/// The fixture's configuration with `invoice.finalized` routed to the grant handler too,
+/// and a worker over `pool` with it.
+fn finalized_invoices_routed(
+    pool: &sqlx::PgPool,
+) -> (
+    inbound_core::config::Config,
+    std::sync::Arc<inbound_worker::Worker>,
+) {
     let config = domain::config_edited(|config| {
         config.routes("stripe-acme").insert(
             "invoice.finalized".to_owned(),
@@ -577,23 +666,31 @@ async fn grants_read_invoices_as_stripe_sends_them() {
         );
     });
     let worker = domain::worker_with_config(pool, config.clone(), domain::settings());
-    let line = |price: &str, amount: i64, proration: bool| json!({"price": {"id": price}, "amount": amount, "proration": proration});
-    // Downgrade from pro to team: unused time on pro is credited, team is charged.
+    (config, worker)
+}
+
+/// Every grant, as `(account, entitlement)`, in order.
+async fn entitlement_grants(pool: &sqlx::PgPool) -> Vec<(String, String)> {
+    sqlx::query_as("SELECT account_id, entitlement FROM entitlement_grants ORDER BY 1, 2")
+        .fetch_all(pool)
+        .await
+        .expect("grants")
+}
+
+/// Invoices as Stripe sends them: a downgrade carries a credit line for the old plan, and
+/// a long invoice says `has_more`. (An invoice is finalized before it is paid, and an
+/// invoice has exactly one customer: the two tests below.)
+#[tokio::test]
+async fn grants_read_invoices_as_stripe_sends_them() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let (config, worker) = finalized_invoices_routed(pool);
     let downgrade = domain::accept_event(
         pool,
         &config,
         "evt_down",
         "invoice.paid",
-        domain::invoice_with_lines(
-            "in_down",
-            "cus_a",
-            "paid",
-            vec![
-                line("price_pro", -1500, true),
-                line("price_team", 500, true),
-            ],
-            false,
-        ),
+        downgrade_invoice(),
     )
     .await;
     let truncated = domain::accept_event(
@@ -605,38 +702,8 @@ async fn grants_read_invoices_as_stripe_sends_them() {
             "in_long",
             "cus_a",
             "paid",
-            vec![line("price_x", 100, false)],
+            vec![invoice_line("price_x", 100, false)],
             true,
-        ),
-    )
-    .await;
-    let unpaid = domain::accept_event(
-        pool,
-        &config,
-        "evt_final",
-        "invoice.finalized",
-        domain::invoice_with_lines(
-            "in_open",
-            "cus_a",
-            "open",
-            vec![line("price_pro", 1000, false)],
-            false,
-        ),
-    )
-    .await;
-    step(&worker).await;
-    // The same invoice named under another customer: an invoice has one customer.
-    let other_customer = domain::accept_event(
-        pool,
-        &config,
-        "evt_other",
-        "invoice.paid",
-        domain::invoice_with_lines(
-            "in_down",
-            "cus_b",
-            "paid",
-            vec![line("price_team", 500, true)],
-            false,
         ),
     )
     .await;
@@ -646,19 +713,38 @@ async fn grants_read_invoices_as_stripe_sends_them() {
         domain::receipt_state(pool, downgrade).await.1,
         Some(ReceiptOutcome::Applied)
     );
-    let grants: Vec<(String, String)> =
-        sqlx::query_as("SELECT account_id, entitlement FROM entitlement_grants ORDER BY 1, 2")
-            .fetch_all(pool)
-            .await
-            .expect("grants");
     assert_eq!(
-        grants,
+        entitlement_grants(pool).await,
         [("cus_a".into(), "team".into())],
         "a credit grants nothing"
     );
     let (status, _, reason) = domain::receipt_state(pool, truncated).await;
     assert_eq!(status, ReceiptStatus::Quarantined);
     assert!(reason.is_some_and(|reason| reason.contains("has_more")));
+}
+
+/// An invoice is finalized before it is paid: a finalized invoice, still open, grants
+/// nothing yet.
+#[tokio::test]
+async fn an_invoice_finalized_but_not_paid_is_ignored() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let (config, worker) = finalized_invoices_routed(pool);
+    let unpaid = domain::accept_event(
+        pool,
+        &config,
+        "evt_final",
+        "invoice.finalized",
+        domain::invoice_with_lines(
+            "in_open",
+            "cus_a",
+            "open",
+            vec![invoice_line("price_pro", 1000, false)],
+            false,
+        ),
+    )
+    .await;
+    step(&worker).await;
     domain::assert_ended(
         pool,
         unpaid,
@@ -667,6 +753,39 @@ async fn grants_read_invoices_as_stripe_sends_them() {
         "not paid",
     )
     .await;
+}
+
+/// The same invoice, granted to one customer, named under another: an invoice has one
+/// customer, so this one is quarantined, naming the first.
+#[tokio::test]
+async fn an_invoice_granted_to_one_customer_is_quarantined_under_another() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let (config, worker) = finalized_invoices_routed(pool);
+    domain::accept_event(
+        pool,
+        &config,
+        "evt_down",
+        "invoice.paid",
+        downgrade_invoice(),
+    )
+    .await;
+    step(&worker).await;
+    let other_customer = domain::accept_event(
+        pool,
+        &config,
+        "evt_other",
+        "invoice.paid",
+        domain::invoice_with_lines(
+            "in_down",
+            "cus_b",
+            "paid",
+            vec![invoice_line("price_team", 500, true)],
+            false,
+        ),
+    )
+    .await;
+    step(&worker).await;
     let (status, _, reason) = domain::receipt_state(pool, other_customer).await;
     assert_eq!(status, ReceiptStatus::Quarantined, "{reason:?}");
     assert!(reason.is_some_and(|reason| reason.contains("cus_a")));
@@ -688,14 +807,6 @@ async fn grants_once_per_business_key_and_an_invoice_has_one_customer() {
             "cus_a",
             &["price_pro", "price_team", "price_unmapped"],
         ),
-    )
-    .await;
-    let unmapped = domain::accept_event(
-        pool,
-        &config,
-        "evt_i4",
-        "invoice.paid",
-        invoice("in_2", "cus_a", &["price_unmapped"]),
     )
     .await;
     step(&worker).await;
@@ -733,16 +844,7 @@ async fn grants_once_per_business_key_and_an_invoice_has_one_customer() {
         Some(ReceiptOutcome::Duplicate)
     );
     assert_eq!(
-        domain::receipt_state(pool, unmapped).await.1,
-        Some(ReceiptOutcome::Ignored)
-    );
-    let grants: Vec<(String, String)> =
-        sqlx::query_as("SELECT account_id, entitlement FROM entitlement_grants ORDER BY 1, 2")
-            .fetch_all(pool)
-            .await
-            .expect("grants");
-    assert_eq!(
-        grants,
+        entitlement_grants(pool).await,
         [
             ("cus_a".into(), "pro".into()),
             ("cus_a".into(), "team".into()),
@@ -754,6 +856,32 @@ async fn grants_once_per_business_key_and_an_invoice_has_one_customer() {
         "one effect per grant: {:?}",
         domain::operation_keys(pool).await
     );
+}
+
+/// An invoice none of whose prices maps to an entitlement is ignored, and grants nothing.
+#[tokio::test]
+async fn an_invoice_of_unmapped_prices_is_ignored() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let config = domain::config();
+    let worker = domain::worker(pool, domain::settings());
+    let unmapped = domain::accept_event(
+        pool,
+        &config,
+        "evt_i4",
+        "invoice.paid",
+        invoice("in_2", "cus_a", &["price_unmapped"]),
+    )
+    .await;
+    step(&worker).await;
+    assert_eq!(
+        domain::receipt_state(pool, unmapped).await.1,
+        Some(ReceiptOutcome::Ignored)
+    );
+    let grants = entitlement_grants(pool).await;
+    assert!(grants.is_empty(), "no grant: {grants:?}");
+    let effects = domain::operation_keys(pool).await;
+    assert!(effects.is_empty(), "no effect: {effects:?}");
 }
 
 #[tokio::test]
@@ -1145,32 +1273,51 @@ impl Handler for VerdictAfterWriting {
     }
 }
 
+/// Seeds order `o{n}` awaiting 1000 usd through `pi_{n}` and accepts `evt_{n}` paying
+/// it, for each `n` of `numbers`; returns the receipts in order.
+async fn orders_with_pending_payments(
+    pool: &sqlx::PgPool,
+    config: &inbound_core::config::Config,
+    numbers: std::ops::RangeInclusive<u32>,
+) -> Vec<i64> {
+    let mut receipts = Vec::new();
+    for n in numbers {
+        let (order, payment, event) = (format!("o{n}"), format!("pi_{n}"), format!("evt_{n}"));
+        domain::seed_order(pool, &order, &payment, 1000, "usd").await;
+        receipts.push(accept_succeeded(pool, config, &event, &payment, &order, 1000, "usd").await);
+    }
+    receipts
+}
+
+/// A worker whose `orders.mark_paid` is wrapped in [`VerdictAfterWriting`].
+fn verdict_after_writing_worker(
+    pool: &sqlx::PgPool,
+    config: &inbound_core::config::Config,
+) -> inbound_worker::Worker {
+    let stock = domain::stock_registry();
+    let mut registry = stock.clone();
+    let mark_paid = stock.get(ORDERS_MARK_PAID).expect("registered").clone();
+    registry.register(ORDERS_MARK_PAID, VerdictAfterWriting(mark_paid));
+    inbound_worker::Worker::new(
+        pool.clone(),
+        std::sync::Arc::new(config.clone()),
+        registry,
+        domain::settings(),
+    )
+}
+
 /// Only `Applied` commits what a handler wrote: a handler that writes and then answers
 /// `Quarantine`, `Ignored` or `Duplicate` leaves nothing behind (its receipt still ends as
-/// it said), in a batch applied together and in one applied receipt by receipt. So a
-/// replay after the cause is fixed applies the transition instead of reading as a false
-/// `Duplicate`.
+/// it said) — here in a batch applied together; receipt by receipt in the test below. So
+/// a replay after the cause is fixed applies the transition instead of reading as a false
+/// `Duplicate` (the test after it).
 #[tokio::test]
 async fn only_an_applied_verdict_commits_the_handlers_writes() {
     let database = TestDatabase::create().await;
     let pool = database.pool();
     let config = domain::config();
-    let mut receipts = Vec::new();
-    for n in 1..=6 {
-        let (order, payment, event) = (format!("o{n}"), format!("pi_{n}"), format!("evt_{n}"));
-        domain::seed_order(pool, &order, &payment, 1000, "usd").await;
-        receipts.push(accept_succeeded(pool, &config, &event, &payment, &order, 1000, "usd").await);
-    }
-    let stock = domain::stock_registry();
-    let mut registry = stock.clone();
-    let mark_paid = stock.get(ORDERS_MARK_PAID).expect("registered").clone();
-    registry.register(ORDERS_MARK_PAID, VerdictAfterWriting(mark_paid));
-    let worker = inbound_worker::Worker::new(
-        pool.clone(),
-        std::sync::Arc::new(config.clone()),
-        registry,
-        domain::settings(),
-    );
+    let receipts = orders_with_pending_payments(pool, &config, 1..=4).await;
+    let worker = verdict_after_writing_worker(pool, &config);
 
     // Together: evt_1 to evt_4 in one transaction.
     let mut connection = pool.acquire().await.expect("conn");
@@ -1188,21 +1335,8 @@ async fn only_an_applied_verdict_commits_the_handlers_writes() {
         ),
         "{attempts:?}"
     );
-    // Receipt by receipt (evt_5 fails, so its batch is isolated): evt_6 quarantined.
-    let isolated = domain::claim(&mut connection, 2, Duration::from_secs(30), "w").await;
-    let attempts = process_batch(&worker, isolated).await;
-    assert!(
-        matches!(
-            attempts[..],
-            [
-                Attempt::Retrying { .. },
-                Attempt::Committed(Transition::Quarantine { .. })
-            ]
-        ),
-        "{attempts:?}"
-    );
     assert_eq!(domain::order_status(pool, "o1").await, "paid");
-    for order in ["o2", "o3", "o4", "o5", "o6"] {
+    for order in ["o2", "o3", "o4"] {
         assert_eq!(
             domain::order_status(pool, order).await,
             "awaiting_payment",
@@ -1225,16 +1359,80 @@ async fn only_an_applied_verdict_commits_the_handlers_writes() {
             ReceiptStatus::Done,
             Some(ReceiptOutcome::Duplicate),
         ),
-        (receipts[5], ReceiptStatus::Quarantined, None),
     ] {
         domain::assert_ended(pool, receipt, status, outcome, "decided after writing").await;
     }
+}
+
+/// [`only_an_applied_verdict_commits_the_handlers_writes`] for a batch applied receipt by
+/// receipt (one of its receipts fails, so each is isolated): a verdict other than
+/// `Applied` commits nothing there either.
+#[tokio::test]
+async fn a_verdict_other_than_applied_commits_nothing_when_the_batch_runs_receipt_by_receipt() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let config = domain::config();
+    let receipts = orders_with_pending_payments(pool, &config, 5..=6).await;
+    let worker = verdict_after_writing_worker(pool, &config);
+
+    // Receipt by receipt (evt_5 fails, so its batch is isolated): evt_6 quarantined.
+    let mut connection = pool.acquire().await.expect("conn");
+    let isolated = domain::claim(&mut connection, 2, Duration::from_secs(30), "w").await;
+    let attempts = process_batch(&worker, isolated).await;
+    assert!(
+        matches!(
+            attempts[..],
+            [
+                Attempt::Retrying { .. },
+                Attempt::Committed(Transition::Quarantine { .. })
+            ]
+        ),
+        "{attempts:?}"
+    );
+    for order in ["o5", "o6"] {
+        assert_eq!(
+            domain::order_status(pool, order).await,
+            "awaiting_payment",
+            "{order}: the handler's write stayed behind a verdict other than applied"
+        );
+    }
+    let effects = domain::operation_keys(pool).await;
+    assert!(effects.is_empty(), "{effects:?}");
+    domain::assert_ended(
+        pool,
+        receipts[1],
+        ReceiptStatus::Quarantined,
+        None,
+        "decided after writing",
+    )
+    .await;
+}
+
+/// A receipt quarantined by a handler that had written: once the cause is fixed (the stock
+/// handler back), the replay applies — no false duplicate from the write that stayed
+/// behind.
+#[tokio::test]
+async fn a_replay_after_the_handler_is_fixed_applies_instead_of_reading_as_a_duplicate() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let config = domain::config();
+    let receipts = orders_with_pending_payments(pool, &config, 2..=2).await;
+    let worker = verdict_after_writing_worker(pool, &config);
+    let mut connection = pool.acquire().await.expect("conn");
+    let quarantined = domain::claim(&mut connection, 1, Duration::from_secs(30), "w").await;
+    let attempts = process_batch(&worker, quarantined).await;
+    assert!(
+        matches!(
+            attempts[..],
+            [Attempt::Committed(Transition::Quarantine { .. })]
+        ),
+        "{attempts:?}"
+    );
 
     // The cause fixed (the stock handler back), the replay applies: no false duplicate.
-    let mut connection = pool.acquire().await.expect("conn");
     admin::replay(
         &mut connection,
-        &[inbound_core::keys::ReceiptId(receipts[1])],
+        &[inbound_core::keys::ReceiptId(receipts[0])],
         None,
         "test",
         "handler fixed",
@@ -1251,6 +1449,20 @@ async fn only_an_applied_verdict_commits_the_handlers_writes() {
         "{attempts:?}"
     );
     assert_eq!(domain::order_status(pool, "o2").await, "paid");
+}
+
+/// Replays `receipts` as operator `ops`, giving `reason`.
+async fn replay_as_ops(
+    pool: &sqlx::PgPool,
+    receipts: &[i64],
+    reason: &str,
+) -> Result<(), admin::ReplayError> {
+    let ids: Vec<_> = receipts
+        .iter()
+        .map(|&id| inbound_core::keys::ReceiptId(id))
+        .collect();
+    let mut connection = pool.acquire().await.expect("conn");
+    admin::replay(&mut connection, &ids, None, "ops", reason).await
 }
 
 #[tokio::test]
@@ -1292,13 +1504,7 @@ async fn a_poison_receipt_fails_after_max_attempts_on_schedule_and_a_replay_appl
             index + 1
         );
     }
-    let detail = admin::receipt_detail(
-        &mut pool.acquire().await.expect("conn"),
-        inbound_core::keys::ReceiptId(poison),
-    )
-    .await
-    .expect("query")
-    .expect("row");
+    let detail = receipt_detail(pool, poison).await;
     assert_eq!(
         (detail.status.as_str(), detail.attempts, detail.visible_at),
         ("failed", 4, None)
@@ -1306,49 +1512,14 @@ async fn a_poison_receipt_fails_after_max_attempts_on_schedule_and_a_replay_appl
 
     // The order appears; an operator replays the receipt and it applies.
     domain::seed_order(pool, "o_late", "pi_p", 1000, "usd").await;
-    let mut connection = pool.acquire().await.expect("conn");
-    let refused = admin::replay(
-        &mut connection,
-        &[
-            inbound_core::keys::ReceiptId(poison),
-            inbound_core::keys::ReceiptId(999_999),
-        ],
-        None,
-        "ops",
-        "order created",
-    )
-    .await;
-    assert!(refused.is_err_and(|error| error.to_string() == "receipt 999999 does not exist"));
-    admin::replay(
-        &mut connection,
-        &[inbound_core::keys::ReceiptId(poison)],
-        None,
-        "ops",
-        "order created",
-    )
-    .await
-    .expect("replay");
-    drop(connection);
+    replay_as_ops(pool, &[poison], "order created")
+        .await
+        .expect("replay");
     step(&worker).await;
     assert_eq!(
         domain::receipt_state(pool, poison).await,
         (ReceiptStatus::Done, Some(ReceiptOutcome::Applied), None)
     );
-    let mut connection = pool.acquire().await.expect("conn");
-    let wrong_state = admin::replay(
-        &mut connection,
-        &[inbound_core::keys::ReceiptId(poison)],
-        None,
-        "ops",
-        "again",
-    )
-    .await;
-    assert!(wrong_state.is_err_and(|error| {
-        error
-            .to_string()
-            .contains("is done; only failed or quarantined receipts (queued again) and pending")
-    }));
-    drop(connection);
     let replays: (String, String, String) = sqlx::query_as(
         "SELECT previous_status, replayed_by, reason FROM receipt_replays WHERE receipt_id = $1",
     )
@@ -1360,6 +1531,39 @@ async fn a_poison_receipt_fails_after_max_attempts_on_schedule_and_a_replay_appl
         replays,
         ("failed".into(), "ops".into(), "order created".into())
     );
+}
+
+/// A replay that names a receipt which does not exist is refused whole, and so is one of
+/// a receipt that is done: only failed or quarantined receipts, and pending ones, replay.
+#[tokio::test]
+async fn a_replay_naming_an_unknown_receipt_or_a_done_one_is_refused() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let config = domain::config();
+    let mut settings = domain::settings();
+    // Failed at its first attempt, its order not created yet.
+    settings.max_attempts = 1;
+    let worker = domain::worker(pool, settings);
+    let poison = accept_succeeded(pool, &config, "evt_p", "pi_p", "o_late", 1000, "usd").await;
+    let attempts = step(&worker).await;
+    assert!(
+        matches!(attempts[..], [Attempt::Failed { .. }]),
+        "{attempts:?}"
+    );
+
+    domain::seed_order(pool, "o_late", "pi_p", 1000, "usd").await;
+    let refused = replay_as_ops(pool, &[poison, 999_999], "order created").await;
+    assert!(refused.is_err_and(|error| error.to_string() == "receipt 999999 does not exist"));
+    replay_as_ops(pool, &[poison], "order created")
+        .await
+        .expect("replay");
+    step(&worker).await;
+    let wrong_state = replay_as_ops(pool, &[poison], "again").await;
+    assert!(wrong_state.is_err_and(|error| {
+        error
+            .to_string()
+            .contains("is done; only failed or quarantined receipts (queued again) and pending")
+    }));
 }
 
 #[tokio::test]
@@ -1592,21 +1796,19 @@ fn stripe_shaped_handlers_refuse_routes_from_other_signers() {
         .expect("the fixture routes them from stripe only");
 }
 
-/// The classification decisions of issue 15, item 3, each with its case.
-#[tokio::test]
-async fn payment_and_refund_classification_decisions() {
-    let database = TestDatabase::create().await;
-    let pool = database.pool();
-    let config = domain::config();
-    let mut settings = domain::settings();
-    settings.backoff_base = Duration::from_secs(60);
-    let worker = domain::worker(pool, settings);
-    domain::seed_order(pool, "o_paid", "pi_paid", 1000, "usd").await;
-    domain::seed_order(pool, "o_upper", "pi_upper", 1000, "USD").await;
-    domain::seed_order(pool, "o_cancel_paid", "pi_cp", 1000, "usd").await;
-    domain::seed_order(pool, "o_cancel_unpaid", "pi_cu", 1000, "usd").await;
-    domain::seed_order(pool, "o_refund_amount", "pi_ra", 1000, "usd").await;
-    domain::seed_order(pool, "o_capture", "pi_cap", 1000, "usd").await;
+/// The orders of the classification decisions, each awaiting 1000 (`o_upper` in `USD`),
+/// and `o_unattached`, which has no PaymentIntent attached yet.
+async fn seed_classification_orders(pool: &sqlx::PgPool) {
+    for (order, payment, currency) in [
+        ("o_paid", "pi_paid", "usd"),
+        ("o_upper", "pi_upper", "USD"),
+        ("o_cancel_paid", "pi_cp", "usd"),
+        ("o_cancel_unpaid", "pi_cu", "usd"),
+        ("o_refund_amount", "pi_ra", "usd"),
+        ("o_capture", "pi_cap", "usd"),
+    ] {
+        domain::seed_order(pool, order, payment, 1000, currency).await;
+    }
     sqlx::query(
         "INSERT INTO orders (tenant_id, id, provider_payment_id, total_minor, currency)
          VALUES ('acme', 'o_unattached', NULL, 1000, 'usd')",
@@ -1614,6 +1816,113 @@ async fn payment_and_refund_classification_decisions() {
     .execute(pool)
     .await
     .expect("order without a PaymentIntent");
+}
+
+/// One case of the classification decisions: its event, and how its receipt ends — its
+/// status, its outcome and, where the case says why, a part of its reason.
+struct Decision {
+    case: &'static str,
+    event: String,
+    status: ReceiptStatus,
+    outcome: Option<ReceiptOutcome>,
+    reason: Option<&'static str>,
+}
+
+/// The cases of issue 15, item 3, in the order they arrive once the first payments were
+/// applied and two of the orders canceled. Case (d) is one of the first payments.
+fn classification_decisions() -> Vec<Decision> {
+    use ReceiptOutcome::{Applied, Duplicate, Ignored};
+    use ReceiptStatus::{Done, Pending, Quarantined};
+    let decision = |case, event, status, outcome, reason| Decision {
+        case,
+        event,
+        status,
+        outcome,
+        reason,
+    };
+    let refund = |event_id, payment, amount| {
+        stripe_event(event_id, "charge.refunded", charge(payment, amount, amount))
+    };
+    // (c) A PaymentIntent without a status is not taken as succeeded.
+    let mut no_status = payment_intent("pi_ns", "o_paid", 1000, "usd", "succeeded");
+    no_status.as_object_mut().expect("object").remove("status");
+    // A partially captured charge, fully refunded: `amount` is what was authorised.
+    let captured = serde_json::json!({"id": "ch_cap", "object": "charge", "payment_intent": "pi_cap",
+        "amount": 1500, "amount_captured": 1000, "amount_refunded": 1000, "refunded": true});
+    vec![
+        // (a) The same PaymentIntent id with another amount is no duplicate: quarantined.
+        decision(
+            "(a) another amount",
+            succeeded("evt_p1b", "pi_paid", "o_paid", 999, "usd"),
+            Quarantined,
+            None,
+            None,
+        ),
+        decision(
+            "(a) the same again",
+            succeeded("evt_p1c", "pi_paid", "o_paid", 1000, "usd"),
+            Done,
+            Some(Duplicate),
+            None,
+        ),
+        // (b) An order with no PaymentIntent attached yet waits for it.
+        decision(
+            "(b) waits",
+            succeeded("evt_un", "pi_un", "o_unattached", 1000, "usd"),
+            Pending,
+            None,
+            None,
+        ),
+        decision(
+            "(c) no status",
+            stripe_event("evt_ns", "payment_intent.succeeded", no_status),
+            Quarantined,
+            None,
+            Some("no status"),
+        ),
+        // (e) A full refund of another amount than the order received is inconsistent.
+        decision(
+            "(e) another amount refunded",
+            refund("evt_ra", "pi_ra", 1200),
+            Quarantined,
+            None,
+            None,
+        ),
+        decision(
+            "partial capture, full refund",
+            stripe_event("evt_rcap", "charge.refunded", captured),
+            Done,
+            Some(Applied),
+            None,
+        ),
+        // (f) Cancel, then refund: a paid order is refunded; an unpaid one has nothing to
+        // undo.
+        decision(
+            "(f) canceled after it was paid",
+            refund("evt_rcp", "pi_cp", 1000),
+            Done,
+            Some(Applied),
+            None,
+        ),
+        decision(
+            "(f) canceled unpaid",
+            refund("evt_rcu", "pi_cu", 1000),
+            Done,
+            Some(Ignored),
+            None,
+        ),
+    ]
+}
+
+/// The classification decisions of issue 15, item 3, each with its case: the cases are
+/// `classification_decisions`, run in one batch after the first payments.
+#[tokio::test]
+async fn payment_and_refund_classification_decisions() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let config = domain::config();
+    let worker = slowly_retrying_worker(pool);
+    seed_classification_orders(pool).await;
     for (event, payment, order) in [
         ("evt_p1", "pi_paid", "o_paid"),
         ("evt_p2", "pi_cp", "o_cancel_paid"),
@@ -1630,49 +1939,11 @@ async fn payment_and_refund_classification_decisions() {
     .execute(pool)
     .await
     .expect("the business cancels two orders");
-
-    // (a) The same PaymentIntent id with another amount is no duplicate: quarantined.
-    let other_amount =
-        accept_succeeded(pool, &config, "evt_p1b", "pi_paid", "o_paid", 999, "usd").await;
-    let same_again =
-        accept_succeeded(pool, &config, "evt_p1c", "pi_paid", "o_paid", 1000, "usd").await;
-    // (b) An order with no PaymentIntent attached yet waits for it.
-    let unattached = accept_succeeded(
-        pool,
-        &config,
-        "evt_un",
-        "pi_un",
-        "o_unattached",
-        1000,
-        "usd",
-    )
-    .await;
-    // (c) A PaymentIntent without a status is not taken as succeeded.
-    let mut no_status = domain::payment_intent("pi_ns", "o_paid", 1000, "usd", "succeeded");
-    no_status.as_object_mut().expect("object").remove("status");
-    let no_status = domain::accept_event(
-        pool,
-        &config,
-        "evt_ns",
-        "payment_intent.succeeded",
-        no_status,
-    )
-    .await;
-    // (e) A full refund of another amount than the order received is inconsistent.
-    let refund_amount = accept_refund(pool, &config, "evt_ra", "pi_ra", 1200, 1200).await;
-    // A partially captured charge, fully refunded: `amount` is what was authorised.
-    let captured = domain::accept_event(
-        pool,
-        &config,
-        "evt_rcap",
-        "charge.refunded",
-        serde_json::json!({"id": "ch_cap", "object": "charge", "payment_intent": "pi_cap",
-            "amount": 1500, "amount_captured": 1000, "amount_refunded": 1000, "refunded": true}),
-    )
-    .await;
-    // (f) Cancel, then refund: a paid order is refunded; an unpaid one has nothing to undo.
-    let cancel_paid = accept_refund(pool, &config, "evt_rcp", "pi_cp", 1000, 1000).await;
-    let cancel_unpaid = accept_refund(pool, &config, "evt_rcu", "pi_cu", 1000, 1000).await;
+    let mut decided = Vec::new();
+    for decision in classification_decisions() {
+        let receipt = domain::accept(pool, &config, &decision.event).await;
+        decided.push((receipt.expect("a new receipt"), decision));
+    }
     step(&worker).await;
 
     let state = |receipt: i64| domain::receipt_state(pool, receipt);
@@ -1683,42 +1954,21 @@ async fn payment_and_refund_classification_decisions() {
         "{:?}",
         state(upper).await
     );
-    let (status, _, reason) = state(other_amount).await;
-    assert_eq!(status, ReceiptStatus::Quarantined, "(a) {reason:?}");
-    assert_eq!(
-        state(same_again).await.1,
-        Some(ReceiptOutcome::Duplicate),
-        "(a)"
-    );
-    assert_eq!(
-        state(unattached).await.0,
-        ReceiptStatus::Pending,
-        "(b) waits"
-    );
-    let (status, _, reason) = state(no_status).await;
-    assert_eq!(status, ReceiptStatus::Quarantined, "(c) {reason:?}");
-    assert!(reason.is_some_and(|reason| reason.contains("no status")));
-    let (status, _, reason) = state(refund_amount).await;
-    assert_eq!(status, ReceiptStatus::Quarantined, "(e) {reason:?}");
-    assert_eq!(
-        state(captured).await.1,
-        Some(ReceiptOutcome::Applied),
-        "partial capture, full refund"
-    );
-    assert_eq!(
-        state(cancel_paid).await.1,
-        Some(ReceiptOutcome::Applied),
-        "(f)"
-    );
+    for (receipt, decision) in decided {
+        let (status, outcome, reason) = state(receipt).await;
+        let case = decision.case;
+        assert_eq!(
+            (status, outcome),
+            (decision.status, decision.outcome),
+            "{case} {reason:?}"
+        );
+        if let Some(part) = decision.reason {
+            assert!(reason.is_some_and(|reason| reason.contains(part)), "{case}");
+        }
+    }
     assert_eq!(
         domain::order_status(pool, "o_cancel_paid").await,
         "refunded"
-    );
-    let (status, outcome, reason) = state(cancel_unpaid).await;
-    assert_eq!(
-        (status, outcome),
-        (ReceiptStatus::Done, Some(ReceiptOutcome::Ignored)),
-        "(f) {reason:?}"
     );
     assert_eq!(
         domain::order_status(pool, "o_cancel_unpaid").await,
@@ -1770,10 +2020,63 @@ async fn stripe_business_handlers_need_the_mode_pinned_and_refuse_unpinned_conne
     assert_eq!(domain::order_status(pool, "o1").await, "awaiting_payment");
 }
 
+/// `charge.refunded` of order `o1`'s PaymentIntent `pi_1`, in full, created at `created`.
+fn o1_refunded(event_id: &str, created: i64) -> String {
+    domain::stripe_event_at(
+        event_id,
+        "charge.refunded",
+        domain::order_charge("pi_1", "o1", 1000, 1000),
+        created,
+    )
+}
+
+/// `charge.refund.updated` of refund `re_1` (1000 of `pi_1`), now `status`, created at
+/// `created`.
+fn re_1_updated(event_id: &str, status: &str, created: i64) -> String {
+    domain::stripe_event_at(
+        event_id,
+        "charge.refund.updated",
+        domain::refund("re_1", "pi_1", 1000, status),
+        created,
+    )
+}
+
+/// Accepts `body` as a new receipt; returns its id.
+async fn accept_new(pool: &sqlx::PgPool, config: &inbound_core::config::Config, body: &str) -> i64 {
+    domain::accept(pool, config, body).await.expect("new")
+}
+
+/// Seeds order `o1` (`pi_1`, 1000 usd), accepts its payment and its full refund (`evt_r1`,
+/// created at `now - 100`), and steps the worker through both.
+async fn paid_then_refunded(
+    pool: &sqlx::PgPool,
+    config: &inbound_core::config::Config,
+    worker: &std::sync::Arc<inbound_worker::Worker>,
+    now: i64,
+) {
+    domain::seed_order(pool, "o1", "pi_1", 1000, "usd").await;
+    accept_succeeded(pool, config, "evt_p1", "pi_1", "o1", 1000, "usd").await;
+    accept_new(pool, config, &o1_refunded("evt_r1", now - 100)).await;
+    step(worker).await;
+    step(worker).await;
+}
+
+/// [`paid_then_refunded`], then that refund fails (`evt_u1`, created at `now - 50`).
+async fn refunded_then_failed(
+    pool: &sqlx::PgPool,
+    config: &inbound_core::config::Config,
+    worker: &std::sync::Arc<inbound_worker::Worker>,
+    now: i64,
+) {
+    paid_then_refunded(pool, config, worker, now).await;
+    accept_new(pool, config, &re_1_updated("evt_u1", "failed", now - 50)).await;
+    step(worker).await;
+}
+
 /// A refund can fail (or be canceled) after `charge.refunded` said the charge was
-/// refunded: the money never went back, so the order is `paid` again, once per refund;
-/// a `charge.refunded` snapshot from before the failure, arriving late, changes nothing;
-/// a later, new full refund applies. Other refund statuses change nothing.
+/// refunded: the money never went back, so the order is `paid` again, once per refund.
+/// (A late snapshot from before the failure, a later new refund, and other refund
+/// statuses: the three tests below.)
 #[tokio::test]
 async fn a_refund_that_fails_later_leaves_the_order_paid_once() {
     let database = TestDatabase::create().await;
@@ -1781,72 +2084,18 @@ async fn a_refund_that_fails_later_leaves_the_order_paid_once() {
     let config = domain::config();
     let worker = domain::worker(pool, domain::settings());
     let now = chrono::Utc::now().timestamp();
-    let refund_event = |id: &str, refund_id: &str, status: &str, created: i64| {
-        domain::stripe_event_at(
-            id,
-            "charge.refund.updated",
-            domain::refund(refund_id, "pi_1", 1000, status),
-            created,
-        )
-    };
-    domain::seed_order(pool, "o1", "pi_1", 1000, "usd").await;
-    accept_succeeded(pool, &config, "evt_p1", "pi_1", "o1", 1000, "usd").await;
-    let refunded = domain::stripe_event_at(
-        "evt_r1",
-        "charge.refunded",
-        domain::order_charge("pi_1", "o1", 1000, 1000),
-        now - 100,
-    );
-    domain::accept(pool, &config, &refunded).await.expect("new");
-    step(&worker).await;
-    step(&worker).await;
+    paid_then_refunded(pool, &config, &worker, now).await;
     assert_eq!(domain::order_status(pool, "o1").await, "refunded");
 
-    let pending = domain::accept(
-        pool,
-        &config,
-        &refund_event("evt_u0", "re_1", "pending", now - 90),
-    )
-    .await
-    .expect("new");
-    let failed = domain::accept(
-        pool,
-        &config,
-        &refund_event("evt_u1", "re_1", "failed", now - 50),
-    )
-    .await
-    .expect("new");
+    let failed = accept_new(pool, &config, &re_1_updated("evt_u1", "failed", now - 50)).await;
     step(&worker).await;
-    domain::assert_ended(
-        pool,
-        pending,
-        ReceiptStatus::Done,
-        Some(ReceiptOutcome::Ignored),
-        "is pending",
-    )
-    .await;
     assert_eq!(
         domain::receipt_state(pool, failed).await.1,
         Some(ReceiptOutcome::Applied)
     );
     assert_eq!(domain::order_status(pool, "o1").await, "paid");
     // The same failure again (another event id: Stripe's refund.updated beside it).
-    let again = domain::accept(
-        pool,
-        &config,
-        &refund_event("evt_u2", "re_1", "failed", now - 40),
-    )
-    .await
-    .expect("new");
-    // The refund's charge.refunded, redelivered late under another id (a snapshot from
-    // before the failure): changes nothing.
-    let stale = domain::stripe_event_at(
-        "evt_r1_late",
-        "charge.refunded",
-        domain::order_charge("pi_1", "o1", 1000, 1000),
-        now - 100,
-    );
-    let stale = domain::accept(pool, &config, &stale).await.expect("new");
+    let again = accept_new(pool, &config, &re_1_updated("evt_u2", "failed", now - 40)).await;
     step(&worker).await;
     domain::assert_ended(
         pool,
@@ -1856,6 +2105,31 @@ async fn a_refund_that_fails_later_leaves_the_order_paid_once() {
         "already recorded",
     )
     .await;
+    assert_eq!(domain::order_status(pool, "o1").await, "paid");
+    assert_eq!(
+        domain::operation_keys(pool).await,
+        [
+            "order.paid:acme:o1:pi_1",
+            "order.refunded:acme:o1:pi_1",
+            "order.refund_failed:acme:o1:re_1",
+        ],
+        "one effect per transition: the failure once"
+    );
+}
+
+/// The refund's `charge.refunded`, redelivered late under another id — a snapshot from
+/// before the refund failed — changes nothing: the order stays `paid`.
+#[tokio::test]
+async fn a_refund_snapshot_from_before_its_failure_arriving_late_changes_nothing() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let config = domain::config();
+    let worker = domain::worker(pool, domain::settings());
+    let now = chrono::Utc::now().timestamp();
+    refunded_then_failed(pool, &config, &worker, now).await;
+
+    let stale = accept_new(pool, &config, &o1_refunded("evt_r1_late", now - 100)).await;
+    step(&worker).await;
     domain::assert_ended(
         pool,
         stale,
@@ -1865,15 +2139,19 @@ async fn a_refund_that_fails_later_leaves_the_order_paid_once() {
     )
     .await;
     assert_eq!(domain::order_status(pool, "o1").await, "paid");
+}
 
-    // A new full refund, after the failure, applies.
-    let second = domain::stripe_event_at(
-        "evt_r2",
-        "charge.refunded",
-        domain::order_charge("pi_1", "o1", 1000, 1000),
-        now,
-    );
-    let second = domain::accept(pool, &config, &second).await.expect("new");
+/// A new full refund, created after the first refund failed, applies: a new operation.
+#[tokio::test]
+async fn a_new_full_refund_after_a_failed_one_applies_as_a_new_operation() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let config = domain::config();
+    let worker = domain::worker(pool, domain::settings());
+    let now = chrono::Utc::now().timestamp();
+    refunded_then_failed(pool, &config, &worker, now).await;
+
+    let second = accept_new(pool, &config, &o1_refunded("evt_r2", now)).await;
     step(&worker).await;
     assert_eq!(
         domain::receipt_state(pool, second).await.1,
@@ -1890,6 +2168,30 @@ async fn a_refund_that_fails_later_leaves_the_order_paid_once() {
         ],
         "one effect per transition: the refund after the failure is a new operation"
     );
+}
+
+/// A refund update of another status than failed or canceled (here `pending`) changes
+/// nothing.
+#[tokio::test]
+async fn a_refund_update_neither_failed_nor_canceled_changes_nothing() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let config = domain::config();
+    let worker = domain::worker(pool, domain::settings());
+    let now = chrono::Utc::now().timestamp();
+    paid_then_refunded(pool, &config, &worker, now).await;
+
+    let pending = accept_new(pool, &config, &re_1_updated("evt_u0", "pending", now - 90)).await;
+    step(&worker).await;
+    domain::assert_ended(
+        pool,
+        pending,
+        ReceiptStatus::Done,
+        Some(ReceiptOutcome::Ignored),
+        "is pending",
+    )
+    .await;
+    assert_eq!(domain::order_status(pool, "o1").await, "refunded");
 }
 
 /// Stripe does not order its events: a new full refund, created after the first refund

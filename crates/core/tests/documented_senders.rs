@@ -4,9 +4,10 @@
 
 use base64::Engine;
 use hmac::{Hmac, KeyInit, Mac};
-use inbound_core::config::Config;
+use inbound_core::config::{Config, Integration};
 use inbound_core::event::{self, Extracted};
 use inbound_core::headers::Headers;
+use inbound_core::secret::Secret;
 use inbound_core::verify::{self, VerifyContext, VerifyError};
 
 const PAGE: &str = include_str!("../../../docs/providers.md");
@@ -140,92 +141,92 @@ fn as_sent(integration: &str) -> Sent {
     }
 }
 
+/// The request's headers as the verifiers read them.
+fn headers_of(sent: &Sent) -> Headers<'_> {
+    sent.headers
+        .iter()
+        .map(|(name, value)| (*name, value.as_bytes()))
+        .collect()
+}
+
+/// Verifies `body` as `integration` does at `NOW`, with `secrets` in place of its own.
+fn verify_with_secrets(
+    integration: &Integration,
+    headers: &Headers,
+    body: &[u8],
+    secrets: &[Secret],
+) -> Result<(), VerifyError> {
+    let scheme = integration.custom.as_ref().map(|custom| &custom.verifier);
+    let context = VerifyContext {
+        secrets,
+        public_keys: &[],
+        tolerance_secs: integration.tolerance_secs,
+        now_unix_secs: NOW,
+    };
+    verify::verify_with(integration.provider, scheme, headers, body, context)
+}
+
+/// The request verifies, also with a rotated secret list, and not with another secret or
+/// a tampered body (except a token's, which signs nothing).
+fn assert_verifies_only_as_sent(integration: &Integration, sent: &Sent) {
+    let (name, headers, body) = (&integration.id, headers_of(sent), sent.body.as_bytes());
+    let check =
+        |body: &[u8], secrets: &[Secret]| verify_with_secrets(integration, &headers, body, secrets);
+    assert_eq!(check(body, &integration.secrets), Ok(()), "{name}");
+    let mut tampered = body.to_vec();
+    tampered.push(b' ');
+    if integration.provider == verify::Provider::Token {
+        // A token signs nothing: a tampered body passes. That is the scheme's weakness.
+        assert_eq!(check(&tampered, &integration.secrets), Ok(()), "{name}");
+    } else {
+        assert_eq!(
+            check(&tampered, &integration.secrets),
+            Err(VerifyError::NoMatchingSignature),
+            "{name}"
+        );
+    }
+    // Rotation: another secret first, the sender's second, still verifies.
+    let rotated = [
+        Secret::new(b"the old secret".to_vec()),
+        integration.secrets[0].clone(),
+    ];
+    assert_eq!(check(body, &rotated), Ok(()), "{name}: rotation");
+    let wrong = [Secret::new(b"another".to_vec())];
+    assert_eq!(
+        check(body, &wrong),
+        Err(VerifyError::NoMatchingSignature),
+        "{name}: another secret"
+    );
+}
+
+/// The request yields the documented id, type and scope, and a route.
+fn assert_extracts_what_it_sends(integration: &Integration, sent: &Sent) {
+    let name = &integration.id;
+    let Ok(Extracted::Event(event)) =
+        event::extract(integration, &headers_of(sent), sent.body.as_bytes())
+    else {
+        panic!("{name}: no event extracted");
+    };
+    assert_eq!(event.event_id.as_str(), sent.id, "{name}");
+    assert_eq!(event.event_type, sent.event_type, "{name}");
+    let scope = match sent.scope {
+        Some(scope) => format!("{name}/{scope}"),
+        None => name.to_string(),
+    };
+    assert_eq!(event.source_scope.as_str(), scope, "{name}");
+    assert!(
+        event::find_route(integration, &event).is_some(),
+        "{name}: routed"
+    );
+}
+
 #[test]
 fn every_documented_sender_verifies_and_extracts_what_it_sends() {
     for config in documented() {
         let integration = &config.integrations()[0];
         let sent = as_sent(&integration.id);
-        let headers: Headers = sent
-            .headers
-            .iter()
-            .map(|(name, value)| (*name, value.as_bytes()))
-            .collect();
-        let scheme = integration.custom.as_ref().map(|custom| &custom.verifier);
-        let context = VerifyContext {
-            secrets: &integration.secrets,
-            public_keys: &[],
-            tolerance_secs: integration.tolerance_secs,
-            now_unix_secs: NOW,
-        };
-        let name = &integration.id;
-        let check = |body: &[u8]| {
-            verify::verify_with(integration.provider, scheme, &headers, body, context)
-        };
-        assert_eq!(check(sent.body.as_bytes()), Ok(()), "{name}");
-        let mut tampered = sent.body.clone().into_bytes();
-        tampered.push(b' ');
-        if integration.provider == verify::Provider::Token {
-            // A token signs nothing: a tampered body passes. That is the scheme's weakness.
-            assert_eq!(check(&tampered), Ok(()), "{name}");
-        } else {
-            assert_eq!(
-                check(&tampered),
-                Err(VerifyError::NoMatchingSignature),
-                "{name}"
-            );
-        }
-        // Rotation: another secret first, the sender's second, still verifies.
-        let rotated = [
-            inbound_core::secret::Secret::new(b"the old secret".to_vec()),
-            integration.secrets[0].clone(),
-        ];
-        let with_rotated = VerifyContext {
-            secrets: &rotated,
-            ..context
-        };
-        assert_eq!(
-            verify::verify_with(
-                integration.provider,
-                scheme,
-                &headers,
-                sent.body.as_bytes(),
-                with_rotated
-            ),
-            Ok(()),
-            "{name}: rotation"
-        );
-        let wrong = [inbound_core::secret::Secret::new(b"another".to_vec())];
-        let with_wrong = VerifyContext {
-            secrets: &wrong,
-            ..context
-        };
-        assert_eq!(
-            verify::verify_with(
-                integration.provider,
-                scheme,
-                &headers,
-                sent.body.as_bytes(),
-                with_wrong
-            ),
-            Err(VerifyError::NoMatchingSignature),
-            "{name}: another secret"
-        );
-        let Ok(Extracted::Event(event)) =
-            event::extract(integration, &headers, sent.body.as_bytes())
-        else {
-            panic!("{name}: no event extracted");
-        };
-        assert_eq!(event.event_id.as_str(), sent.id, "{name}");
-        assert_eq!(event.event_type, sent.event_type, "{name}");
-        let scope = match sent.scope {
-            Some(scope) => format!("{name}/{scope}"),
-            None => name.to_string(),
-        };
-        assert_eq!(event.source_scope.as_str(), scope, "{name}");
-        assert!(
-            event::find_route(integration, &event).is_some(),
-            "{name}: routed"
-        );
+        assert_verifies_only_as_sent(integration, &sent);
+        assert_extracts_what_it_sends(integration, &sent);
     }
 }
 
@@ -237,11 +238,7 @@ fn a_signed_timestamp_outside_the_tolerance_is_refused() {
         .expect("in-house");
     let integration = &config.integrations()[0];
     let sent = as_sent("in-house");
-    let headers: Headers = sent
-        .headers
-        .iter()
-        .map(|(name, value)| (*name, value.as_bytes()))
-        .collect();
+    let headers = headers_of(&sent);
     let scheme = integration.custom.as_ref().map(|custom| &custom.verifier);
     let at = |now| {
         let context = VerifyContext {

@@ -66,12 +66,11 @@ async fn row(pool: &PgPool) -> (String, bool, String) {
     .expect("the subscription row")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn late_events_never_regress_and_repeated_updates_are_not_duplicates() {
-    let mut stack = start("").await;
-    // Stripe event ids are random: the ids below are chosen so that id order would get
-    // each case wrong.
-    let steps = [
+/// Subscription events in delivery order, with the outcome each must get: event id, type,
+/// `created`, the subscription's status, outcome. Stripe event ids are random: the ids are
+/// chosen so that id order would get each case wrong.
+fn out_of_order_deliveries() -> [(&'static str, &'static str, i64, &'static str, &'static str); 8] {
+    [
         (
             "evt_5",
             "customer.subscription.updated",
@@ -132,7 +131,13 @@ async fn late_events_never_regress_and_repeated_updates_are_not_duplicates() {
             "active",
             "ignored",
         ),
-    ];
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn late_events_never_regress_and_repeated_updates_are_not_duplicates() {
+    let mut stack = start("").await;
+    let steps = out_of_order_deliveries();
     for (event_id, event_type, created, status, expected) in steps {
         let body = subscription_event(event_id, event_type, created, status);
         assert_eq!(send(&stack, &body).await, 200, "{event_id}");
@@ -167,14 +172,18 @@ async fn late_events_never_regress_and_repeated_updates_are_not_duplicates() {
     assert_eq!(receipts, 8);
     stack.stop().await.expect("both stop cleanly");
     // Nothing of inbound's or the team's landed in public.
-    let in_public: i64 = sqlx::query_scalar(
+    assert_eq!(relations_in_public(stack.pool()).await, 0);
+}
+
+/// How many tables, sequences and indexes the database holds in `public`.
+async fn relations_in_public(pool: &PgPool) -> i64 {
+    sqlx::query_scalar(
         "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
          WHERE n.nspname = 'public' AND c.relkind IN ('r', 'S', 'i')",
     )
-    .fetch_one(stack.pool())
+    .fetch_one(pool)
     .await
-    .expect("catalog");
-    assert_eq!(in_public, 0);
+    .expect("catalog")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

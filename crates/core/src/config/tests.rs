@@ -326,7 +326,6 @@ fn owners_silence_and_provider_timeouts_are_read_and_checked() {
         config.sinks()[0].owner.as_deref(),
         Some("fulfillment-oncall")
     );
-
     let timeout = VALID.replace(
         "max_body_bytes = 4096",
         "max_body_bytes = 4096\nprovider_timeout_secs = 5",
@@ -339,7 +338,12 @@ fn owners_silence_and_provider_timeouts_are_read_and_checked() {
             .provider_timeout_secs,
         5
     );
+}
 
+/// An owner outside the id alphabet, a silence outside its range and a zero provider timeout
+/// are refused with the field named.
+#[test]
+fn owners_silence_and_provider_timeouts_out_of_range_are_refused() {
     // An owner becomes a metric label and an alert route: the id alphabet, never free text.
     let spaced = VALID.replace(
         "tenant = \"acme\"\nsecrets",
@@ -380,109 +384,127 @@ fn owners_silence_and_provider_timeouts_are_read_and_checked() {
     );
 }
 
-/// A configurable scheme that would verify nothing, or read its fields from nowhere, is
-/// refused with the field named.
-#[test]
-fn configurable_schemes_that_would_verify_nothing_are_refused() {
-    let with = |provider: &str, tables: &str| {
-        format!(
-            "[[integration]]\nid = \"custom\"\nprovider = \"{provider}\"\ntenant = \"acme\"\nsecrets = [\"env:GOOD\"]\n{tables}"
-        )
-    };
-    let hmac = |table: &str| {
-        with(
-            "hmac",
-            &format!(
-                "[integration.hmac]\n{table}\n[integration.fields]\nevent_id = {{ header = \"X-Id\" }}\nevent_type = {{ pointer = \"/type\" }}\n"
-            ),
-        )
-    };
-    let base = "header = \"X-Sig\"\nalgorithm = \"sha256\"\nencoding = \"hex\"";
-    assert!(
-        Config::from_toml(&hmac(base), &env).is_ok(),
-        "{}",
-        hmac(base)
-    );
-    for (table, field, says) in [
+/// An integration of a configurable provider, with `tables` after its header.
+fn configurable(provider: &str, tables: &str) -> String {
+    format!(
+        "[[integration]]\nid = \"custom\"\nprovider = \"{provider}\"\ntenant = \"acme\"\nsecrets = [\"env:GOOD\"]\n{tables}"
+    )
+}
+
+/// An `hmac` integration with `table` as its `[integration.hmac]` and fields read from a
+/// header and the body.
+fn hmac_integration(table: &str) -> String {
+    configurable(
+        "hmac",
+        &format!(
+            "[integration.hmac]\n{table}\n[integration.fields]\nevent_id = {{ header = \"X-Id\" }}\nevent_type = {{ pointer = \"/type\" }}\n"
+        ),
+    )
+}
+
+/// A valid `[integration.hmac]` table the cases below change one thing of.
+const HMAC_BASE: &str = "header = \"X-Sig\"\nalgorithm = \"sha256\"\nencoding = \"hex\"";
+
+/// `[integration.hmac]` tables that would verify nothing, each with the field its error
+/// names and what the error says.
+fn hmac_tables_that_verify_nothing() -> Vec<(String, &'static str, &'static str)> {
+    let base = HMAC_BASE;
+    vec![
         (
-            "header = \"\"\nalgorithm = \"sha256\"\nencoding = \"hex\"",
+            "header = \"\"\nalgorithm = \"sha256\"\nencoding = \"hex\"".to_string(),
             "hmac.header",
             "header name",
         ),
         (
-            "header = \"X Sig\"\nalgorithm = \"sha256\"\nencoding = \"hex\"",
+            "header = \"X Sig\"\nalgorithm = \"sha256\"\nencoding = \"hex\"".to_string(),
             "hmac.header",
             "header name",
         ),
         (
-            "header = \"X-Sig\"\nalgorithm = \"md5\"\nencoding = \"hex\"",
+            "header = \"X-Sig\"\nalgorithm = \"md5\"\nencoding = \"hex\"".to_string(),
             "hmac.algorithm",
             "sha1, sha256 or sha512",
         ),
         (
-            "header = \"X-Sig\"\nalgorithm = \"sha256\"\nencoding = \"base32\"",
+            "header = \"X-Sig\"\nalgorithm = \"sha256\"\nencoding = \"base32\"".to_string(),
             "hmac.encoding",
             "hex or base64",
         ),
         (
-            &format!("{base}\nsigned = \"\""),
+            format!("{base}\nsigned = \"\""),
             "hmac.signed",
             "{body} exactly once",
         ),
         (
-            &format!("{base}\nsigned = \"{{timestamp}}\""),
+            format!("{base}\nsigned = \"{{timestamp}}\""),
             "hmac.signed",
             "{body} exactly once",
         ),
         (
-            &format!("{base}\nsigned = \"{{body}}{{body}}\""),
+            format!("{base}\nsigned = \"{{body}}{{body}}\""),
             "hmac.signed",
             "{body} exactly once",
         ),
         (
-            &format!("{base}\nsigned = \"{{id}}.{{body}}\""),
+            format!("{base}\nsigned = \"{{id}}.{{body}}\""),
             "hmac.signed",
             "only {timestamp} and {body}",
         ),
         (
-            &format!("{base}\nsigned = \"{{timestamp}}.{{body}}\""),
+            format!("{base}\nsigned = \"{{timestamp}}.{{body}}\""),
             "hmac.timestamp_header",
             "name the header",
         ),
         (
-            &format!("{base}\ntimestamp_header = \"X-Ts\""),
+            format!("{base}\ntimestamp_header = \"X-Ts\""),
             "hmac.timestamp_header",
             "proves no freshness",
         ),
         (
-            &format!("{base}\nseparator = \"\""),
+            format!("{base}\nseparator = \"\""),
             "hmac.separator",
             "must not be empty",
         ),
         (
-            &format!("{base}\nprefix = \"t=1,v1=\"\nseparator = \",\""),
+            format!("{base}\nprefix = \"t=1,v1=\"\nseparator = \",\""),
             "hmac.separator",
             "occurs in the prefix",
         ),
         (
-            &format!("{base}\ntimestamp_unit = \"seconds\""),
+            format!("{base}\ntimestamp_unit = \"seconds\""),
             "hmac.timestamp_unit",
             "signs no {timestamp}",
         ),
         (
-            &format!(
+            format!(
                 "{base}\nsigned = \"{{timestamp}}.{{body}}\"\ntimestamp_header = \"X-Ts\"\ntimestamp_unit = \"hours\""
             ),
             "hmac.timestamp_unit",
             "seconds or milliseconds",
         ),
-    ] {
-        let error = error_of(&hmac(table));
+    ]
+}
+
+/// A configurable `hmac` scheme that would verify nothing is refused with the field named.
+#[test]
+fn configurable_schemes_that_would_verify_nothing_are_refused() {
+    let valid = hmac_integration(HMAC_BASE);
+    assert!(Config::from_toml(&valid, &env).is_ok(), "{valid}");
+    for (table, field, says) in hmac_tables_that_verify_nothing() {
+        let error = error_of(&hmac_integration(&table));
         assert!(
             error.contains(field) && error.contains(says),
             "{table}: {error}"
         );
     }
+}
+
+/// The scheme and field tables belong together, and only to the configurable providers; a
+/// field is read from one place, never from the signature, and a scope from somewhere.
+#[test]
+fn configurable_scheme_and_field_tables_that_read_from_nowhere_are_refused() {
+    let base = HMAC_BASE;
+    let with = configurable;
     // The tables belong together, and only to the configurable providers.
     let no_fields = with("hmac", &format!("[integration.hmac]\n{base}\n"));
     assert!(
