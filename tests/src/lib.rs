@@ -11,8 +11,10 @@
 //! first, with the `failpoints` feature); `INBOUND_BIN_DIR` overrides the location.
 
 pub mod audit;
+pub mod browser;
 pub mod cluster;
 pub mod config;
+pub mod console;
 pub mod ctl;
 pub mod database;
 pub mod dispatcher;

@@ -10,8 +10,10 @@
 //!   replay|close` (see [`receipts_cmd`]); `effects list|show|resolve` (see
 //!   [`effects_cmd`]); each takes `--json`. Shared filters and confirmations: [`selection`].
 //! - `completions SHELL`: a shell completion script.
+//! - `console`: the operator's console in a browser (see [`console`]).
 //! - `dev-sink`: a local effect receiver that prints and verifies what it gets.
 
+mod console;
 mod db;
 mod dev_sink;
 mod effects_cmd;
@@ -106,6 +108,9 @@ enum Command {
         #[command(subcommand)]
         command: effects_cmd::EffectsCommand,
     },
+    /// The operator's console in a browser: overview, receipts, effects, the review
+    /// queue, and decisions by a named person (docs/console.md).
+    Console(console::ConsoleArgs),
     /// A local effect receiver: prints and verifies what it receives.
     DevSink {
         /// Address to listen on.
@@ -309,6 +314,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Stripe { command } => stripe_cmd::run(command).await,
         Command::Github { command } => github_cmd::run(command).await,
         Command::Effects { command } => effects_cmd::run(command).await,
+        Command::Console(args) => console::run(args).await,
         Command::DevSink {
             listen,
             secret,

@@ -60,6 +60,38 @@ impl DatabaseArgs {
     }
 }
 
+impl DatabaseArgs {
+    /// A pool of at most `max_connections` for a long-running command (the console):
+    /// the session is checked once as [`DatabaseArgs::connect`] checks it, then each
+    /// connection carries the same limits. Also returns how long one unit of work may
+    /// take (the statement timeout and a margin; 60 s when none is set).
+    pub async fn pool(
+        &self,
+        max_connections: u32,
+        application_name: &str,
+    ) -> anyhow::Result<(sqlx::PgPool, Duration)> {
+        drop(self.connect().await?);
+        let statement_timeout = Duration::from_secs(self.statement_timeout_secs);
+        let settings = store::PoolSettings {
+            max_connections,
+            acquire_timeout: Duration::from_secs(5),
+            statement_timeout,
+            application_name: application_name.to_owned(),
+            target: store::SessionTarget {
+                schema: self.schema.clone(),
+                pooler: self.db_pooler,
+            },
+        };
+        let pool = store::connect_pool_lazy(&self.database_url, &settings)?;
+        let limit = if statement_timeout.is_zero() {
+            Duration::from_secs(60)
+        } else {
+            statement_timeout + store::bounded::STATEMENT_MARGIN
+        };
+        Ok((pool, limit))
+    }
+}
+
 /// `inboundctl status`.
 pub async fn status(
     database: &DatabaseArgs,

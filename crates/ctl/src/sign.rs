@@ -17,6 +17,21 @@ const STAND_IN_URL: &str = "http://127.0.0.1:9/not-used-by-sign-event";
 /// signing one integration's event reads none of them. So the hint `make run` prints works
 /// in a terminal that exported only the secret of the integration it signs for.
 pub fn load_for_signing(path: &std::path::Path, integration_id: &str) -> anyhow::Result<Config> {
+    load_with_stand_ins(path, Some(integration_id))
+}
+
+/// The configuration at `path` for reading its ids, owners and routes (the console): every
+/// unset `env:` reference gets a stand-in, since none of its secrets is used.
+pub fn load_for_reading(path: &std::path::Path) -> anyhow::Result<Config> {
+    load_with_stand_ins(path, None)
+}
+
+/// The configuration at `path`, each unset `env:` reference a stand-in except the
+/// secrets of `integration_id`.
+fn load_with_stand_ins(
+    path: &std::path::Path,
+    integration_id: Option<&str>,
+) -> anyhow::Result<Config> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     let (needed, urls) = match toml::from_str::<toml::Table>(&text) {
@@ -45,7 +60,7 @@ pub fn load_for_signing(path: &std::path::Path, integration_id: &str) -> anyhow:
 /// those any `url` or `status_url` references.
 fn env_references(
     table: &toml::Table,
-    integration_id: &str,
+    integration_id: Option<&str>,
 ) -> (
     std::collections::HashSet<String>,
     std::collections::HashSet<String>,
@@ -70,7 +85,9 @@ fn env_references(
     let mut urls = std::collections::HashSet::new();
     let integrations = table.get("integration").and_then(toml::Value::as_array);
     for integration in integrations.into_iter().flatten() {
-        if integration.get("id").and_then(toml::Value::as_str) == Some(integration_id) {
+        if integration_id.is_some()
+            && integration.get("id").and_then(toml::Value::as_str) == integration_id
+        {
             walk(integration, "integration", &mut |_, name| {
                 needed.insert(name.to_owned());
             });

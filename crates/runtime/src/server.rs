@@ -38,6 +38,11 @@ pub struct ServerLimits {
     pub max_buf_size: usize,
 }
 
+/// The address a request's connection came from, in the request's extensions (the
+/// console believes a proxy's user header only from the proxy's address).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerAddr(pub std::net::SocketAddr);
+
 /// How the drain ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Drain {
@@ -76,7 +81,7 @@ where
         };
         // The semaphore is never closed, so acquiring cannot fail.
         let Ok(permit) = permit else { break };
-        let (stream, _peer) = tokio::select! {
+        let (stream, peer) = tokio::select! {
             biased;
             () = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
@@ -93,7 +98,8 @@ where
         let handler = handler.clone();
         let connection = builder.serve_connection(
             TokioIo::new(stream),
-            service_fn(move |request| {
+            service_fn(move |mut request: Request<Incoming>| {
+                request.extensions_mut().insert(PeerAddr(peer));
                 let response = handler(request);
                 async move { Ok::<_, std::convert::Infallible>(response.await) }
             }),

@@ -1,14 +1,17 @@
 //! What operators read and change, by concern: [`counts`] (the gauges and `inboundctl
 //! status`), [`listing`] (receipts by filter, by event id, in detail), [`decisions`]
-//! (replay, quarantine, fail, close) and [`purge`] (retention). Everything is re-exported
+//! (replay, quarantine, fail, close), [`review`] (the console's overview and review
+//! queue) and [`purge`] (retention). Everything is re-exported
 //! here, so callers name `store::admin::…`.
 
 pub mod counts;
 pub mod decisions;
 pub mod listing;
 pub mod purge;
+pub mod review;
 
 pub use counts::*;
 pub use decisions::*;
 pub use listing::*;
 pub use purge::*;
+pub use review::*;

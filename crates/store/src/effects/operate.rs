@@ -286,6 +286,12 @@ impl Resolution {
 
     /// The statuses this resolution may start from. `in_flight` never (a delivery may be
     /// running), `completed` and `abandoned` never (closed).
+    /// Whether an effect in `status` may be resolved so (what the console offers; the
+    /// resolution checks again under the row lock).
+    pub fn allows(self, status: EffectStatus) -> bool {
+        self.allowed_from().contains(&status)
+    }
+
     pub(crate) fn allowed_from(self) -> &'static [EffectStatus] {
         use EffectStatus::{Failed, Pending, Review, Uncertain};
         match self {

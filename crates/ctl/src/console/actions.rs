@@ -1,0 +1,454 @@
+//! The console's decisions, each a POST in two steps: the first shows exactly what will
+//! change (and changes nothing), the second — with `confirm=yes` and the status the
+//! person saw — calls the store's one implementation of the decision, the CLI's, with the
+//! person's name and reason, then redirects to the changed page. Before a form is read the
+//! request must name a person and come from the console's own origin; the form must carry
+//! the session's token. Bulk decisions by filter are bounded as in the CLI.
+
+use askama::Template;
+use http::header::CONTENT_TYPE;
+use http::{Request, Response, StatusCode};
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use inbound_core::keys::{EffectId, ReceiptId};
+use inbound_core::states::{EffectStatus, ReceiptStatus};
+use inbound_runtime::http::Body;
+use inbound_store::{admin, effects};
+
+use super::guard::{self, Actor, Refusal as Refused};
+use super::pages::{self, Context, Frame, Query, ReceiptRow, Refusal};
+use super::{Console, respond, view};
+
+/// The largest form body read.
+const MAX_FORM_BYTES: usize = 64 * 1024;
+/// How long a form body may take to arrive.
+const FORM_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+/// The longest reason recorded.
+const MAX_REASON_CHARS: usize = 1000;
+/// At most this many receipts in one bulk decision (the CLI's `--max` default): one
+/// transaction holds them all.
+pub const BULK_MAX: i64 = 200;
+
+/// Routes a POST after the person, origin and token checks.
+pub async fn post(
+    console: &Console,
+    context: &Context,
+    actor: &Actor,
+    session: &str,
+    request: Request<Incoming>,
+) -> Response<Body> {
+    let Some(person) = actor.person() else {
+        return refused(context, Refused::NoIdentity);
+    };
+    if let Err(refusal) = guard::same_origin(request.headers(), &console.allowed_origins) {
+        return refused(context, refusal);
+    }
+    let path = request.uri().path().to_owned();
+    let form = match read_form(request).await {
+        Ok(form) => form,
+        Err(refusal) => return refusal.page(context),
+    };
+    if !console
+        .csrf
+        .verify(session, person, form.get("csrf").unwrap_or(""))
+    {
+        return refused(context, Refused::BadToken);
+    }
+    let segments: Vec<&str> = path.split('/').filter(|part| !part.is_empty()).collect();
+    let decided = match segments.as_slice() {
+        ["receipts", "bulk"] => bulk(console, context, person, &form).await,
+        ["receipts", id, "decide"] => match id.parse::<ReceiptId>() {
+            Ok(id) => decide_receipt(console, context, person, id, &form).await,
+            Err(_) => Err(Refusal::NotFound(format!("no receipt has id {id:?}"))),
+        },
+        ["effects", id, "resolve"] => match id.parse::<EffectId>() {
+            Ok(id) => resolve_effect(console, context, person, id, &form).await,
+            Err(_) => Err(Refusal::NotFound(format!("no effect has id {id:?}"))),
+        },
+        _ => Err(Refusal::NotFound("no such decision".to_owned())),
+    };
+    decided.unwrap_or_else(|refusal| refusal.page(context))
+}
+
+fn refused(context: &Context, refusal: Refused) -> Response<Body> {
+    tracing::warn!(
+        ?refusal,
+        "a console decision was refused before its form was read"
+    );
+    pages::problem(context, StatusCode::FORBIDDEN, refusal.explain())
+}
+
+/// The form of a POST: `application/x-www-form-urlencoded`, at most [`MAX_FORM_BYTES`],
+/// within [`FORM_TIMEOUT`].
+async fn read_form(request: Request<Incoming>) -> Result<Query, Refusal> {
+    let urlencoded = request
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.starts_with("application/x-www-form-urlencoded"));
+    if !urlencoded {
+        return Err(Refusal::BadInput(
+            "a decision is a form (application/x-www-form-urlencoded)".to_owned(),
+        ));
+    }
+    let body = Limited::new(request.into_body(), MAX_FORM_BYTES);
+    let collected = tokio::time::timeout(FORM_TIMEOUT, body.collect())
+        .await
+        .map_err(|_| Refusal::BadInput("the form did not arrive in time".to_owned()))?
+        .map_err(|_| {
+            Refusal::BadInput(format!(
+                "the form is over {MAX_FORM_BYTES} bytes or was cut"
+            ))
+        })?;
+    let bytes = collected.to_bytes();
+    let text = std::str::from_utf8(&bytes)
+        .map_err(|_| Refusal::BadInput("the form is not UTF-8".to_owned()))?;
+    Ok(Query::parse(text))
+}
+
+/// The reason a decision records: required, at most [`MAX_REASON_CHARS`].
+fn reason(form: &Query) -> Result<String, Refusal> {
+    match form.get("reason") {
+        Some(reason) if reason.chars().count() <= MAX_REASON_CHARS => Ok(reason.to_owned()),
+        Some(_) => Err(Refusal::BadInput(format!(
+            "a reason is at most {MAX_REASON_CHARS} characters"
+        ))),
+        None => Err(Refusal::BadInput(
+            "say why: a decision needs a reason, recorded with your name".to_owned(),
+        )),
+    }
+}
+
+/// The status the person saw, which must still hold when the decision is taken.
+fn expected<T: std::str::FromStr>(form: &Query) -> Result<T, Refusal> {
+    form.get("expected")
+        .and_then(|text| text.parse().ok())
+        .ok_or_else(|| Refusal::BadInput("the form does not say which status you saw".to_owned()))
+}
+
+fn confirmed(form: &Query) -> bool {
+    form.get("confirm") == Some("yes")
+}
+
+/// A hidden form field the confirmation repeats.
+#[derive(Debug)]
+pub struct Hidden {
+    pub name: String,
+    pub value: String,
+}
+
+/// The confirmation step: what will change, and the form that does it.
+#[derive(Template)]
+#[template(path = "console/confirm.html")]
+pub struct Confirm {
+    pub frame: Frame,
+    pub action_path: String,
+    pub changes: Vec<String>,
+    pub rows: Vec<ReceiptRow>,
+    pub hidden: Vec<Hidden>,
+    pub back: String,
+}
+
+fn hidden(pairs: &[(&str, &str)]) -> Vec<Hidden> {
+    pairs
+        .iter()
+        .map(|(name, value)| Hidden {
+            name: (*name).to_owned(),
+            value: (*value).to_owned(),
+        })
+        .collect()
+}
+
+/// How a receipt decision reads to the person.
+fn receipt_change(action: &str, status: ReceiptStatus) -> Result<&'static str, Refusal> {
+    use ReceiptStatus::{Failed, Pending, Quarantined};
+    Ok(match (action, status) {
+        ("replay", Failed | Quarantined) => {
+            "goes back to pending: queued again now, attempts reset"
+        }
+        ("replay", Pending) => "is made due now if it waits out a retry delay (attempts kept)",
+        ("close", Failed | Quarantined) => {
+            "ends done (ignored) with your reason: never processed; a redelivery stays a duplicate"
+        }
+        ("quarantine", Pending) => {
+            "leaves the queue as quarantined until a person replays or closes it"
+        }
+        ("fail", Pending) => "leaves the queue as failed, your reason as its error",
+        _ => {
+            return Err(Refusal::BadInput(format!(
+                "a {status} receipt cannot be sent to {action:?}"
+            )));
+        }
+    })
+}
+
+async fn decide_receipt(
+    console: &Console,
+    context: &Context,
+    person: &str,
+    id: ReceiptId,
+    form: &Query,
+) -> Result<Response<Body>, Refusal> {
+    let action = form.get("action").unwrap_or("").to_owned();
+    let reason = reason(form)?;
+    if !confirmed(form) {
+        let detail = console
+            .db(async |connection| Ok(admin::receipt_detail(connection, id).await?))
+            .await?
+            .ok_or_else(|| Refusal::NotFound(format!("no receipt has id {id}")))?;
+        let change = receipt_change(&action, detail.status)?;
+        let status = detail.status.as_str();
+        return Ok(respond::page(
+            StatusCode::OK,
+            &Confirm {
+                frame: context.frame(format!("Confirm: {action} receipt {id}")),
+                action_path: format!("/receipts/{id}/decide"),
+                changes: vec![
+                    format!(
+                        "Receipt {id} ({}, event {}) is {status} and {change}.",
+                        view::text(&detail.integration),
+                        view::text(&detail.event_id)
+                    ),
+                    format!(
+                        "Recorded as {action} by {} because: {}",
+                        view::text(person),
+                        view::text(&reason)
+                    ),
+                ],
+                rows: Vec::new(),
+                hidden: hidden(&[
+                    ("action", &action),
+                    ("reason", &reason),
+                    ("expected", status),
+                    ("confirm", "yes"),
+                ]),
+                back: format!("/receipts/{id}"),
+            },
+        ));
+    }
+    let expected: ReceiptStatus = expected(form)?;
+    receipt_change(&action, expected)?;
+    let ids = [id];
+    let decided = console
+        .db(async |connection| {
+            Ok(match action.as_str() {
+                "replay" => admin::replay(connection, &ids, Some(expected), person, &reason)
+                    .await
+                    .map_err(|error| error.to_string()),
+                "close" => admin::close(connection, &ids, Some(expected), person, &reason)
+                    .await
+                    .map_err(|error| error.to_string()),
+                "quarantine" | "fail" => {
+                    let resolution = if action == "fail" {
+                        admin::PendingResolution::Fail
+                    } else {
+                        admin::PendingResolution::Quarantine
+                    };
+                    admin::resolve_pending(connection, &ids, resolution, person, &reason)
+                        .await
+                        .map_err(|error| error.to_string())
+                }
+                _ => Err(format!("{action:?} is not a decision about a receipt")),
+            })
+        })
+        .await?;
+    if let Err(why) = decided {
+        return Ok(pages::problem(context, StatusCode::CONFLICT, why));
+    }
+    tracing::info!(person, action, receipt = %id, "an operator decided in the console");
+    Ok(respond::see_other(&format!("/receipts/{id}?done={action}")))
+}
+
+async fn resolve_effect(
+    console: &Console,
+    context: &Context,
+    person: &str,
+    id: EffectId,
+    form: &Query,
+) -> Result<Response<Body>, Refusal> {
+    let action = form.get("action").unwrap_or("").to_owned();
+    let resolution = *effects::Resolution::ALL
+        .iter()
+        .find(|resolution| resolution.action() == action)
+        .ok_or_else(|| Refusal::BadInput(format!("{action:?} is not a resolution of an effect")))?;
+    let note = reason(form)?;
+    if !confirmed(form) {
+        let line = console
+            .db(async |connection| Ok(effects::find(connection, id).await?))
+            .await?
+            .ok_or_else(|| Refusal::NotFound(format!("no effect has id {id}")))?;
+        if !resolution.allows(line.status) {
+            return Err(Refusal::BadInput(format!(
+                "a {} effect cannot be resolved as {action}",
+                line.status
+            )));
+        }
+        let change = match (resolution, line.status) {
+            (effects::Resolution::Completed, _) => "becomes completed: never sent again".to_owned(),
+            (effects::Resolution::Retry, EffectStatus::Pending) => {
+                "is made due now (its history unchanged)".to_owned()
+            }
+            (effects::Resolution::Retry, _) => format!(
+                "goes back to pending and is sent again with the same idempotency key ({}); what an earlier attempt may have done no longer holds it back",
+                view::text(&line.operation_key)
+            ),
+            (effects::Resolution::Abandon, _) => "becomes abandoned: never sent".to_owned(),
+        };
+        let status = line.status.as_str();
+        return Ok(respond::page(
+            StatusCode::OK,
+            &Confirm {
+                frame: context.frame(format!("Confirm: {action} effect {id}")),
+                action_path: format!("/effects/{id}/resolve"),
+                changes: vec![
+                    format!(
+                        "Effect {id} (sink {}, {}) is {status} and {change}.",
+                        view::text(&line.sink),
+                        view::text(&line.kind)
+                    ),
+                    format!(
+                        "Recorded as {action} by {} because: {}",
+                        view::text(person),
+                        view::text(&note)
+                    ),
+                ],
+                rows: Vec::new(),
+                hidden: hidden(&[
+                    ("action", &action),
+                    ("reason", &note),
+                    ("expected", status),
+                    ("confirm", "yes"),
+                ]),
+                back: format!("/effects/{id}"),
+            },
+        ));
+    }
+    let expected: EffectStatus = expected(form)?;
+    let resolved = console
+        .db(async |connection| {
+            Ok(
+                effects::resolve(connection, id, resolution, Some(expected), person, &note)
+                    .await
+                    .map_err(|error| error.to_string()),
+            )
+        })
+        .await?;
+    if let Err(why) = resolved {
+        return Ok(pages::problem(context, StatusCode::CONFLICT, why));
+    }
+    tracing::info!(person, action, effect = %id, "an operator decided in the console");
+    Ok(respond::see_other(&format!("/effects/{id}?done={action}")))
+}
+
+/// Replays or closes the failed or quarantined receipts a narrowed filter selects: the
+/// first step lists them (at most [`BULK_MAX`]), the second decides about exactly those
+/// ids, each still in the status listed.
+async fn bulk(
+    console: &Console,
+    context: &Context,
+    person: &str,
+    form: &Query,
+) -> Result<Response<Body>, Refusal> {
+    let action = form.get("action").unwrap_or("").to_owned();
+    if !matches!(action.as_str(), "replay" | "close") {
+        return Err(Refusal::BadInput(format!(
+            "{action:?}: receipts are replayed or closed by filter"
+        )));
+    }
+    let reason = reason(form)?;
+    let (mut filter, _, narrowed) = pages::receipt_filter(console, form)?;
+    if !ReceiptStatus::NEEDS_A_PERSON.contains(&filter.status) || !narrowed {
+        return Err(Refusal::BadInput(
+            "a decision by filter takes failed or quarantined receipts and a narrowing filter (integration, owner, type, since or until)".to_owned(),
+        ));
+    }
+    let status = filter.status;
+    if !confirmed(form) {
+        filter.before_id = None;
+        let selected = console
+            .db(async |connection| Ok(admin::list_receipts(connection, &filter, BULK_MAX).await?))
+            .await?;
+        if selected.is_empty() {
+            return Err(Refusal::BadInput(format!(
+                "the filter selects no receipt: nothing to {action}"
+            )));
+        }
+        let ids: Vec<String> = selected.iter().map(|row| row.id.to_string()).collect();
+        let capped = if selected.len() as i64 == BULK_MAX {
+            format!(" (at most {BULK_MAX} at a time: decide again for the rest)")
+        } else {
+            String::new()
+        };
+        let change = receipt_change(&action, status)?;
+        let mut fields = hidden(&[
+            ("action", &action),
+            ("reason", &reason),
+            ("expected", status.as_str()),
+            ("confirm", "yes"),
+        ]);
+        fields.push(Hidden {
+            name: "ids".to_owned(),
+            value: ids.join(","),
+        });
+        return Ok(respond::page(
+            StatusCode::OK,
+            &Confirm {
+                frame: context.frame(format!("Confirm: {action} {} receipts", ids.len())),
+                action_path: "/receipts/bulk".to_owned(),
+                changes: vec![
+                    format!(
+                        "These {} {status} receipts{capped}: each {change}. Any that is no longer {status} stops the whole decision.",
+                        ids.len()
+                    ),
+                    format!(
+                        "Recorded as {action} by {} because: {}",
+                        view::text(person),
+                        view::text(&reason)
+                    ),
+                ],
+                rows: pages::receipt_rows(console, &selected),
+                hidden: fields,
+                back: "/receipts".to_owned(),
+            },
+        ));
+    }
+    let expected: ReceiptStatus = expected(form)?;
+    let ids: Vec<ReceiptId> = form
+        .get("ids")
+        .unwrap_or("")
+        .split(',')
+        .map(|id| id.trim().parse::<ReceiptId>())
+        .collect::<Result<_, _>>()
+        .map_err(|_| Refusal::BadInput("the confirmed ids are not receipt ids".to_owned()))?;
+    if ids.is_empty() || ids.len() as i64 > BULK_MAX {
+        return Err(Refusal::BadInput(format!(
+            "a decision by filter takes 1 to {BULK_MAX} receipts"
+        )));
+    }
+    let ids = inbound_store::in_lock_order(&ids);
+    let decided = console
+        .db(async |connection| {
+            Ok(if action == "replay" {
+                admin::replay(connection, &ids, Some(expected), person, &reason)
+                    .await
+                    .map_err(|error| error.to_string())
+            } else {
+                admin::close(connection, &ids, Some(expected), person, &reason)
+                    .await
+                    .map_err(|error| error.to_string())
+            })
+        })
+        .await?;
+    if let Err(why) = decided {
+        return Ok(pages::problem(context, StatusCode::CONFLICT, why));
+    }
+    tracing::info!(
+        person,
+        action,
+        receipts = ids.len(),
+        "an operator decided in the console by filter"
+    );
+    let mut back = form_urlencoded::Serializer::new(String::new());
+    back.append_pair("status", expected.as_str());
+    Ok(respond::see_other(&format!("/receipts?{}", back.finish())))
+}

@@ -1,0 +1,330 @@
+//! Who is acting, and whether a state-changing request may act: the person comes from the
+//! authenticating proxy's user header (believed only from a trusted proxy address) or from
+//! `--by` for a local session; without one the console is read-only. A POST must come from
+//! the console's own origin (`Origin`, `Sec-Fetch-Site`) and carry the session's CSRF token,
+//! an HMAC of the session cookie and the person under a key that lives as long as the
+//! process.
+
+use std::net::IpAddr;
+
+use hmac::{KeyInit, Mac};
+use http::HeaderMap;
+use http::header::{COOKIE, HOST, HeaderName, ORIGIN};
+use ipnet::IpNet;
+use subtle::ConstantTimeEq;
+
+/// The session cookie's name.
+pub const SESSION_COOKIE: &str = "inbound_console_session";
+
+/// The longest person name recorded (an audit column, shown on every page).
+const MAX_NAME_CHARS: usize = 200;
+
+/// How the console learns who is acting.
+#[derive(Debug, Clone)]
+pub struct IdentityPolicy {
+    /// The header an authenticating proxy sets, with the addresses it is believed from.
+    pub user_header: Option<(HeaderName, Vec<IpNet>)>,
+    /// A local session's person (`--by`).
+    pub local_person: Option<String>,
+    /// `--read-only`: nobody decides, whoever they are.
+    pub read_only: bool,
+}
+
+/// Who a request acts for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Actor {
+    /// A named person who may decide.
+    Person(String),
+    /// Shown everything, may decide nothing; the reason is shown on every page.
+    Viewer(&'static str),
+}
+
+impl Actor {
+    /// The person's name, when they may decide.
+    pub fn person(&self) -> Option<&str> {
+        match self {
+            Self::Person(name) => Some(name),
+            Self::Viewer(_) => None,
+        }
+    }
+}
+
+impl IdentityPolicy {
+    /// Who the request from `peer` with `headers` acts for.
+    pub fn actor(&self, peer: IpAddr, headers: &HeaderMap) -> Actor {
+        if self.read_only {
+            return Actor::Viewer("this console was started --read-only");
+        }
+        if let Some((header, trusted)) = &self.user_header {
+            // A header from anyone but the proxy is a claim anybody can make.
+            if !trusted.iter().any(|net| net.contains(&peer)) {
+                return Actor::Viewer("the request did not come through the trusted proxy");
+            }
+            return match headers
+                .get(header)
+                .map(|value| person_name(value.as_bytes()))
+            {
+                Some(Some(name)) => Actor::Person(name),
+                Some(None) => Actor::Viewer("the proxy's user header is not a usable name"),
+                None => Actor::Viewer("the proxy named nobody"),
+            };
+        }
+        match &self.local_person {
+            Some(name) => Actor::Person(name.clone()),
+            None => Actor::Viewer("no identity: start the console with --by NAME to decide"),
+        }
+    }
+}
+
+/// A person's name from a header: printable UTF-8, trimmed, not empty, at most
+/// [`MAX_NAME_CHARS`] characters.
+pub fn person_name(value: &[u8]) -> Option<String> {
+    let name = std::str::from_utf8(value).ok()?.trim();
+    let printable = name.chars().all(|c| !c.is_control());
+    (printable && !name.is_empty() && name.chars().count() <= MAX_NAME_CHARS)
+        .then(|| name.to_owned())
+}
+
+/// The CSRF key of this process: tokens of an earlier process are refused (the form is
+/// shown again with a fresh one).
+pub struct CsrfKey([u8; 32]);
+
+impl CsrfKey {
+    /// A new random key.
+    pub fn random() -> Self {
+        Self(rand::random())
+    }
+
+    /// The token the forms of `session` carry for `person`.
+    pub fn token(&self, session: &str, person: &str) -> String {
+        hex::encode(self.mac(session, person).finalize().into_bytes())
+    }
+
+    /// Whether `token` is the one of `session` and `person` (compared in constant time).
+    pub fn verify(&self, session: &str, person: &str, token: &str) -> bool {
+        let Ok(token) = hex::decode(token) else {
+            return false;
+        };
+        let expected = self.mac(session, person).finalize().into_bytes();
+        expected.as_slice().ct_eq(&token).into()
+    }
+
+    fn mac(&self, session: &str, person: &str) -> hmac::Hmac<sha2::Sha256> {
+        let mut mac =
+            <hmac::Hmac<sha2::Sha256> as KeyInit>::new_from_slice(&self.0).expect("any key size");
+        // Lengths first, so that no two (session, person) pairs sign the same bytes.
+        mac.update(&(session.len() as u64).to_be_bytes());
+        mac.update(session.as_bytes());
+        mac.update(&(person.len() as u64).to_be_bytes());
+        mac.update(person.as_bytes());
+        mac
+    }
+}
+
+/// A new session id: 32 random bytes, hex.
+pub fn new_session() -> String {
+    hex::encode(rand::random::<[u8; 32]>())
+}
+
+/// The session cookie's value, when the request carries a well-formed one.
+pub fn session_of(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get_all(COOKIE)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|cookies| cookies.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == SESSION_COOKIE)
+        .map(|(_, value)| value.to_owned())
+        .filter(|value| value.len() == 64 && value.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// Why a state-changing request was refused before its form was read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// Read-only, or nobody named.
+    NoIdentity,
+    /// From another site, or without an `Origin`.
+    CrossSite,
+    /// Without the session's token.
+    BadToken,
+}
+
+impl Refusal {
+    /// What the refusal page says.
+    pub fn explain(self) -> &'static str {
+        match self {
+            Self::NoIdentity => {
+                "nobody is named for this request, or the console is read-only: nothing was changed"
+            }
+            Self::CrossSite => {
+                "this form was not sent from the console's own pages (Origin): nothing was changed"
+            }
+            Self::BadToken => {
+                "the form's token does not match this session (an old page, or another site's form): reload the page and decide again; nothing was changed"
+            }
+        }
+    }
+}
+
+/// Checks that a POST comes from a page of this console. A browser says where a request
+/// comes from in `Sec-Fetch-Site`: it must be `same-origin`. Under the console's
+/// `Referrer-Policy: no-referrer` a browser's form POST carries `Origin: null`, so `Origin`
+/// decides only when it names a site: then it must be the request's own host (or an
+/// allowed origin). A request that says neither (no `Sec-Fetch-Site`, no usable `Origin`)
+/// is refused: it did not come from a browser on the console's pages.
+pub fn same_origin(headers: &HeaderMap, allowed_origins: &[String]) -> Result<(), Refusal> {
+    let fetched_from = headers.get("sec-fetch-site").map(|site| site.as_bytes());
+    if fetched_from.is_some_and(|site| site != b"same-origin") {
+        return Err(Refusal::CrossSite);
+    }
+    let origin = headers
+        .get(ORIGIN)
+        .and_then(|value| value.to_str().ok())
+        .filter(|origin| *origin != "null");
+    let Some(origin) = origin else {
+        return if fetched_from.is_some() {
+            Ok(())
+        } else {
+            Err(Refusal::CrossSite)
+        };
+    };
+    if allowed_origins.iter().any(|allowed| allowed == origin) {
+        return Ok(());
+    }
+    let host = headers
+        .get(HOST)
+        .and_then(|value| value.to_str().ok())
+        .ok_or(Refusal::CrossSite)?;
+    let own = origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"));
+    if own == Some(host) {
+        Ok(())
+    } else {
+        Err(Refusal::CrossSite)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(*name, HeaderValue::from_str(value).expect("a header value"));
+        }
+        map
+    }
+
+    #[test]
+    fn the_user_header_is_believed_only_from_a_trusted_proxy() {
+        let policy = IdentityPolicy {
+            user_header: Some((
+                HeaderName::from_static("x-forwarded-user"),
+                vec!["10.0.0.0/8".parse().expect("a network")],
+            )),
+            local_person: None,
+            read_only: false,
+        };
+        let alice = headers(&[("x-forwarded-user", "alice@example.com")]);
+        assert_eq!(
+            policy.actor("10.1.2.3".parse().expect("ip"), &alice),
+            Actor::Person("alice@example.com".into())
+        );
+        assert!(matches!(
+            policy.actor("192.168.1.1".parse().expect("ip"), &alice),
+            Actor::Viewer(_)
+        ));
+        assert!(matches!(
+            policy.actor("10.1.2.3".parse().expect("ip"), &headers(&[])),
+            Actor::Viewer(_)
+        ));
+        let read_only = IdentityPolicy {
+            read_only: true,
+            ..policy
+        };
+        assert!(matches!(
+            read_only.actor("10.1.2.3".parse().expect("ip"), &alice),
+            Actor::Viewer(_)
+        ));
+    }
+
+    #[test]
+    fn names_are_printable_trimmed_and_bounded() {
+        assert_eq!(person_name(b"  bob "), Some("bob".into()));
+        assert_eq!(person_name(b""), None);
+        assert_eq!(person_name(b"a\x07b"), None);
+        assert_eq!(person_name(&[0xff, 0xfe]), None);
+        assert_eq!(person_name("x".repeat(201).as_bytes()), None);
+    }
+
+    #[test]
+    fn a_token_belongs_to_one_session_one_person_and_one_process() {
+        let key = CsrfKey::random();
+        let session = new_session();
+        let token = key.token(&session, "alice");
+        assert!(key.verify(&session, "alice", &token));
+        assert!(!key.verify(&session, "mallory", &token));
+        assert!(!key.verify(&new_session(), "alice", &token));
+        assert!(!CsrfKey::random().verify(&session, "alice", &token));
+        assert!(!key.verify(&session, "alice", "not hex"));
+        assert!(!key.verify(&session, "alice", ""));
+    }
+
+    #[test]
+    fn only_the_consoles_own_origin_may_post() {
+        let own = headers(&[
+            ("host", "127.0.0.1:8090"),
+            ("origin", "http://127.0.0.1:8090"),
+        ]);
+        assert_eq!(same_origin(&own, &[]), Ok(()));
+        let other = headers(&[
+            ("host", "127.0.0.1:8090"),
+            ("origin", "http://evil.example"),
+        ]);
+        assert_eq!(same_origin(&other, &[]), Err(Refusal::CrossSite));
+        let none = headers(&[("host", "127.0.0.1:8090")]);
+        assert_eq!(same_origin(&none, &[]), Err(Refusal::CrossSite));
+        let fetched = headers(&[
+            ("host", "127.0.0.1:8090"),
+            ("origin", "http://127.0.0.1:8090"),
+            ("sec-fetch-site", "cross-site"),
+        ]);
+        assert_eq!(same_origin(&fetched, &[]), Err(Refusal::CrossSite));
+        // A browser's form under no-referrer: Origin null, Sec-Fetch-Site same-origin.
+        let browser = headers(&[
+            ("host", "127.0.0.1:8090"),
+            ("origin", "null"),
+            ("sec-fetch-site", "same-origin"),
+        ]);
+        assert_eq!(same_origin(&browser, &[]), Ok(()));
+        let null_alone = headers(&[("host", "127.0.0.1:8090"), ("origin", "null")]);
+        assert_eq!(same_origin(&null_alone, &[]), Err(Refusal::CrossSite));
+        let lying = headers(&[
+            ("host", "127.0.0.1:8090"),
+            ("origin", "http://evil.example"),
+            ("sec-fetch-site", "same-origin"),
+        ]);
+        assert_eq!(same_origin(&lying, &[]), Err(Refusal::CrossSite));
+        let proxied = headers(&[
+            ("host", "console.internal:8090"),
+            ("origin", "https://inbound.example.com"),
+        ]);
+        assert_eq!(
+            same_origin(&proxied, &["https://inbound.example.com".to_owned()]),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn a_session_cookie_is_read_among_others_and_checked() {
+        let session = new_session();
+        let cookies = headers(&[("cookie", &format!("a=1; {SESSION_COOKIE}={session}; b=2"))]);
+        assert_eq!(session_of(&cookies), Some(session));
+        let forged = headers(&[("cookie", &format!("{SESSION_COOKIE}=<script>"))]);
+        assert_eq!(session_of(&forged), None);
+    }
+}

@@ -1,0 +1,211 @@
+//! `inboundctl console`: the on-call person's console in a browser. Server-rendered pages
+//! (templates checked at compile time, CSS inside the binary, no script) over the same
+//! store reads and decisions as the CLI: an overview, receipts and effects by filter (keyset
+//! pages), one receipt or effect with its audit trail, and the review queue. Decisions are
+//! POSTs from the console's own pages with the session's token, made by a named person
+//! ([`guard`]); everything a sender wrote is shown as inert text ([`view`]).
+
+mod actions;
+mod guard;
+mod pages;
+mod respond;
+mod view;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use http::{Method, Request, Response};
+use hyper::body::Incoming;
+use inbound_core::config::Config;
+use inbound_runtime::http::Body;
+use inbound_runtime::server::{PeerAddr, ServerLimits};
+use ipnet::IpNet;
+use sqlx::PgPool;
+
+use crate::operate::DatabaseArgs;
+use crate::selection::ConfigArg;
+use guard::{Actor, CsrfKey, IdentityPolicy};
+
+/// `inboundctl console`.
+#[derive(Debug, Args)]
+pub struct ConsoleArgs {
+    #[command(flatten)]
+    database: DatabaseArgs,
+    #[command(flatten)]
+    config: ConfigArg,
+    /// Address to listen on. Loopback by default: to serve others, put an authenticating
+    /// proxy in front (docs/console.md) and give --user-header and --trusted-proxy.
+    #[arg(long, env = "INBOUND_CONSOLE_LISTEN", default_value = "127.0.0.1:8090")]
+    listen: SocketAddr,
+    /// The header an authenticating proxy sets to the signed-in person (oauth2-proxy:
+    /// X-Forwarded-User or X-Auth-Request-User); believed only from --trusted-proxy.
+    #[arg(
+        long,
+        env = "INBOUND_CONSOLE_USER_HEADER",
+        requires = "trusted_proxies"
+    )]
+    user_header: Option<http::HeaderName>,
+    /// An address or network of the authenticating proxy (repeatable, or comma-separated).
+    #[arg(long = "trusted-proxy", env = "INBOUND_CONSOLE_TRUSTED_PROXIES", value_delimiter = ',',
+          value_parser = parse_network)]
+    trusted_proxies: Vec<IpNet>,
+    /// A local session's person: decisions are recorded with this name. Without it (and
+    /// without --user-header) the console is read-only.
+    #[arg(long, conflicts_with = "user_header")]
+    by: Option<String>,
+    /// Show everything, decide nothing, whoever asks.
+    #[arg(long)]
+    read_only: bool,
+    /// An origin the browser shows besides the console's own host (the proxy's public
+    /// URL, e.g. https://inbound.example.com), from which decisions may be posted.
+    #[arg(long = "allowed-origin")]
+    allowed_origins: Vec<String>,
+    /// Database connections the console holds at most (each page takes one briefly).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=32))]
+    max_connections: u32,
+}
+
+/// An address (`10.0.0.7`) or a network (`10.0.0.0/8`).
+fn parse_network(text: &str) -> Result<IpNet, String> {
+    text.parse::<IpNet>()
+        .or_else(|_| text.parse::<std::net::IpAddr>().map(IpNet::from))
+        .map_err(|_| {
+            format!("{text:?} is neither an address (10.0.0.7) nor a network (10.0.0.0/8)")
+        })
+}
+
+/// Everything a request needs.
+pub(crate) struct Console {
+    pool: PgPool,
+    config: Option<Config>,
+    identity: IdentityPolicy,
+    allowed_origins: Vec<String>,
+    csrf: CsrfKey,
+    /// How long one page's or decision's database work may take.
+    limit: Duration,
+}
+
+/// Serves the console until SIGTERM or SIGINT.
+pub async fn run(args: ConsoleArgs) -> anyhow::Result<()> {
+    inbound_runtime::logging::init_logging(None);
+    if let Some(by) = &args.by
+        && guard::person_name(by.as_bytes()).is_none()
+    {
+        anyhow::bail!("--by must be a printable name of at most 200 characters");
+    }
+    // Ids, owners and routes only: the console needs none of the secrets.
+    let config = args
+        .config
+        .config
+        .as_deref()
+        .map(|path| {
+            crate::sign::load_for_reading(path).with_context(|| format!("{}", path.display()))
+        })
+        .transpose()?;
+    let (pool, limit) = args
+        .database
+        .pool(args.max_connections, "inboundctl-console")
+        .await?;
+    let console = Arc::new(Console {
+        pool,
+        config,
+        identity: IdentityPolicy {
+            user_header: args
+                .user_header
+                .map(|header| (header, args.trusted_proxies.clone())),
+            local_person: args.by.map(|by| by.trim().to_owned()),
+            read_only: args.read_only,
+        },
+        allowed_origins: args.allowed_origins,
+        csrf: CsrfKey::random(),
+        limit,
+    });
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let local = listener.local_addr()?;
+    // A test or a script reads this line to learn the port of --listen 127.0.0.1:0.
+    crate::output::out!("console listening on http://{local}");
+    tracing::info!(%local, read_only = args.read_only, "console listening");
+    let limits = ServerLimits {
+        header_read_timeout: Duration::from_secs(10),
+        max_connections: 64,
+        shutdown_grace: Duration::from_secs(5),
+        max_buf_size: inbound_runtime::server::MAX_REQUEST_HEAD_BYTES,
+    };
+    inbound_runtime::server::serve(
+        listener,
+        limits,
+        move |request| handle(Arc::clone(&console), request),
+        inbound_runtime::signals::shutdown_signal(),
+    )
+    .await;
+    Ok(())
+}
+
+/// One request: the page or decision its method and path name, with the security headers.
+async fn handle(console: Arc<Console>, request: Request<Incoming>) -> Response<Body> {
+    let peer = request
+        .extensions()
+        .get::<PeerAddr>()
+        .map_or(std::net::Ipv4Addr::UNSPECIFIED.into(), |peer| peer.0.ip());
+    let actor = console.identity.actor(peer, request.headers());
+    let session = guard::session_of(request.headers());
+    let (session, new_session) = match session {
+        Some(session) => (session, false),
+        None => (guard::new_session(), true),
+    };
+    let context = pages::Context::new(&console, &actor, &session);
+    let path = request.uri().path().to_owned();
+    let segments: Vec<&str> = path.split('/').filter(|part| !part.is_empty()).collect();
+    let mut response = match (request.method(), segments.as_slice()) {
+        (&Method::GET | &Method::HEAD, _) => {
+            let query = request.uri().query().unwrap_or("").to_owned();
+            pages::get(&console, &context, &segments, &query).await
+        }
+        (&Method::POST, _) => actions::post(&console, &context, &actor, &session, request).await,
+        _ => respond::method_not_allowed(),
+    };
+    if new_session {
+        respond::set_session_cookie(&mut response, &session);
+    }
+    respond::secure(&mut response);
+    response
+}
+
+impl Console {
+    /// Runs one unit of the console's database work on a pooled connection within the
+    /// limit.
+    pub(crate) async fn db<T>(
+        &self,
+        work: impl AsyncFnOnce(&mut sqlx::PgConnection) -> anyhow::Result<T>,
+    ) -> anyhow::Result<T> {
+        let bounded = async {
+            let mut connection = self
+                .pool
+                .acquire()
+                .await
+                .context("no database connection")?;
+            work(&mut connection).await
+        };
+        tokio::time::timeout(self.limit, bounded)
+            .await
+            .map_err(|_| anyhow::anyhow!("the database gave no answer within {:?}", self.limit))?
+    }
+
+    /// The configuration, when the console was given one.
+    pub(crate) fn config(&self) -> Option<&Config> {
+        self.config.as_ref()
+    }
+}
+
+/// The actor's banner text, for every page.
+pub(crate) fn who(actor: &Actor) -> String {
+    match actor {
+        Actor::Person(name) => format!("deciding as {}", view::text(name)),
+        Actor::Viewer(why) => format!("read-only: {why}"),
+    }
+}

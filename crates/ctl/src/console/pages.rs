@@ -1,0 +1,1024 @@
+//! The console's pages (GET changes nothing): the overview, receipts and effects by filter
+//! a keyset page at a time, one receipt, one effect, and the review queue. Each reads the
+//! store as `inboundctl` does, within the console's database limit, and renders a checked
+//! template whose every value is escaped.
+
+use askama::Template;
+use http::{Response, StatusCode};
+use inbound_core::keys::{EffectId, ReceiptId};
+use inbound_core::states::{EffectStatus, ReceiptStatus};
+use inbound_runtime::http::Body;
+use inbound_store::{admin, effects};
+
+use super::guard::Actor;
+use super::{Console, respond, view};
+use crate::selection::{self, integration_owner, sink_owner};
+
+/// Rows per page of a listing.
+pub const PAGE_ROWS: i64 = 50;
+/// Groups the review queue shows of each kind.
+const REVIEW_GROUPS: i64 = 100;
+/// How far back (in receipts of all integrations) the overview looks for a newest delivery.
+const NEWEST_LOOK_BACK: i64 = 100_000;
+
+/// What every page shows around its content.
+#[derive(Debug, Clone)]
+pub struct Frame {
+    /// Who is acting, or why nobody may decide.
+    pub who: String,
+    /// The form token, when the actor may decide.
+    pub csrf: Option<String>,
+    /// The page's heading.
+    pub title: String,
+}
+
+/// What a request's pages share: who acts and the token their forms carry.
+pub struct Context {
+    who: String,
+    csrf: Option<String>,
+}
+
+impl Context {
+    pub fn new(console: &Console, actor: &Actor, session: &str) -> Self {
+        Self {
+            who: super::who(actor),
+            csrf: actor
+                .person()
+                .map(|person| console.csrf.token(session, person)),
+        }
+    }
+
+    /// The frame of a page titled `title`.
+    pub fn frame(&self, title: impl Into<String>) -> Frame {
+        Frame {
+            who: self.who.clone(),
+            csrf: self.csrf.clone(),
+            title: title.into(),
+        }
+    }
+}
+
+/// A page that says what went wrong (a bad filter, an unknown id, a refused decision).
+#[derive(Template)]
+#[template(path = "console/problem.html")]
+pub struct Problem {
+    pub frame: Frame,
+    pub message: String,
+}
+
+/// The problem page with `status`.
+pub fn problem(
+    context: &Context,
+    status: StatusCode,
+    message: impl Into<String>,
+) -> Response<Body> {
+    respond::page(
+        status,
+        &Problem {
+            frame: context.frame("Not done"),
+            message: view::text(&message.into()),
+        },
+    )
+}
+
+/// Routes a GET.
+pub async fn get(
+    console: &Console,
+    context: &Context,
+    segments: &[&str],
+    query: &str,
+) -> Response<Body> {
+    let query = Query::parse(query);
+    let page = match segments {
+        [] => overview(console, context).await,
+        ["static", "console.css"] => return respond::stylesheet(),
+        ["receipts"] => receipts(console, context, &query).await,
+        ["receipts", id] => match id.parse::<ReceiptId>() {
+            Ok(id) => receipt(console, context, id, &query).await,
+            Err(_) => Err(Refusal::NotFound(format!("no receipt has id {id:?}"))),
+        },
+        ["effects"] => effects_page(console, context, &query).await,
+        ["effects", id] => match id.parse::<EffectId>() {
+            Ok(id) => effect(console, context, id, &query).await,
+            Err(_) => Err(Refusal::NotFound(format!("no effect has id {id:?}"))),
+        },
+        ["review"] => review(console, context).await,
+        _ => Err(Refusal::NotFound("no such page".to_owned())),
+    };
+    page.unwrap_or_else(|refusal| refusal.page(context))
+}
+
+/// Why a page is not shown.
+pub enum Refusal {
+    /// A bad filter or form value: 400 with what is wrong.
+    BadInput(String),
+    /// No such page or id: 404.
+    NotFound(String),
+    /// The database failed or did not answer: 503.
+    Database(anyhow::Error),
+}
+
+impl Refusal {
+    pub fn page(self, context: &Context) -> Response<Body> {
+        match self {
+            Self::BadInput(message) => problem(context, StatusCode::BAD_REQUEST, message),
+            Self::NotFound(message) => problem(context, StatusCode::NOT_FOUND, message),
+            Self::Database(error) => {
+                tracing::warn!(error = %format!("{error:#}"), "a console page failed");
+                problem(
+                    context,
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!("the database failed: {error:#}"),
+                )
+            }
+        }
+    }
+}
+
+impl From<anyhow::Error> for Refusal {
+    fn from(error: anyhow::Error) -> Self {
+        Self::Database(error)
+    }
+}
+
+type Page = Result<Response<Body>, Refusal>;
+
+/// A query string's fields (the first of each name; empty values are absent).
+#[derive(Debug, Default)]
+pub struct Query(Vec<(String, String)>);
+
+impl Query {
+    pub fn parse(query: &str) -> Self {
+        Self(
+            form_urlencoded::parse(query.as_bytes())
+                .into_owned()
+                .filter(|(_, value)| !value.trim().is_empty())
+                .collect(),
+        )
+    }
+
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.trim())
+    }
+
+    fn time(&self, name: &str) -> Result<Option<chrono::DateTime<chrono::Utc>>, Refusal> {
+        self.get(name)
+            .map(|text| {
+                selection::parse_time(text)
+                    .map_err(|error| Refusal::BadInput(format!("{name}: {error}")))
+            })
+            .transpose()
+    }
+
+    fn parsed<T: std::str::FromStr>(&self, name: &str) -> Result<Option<T>, Refusal> {
+        self.get(name)
+            .map(|text| {
+                text.parse::<T>()
+                    .map_err(|_| Refusal::BadInput(format!("{name}: {text:?} is not valid here")))
+            })
+            .transpose()
+    }
+}
+
+// ---- overview ----
+
+#[derive(Debug)]
+pub struct IntegrationRow {
+    pub id: String,
+    pub owner: String,
+    pub pending: i64,
+    pub leased: i64,
+    pub waiting: i64,
+    pub failed: i64,
+    pub quarantined: i64,
+    pub claimable_age: String,
+    pub waiting_age: String,
+    pub newest: String,
+}
+
+#[derive(Debug)]
+pub struct SinkRow {
+    pub id: String,
+    pub owner: String,
+    pub counts: Vec<(String, i64)>,
+    pub failed: i64,
+    pub oldest_open: String,
+    pub due_wait: String,
+}
+
+#[derive(Template)]
+#[template(path = "console/overview.html")]
+pub struct Overview {
+    pub frame: Frame,
+    pub integrations: Vec<IntegrationRow>,
+    pub sinks: Vec<SinkRow>,
+    pub open_statuses: Vec<&'static str>,
+    pub effect_totals: Vec<(String, i64)>,
+}
+
+async fn overview(console: &Console, context: &Context) -> Page {
+    let config = console.config();
+    let mut integrations: Vec<String> = config
+        .map(|config| config.integrations().iter().map(|i| i.id.clone()).collect())
+        .unwrap_or_default();
+    let mut sinks: Vec<String> = config
+        .map(|config| config.sinks().iter().map(|s| s.id.clone()).collect())
+        .unwrap_or_default();
+    let (queues, review, open, failed, totals) = console
+        .db(async |connection| {
+            Ok((
+                admin::queue_by_integration(&mut *connection).await?,
+                admin::review_counts(&mut *connection).await?,
+                effects::open_counts_by_sink(&mut *connection).await?,
+                effects::failed_counts_by_sink(&mut *connection).await?,
+                effects::counts(&mut *connection, EffectStatus::ALL).await?,
+            ))
+        })
+        .await?;
+    integrations.extend(queues.iter().map(|queue| queue.integration.clone()));
+    integrations.extend(review.iter().map(|(integration, _, _)| integration.clone()));
+    integrations.sort();
+    integrations.dedup();
+    sinks.extend(open.iter().map(|(sink, _, _)| sink.clone()));
+    sinks.extend(failed.iter().map(|(sink, _)| sink.clone()));
+    sinks.sort();
+    sinks.dedup();
+    let mut integration_rows = Vec::with_capacity(integrations.len());
+    for id in integrations {
+        let (ages, newest) = console
+            .db(async |connection| {
+                Ok((
+                    admin::queue_ages(&mut *connection, &id).await?,
+                    admin::newest_receipt_at(&mut *connection, &id, NEWEST_LOOK_BACK).await?,
+                ))
+            })
+            .await?;
+        let queue = queues.iter().find(|queue| queue.integration == id);
+        let needing = |status| {
+            review
+                .iter()
+                .find(|(integration, state, _)| *integration == id && *state == status)
+                .map_or(0, |(_, _, count)| *count)
+        };
+        integration_rows.push(IntegrationRow {
+            owner: integration_owner(config, &id),
+            pending: queue.map_or(0, |queue| queue.pending),
+            leased: queue.map_or(0, |queue| queue.leased),
+            waiting: queue.map_or(0, |queue| queue.waiting),
+            failed: needing(ReceiptStatus::Failed),
+            quarantined: needing(ReceiptStatus::Quarantined),
+            claimable_age: view::age(ages.pending),
+            waiting_age: view::age(ages.waiting),
+            newest: newest.map_or_else(
+                || format!("none in the newest {NEWEST_LOOK_BACK} receipts"),
+                view::time,
+            ),
+            id,
+        });
+    }
+    let mut sink_rows = Vec::with_capacity(sinks.len());
+    for id in sinks {
+        let (oldest_open, due_wait) = console
+            .db(async |connection| {
+                Ok((
+                    effects::oldest_open_age_seconds(&mut *connection, &id).await?,
+                    effects::oldest_due_wait_seconds(&mut *connection, &id).await?,
+                ))
+            })
+            .await?;
+        sink_rows.push(SinkRow {
+            owner: sink_owner(config, &id),
+            counts: EffectStatus::OPEN
+                .iter()
+                .map(|status| {
+                    let count = open
+                        .iter()
+                        .find(|(sink, state, _)| *sink == id && state == status)
+                        .map_or(0, |(_, _, count)| *count);
+                    (status.as_str().to_owned(), count)
+                })
+                .collect(),
+            failed: failed
+                .iter()
+                .find(|(sink, _)| *sink == id)
+                .map_or(0, |(_, count)| *count),
+            oldest_open: view::age(oldest_open),
+            due_wait: view::age(due_wait),
+            id,
+        });
+    }
+    Ok(respond::page(
+        StatusCode::OK,
+        &Overview {
+            frame: context.frame("Overview"),
+            integrations: integration_rows,
+            sinks: sink_rows,
+            open_statuses: EffectStatus::OPEN
+                .iter()
+                .map(|status| status.as_str())
+                .collect(),
+            effect_totals: totals
+                .into_iter()
+                .map(|(status, count)| (status.as_str().to_owned(), count))
+                .collect(),
+        },
+    ))
+}
+
+// ---- receipts ----
+
+#[derive(Debug)]
+pub struct ReceiptRow {
+    pub id: String,
+    pub integration: String,
+    pub owner: String,
+    pub event_id: String,
+    pub event_type: String,
+    pub state: String,
+    pub attempts: i32,
+    pub received_at: String,
+    pub reason: String,
+}
+
+/// The receipt filter as the form shows it.
+#[derive(Debug, Default)]
+pub struct ReceiptForm {
+    pub status: String,
+    pub integration: String,
+    pub owner: String,
+    pub event_type: String,
+    pub since: String,
+    pub until: String,
+    pub event_id: String,
+}
+
+#[derive(Template)]
+#[template(path = "console/receipts.html")]
+pub struct Receipts {
+    pub frame: Frame,
+    pub form: ReceiptForm,
+    pub statuses: Vec<&'static str>,
+    pub rows: Vec<ReceiptRow>,
+    pub next: Option<String>,
+    /// Whether the filter may be decided on in bulk (failed or quarantined, narrowed).
+    pub bulk: bool,
+}
+
+/// The receipt filter a query names.
+pub fn receipt_filter(
+    console: &Console,
+    query: &Query,
+) -> Result<(admin::ReceiptFilter, ReceiptForm, bool), Refusal> {
+    let status = query
+        .parsed::<ReceiptStatus>("status")?
+        .unwrap_or(ReceiptStatus::Failed);
+    let integrations = selection::integrations_selected(
+        query.get("integration"),
+        query.get("owner"),
+        console.config(),
+    )
+    .map_err(|error| Refusal::BadInput(format!("{error:#}")))?;
+    let filter = admin::ReceiptFilter {
+        status,
+        integrations,
+        event_type: query.get("type").map(str::to_owned),
+        since: query.time("since")?,
+        until: query.time("until")?,
+        before_id: query.parsed::<ReceiptId>("before")?,
+    };
+    let narrowed = filter.integrations.is_some()
+        || filter.event_type.is_some()
+        || filter.since.is_some()
+        || filter.until.is_some();
+    let text = |name| query.get(name).unwrap_or("").to_owned();
+    let form = ReceiptForm {
+        status: status.as_str().to_owned(),
+        integration: text("integration"),
+        owner: text("owner"),
+        event_type: text("type"),
+        since: text("since"),
+        until: text("until"),
+        event_id: text("event_id"),
+    };
+    Ok((filter, form, narrowed))
+}
+
+pub fn receipt_rows(console: &Console, found: &[admin::ReceiptSummary]) -> Vec<ReceiptRow> {
+    found
+        .iter()
+        .map(|row| ReceiptRow {
+            id: row.id.to_string(),
+            integration: view::text(&row.integration),
+            owner: view::text(&integration_owner(console.config(), &row.integration)),
+            event_id: view::text(&row.event_id),
+            event_type: view::text(&row.event_type),
+            state: match row.outcome {
+                Some(outcome) => format!("{} ({})", row.status, outcome),
+                None => row.status.to_string(),
+            },
+            attempts: row.attempts,
+            received_at: view::time(row.received_at),
+            reason: view::text_or_dash(row.reason.as_deref()),
+        })
+        .collect()
+}
+
+async fn receipts(console: &Console, context: &Context, query: &Query) -> Page {
+    let (filter, form, narrowed) = receipt_filter(console, query)?;
+    let found = match query.get("event_id") {
+        Some(event_id) => {
+            let event_id = event_id.to_owned();
+            console
+                .db(async |connection| Ok(admin::receipts_by_event_id(connection, &event_id).await?))
+                .await?
+        }
+        None => {
+            console
+                .db(async |connection| {
+                    Ok(admin::list_receipts(connection, &filter, PAGE_ROWS).await?)
+                })
+                .await?
+        }
+    };
+    let next = (found.len() as i64 == PAGE_ROWS && query.get("event_id").is_none())
+        .then(|| {
+            found
+                .last()
+                .map(|last| next_page(query, last.id.to_string()))
+        })
+        .flatten();
+    let bulk = ReceiptStatus::NEEDS_A_PERSON.contains(&filter.status)
+        && narrowed
+        && query.get("event_id").is_none()
+        && !found.is_empty();
+    Ok(respond::page(
+        StatusCode::OK,
+        &Receipts {
+            frame: context.frame("Receipts"),
+            rows: receipt_rows(console, &found),
+            form,
+            statuses: ReceiptStatus::names().collect(),
+            next,
+            bulk,
+        },
+    ))
+}
+
+/// The query of the next page: this one's, with `before` the last id shown.
+fn next_page(query: &Query, last_id: String) -> String {
+    let mut serializer = form_urlencoded::Serializer::new(String::new());
+    for (name, value) in &query.0 {
+        if name != "before" {
+            serializer.append_pair(name, value);
+        }
+    }
+    serializer.append_pair("before", &last_id);
+    serializer.finish()
+}
+
+// ---- one receipt ----
+
+#[derive(Debug)]
+pub struct Line {
+    pub label: &'static str,
+    pub value: String,
+}
+
+#[derive(Debug)]
+pub struct DecisionRow {
+    pub at: String,
+    pub action: String,
+    pub previous_status: String,
+    pub by: String,
+    pub reason: String,
+}
+
+#[derive(Debug)]
+pub struct EffectRow {
+    pub id: String,
+    pub sink: String,
+    pub kind: String,
+    pub status: String,
+    pub attempts: i32,
+    pub operation_key: String,
+    pub last_error: String,
+}
+
+/// A decision the page offers: its action name and what it does, in words.
+#[derive(Debug)]
+pub struct Offer {
+    pub action: &'static str,
+    pub label: &'static str,
+    pub explains: &'static str,
+}
+
+#[derive(Template)]
+#[template(path = "console/receipt.html")]
+pub struct ReceiptPage {
+    pub frame: Frame,
+    pub id: String,
+    pub lines: Vec<Line>,
+    pub payload: Option<view::PayloadView>,
+    pub payload_note: String,
+    pub history: Vec<DecisionRow>,
+    pub effects: Vec<EffectRow>,
+    pub offers: Vec<Offer>,
+    pub notice: String,
+}
+
+/// What may be decided about a receipt in `status` (the store checks again under lock).
+pub fn receipt_offers(status: ReceiptStatus) -> Vec<Offer> {
+    match status {
+        ReceiptStatus::Failed | ReceiptStatus::Quarantined => vec![
+            Offer {
+                action: "replay",
+                label: "Replay",
+                explains: "queued again now, its attempts reset",
+            },
+            Offer {
+                action: "close",
+                label: "Close",
+                explains: "ends done (ignored) with your reason; never processed",
+            },
+        ],
+        ReceiptStatus::Pending => vec![
+            Offer {
+                action: "replay",
+                label: "Run now",
+                explains: "a receipt waiting out a retry delay is due now, attempts kept",
+            },
+            Offer {
+                action: "quarantine",
+                label: "Quarantine",
+                explains: "taken out of the queue until a person replays or closes it",
+            },
+            Offer {
+                action: "fail",
+                label: "Fail",
+                explains: "taken out of the queue as failed, your reason as its error",
+            },
+        ],
+        ReceiptStatus::Done => Vec::new(),
+    }
+}
+
+async fn receipt(console: &Console, context: &Context, id: ReceiptId, query: &Query) -> Page {
+    let (detail, history, effect_list) = console
+        .db(async |connection| {
+            Ok((
+                admin::receipt_detail(&mut *connection, id).await?,
+                admin::receipt_history(&mut *connection, id).await?,
+                admin::receipt_effects(&mut *connection, id).await?,
+            ))
+        })
+        .await?;
+    let Some(detail) = detail else {
+        return Err(Refusal::NotFound(format!("no receipt has id {id}")));
+    };
+    let config = console.config();
+    let state = match detail.outcome {
+        Some(outcome) => format!("{} ({})", detail.status, outcome),
+        None => detail.status.to_string(),
+    };
+    let lines = vec![
+        Line {
+            label: "state",
+            value: state,
+        },
+        Line {
+            label: "integration",
+            value: view::text(&detail.integration),
+        },
+        Line {
+            label: "owner",
+            value: view::text(&integration_owner(config, &detail.integration)),
+        },
+        Line {
+            label: "receipt key: scope",
+            value: view::text(&detail.source_scope),
+        },
+        Line {
+            label: "receipt key: event id",
+            value: view::text(&detail.event_id),
+        },
+        Line {
+            label: "event type",
+            value: view::text(&detail.event_type),
+        },
+        Line {
+            label: "route",
+            value: view::text(&detail.route_key),
+        },
+        Line {
+            label: "attempts",
+            value: detail.attempts.to_string(),
+        },
+        Line {
+            label: "reason",
+            value: view::text_or_dash(detail.outcome_reason.as_deref()),
+        },
+        Line {
+            label: "last error",
+            value: view::text_or_dash(detail.last_error.as_deref()),
+        },
+        Line {
+            label: "received",
+            value: view::time(detail.received_at),
+        },
+        Line {
+            label: "finished",
+            value: view::time_or_dash(detail.finished_at),
+        },
+        Line {
+            label: "next claimable",
+            value: view::time_or_dash(detail.visible_at),
+        },
+        Line {
+            label: "leased by",
+            value: view::text_or_dash(detail.leased_by.as_deref()),
+        },
+    ];
+    let payload = detail.payload.as_deref().map(view::payload);
+    let payload_note = match (&detail.payload, &detail.payload_unreadable) {
+        (_, Some(why)) => format!("the stored payload cannot be rendered: {}", view::text(why)),
+        (None, None) => "purged by retention (the key is kept)".to_owned(),
+        (Some(_), None) => String::new(),
+    };
+    Ok(respond::page(
+        StatusCode::OK,
+        &ReceiptPage {
+            frame: context.frame(format!("Receipt {id}")),
+            id: id.to_string(),
+            lines,
+            payload,
+            payload_note,
+            history: history
+                .into_iter()
+                .map(|decision| DecisionRow {
+                    at: view::time(decision.at),
+                    action: view::text(&decision.action),
+                    previous_status: view::text(&decision.previous_status),
+                    by: view::text(&decision.by),
+                    reason: view::text(&decision.reason),
+                })
+                .collect(),
+            effects: effect_list
+                .into_iter()
+                .map(|effect| EffectRow {
+                    id: effect.id.to_string(),
+                    sink: view::text(&effect.sink),
+                    kind: view::text(&effect.kind),
+                    status: effect.status.to_string(),
+                    attempts: effect.attempts,
+                    operation_key: view::text(&effect.operation_key),
+                    last_error: view::text_or_dash(effect.last_error.as_deref()),
+                })
+                .collect(),
+            offers: receipt_offers(detail.status),
+            notice: notice(query),
+        },
+    ))
+}
+
+/// What a redirect after a decision says (`?done=replay`): the action taken, in words.
+fn notice(query: &Query) -> String {
+    match query.get("done") {
+        Some(action) if action.len() <= 20 && action.chars().all(|c| c.is_ascii_lowercase()) => {
+            format!("Done: {action}, recorded in the audit trail below.")
+        }
+        _ => String::new(),
+    }
+}
+
+// ---- effects ----
+
+#[derive(Debug)]
+pub struct EffectListRow {
+    pub id: String,
+    pub receipt_id: String,
+    pub sink: String,
+    pub owner: String,
+    pub kind: String,
+    pub status: String,
+    pub attempts: i32,
+    pub created_at: String,
+    pub next_attempt_at: String,
+    pub last_error: String,
+}
+
+#[derive(Debug, Default)]
+pub struct EffectForm {
+    pub status: String,
+    pub sink: String,
+    pub owner: String,
+    pub since: String,
+    pub until: String,
+}
+
+#[derive(Template)]
+#[template(path = "console/effects.html")]
+pub struct Effects {
+    pub frame: Frame,
+    pub form: EffectForm,
+    pub statuses: Vec<&'static str>,
+    pub rows: Vec<EffectListRow>,
+    pub next: Option<String>,
+}
+
+async fn effects_page(console: &Console, context: &Context, query: &Query) -> Page {
+    let status = query
+        .parsed::<EffectStatus>("status")?
+        .unwrap_or(EffectStatus::Review);
+    let sinks = selection::sinks_selected(query.get("sink"), query.get("owner"), console.config())
+        .map_err(|error| Refusal::BadInput(format!("{error:#}")))?;
+    let filter = effects::EffectFilter {
+        status,
+        sinks,
+        since: query.time("since")?,
+        until: query.time("until")?,
+        before_id: query.parsed::<EffectId>("before")?,
+        after_id: None,
+    };
+    let found = console
+        .db(async |connection| Ok(effects::list(connection, &filter, PAGE_ROWS).await?))
+        .await?;
+    let next = (found.len() as i64 == PAGE_ROWS)
+        .then(|| {
+            found
+                .last()
+                .map(|last| next_page(query, last.id.to_string()))
+        })
+        .flatten();
+    let text = |name| query.get(name).unwrap_or("").to_owned();
+    Ok(respond::page(
+        StatusCode::OK,
+        &Effects {
+            frame: context.frame("Effects"),
+            form: EffectForm {
+                status: status.as_str().to_owned(),
+                sink: text("sink"),
+                owner: text("owner"),
+                since: text("since"),
+                until: text("until"),
+            },
+            statuses: EffectStatus::names().collect(),
+            rows: found
+                .iter()
+                .map(|line| EffectListRow {
+                    id: line.id.to_string(),
+                    receipt_id: line.receipt_id.to_string(),
+                    sink: view::text(&line.sink),
+                    owner: view::text(&sink_owner(console.config(), &line.sink)),
+                    kind: view::text(&line.kind),
+                    status: line.status.to_string(),
+                    attempts: line.attempts,
+                    created_at: view::time(line.created_at),
+                    next_attempt_at: view::time_or_dash(line.next_attempt_at),
+                    last_error: view::text_or_dash(line.last_error.as_deref()),
+                })
+                .collect(),
+            next,
+        },
+    ))
+}
+
+// ---- one effect ----
+
+#[derive(Debug)]
+pub struct AttemptRow {
+    pub attempt: i32,
+    pub kind: String,
+    pub started_at: String,
+    pub finished_at: String,
+    pub outcome: String,
+    pub status_code: String,
+    pub error: String,
+}
+
+#[derive(Template)]
+#[template(path = "console/effect.html")]
+pub struct EffectPage {
+    pub frame: Frame,
+    pub id: String,
+    pub receipt_id: String,
+    pub lines: Vec<Line>,
+    pub attempts: Vec<AttemptRow>,
+    pub history: Vec<DecisionRow>,
+    pub offers: Vec<Offer>,
+    pub notice: String,
+}
+
+/// What may be decided about an effect in `status` (the store checks again under lock).
+pub fn effect_offers(status: EffectStatus) -> Vec<Offer> {
+    let mut offers = Vec::new();
+    if effects::Resolution::Completed.allows(status) {
+        offers.push(Offer {
+            action: "completed",
+            label: "Completed",
+            explains: "you confirmed with the sink that it happened: never sent again",
+        });
+    }
+    if effects::Resolution::Retry.allows(status) {
+        offers.push(Offer {
+            action: "retry",
+            label: "Retry",
+            explains: "sent again now with the same idempotency key (a pending one: due now)",
+        });
+    }
+    if effects::Resolution::Abandon.allows(status) {
+        offers.push(Offer {
+            action: "abandon",
+            label: "Abandon",
+            explains: "closed unsent: never sent again",
+        });
+    }
+    offers
+}
+
+async fn effect(console: &Console, context: &Context, id: EffectId, query: &Query) -> Page {
+    let (line, attempts, resolutions) = console
+        .db(async |connection| {
+            Ok((
+                effects::find(&mut *connection, id).await?,
+                effects::attempts(&mut *connection, id).await?,
+                effects::resolutions(&mut *connection, id).await?,
+            ))
+        })
+        .await?;
+    let Some(line) = line else {
+        return Err(Refusal::NotFound(format!("no effect has id {id}")));
+    };
+    let next = match line.status {
+        EffectStatus::Pending => format!("sent at {}", view::time_or_dash(line.next_attempt_at)),
+        EffectStatus::Uncertain => {
+            format!("reconciled at {}", view::time_or_dash(line.next_attempt_at))
+        }
+        EffectStatus::InFlight => "being sent now".to_owned(),
+        _ => "nothing: a person decides, or it is closed".to_owned(),
+    };
+    let lines = vec![
+        Line {
+            label: "status",
+            value: line.status.to_string(),
+        },
+        Line {
+            label: "sink",
+            value: view::text(&line.sink),
+        },
+        Line {
+            label: "owner",
+            value: view::text(&sink_owner(console.config(), &line.sink)),
+        },
+        Line {
+            label: "kind",
+            value: view::text(&line.kind),
+        },
+        Line {
+            label: "operation key",
+            value: view::text(&line.operation_key),
+        },
+        Line {
+            label: "attempts",
+            value: line.attempts.to_string(),
+        },
+        Line {
+            label: "may have landed",
+            value: if line.maybe_delivered { "yes" } else { "no" }.to_owned(),
+        },
+        Line {
+            label: "last error",
+            value: view::text_or_dash(line.last_error.as_deref()),
+        },
+        Line {
+            label: "recorded",
+            value: view::time(line.created_at),
+        },
+        Line {
+            label: "next",
+            value: next,
+        },
+    ];
+    Ok(respond::page(
+        StatusCode::OK,
+        &EffectPage {
+            frame: context.frame(format!("Effect {id}")),
+            id: id.to_string(),
+            receipt_id: line.receipt_id.to_string(),
+            lines,
+            attempts: attempts
+                .into_iter()
+                .map(|attempt| AttemptRow {
+                    attempt: attempt.attempt,
+                    kind: view::text(&attempt.kind),
+                    started_at: view::time(attempt.started_at),
+                    finished_at: view::time_or_dash(attempt.finished_at),
+                    outcome: view::text_or_dash(attempt.outcome.as_deref()),
+                    status_code: attempt
+                        .status_code
+                        .map_or_else(|| "-".to_owned(), |code| code.to_string()),
+                    error: view::text_or_dash(attempt.error.as_deref()),
+                })
+                .collect(),
+            history: resolutions
+                .into_iter()
+                .map(|resolution| DecisionRow {
+                    at: view::time(resolution.resolved_at),
+                    action: view::text(&resolution.action),
+                    previous_status: view::text(&resolution.previous_status),
+                    by: view::text(&resolution.resolved_by),
+                    reason: view::text(&resolution.note),
+                })
+                .collect(),
+            offers: effect_offers(line.status),
+            notice: notice(query),
+        },
+    ))
+}
+
+// ---- review queue ----
+
+#[derive(Debug)]
+pub struct ReviewRow {
+    pub subject: String,
+    pub owner: String,
+    pub status: String,
+    pub reason: String,
+    pub count: i64,
+    pub oldest_link: String,
+    pub oldest_id: String,
+    pub oldest_at: String,
+    pub list_link: String,
+}
+
+#[derive(Template)]
+#[template(path = "console/review.html")]
+pub struct Review {
+    pub frame: Frame,
+    pub receipts: Vec<ReviewRow>,
+    pub effects: Vec<ReviewRow>,
+}
+
+async fn review(console: &Console, context: &Context) -> Page {
+    let (receipt_groups, effect_groups) = console
+        .db(async |connection| {
+            Ok((
+                admin::receipt_review_groups(&mut *connection, REVIEW_GROUPS).await?,
+                admin::effect_review_groups(&mut *connection, REVIEW_GROUPS).await?,
+            ))
+        })
+        .await?;
+    let config = console.config();
+    let link = |path: &str, pairs: &[(&str, &str)]| {
+        let mut serializer = form_urlencoded::Serializer::new(String::new());
+        for (name, value) in pairs {
+            serializer.append_pair(name, value);
+        }
+        format!("{path}?{}", serializer.finish())
+    };
+    Ok(respond::page(
+        StatusCode::OK,
+        &Review {
+            frame: context.frame("Review queue"),
+            receipts: receipt_groups
+                .iter()
+                .map(|group| ReviewRow {
+                    subject: view::text(&group.integration),
+                    owner: view::text(&integration_owner(config, &group.integration)),
+                    status: group.status.to_string(),
+                    reason: view::text(&group.reason),
+                    count: group.count,
+                    oldest_link: format!("/receipts/{}", group.oldest_id),
+                    oldest_id: group.oldest_id.to_string(),
+                    oldest_at: view::time(group.oldest_at),
+                    list_link: link(
+                        "/receipts",
+                        &[
+                            ("status", group.status.as_str()),
+                            ("integration", &group.integration),
+                        ],
+                    ),
+                })
+                .collect(),
+            effects: effect_groups
+                .iter()
+                .map(|group| ReviewRow {
+                    subject: view::text(&group.sink),
+                    owner: view::text(&sink_owner(config, &group.sink)),
+                    status: group.status.to_string(),
+                    reason: view::text(&group.reason),
+                    count: group.count,
+                    oldest_link: format!("/effects/{}", group.oldest_id),
+                    oldest_id: group.oldest_id.to_string(),
+                    oldest_at: view::time(group.oldest_at),
+                    list_link: link(
+                        "/effects",
+                        &[("status", group.status.as_str()), ("sink", &group.sink)],
+                    ),
+                })
+                .collect(),
+        },
+    ))
+}

@@ -1,0 +1,454 @@
+//! `inboundctl console` over HTTP, through the real binary: every page carries the strict
+//! security headers and changes nothing; a decision is two POSTs — a confirmation that
+//! says what will change, then the store's decision with the person's name — audited as
+//! the CLI audits it; refused POSTs (another origin, no token, no identity, read-only)
+//! change nothing; a decision on what moved since its confirmation is refused; bulk
+//! decisions list exactly what they change; pages are keyset-paged.
+
+use inbound_core::states::{EffectStatus, ReceiptOutcome, ReceiptStatus};
+use inbound_tests::TestDatabase;
+use inbound_tests::console::{Console, Session, hidden_value, text};
+use inbound_tests::ctl::{Inboundctl, words};
+use inbound_tests::domain;
+
+/// How many operator decisions the audit tables hold.
+async fn audit_rows(pool: &sqlx::PgPool) -> i64 {
+    sqlx::query_scalar(
+        "SELECT (SELECT count(*) FROM receipt_replays) + (SELECT count(*) FROM receipt_resolutions)
+              + (SELECT count(*) FROM effect_resolutions)",
+    )
+    .fetch_one(pool)
+    .await
+    .expect("audit count")
+}
+
+/// `inboundctl args…` on `database` as JSON.
+fn ctl_json(database: &TestDatabase, args: &str) -> serde_json::Value {
+    let output = Inboundctl::new().database(database.url()).run(&words(args));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("JSON")
+}
+
+#[tokio::test]
+async fn every_page_carries_a_strict_policy_and_a_get_changes_nothing() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let failed = domain::receipt_in(pool, "evt_page", "failed").await;
+    let effect = domain::effect_in(pool, "k-page", "review").await;
+    let console = Console::start(database.url(), &["--by", "alice"]);
+    let session = Session::open(&console).await;
+    for path in [
+        "/".to_owned(),
+        "/review".to_owned(),
+        "/receipts".to_owned(),
+        "/receipts?status=quarantined&since=1h".to_owned(),
+        format!("/receipts/{failed}"),
+        "/effects".to_owned(),
+        format!("/effects/{effect}"),
+    ] {
+        let page = session.get(&path).await;
+        assert_eq!(page.status, 200, "{path}: {}", text(&page));
+        let header = |name: &str| {
+            page.headers
+                .get(name)
+                .and_then(|value| value.to_str().ok())
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let policy = header("content-security-policy");
+        for part in [
+            "default-src 'none'",
+            "frame-ancestors 'none'",
+            "form-action 'self'",
+        ] {
+            assert!(policy.contains(part), "{path}: {policy}");
+        }
+        assert!(!policy.contains("script-src"), "no script at all: {policy}");
+        assert_eq!(header("x-content-type-options"), "nosniff", "{path}");
+        assert_eq!(header("referrer-policy"), "no-referrer", "{path}");
+        assert_eq!(header("cache-control"), "no-store", "{path}");
+        assert!(!text(&page).contains("<script"), "{path}");
+    }
+    let stylesheet = session.get("/static/console.css").await;
+    assert_eq!(stylesheet.status, 200);
+    assert!(
+        stylesheet.headers["content-type"]
+            .to_str()
+            .expect("ascii")
+            .starts_with("text/css")
+    );
+    assert_eq!(session.get("/nowhere").await.status, 404);
+    assert_eq!(session.get("/receipts/x1").await.status, 404);
+    assert_eq!(session.get("/receipts/999999").await.status, 404);
+    let bad_filter = session.get("/receipts?since=yesterday").await;
+    assert_eq!(bad_filter.status, 400);
+    assert!(text(&bad_filter).contains("neither an RFC 3339 time"));
+    assert_eq!(audit_rows(pool).await, 0, "GETs decide nothing");
+    assert_eq!(
+        domain::receipt_state(pool, failed).await.0,
+        ReceiptStatus::Failed
+    );
+}
+
+#[tokio::test]
+async fn a_replay_is_confirmed_with_what_changes_then_taken_and_audited_as_the_cli_does() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let failed = domain::receipt_in(pool, "evt_replay", "failed").await;
+    let console = Console::start(database.url(), &["--by", "alice"]);
+    let session = Session::open(&console).await;
+    let page = format!("/receipts/{failed}");
+    let token = session.token(&page).await.expect("a decision form");
+    let decide = format!("{page}/decide");
+    let fields = [
+        ("csrf", token.as_str()),
+        ("action", "replay"),
+        ("reason", "order o1 created by hand"),
+    ];
+    let confirmation = session.post(&decide, &fields).await;
+    assert_eq!(confirmation.status, 200, "{}", text(&confirmation));
+    let html = text(&confirmation);
+    assert!(
+        html.contains(&format!(
+            "Receipt {failed} (stripe-acme, event evt_replay) is failed and goes back to pending"
+        )),
+        "{html}"
+    );
+    assert!(html.contains("Recorded as replay by alice because: order o1 created by hand"));
+    assert_eq!(audit_rows(pool).await, 0, "a confirmation changes nothing");
+    assert_eq!(hidden_value(&html, "expected").as_deref(), Some("failed"));
+
+    let mut confirmed = fields.to_vec();
+    confirmed.extend([("expected", "failed"), ("confirm", "yes")]);
+    let taken = session.post(&decide, &confirmed).await;
+    assert_eq!(taken.status, 303, "{}", text(&taken));
+    assert_eq!(
+        taken.headers["location"],
+        format!("{page}?done=replay").as_str()
+    );
+    assert_eq!(
+        domain::receipt_state(pool, failed).await.0,
+        ReceiptStatus::Pending
+    );
+    let shown = ctl_json(&database, &format!("receipts show {failed} --json"));
+    let history = shown["history"].as_array().expect("history");
+    assert_eq!(history.len(), 1, "{shown}");
+    assert_eq!(history[0]["by"], "alice");
+    assert_eq!(history[0]["action"], "replay");
+    assert_eq!(history[0]["reason"], "order o1 created by hand");
+    let after = text(&session.get(&format!("{page}?done=replay")).await);
+    assert!(after.contains("Done: replay"), "{after}");
+    assert!(
+        console
+            .logs()
+            .iter()
+            .any(|line| line.contains("an operator decided")
+                && line.contains("alice")
+                && !line.contains("order o1 created by hand"))
+    );
+}
+
+#[tokio::test]
+async fn posts_from_another_origin_without_the_token_or_without_a_person_change_nothing() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let failed = domain::receipt_in(pool, "evt_refused", "failed").await;
+    let console = Console::start(database.url(), &["--by", "alice"]);
+    let session = Session::open(&console).await;
+    let page = format!("/receipts/{failed}");
+    let token = session.token(&page).await.expect("a decision form");
+    let decide = format!("{page}/decide");
+    let confirmed = |csrf: &'static str| {
+        [
+            ("csrf", csrf),
+            ("action", "close"),
+            ("reason", "not ours"),
+            ("expected", "failed"),
+            ("confirm", "yes"),
+        ]
+    };
+    let token: &'static str = Box::leak(token.into_boxed_str());
+    let forbidden = |answer: inbound_tests::http::Answer, what: &str| {
+        assert_eq!(answer.status, 403, "{what}: {}", text(&answer));
+    };
+    forbidden(
+        session
+            .post_from(Some("http://evil.example"), &decide, &confirmed(token))
+            .await,
+        "another origin",
+    );
+    forbidden(
+        session.post_from(None, &decide, &confirmed(token)).await,
+        "no origin",
+    );
+    forbidden(session.post(&decide, &confirmed("")).await, "no token");
+    forbidden(
+        session.post(&decide, &confirmed("00ff")).await,
+        "a wrong token",
+    );
+    let other = Session::open(&console).await;
+    forbidden(
+        other.post(&decide, &confirmed(token)).await,
+        "another session's token",
+    );
+    // Without a person, and read-only: no form, and a POST is refused.
+    for args in [&[][..], &["--by", "alice", "--read-only"][..]] {
+        let viewer = Console::start(database.url(), args);
+        let viewing = Session::open(&viewer).await;
+        let html = text(&viewing.get(&page).await);
+        assert!(!html.contains("<form method=\"post\""), "{args:?}: {html}");
+        assert!(html.contains("read-only"), "{args:?}");
+        forbidden(viewing.post(&decide, &confirmed(token)).await, "no person");
+    }
+    assert_eq!(audit_rows(pool).await, 0);
+    assert_eq!(
+        domain::receipt_state(pool, failed).await.0,
+        ReceiptStatus::Failed
+    );
+}
+
+#[tokio::test]
+async fn a_decision_on_a_receipt_that_moved_since_its_confirmation_is_refused() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let failed = domain::receipt_in(pool, "evt_moved", "failed").await;
+    let console = Console::start(database.url(), &["--by", "alice"]);
+    let session = Session::open(&console).await;
+    let page = format!("/receipts/{failed}");
+    let token = session.token(&page).await.expect("a decision form");
+    // Someone else replays it from the CLI while the confirmation is open.
+    let output = Inboundctl::new()
+        .database(database.url())
+        .run(&words(&format!("receipts replay {failed} --reason fixed")));
+    assert!(output.status.success());
+    let refused = session
+        .post(
+            &format!("{page}/decide"),
+            &[
+                ("csrf", &token),
+                ("action", "close"),
+                ("reason", "not ours"),
+                ("expected", "failed"),
+                ("confirm", "yes"),
+            ],
+        )
+        .await;
+    assert_eq!(refused.status, 409, "{}", text(&refused));
+    assert!(text(&refused).contains("is pending now, no longer failed"));
+    assert_eq!(
+        domain::receipt_state(pool, failed).await.0,
+        ReceiptStatus::Pending
+    );
+    assert_eq!(audit_rows(pool).await, 1, "only the CLI's replay");
+}
+
+#[tokio::test]
+async fn a_bulk_close_lists_exactly_what_it_changes_then_closes_those_and_only_those() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let first = domain::receipt_in(pool, "evt_b1", "failed").await;
+    let second = domain::receipt_in(pool, "evt_b2", "failed").await;
+    let console = Console::start(database.url(), &["--by", "alice"]);
+    let session = Session::open(&console).await;
+    let listing = text(
+        &session
+            .get("/receipts?status=failed&integration=stripe-acme")
+            .await,
+    );
+    assert!(listing.contains("id=\"bulk\""), "{listing}");
+    let token = inbound_tests::console::form_token(&listing).expect("a token");
+    let filter = [
+        ("csrf", token.as_str()),
+        ("status", "failed"),
+        ("integration", "stripe-acme"),
+        ("action", "close"),
+        ("reason", "test events"),
+    ];
+    let dry = text(&session.post("/receipts/bulk", &filter).await);
+    assert!(dry.contains("These 2 failed receipts"), "{dry}");
+    assert_eq!(
+        hidden_value(&dry, "ids").as_deref(),
+        Some(format!("{second},{first}").as_str())
+    );
+    assert_eq!(audit_rows(pool).await, 0, "the listing changes nothing");
+    // A third arrives after the listing: it is not closed.
+    let third = domain::receipt_in(pool, "evt_b3", "failed").await;
+    let ids = format!("{second},{first}");
+    let mut confirmed = filter.to_vec();
+    confirmed.extend([("expected", "failed"), ("confirm", "yes"), ("ids", &ids)]);
+    let taken = session.post("/receipts/bulk", &confirmed).await;
+    assert_eq!(taken.status, 303, "{}", text(&taken));
+    for id in [first, second] {
+        domain::assert_ended(
+            pool,
+            id,
+            ReceiptStatus::Done,
+            Some(ReceiptOutcome::Ignored),
+            "closed by an operator: test events",
+        )
+        .await;
+    }
+    assert_eq!(
+        domain::receipt_state(pool, third).await.0,
+        ReceiptStatus::Failed
+    );
+    // Without a narrowing filter there is no bulk decision.
+    let unnarrowed = session
+        .post(
+            "/receipts/bulk",
+            &[
+                ("csrf", &token),
+                ("status", "failed"),
+                ("action", "close"),
+                ("reason", "all"),
+            ],
+        )
+        .await;
+    assert_eq!(unnarrowed.status, 400);
+    assert!(text(&unnarrowed).contains("a narrowing filter"));
+}
+
+#[tokio::test]
+async fn an_effect_in_review_is_resolved_as_completed_and_the_cli_shows_the_same_row() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let effect = domain::effect_in(pool, "k-review", "review").await;
+    let console = Console::start(database.url(), &["--by", "alice"]);
+    let session = Session::open(&console).await;
+    let page = format!("/effects/{effect}");
+    let token = session.token(&page).await.expect("a resolution form");
+    let fields = [
+        ("csrf", token.as_str()),
+        ("action", "completed"),
+        ("reason", "the sink's log shows it"),
+    ];
+    let confirmation = text(&session.post(&format!("{page}/resolve"), &fields).await);
+    assert!(
+        confirmation.contains(&format!(
+            "Effect {effect} (sink audit, order.paid) is review and becomes completed"
+        )),
+        "{confirmation}"
+    );
+    let mut confirmed = fields.to_vec();
+    confirmed.extend([("expected", "review"), ("confirm", "yes")]);
+    let taken = session.post(&format!("{page}/resolve"), &confirmed).await;
+    assert_eq!(taken.status, 303, "{}", text(&taken));
+    let shown = ctl_json(&database, &format!("effects show {effect} --json"));
+    assert_eq!(
+        shown["effect"]["status"],
+        EffectStatus::Completed.as_str(),
+        "{shown}"
+    );
+    let resolutions = shown["resolutions"].as_array().expect("resolutions");
+    assert_eq!(resolutions.len(), 1, "{shown}");
+    assert_eq!(resolutions[0]["resolved_by"], "alice");
+    assert_eq!(resolutions[0]["note"], "the sink's log shows it");
+    assert_eq!(resolutions[0]["previous_status"], "review");
+}
+
+#[tokio::test]
+async fn the_proxys_user_header_names_the_person_only_from_the_trusted_proxy() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let failed = domain::receipt_in(pool, "evt_proxy", "failed").await;
+    let page = format!("/receipts/{failed}");
+    let trusted = Console::start(
+        database.url(),
+        &[
+            "--user-header",
+            "X-Forwarded-User",
+            "--trusted-proxy",
+            "127.0.0.1",
+        ],
+    );
+    let client = inbound_tests::http::HttpClient::new();
+    let as_bob = [("x-forwarded-user".to_owned(), "bob@example.com".to_owned())];
+    let seen = client
+        .send("GET", &trusted.url(&page), &as_bob, bytes::Bytes::new())
+        .await
+        .expect("a page");
+    assert!(text(&seen).contains("deciding as bob@example.com"));
+    let nobody = client.get(&trusted.url(&page)).await.expect("a page");
+    assert!(text(&nobody).contains("read-only: the proxy named nobody"));
+    let elsewhere = Console::start(
+        database.url(),
+        &[
+            "--user-header",
+            "X-Forwarded-User",
+            "--trusted-proxy",
+            "10.0.0.0/8",
+        ],
+    );
+    let claimed = client
+        .send("GET", &elsewhere.url(&page), &as_bob, bytes::Bytes::new())
+        .await
+        .expect("a page");
+    let html = text(&claimed);
+    assert!(
+        html.contains("did not come through the trusted proxy"),
+        "{html}"
+    );
+    assert!(!html.contains("<form method=\"post\""));
+}
+
+#[tokio::test]
+async fn receipts_are_paged_by_id_and_a_form_that_is_not_one_is_refused() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let mut ids = Vec::new();
+    for n in 0..53 {
+        ids.push(domain::receipt_in(pool, &format!("evt_p{n}"), "failed").await);
+    }
+    let console = Console::start(database.url(), &["--by", "alice"]);
+    let session = Session::open(&console).await;
+    let first = text(&session.get("/receipts?status=failed").await);
+    assert_eq!(first.matches("class=\"receipt-link\"").count(), 50);
+    let next = first
+        .split("id=\"next\"")
+        .next()
+        .and_then(|before| before.rsplit("href=\"").next())
+        .and_then(|link| link.split('"').next())
+        .expect("a next link")
+        .replace("&#38;", "&");
+    assert!(next.contains(&format!("before={}", ids[3])), "{next}");
+    let second = text(&session.get(&next).await);
+    assert_eq!(second.matches("class=\"receipt-link\"").count(), 3);
+    assert!(!second.contains("id=\"next\""));
+    // Not a form, or a form over the bound: refused before anything is read.
+    let token = session
+        .token(&format!("/receipts/{}", ids[0]))
+        .await
+        .expect("a token");
+    let decide = format!("/receipts/{}/decide", ids[0]);
+    let long_reason = "x".repeat(70 * 1024);
+    let huge = session
+        .post(
+            &decide,
+            &[
+                ("csrf", &token),
+                ("action", "close"),
+                ("reason", &long_reason),
+            ],
+        )
+        .await;
+    assert_eq!(huge.status, 400);
+    let wordy = "y".repeat(1001);
+    let too_long = session
+        .post(
+            &decide,
+            &[("csrf", &token), ("action", "close"), ("reason", &wordy)],
+        )
+        .await;
+    assert_eq!(too_long.status, 400);
+    assert!(text(&too_long).contains("at most 1000 characters"));
+    let no_reason = session
+        .post(&decide, &[("csrf", &token), ("action", "close")])
+        .await;
+    assert_eq!(no_reason.status, 400);
+    assert!(text(&no_reason).contains("needs a reason"));
+    assert_eq!(audit_rows(pool).await, 0);
+}
