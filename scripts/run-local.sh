@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # `make run`: everything up locally. Checks that its ports are free, makes sure PostgreSQL
 # answers, creates and migrates the database, creates .env.local with fresh example secrets
-# on first run, seeds the example order, starts the ingress, the worker and a dev-sink
-# receiving the effects, and — once they answer — prints commands that work as pasted in
+# on first run, seeds the example order, starts the ingress, the worker, a dev-sink
+# receiving the effects and the operator's console (deciding as $USER), and — once they answer — prints commands that work as pasted in
 # another terminal, then runs until Ctrl-C (all drain). A process that dies ends the run
 # with a non-zero status.
 #
 # Ports (each HOST:PORT): INBOUND_LISTEN (the ingress, 127.0.0.1:8080),
 # INBOUND_METRICS_LISTEN (its ops port, 127.0.0.1:9090), INBOUND_WORKER_METRICS_LISTEN
-# (127.0.0.1:9091), INBOUND_DEV_SINK_LISTEN (the dev-sink, 127.0.0.1:8181).
+# (127.0.0.1:9091), INBOUND_DEV_SINK_LISTEN (the dev-sink, 127.0.0.1:8181),
+# INBOUND_CONSOLE_LISTEN (the console, 127.0.0.1:8090).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,7 +17,8 @@ listen="${INBOUND_LISTEN:-127.0.0.1:8080}"
 ingress_metrics="${INBOUND_METRICS_LISTEN:-127.0.0.1:9090}"
 worker_metrics="${INBOUND_WORKER_METRICS_LISTEN:-127.0.0.1:9091}"
 sink_listen="${INBOUND_DEV_SINK_LISTEN:-127.0.0.1:8181}"
-unset INBOUND_LISTEN INBOUND_METRICS_LISTEN
+console_listen="${INBOUND_CONSOLE_LISTEN:-127.0.0.1:8090}"
+unset INBOUND_LISTEN INBOUND_METRICS_LISTEN INBOUND_CONSOLE_LISTEN
 
 # Before anything is built or started: a taken port would make a process die after the
 # banner, and a pasted command would reach whatever holds the port.
@@ -33,7 +35,8 @@ with socket.socket() as probe:
 PY
 }
 for pair in "INBOUND_LISTEN=$listen" "INBOUND_METRICS_LISTEN=$ingress_metrics" \
-  "INBOUND_WORKER_METRICS_LISTEN=$worker_metrics" "INBOUND_DEV_SINK_LISTEN=$sink_listen"; do
+  "INBOUND_WORKER_METRICS_LISTEN=$worker_metrics" "INBOUND_DEV_SINK_LISTEN=$sink_listen" \
+  "INBOUND_CONSOLE_LISTEN=$console_listen"; do
   if ! port_free "${pair#*=}"; then
     echo "make run: ${pair#*=} is taken (another make run, or another program): set ${pair%%=*}=127.0.0.1:PORT to use another" >&2
     exit 1
@@ -72,13 +75,16 @@ worker=$!
 # The example sinks' receiver: prints each effect and verifies its signature.
 "$bin/inboundctl" dev-sink --listen "$sink_listen" --secret env:EXAMPLE_SINK_SECRET &
 sink=$!
-stop() { kill -TERM "$ingress" "$worker" "$sink" 2>/dev/null || true; }
+# The operator's console, deciding as you (docs/console.md).
+"$bin/inboundctl" console --listen "$console_listen" --by "${USER:-local-operator}" >/dev/null &
+console=$!
+stop() { kill -TERM "$ingress" "$worker" "$sink" "$console" 2>/dev/null || true; }
 stopping=""
 trap 'stopping=1; stop' INT TERM
 
-# The banner only once all three answer; a process that died at start-up ends the run.
+# The banner only once all four answer; a process that died at start-up ends the run.
 for _ in $(seq 1 100); do
-  for pid in "$ingress" "$worker" "$sink"; do
+  for pid in "$ingress" "$worker" "$sink" "$console"; do
     if ! kill -0 "$pid" 2>/dev/null; then
       echo "make run: a process exited at start-up (its error is above); stopping the others" >&2
       stop
@@ -87,7 +93,8 @@ for _ in $(seq 1 100); do
     fi
   done
   if curl -sf "http://$ingress_metrics/readyz" >/dev/null 2>&1 &&
-    curl -sf "http://$worker_metrics/healthz" >/dev/null 2>&1; then
+    curl -sf "http://$worker_metrics/healthz" >/dev/null 2>&1 &&
+    curl -sf "http://$console_listen/" >/dev/null 2>&1; then
     break
   fi
   sleep 0.2
@@ -110,8 +117,9 @@ fi
 cat <<MSG
 
 inbound-ingress on http://$listen (metrics http://$ingress_metrics/metrics),
-inbound-worker (metrics http://$worker_metrics/metrics), dev-sink on $sink_listen.
-Ctrl-C stops all three.
+inbound-worker (metrics http://$worker_metrics/metrics), dev-sink on $sink_listen,
+the operator's console on http://$console_listen (deciding as ${USER:-local-operator}).
+Ctrl-C stops all four.
 
 Send a signed test event from another terminal (valid for 5 minutes):
 
@@ -130,10 +138,10 @@ terminal, from $(pwd):
 MSG
 # Whichever ends first (Ctrl-C, or a crash), stop the others and wait for them to drain.
 status=0
-wait -n "$ingress" "$worker" "$sink" || status=$?
+wait -n "$ingress" "$worker" "$sink" "$console" || status=$?
 if [ -z "$stopping" ]; then
   echo "make run: a process exited (status $status); stopping the others" >&2
 fi
 stop
-wait "$ingress" "$worker" "$sink" 2>/dev/null || true
+wait "$ingress" "$worker" "$sink" "$console" 2>/dev/null || true
 [ -n "$stopping" ] || exit 1

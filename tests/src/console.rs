@@ -128,6 +128,17 @@ impl<'c> Session<'c> {
             .await
     }
 
+    /// Presses the button of the form `form_id` on `page` (its hidden fields as they are).
+    pub async fn submit(&self, page: &Answer, form_id: &str) -> Answer {
+        let (action, fields) = form_of(&text(page), form_id)
+            .unwrap_or_else(|| panic!("no form {form_id}: {}", text(page)));
+        let fields: Vec<(&str, &str)> = fields
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.as_str()))
+            .collect();
+        self.post(&action, &fields).await
+    }
+
     /// POSTs `fields` to `path` with `origin` (`None`: no `Origin` header).
     pub async fn post_from(
         &self,
@@ -176,9 +187,34 @@ pub fn hidden_value(html: &str, name: &str) -> Option<String> {
     let marker = format!("name=\"{name}\" value=\"");
     let start = html.find(&marker)? + marker.len();
     let end = html[start..].find('"')?;
-    Some(
-        html[start..start + end]
-            .replace("&#44;", ",")
-            .replace("&#x2c;", ","),
-    )
+    Some(unescape(&html[start..start + end]))
+}
+
+/// Text as the templates escape it, unescaped (what a browser submits).
+fn unescape(text: &str) -> String {
+    text.replace("&#60;", "<")
+        .replace("&#62;", ">")
+        .replace("&#34;", "\"")
+        .replace("&#39;", "'")
+        .replace("&#38;", "&")
+}
+
+/// The action and the hidden fields of the form `id="{form_id}"` in `html`: what the
+/// browser posts when its button is pressed.
+pub fn form_of(html: &str, form_id: &str) -> Option<(String, Vec<(String, String)>)> {
+    let start = html.find(&format!("id=\"{form_id}\""))?;
+    let opening = html[..start].rfind("<form")?;
+    let end = opening + html[opening..].find("</form>")?;
+    let form = &html[opening..end];
+    let action = form.split("action=\"").nth(1)?.split('"').next()?;
+    let fields = form
+        .split("<input type=\"hidden\" ")
+        .skip(1)
+        .filter_map(|input| {
+            let name = input.split("name=\"").nth(1)?.split('"').next()?;
+            let value = input.split("value=\"").nth(1)?.split('"').next()?;
+            Some((unescape(name), unescape(value)))
+        })
+        .collect();
+    Some((unescape(action), fields))
 }

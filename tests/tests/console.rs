@@ -122,9 +122,7 @@ async fn a_replay_is_confirmed_with_what_changes_then_taken_and_audited_as_the_c
     assert_eq!(audit_rows(pool).await, 0, "a confirmation changes nothing");
     assert_eq!(hidden_value(&html, "expected").as_deref(), Some("failed"));
 
-    let mut confirmed = fields.to_vec();
-    confirmed.extend([("expected", "failed"), ("confirm", "yes")]);
-    let taken = session.post(&decide, &confirmed).await;
+    let taken = session.submit(&confirmation, "confirm").await;
     assert_eq!(taken.status, 303, "{}", text(&taken));
     assert_eq!(
         taken.headers["location"],
@@ -211,6 +209,24 @@ async fn posts_from_another_origin_without_the_token_or_without_a_person_change_
     );
 }
 
+/// The confirmation of closing a failed receipt, for `session`: what the person saw.
+async fn close_confirmation(session: &Session<'_>, receipt: i64) -> inbound_tests::http::Answer {
+    let page = format!("/receipts/{receipt}");
+    let token = session.token(&page).await.expect("a decision form");
+    let confirmation = session
+        .post(
+            &format!("{page}/decide"),
+            &[
+                ("csrf", &token),
+                ("action", "close"),
+                ("reason", "not ours"),
+            ],
+        )
+        .await;
+    assert_eq!(confirmation.status, 200, "{}", text(&confirmation));
+    confirmation
+}
+
 #[tokio::test]
 async fn a_decision_on_a_receipt_that_moved_since_its_confirmation_is_refused() {
     let database = TestDatabase::create().await;
@@ -218,32 +234,200 @@ async fn a_decision_on_a_receipt_that_moved_since_its_confirmation_is_refused() 
     let failed = domain::receipt_in(pool, "evt_moved", "failed").await;
     let console = Console::start(database.url(), &["--by", "alice"]);
     let session = Session::open(&console).await;
-    let page = format!("/receipts/{failed}");
-    let token = session.token(&page).await.expect("a decision form");
+    let confirmation = close_confirmation(&session, failed).await;
     // Someone else replays it from the CLI while the confirmation is open.
     let output = Inboundctl::new()
         .database(database.url())
         .run(&words(&format!("receipts replay {failed} --reason fixed")));
     assert!(output.status.success());
-    let refused = session
-        .post(
-            &format!("{page}/decide"),
-            &[
-                ("csrf", &token),
-                ("action", "close"),
-                ("reason", "not ours"),
-                ("expected", "failed"),
-                ("confirm", "yes"),
-            ],
-        )
-        .await;
+    let refused = session.submit(&confirmation, "confirm").await;
     assert_eq!(refused.status, 409, "{}", text(&refused));
-    assert!(text(&refused).contains("is pending now, no longer failed"));
+    assert!(
+        text(&refused).contains("changed since the confirmation"),
+        "{}",
+        text(&refused)
+    );
     assert_eq!(
         domain::receipt_state(pool, failed).await.0,
         ReceiptStatus::Pending
     );
     assert_eq!(audit_rows(pool).await, 1, "only the CLI's replay");
+}
+
+/// A receipt that left the status the person saw and came back to it (replayed, failed
+/// again for another reason) is not the one they decided about.
+#[tokio::test]
+async fn a_confirmation_of_a_receipt_that_failed_again_since_is_refused() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let failed = domain::receipt_in(pool, "evt_again", "failed").await;
+    let console = Console::start(database.url(), &["--by", "alice"]);
+    let session = Session::open(&console).await;
+    let confirmation = close_confirmation(&session, failed).await;
+    let output = Inboundctl::new()
+        .database(database.url())
+        .run(&words(&format!("receipts replay {failed} --reason fixed")));
+    assert!(output.status.success());
+    // The worker fails it again, for another reason.
+    sqlx::query("DELETE FROM receipt_queue WHERE receipt_id = $1")
+        .bind(failed)
+        .execute(pool)
+        .await
+        .expect("dequeue");
+    sqlx::query(
+        "UPDATE receipts SET status = 'failed', attempts = 8, last_error = 'deadlock detected',
+             finished_at = now() WHERE id = $1",
+    )
+    .bind(failed)
+    .execute(pool)
+    .await
+    .expect("failed again");
+    let refused = session.submit(&confirmation, "confirm").await;
+    assert_eq!(refused.status, 409, "{}", text(&refused));
+    assert!(text(&refused).contains("changed since the confirmation"));
+    assert_eq!(
+        domain::receipt_state(pool, failed).await.0,
+        ReceiptStatus::Failed
+    );
+    assert_eq!(audit_rows(pool).await, 1, "only the CLI's replay");
+}
+
+/// A confirmation is only what the console showed: a forged one (another status, other
+/// ids, no dry run) is refused and changes nothing.
+#[tokio::test]
+async fn a_forged_confirmation_is_refused() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let failed = domain::receipt_in(pool, "evt_f", "failed").await;
+    let pending = domain::receipt_in(pool, "evt_p", "pending").await;
+    let console = Console::start(database.url(), &["--by", "alice"]);
+    let session = Session::open(&console).await;
+    let token = session
+        .token("/receipts?status=failed&integration=stripe-acme")
+        .await
+        .expect("a token");
+    let ids = format!("{pending},{failed}");
+    let single = format!("/receipts/{failed}/decide");
+    for (path, expected, ids) in [
+        ("/receipts/bulk", "pending", ids.as_str()),
+        ("/receipts/bulk", "failed", ids.as_str()),
+        (single.as_str(), "failed", ""),
+    ] {
+        let forged = session
+            .post(
+                path,
+                &[
+                    ("csrf", &token),
+                    ("status", "failed"),
+                    ("integration", "stripe-acme"),
+                    ("action", "replay"),
+                    ("reason", "forged"),
+                    ("expected", expected),
+                    ("confirm", "yes"),
+                    ("ids", ids),
+                ],
+            )
+            .await;
+        assert_eq!(forged.status, 400, "{path} {expected}: {}", text(&forged));
+        assert!(text(&forged).contains("not a confirmation this console showed"));
+    }
+    assert_eq!(audit_rows(pool).await, 0);
+    assert_eq!(
+        domain::receipt_state(pool, pending).await.0,
+        ReceiptStatus::Pending
+    );
+}
+
+/// A page that rebinds its own name to the console's address is same-origin to the
+/// browser, but its requests name another host: refused, read or decide.
+#[tokio::test]
+async fn a_request_naming_another_host_is_refused_so_a_rebound_name_reads_and_decides_nothing() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let failed = domain::receipt_in(pool, "evt_rebind", "failed").await;
+    let console = Console::start(database.url(), &["--by", "alice"]);
+    let port = console
+        .origin()
+        .rsplit(':')
+        .next()
+        .expect("a port")
+        .to_owned();
+    let client = inbound_tests::http::HttpClient::new();
+    let rebound = format!("rebind.attacker.example:{port}");
+    let read = client
+        .send(
+            "GET",
+            &console.url(&format!("/receipts/{failed}")),
+            &[("host".to_owned(), rebound.clone())],
+            bytes::Bytes::new(),
+        )
+        .await
+        .expect("an answer");
+    assert_eq!(read.status, 421, "{}", text(&read));
+    assert!(!text(&read).contains("evt_rebind"));
+    let headers = [
+        ("host".to_owned(), rebound.clone()),
+        ("origin".to_owned(), format!("http://{rebound}")),
+        ("sec-fetch-site".to_owned(), "same-origin".to_owned()),
+        (
+            "content-type".to_owned(),
+            "application/x-www-form-urlencoded".to_owned(),
+        ),
+    ];
+    let decided = client
+        .send(
+            "POST",
+            &console.url(&format!("/receipts/{failed}/decide")),
+            &headers,
+            "action=close&reason=pwned&expected=failed&confirm=yes",
+        )
+        .await
+        .expect("an answer");
+    assert_eq!(decided.status, 421);
+    for own in [format!("localhost:{port}"), format!("127.0.0.1:{port}")] {
+        let page = client
+            .send(
+                "GET",
+                &console.url("/"),
+                &[("host".to_owned(), own.clone())],
+                bytes::Bytes::new(),
+            )
+            .await
+            .expect("an answer");
+        assert_eq!(page.status, 200, "{own}");
+    }
+    assert_eq!(audit_rows(pool).await, 0);
+}
+
+/// `--by` names whoever reaches the console: it listens on loopback only.
+#[test]
+fn a_local_identity_is_refused_on_an_address_others_reach() {
+    let mut child = Inboundctl::new()
+        .database("postgres://postgres@127.0.0.1:1/none")
+        .command(&words("console --by alice --listen 0.0.0.0:0"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start");
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if started.elapsed() > std::time::Duration::from_secs(10) {
+            child.kill().ok();
+            panic!("the console started with --by on 0.0.0.0");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr)
+        .expect("stderr");
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("--by names whoever reaches the console"),
+        "{stderr}"
+    );
 }
 
 #[tokio::test]
@@ -268,7 +452,8 @@ async fn a_bulk_close_lists_exactly_what_it_changes_then_closes_those_and_only_t
         ("action", "close"),
         ("reason", "test events"),
     ];
-    let dry = text(&session.post("/receipts/bulk", &filter).await);
+    let dry_answer = session.post("/receipts/bulk", &filter).await;
+    let dry = text(&dry_answer);
     assert!(dry.contains("These 2 failed receipts"), "{dry}");
     assert_eq!(
         hidden_value(&dry, "ids").as_deref(),
@@ -277,10 +462,7 @@ async fn a_bulk_close_lists_exactly_what_it_changes_then_closes_those_and_only_t
     assert_eq!(audit_rows(pool).await, 0, "the listing changes nothing");
     // A third arrives after the listing: it is not closed.
     let third = domain::receipt_in(pool, "evt_b3", "failed").await;
-    let ids = format!("{second},{first}");
-    let mut confirmed = filter.to_vec();
-    confirmed.extend([("expected", "failed"), ("confirm", "yes"), ("ids", &ids)]);
-    let taken = session.post("/receipts/bulk", &confirmed).await;
+    let taken = session.submit(&dry_answer, "confirm").await;
     assert_eq!(taken.status, 303, "{}", text(&taken));
     for id in [first, second] {
         domain::assert_ended(
@@ -326,16 +508,15 @@ async fn an_effect_in_review_is_resolved_as_completed_and_the_cli_shows_the_same
         ("action", "completed"),
         ("reason", "the sink's log shows it"),
     ];
-    let confirmation = text(&session.post(&format!("{page}/resolve"), &fields).await);
+    let confirmation_answer = session.post(&format!("{page}/resolve"), &fields).await;
+    let confirmation = text(&confirmation_answer);
     assert!(
         confirmation.contains(&format!(
             "Effect {effect} (sink audit, order.paid) is review and becomes completed"
         )),
         "{confirmation}"
     );
-    let mut confirmed = fields.to_vec();
-    confirmed.extend([("expected", "review"), ("confirm", "yes")]);
-    let taken = session.post(&format!("{page}/resolve"), &confirmed).await;
+    let taken = session.submit(&confirmation_answer, "confirm").await;
     assert_eq!(taken.status, 303, "{}", text(&taken));
     let shown = ctl_json(&database, &format!("effects show {effect} --json"));
     assert_eq!(
@@ -387,12 +568,20 @@ async fn the_proxys_user_header_names_the_person_only_from_the_trusted_proxy() {
         .send("GET", &elsewhere.url(&page), &as_bob, bytes::Bytes::new())
         .await
         .expect("a page");
-    let html = text(&claimed);
-    assert!(
-        html.contains("did not come through the trusted proxy"),
-        "{html}"
-    );
-    assert!(!html.contains("<form method=\"post\""));
+    // Not through the proxy: nothing is shown, not even read-only.
+    assert_eq!(claimed.status, 403, "{}", text(&claimed));
+    assert!(!text(&claimed).contains("evt_proxy"));
+    // A header the proxy appended to instead of replacing names nobody.
+    let twice = [
+        ("x-forwarded-user".to_owned(), "mallory".to_owned()),
+        ("x-forwarded-user".to_owned(), "bob@example.com".to_owned()),
+    ];
+    let doubled = client
+        .send("GET", &trusted.url(&page), &twice, bytes::Bytes::new())
+        .await
+        .expect("a page");
+    assert!(text(&doubled).contains("read-only"), "{}", text(&doubled));
+    assert!(!text(&doubled).contains("deciding as"));
 }
 
 #[tokio::test]
@@ -445,10 +634,49 @@ async fn receipts_are_paged_by_id_and_a_form_that_is_not_one_is_refused() {
         .await;
     assert_eq!(too_long.status, 400);
     assert!(text(&too_long).contains("at most 1000 characters"));
+    let nul = session
+        .post(
+            &decide,
+            &[("csrf", &token), ("action", "close"), ("reason", "a\u{0}b")],
+        )
+        .await;
+    assert_eq!(nul.status, 400, "{}", text(&nul));
     let no_reason = session
         .post(&decide, &[("csrf", &token), ("action", "close")])
         .await;
     assert_eq!(no_reason.status, 400);
     assert!(text(&no_reason).contains("needs a reason"));
     assert_eq!(audit_rows(pool).await, 0);
+}
+
+/// A payload is shown as stored — numbers as their text, not as a float reads them — and
+/// cut at 64 KiB with its size said, however large or deep it is.
+#[tokio::test]
+async fn a_large_payload_is_cut_with_its_size_said_and_its_numbers_kept() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let receipt = domain::receipt_in(pool, "evt_big", "failed").await;
+    let deep = format!("{}0{}", "[".repeat(120), "]".repeat(120));
+    let filler = vec!["0"; 200_000].join(",");
+    let payload = format!(
+        r#"{{"amount": 10.50, "id": 123456789012345678901234567890, "deep": {deep}, "filler": [{filler}]}}"#
+    );
+    sqlx::query("UPDATE receipts SET payload = $2::jsonb WHERE id = $1")
+        .bind(receipt)
+        .bind(&payload)
+        .execute(pool)
+        .await
+        .expect("a large payload");
+    let console = Console::start(database.url(), &["--by", "alice"]);
+    let session = Session::open(&console).await;
+    let page = session.get(&format!("/receipts/{receipt}")).await;
+    assert_eq!(page.status, 200);
+    let html = text(&page);
+    assert!(html.contains("amount&#34;: 10.50"), "the number as stored");
+    assert!(html.contains("123456789012345678901234567890"));
+    assert!(
+        html.contains("its first 65,536 characters are shown"),
+        "cut, and said so"
+    );
+    assert!(page.body.len() < 200 * 1024, "{} bytes", page.body.len());
 }

@@ -286,3 +286,35 @@ async fn a_cross_site_form_changes_nothing_and_read_only_offers_no_action() {
     assert!(browser.text_of("#who").await.contains("read-only"));
     browser.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bulk_close_lists_what_it_will_change_and_closes_exactly_that() {
+    let database = inbound_tests::TestDatabase::create().await;
+    let pool = database.pool();
+    let first = domain::receipt_in(pool, "evt_bulk_1", "failed").await;
+    let second = domain::receipt_in(pool, "evt_bulk_2", "failed").await;
+    let console = Console::start(database.url(), &["--by", "alice"]);
+    let browser = Browser::start().await;
+    browser
+        .open(&console.url("/receipts?status=failed&integration=stripe-acme"))
+        .await;
+    browser.type_into("#bulk-reason", "test-mode events").await;
+    browser.click("#bulk-close").await;
+    let changes = browser.text_of("#changes").await;
+    assert!(changes.contains("These 2 failed receipts"), "{changes}");
+    assert_eq!(browser.count("#selected tbody tr").await, 2);
+    assert_eq!(
+        domain::receipt_state(pool, first).await.0,
+        ReceiptStatus::Failed,
+        "the listing changes nothing"
+    );
+    browser.click("#confirm-button").await;
+    browser.element("#filter").await;
+    for id in [first, second] {
+        assert_eq!(
+            domain::receipt_state(pool, id).await.1,
+            Some(ReceiptOutcome::Ignored)
+        );
+    }
+    browser.close().await;
+}

@@ -29,23 +29,36 @@ pub fn exact(text: std::fmt::Arguments<'_>) {
     exact_line(&text.to_string());
 }
 
-/// `text` with every control character and bidirectional override escaped as Rust writes
-/// it in a literal (`\u{1b}`, `\n`, `\u{202e}`); everything else, any script, as it is.
+/// `text` with every control character escaped as Rust writes it in a literal (`\u{1b}`,
+/// `\n`), and every invisible or line-breaking one ([`invisible`]: bidirectional overrides,
+/// zero-width characters, U+2028) as `\u{202e}`; everything else, any script, as it is.
 pub fn terminal_safe(text: &str) -> Cow<'_, str> {
-    let unsafe_char =
-        |c: char| c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+    let unsafe_char = |c: char| c.is_control() || invisible(c);
     if !text.chars().any(unsafe_char) {
         return Cow::Borrowed(text);
     }
     let mut escaped = String::with_capacity(text.len() + 8);
     for c in text.chars() {
-        if unsafe_char(c) {
+        if c.is_control() {
             escaped.extend(c.escape_debug());
+        } else if invisible(c) {
+            escaped.push_str(&format!("\\u{{{:x}}}", c as u32));
         } else {
             escaped.push(c);
         }
     }
     Cow::Owned(escaped)
+}
+
+/// A character that shows nothing or breaks a line where none is seen (Unicode's format
+/// characters and the line and paragraph separators): a soft hyphen, the Arabic letter
+/// mark, the Mongolian vowel separator, zero-width spaces, joiners and direction marks,
+/// the separators, the bidirectional embeddings, overrides and isolates, invisible
+/// operators, a byte-order mark, interlinear annotation marks, and tag characters.
+fn invisible(c: char) -> bool {
+    matches!(c,
+        '\u{ad}' | '\u{61c}' | '\u{180e}' | '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}'
+        | '\u{2060}'..='\u{206f}' | '\u{feff}' | '\u{fff9}'..='\u{fffb}' | '\u{e0000}'..='\u{e007f}')
 }
 
 /// Writes `text` and a newline to standard output; once it is closed, writes nothing; on
@@ -127,6 +140,38 @@ mod tests {
             "evt_\\u{1b}[31m\\u{9b}2J\\r\\nline\\u{7f}\\u{202e}é漢"
         );
         assert!(matches!(terminal_safe("plain évent"), Cow::Borrowed(_)));
+    }
+
+    /// Characters that are invisible or break a line where none is seen — a soft hyphen,
+    /// zero-width spaces and joiners, the marks that turn text around, the line and
+    /// paragraph separators, a byte-order mark, tag characters — would make two ids look
+    /// alike or a payload show a line it does not hold: each is shown as an escape.
+    #[test]
+    fn invisible_and_line_breaking_characters_are_escaped() {
+        for invisible in [
+            '\u{ad}',
+            '\u{61c}',
+            '\u{180e}',
+            '\u{200b}',
+            '\u{200d}',
+            '\u{200f}',
+            '\u{2028}',
+            '\u{2029}',
+            '\u{2060}',
+            '\u{2066}',
+            '\u{206f}',
+            '\u{feff}',
+            '\u{fff9}',
+            '\u{e0041}',
+        ] {
+            let text = format!("evt_1{invisible}");
+            assert_eq!(
+                terminal_safe(&text),
+                format!("evt_1\\u{{{:x}}}", invisible as u32),
+                "U+{:04X}",
+                invisible as u32
+            );
+        }
     }
 
     #[test]

@@ -55,14 +55,19 @@ pub async fn post(
         return refused(context, Refused::BadToken);
     }
     let segments: Vec<&str> = path.split('/').filter(|part| !part.is_empty()).collect();
+    let who = Who {
+        person,
+        session,
+        path: &path,
+    };
     let decided = match segments.as_slice() {
-        ["receipts", "bulk"] => bulk(console, context, person, &form).await,
+        ["receipts", "bulk"] => bulk(console, context, &who, &form).await,
         ["receipts", id, "decide"] => match id.parse::<ReceiptId>() {
-            Ok(id) => decide_receipt(console, context, person, id, &form).await,
+            Ok(id) => decide_receipt(console, context, &who, id, &form).await,
             Err(_) => Err(Refusal::NotFound(format!("no receipt has id {id:?}"))),
         },
         ["effects", id, "resolve"] => match id.parse::<EffectId>() {
-            Ok(id) => resolve_effect(console, context, person, id, &form).await,
+            Ok(id) => resolve_effect(console, context, &who, id, &form).await,
             Err(_) => Err(Refusal::NotFound(format!("no effect has id {id:?}"))),
         },
         _ => Err(Refusal::NotFound("no such decision".to_owned())),
@@ -85,7 +90,11 @@ async fn read_form(request: Request<Incoming>) -> Result<Query, Refusal> {
         .headers()
         .get(CONTENT_TYPE)
         .and_then(|value| value.to_str().ok())
-        .is_some_and(|value| value.starts_with("application/x-www-form-urlencoded"));
+        .is_some_and(|value| {
+            value
+                .to_ascii_lowercase()
+                .starts_with("application/x-www-form-urlencoded")
+        });
     if !urlencoded {
         return Err(Refusal::BadInput(
             "a decision is a form (application/x-www-form-urlencoded)".to_owned(),
@@ -106,9 +115,45 @@ async fn read_form(request: Request<Incoming>) -> Result<Query, Refusal> {
     Ok(Query::parse(text))
 }
 
+/// Who decides, in which session, on which path: what a confirmation is sealed for.
+struct Who<'a> {
+    person: &'a str,
+    session: &'a str,
+    path: &'a str,
+}
+
+impl Who<'_> {
+    /// The seal of a confirmation showing `parts` (action, reason, status, version or ids).
+    fn seal(&self, console: &Console, parts: &[&str]) -> String {
+        let mut sealed = vec![self.path];
+        sealed.extend(parts);
+        console.csrf.seal(self.session, self.person, &sealed)
+    }
+
+    /// Refuses a confirmation whose parts are not the ones the console showed and sealed.
+    fn check_seal(&self, console: &Console, form: &Query, parts: &[&str]) -> Result<(), Refusal> {
+        let mut sealed = vec![self.path];
+        sealed.extend(parts);
+        let seal = form.get("seal").unwrap_or("");
+        if console
+            .csrf
+            .verify_seal(self.session, self.person, &sealed, seal)
+        {
+            Ok(())
+        } else {
+            Err(Refusal::BadInput(
+                "not a confirmation this console showed (an old page, or one changed since): look again and decide on what is there".to_owned(),
+            ))
+        }
+    }
+}
+
 /// The reason a decision records: required, at most [`MAX_REASON_CHARS`].
 fn reason(form: &Query) -> Result<String, Refusal> {
     match form.get("reason") {
+        Some(reason) if reason.chars().any(char::is_control) => Err(Refusal::BadInput(
+            "a reason is one line of printable text".to_owned(),
+        )),
         Some(reason) if reason.chars().count() <= MAX_REASON_CHARS => Ok(reason.to_owned()),
         Some(_) => Err(Refusal::BadInput(format!(
             "a reason is at most {MAX_REASON_CHARS} characters"
@@ -182,22 +227,49 @@ fn receipt_change(action: &str, status: ReceiptStatus) -> Result<&'static str, R
     })
 }
 
+/// A receipt as the person saw it: its status, attempts, when it finished and how many
+/// decisions its audit trail holds. A confirmation is for this version only.
+async fn receipt_version(
+    console: &Console,
+    id: ReceiptId,
+) -> Result<(admin::ReceiptDetail, String), Refusal> {
+    let (detail, decisions) = console
+        .db(async |connection| {
+            Ok((
+                admin::receipt_facts(&mut *connection, id).await?,
+                admin::receipt_history(&mut *connection, id).await?.len(),
+            ))
+        })
+        .await?;
+    let detail = detail.ok_or_else(|| Refusal::NotFound(format!("no receipt has id {id}")))?;
+    let version = format!(
+        "{}/{}/{:?}/{decisions}",
+        detail.status, detail.attempts, detail.finished_at
+    );
+    Ok((detail, version))
+}
+
+/// 409 for a row that is not the one the person confirmed.
+fn changed_since(what: String) -> Result<Response<Body>, Refusal> {
+    Err(Refusal::Conflict(format!(
+        "{what} changed since the confirmation: look again and decide on what is there; nothing was changed"
+    )))
+}
+
 async fn decide_receipt(
     console: &Console,
     context: &Context,
-    person: &str,
+    who: &Who<'_>,
     id: ReceiptId,
     form: &Query,
 ) -> Result<Response<Body>, Refusal> {
     let action = form.get("action").unwrap_or("").to_owned();
     let reason = reason(form)?;
     if !confirmed(form) {
-        let detail = console
-            .db(async |connection| Ok(admin::receipt_detail(connection, id).await?))
-            .await?
-            .ok_or_else(|| Refusal::NotFound(format!("no receipt has id {id}")))?;
+        let (detail, version) = receipt_version(console, id).await?;
         let change = receipt_change(&action, detail.status)?;
         let status = detail.status.as_str();
+        let seal = who.seal(console, &[&action, &reason, status, &version]);
         return Ok(respond::page(
             StatusCode::OK,
             &Confirm {
@@ -211,7 +283,7 @@ async fn decide_receipt(
                     ),
                     format!(
                         "Recorded as {action} by {} because: {}",
-                        view::text(person),
+                        view::text(who.person),
                         view::text(&reason)
                     ),
                 ],
@@ -220,15 +292,27 @@ async fn decide_receipt(
                     ("action", &action),
                     ("reason", &reason),
                     ("expected", status),
+                    ("version", &version),
+                    ("seal", &seal),
                     ("confirm", "yes"),
                 ]),
                 back: format!("/receipts/{id}"),
             },
         ));
     }
+    let seen = form.get("version").unwrap_or("");
+    let expected_text = form.get("expected").unwrap_or("");
+    who.check_seal(console, form, &[&action, &reason, expected_text, seen])?;
     let expected: ReceiptStatus = expected(form)?;
     receipt_change(&action, expected)?;
+    // The row as the person saw it, or refused: a status that left and came back (a
+    // replay that failed again) is another receipt to decide about.
+    let (_, version) = receipt_version(console, id).await?;
+    if version != seen {
+        return changed_since(format!("receipt {id}"));
+    }
     let ids = [id];
+    let person = who.person;
     let decided = console
         .db(async |connection| {
             Ok(match action.as_str() {
@@ -253,16 +337,34 @@ async fn decide_receipt(
         })
         .await?;
     if let Err(why) = decided {
-        return Ok(pages::problem(context, StatusCode::CONFLICT, why));
+        return Err(Refusal::Conflict(why));
     }
     tracing::info!(person, action, receipt = %id, "an operator decided in the console");
     Ok(respond::see_other(&format!("/receipts/{id}?done={action}")))
 }
 
+/// An effect as the person saw it: its status, attempts and how many resolutions.
+async fn effect_version(
+    console: &Console,
+    id: EffectId,
+) -> Result<(effects::EffectLine, String), Refusal> {
+    let (line, resolutions) = console
+        .db(async |connection| {
+            Ok((
+                effects::find(&mut *connection, id).await?,
+                effects::resolutions(&mut *connection, id).await?.len(),
+            ))
+        })
+        .await?;
+    let line = line.ok_or_else(|| Refusal::NotFound(format!("no effect has id {id}")))?;
+    let version = format!("{}/{}/{resolutions}", line.status, line.attempts);
+    Ok((line, version))
+}
+
 async fn resolve_effect(
     console: &Console,
     context: &Context,
-    person: &str,
+    who: &Who<'_>,
     id: EffectId,
     form: &Query,
 ) -> Result<Response<Body>, Refusal> {
@@ -273,10 +375,7 @@ async fn resolve_effect(
         .ok_or_else(|| Refusal::BadInput(format!("{action:?} is not a resolution of an effect")))?;
     let note = reason(form)?;
     if !confirmed(form) {
-        let line = console
-            .db(async |connection| Ok(effects::find(connection, id).await?))
-            .await?
-            .ok_or_else(|| Refusal::NotFound(format!("no effect has id {id}")))?;
+        let (line, version) = effect_version(console, id).await?;
         if !resolution.allows(line.status) {
             return Err(Refusal::BadInput(format!(
                 "a {} effect cannot be resolved as {action}",
@@ -295,6 +394,7 @@ async fn resolve_effect(
             (effects::Resolution::Abandon, _) => "becomes abandoned: never sent".to_owned(),
         };
         let status = line.status.as_str();
+        let seal = who.seal(console, &[&action, &note, status, &version]);
         return Ok(respond::page(
             StatusCode::OK,
             &Confirm {
@@ -308,7 +408,7 @@ async fn resolve_effect(
                     ),
                     format!(
                         "Recorded as {action} by {} because: {}",
-                        view::text(person),
+                        view::text(who.person),
                         view::text(&note)
                     ),
                 ],
@@ -317,13 +417,23 @@ async fn resolve_effect(
                     ("action", &action),
                     ("reason", &note),
                     ("expected", status),
+                    ("version", &version),
+                    ("seal", &seal),
                     ("confirm", "yes"),
                 ]),
                 back: format!("/effects/{id}"),
             },
         ));
     }
+    let seen = form.get("version").unwrap_or("");
+    let expected_text = form.get("expected").unwrap_or("");
+    who.check_seal(console, form, &[&action, &note, expected_text, seen])?;
     let expected: EffectStatus = expected(form)?;
+    let (_, version) = effect_version(console, id).await?;
+    if version != seen {
+        return changed_since(format!("effect {id}"));
+    }
+    let person = who.person;
     let resolved = console
         .db(async |connection| {
             Ok(
@@ -334,19 +444,19 @@ async fn resolve_effect(
         })
         .await?;
     if let Err(why) = resolved {
-        return Ok(pages::problem(context, StatusCode::CONFLICT, why));
+        return Err(Refusal::Conflict(why));
     }
     tracing::info!(person, action, effect = %id, "an operator decided in the console");
     Ok(respond::see_other(&format!("/effects/{id}?done={action}")))
 }
 
 /// Replays or closes the failed or quarantined receipts a narrowed filter selects: the
-/// first step lists them (at most [`BULK_MAX`]), the second decides about exactly those
-/// ids, each still in the status listed.
+/// first step lists them (at most [`BULK_MAX`]) and seals exactly those ids with the
+/// status listed; the second decides about those ids, each still in that status.
 async fn bulk(
     console: &Console,
     context: &Context,
-    person: &str,
+    who: &Who<'_>,
     form: &Query,
 ) -> Result<Response<Body>, Refusal> {
     let action = form.get("action").unwrap_or("").to_owned();
@@ -356,6 +466,9 @@ async fn bulk(
         )));
     }
     let reason = reason(form)?;
+    if confirmed(form) {
+        return bulk_confirmed(console, who, form, &action, &reason).await;
+    }
     let (mut filter, _, narrowed) = pages::receipt_filter(console, form)?;
     if !ReceiptStatus::NEEDS_A_PERSON.contains(&filter.status) || !narrowed {
         return Err(Refusal::BadInput(
@@ -363,84 +476,88 @@ async fn bulk(
         ));
     }
     let status = filter.status;
-    if !confirmed(form) {
-        filter.before_id = None;
-        let selected = console
-            .db(async |connection| Ok(admin::list_receipts(connection, &filter, BULK_MAX).await?))
-            .await?;
-        if selected.is_empty() {
-            return Err(Refusal::BadInput(format!(
-                "the filter selects no receipt: nothing to {action}"
-            )));
-        }
-        let ids: Vec<String> = selected.iter().map(|row| row.id.to_string()).collect();
-        let capped = if selected.len() as i64 == BULK_MAX {
-            format!(" (at most {BULK_MAX} at a time: decide again for the rest)")
-        } else {
-            String::new()
-        };
-        let change = receipt_change(&action, status)?;
-        let mut fields = hidden(&[
-            ("action", &action),
-            ("reason", &reason),
-            ("expected", status.as_str()),
-            ("confirm", "yes"),
-        ]);
-        fields.push(Hidden {
-            name: "ids".to_owned(),
-            value: ids.join(","),
-        });
-        return Ok(respond::page(
-            StatusCode::OK,
-            &Confirm {
-                frame: context.frame(format!("Confirm: {action} {} receipts", ids.len())),
-                action_path: "/receipts/bulk".to_owned(),
-                changes: vec![
-                    format!(
-                        "These {} {status} receipts{capped}: each {change}. Any that is no longer {status} stops the whole decision.",
-                        ids.len()
-                    ),
-                    format!(
-                        "Recorded as {action} by {} because: {}",
-                        view::text(person),
-                        view::text(&reason)
-                    ),
-                ],
-                rows: pages::receipt_rows(console, &selected),
-                hidden: fields,
-                back: "/receipts".to_owned(),
-            },
-        ));
+    filter.before_id = None;
+    let selected = console
+        .db(async |connection| Ok(admin::list_receipts(connection, &filter, BULK_MAX).await?))
+        .await?;
+    if selected.is_empty() {
+        return Err(Refusal::BadInput(format!(
+            "the filter selects no receipt: nothing to {action}"
+        )));
     }
+    let ids: Vec<String> = selected.iter().map(|row| row.id.to_string()).collect();
+    let ids = ids.join(",");
+    let capped = if selected.len() as i64 == BULK_MAX {
+        format!(" (at most {BULK_MAX} at a time: decide again for the rest)")
+    } else {
+        String::new()
+    };
+    let change = receipt_change(&action, status)?;
+    let seal = who.seal(console, &[&action, &reason, status.as_str(), &ids]);
+    Ok(respond::page(
+        StatusCode::OK,
+        &Confirm {
+            frame: context.frame(format!("Confirm: {action} {} receipts", selected.len())),
+            action_path: "/receipts/bulk".to_owned(),
+            changes: vec![
+                format!(
+                    "These {} {status} receipts{capped}: each {change}. Any that is no longer {status} stops the whole decision.",
+                    selected.len()
+                ),
+                format!(
+                    "Recorded as {action} by {} because: {}",
+                    view::text(who.person),
+                    view::text(&reason)
+                ),
+            ],
+            rows: pages::receipt_rows(console, &selected),
+            hidden: hidden(&[
+                ("action", &action),
+                ("reason", &reason),
+                ("expected", status.as_str()),
+                ("ids", &ids),
+                ("seal", &seal),
+                ("confirm", "yes"),
+            ]),
+            back: "/receipts".to_owned(),
+        },
+    ))
+}
+
+/// The second step of [`bulk`]: exactly the sealed ids, each still in the sealed status.
+async fn bulk_confirmed(
+    console: &Console,
+    who: &Who<'_>,
+    form: &Query,
+    action: &str,
+    reason: &str,
+) -> Result<Response<Body>, Refusal> {
+    let listed = form.get("ids").unwrap_or("");
+    let expected_text = form.get("expected").unwrap_or("");
+    who.check_seal(console, form, &[action, reason, expected_text, listed])?;
     let expected: ReceiptStatus = expected(form)?;
-    let ids: Vec<ReceiptId> = form
-        .get("ids")
-        .unwrap_or("")
+    let ids: Vec<ReceiptId> = listed
         .split(',')
         .map(|id| id.trim().parse::<ReceiptId>())
         .collect::<Result<_, _>>()
         .map_err(|_| Refusal::BadInput("the confirmed ids are not receipt ids".to_owned()))?;
-    if ids.is_empty() || ids.len() as i64 > BULK_MAX {
-        return Err(Refusal::BadInput(format!(
-            "a decision by filter takes 1 to {BULK_MAX} receipts"
-        )));
-    }
     let ids = inbound_store::in_lock_order(&ids);
+    let person = who.person;
     let decided = console
         .db(async |connection| {
             Ok(if action == "replay" {
-                admin::replay(connection, &ids, Some(expected), person, &reason)
+                admin::replay(connection, &ids, Some(expected), person, reason)
                     .await
                     .map_err(|error| error.to_string())
             } else {
-                admin::close(connection, &ids, Some(expected), person, &reason)
+                admin::close(connection, &ids, Some(expected), person, reason)
                     .await
                     .map_err(|error| error.to_string())
             })
         })
         .await?;
     if let Err(why) = decided {
-        return Ok(pages::problem(context, StatusCode::CONFLICT, why));
+        return Err(Refusal::Conflict(why));
     }
     tracing::info!(
         person,

@@ -50,29 +50,39 @@ impl Actor {
 }
 
 impl IdentityPolicy {
-    /// Who the request from `peer` with `headers` acts for.
-    pub fn actor(&self, peer: IpAddr, headers: &HeaderMap) -> Actor {
-        if self.read_only {
-            return Actor::Viewer("this console was started --read-only");
-        }
+    /// Who the request from `peer` with `headers` acts for; behind a proxy, a request
+    /// that did not come through it is refused outright (it could read every payload).
+    pub fn actor(&self, peer: IpAddr, headers: &HeaderMap) -> Result<Actor, Refusal> {
+        // An IPv4 client of a dual-stack listener arrives as ::ffff:a.b.c.d.
+        let peer = peer.to_canonical();
         if let Some((header, trusted)) = &self.user_header {
             // A header from anyone but the proxy is a claim anybody can make.
             if !trusted.iter().any(|net| net.contains(&peer)) {
-                return Actor::Viewer("the request did not come through the trusted proxy");
+                return Err(Refusal::NotThroughTheProxy);
             }
-            return match headers
-                .get(header)
-                .map(|value| person_name(value.as_bytes()))
-            {
-                Some(Some(name)) => Actor::Person(name),
-                Some(None) => Actor::Viewer("the proxy's user header is not a usable name"),
-                None => Actor::Viewer("the proxy named nobody"),
-            };
+            if self.read_only {
+                return Ok(Actor::Viewer("this console was started --read-only"));
+            }
+            let mut values = headers.get_all(header).iter();
+            return Ok(match (values.next(), values.next()) {
+                (Some(value), None) => match person_name(value.as_bytes()) {
+                    Some(name) => Actor::Person(name),
+                    None => Actor::Viewer("the proxy's user header is not a usable name"),
+                },
+                // A proxy that appends to a client's header instead of replacing it.
+                (Some(_), Some(_)) => {
+                    Actor::Viewer("the proxy's user header appears more than once")
+                }
+                (None, _) => Actor::Viewer("the proxy named nobody"),
+            });
         }
-        match &self.local_person {
+        if self.read_only {
+            return Ok(Actor::Viewer("this console was started --read-only"));
+        }
+        Ok(match &self.local_person {
             Some(name) => Actor::Person(name.clone()),
             None => Actor::Viewer("no identity: start the console with --by NAME to decide"),
-        }
+        })
     }
 }
 
@@ -109,6 +119,28 @@ impl CsrfKey {
         expected.as_slice().ct_eq(&token).into()
     }
 
+    /// The seal of a confirmation page: what the person was shown (`parts`: the decision's
+    /// path, action, reason, the status and version seen, the ids), for this session and
+    /// person. A confirmation posted with other parts, or not shown by this process, is
+    /// refused.
+    pub fn seal(&self, session: &str, person: &str, parts: &[&str]) -> String {
+        let mut mac = self.mac(session, person);
+        for part in parts {
+            mac.update(&(part.len() as u64).to_be_bytes());
+            mac.update(part.as_bytes());
+        }
+        hex::encode(mac.finalize().into_bytes())
+    }
+
+    /// Whether `seal` is [`CsrfKey::seal`] of these parts (compared in constant time).
+    pub fn verify_seal(&self, session: &str, person: &str, parts: &[&str], seal: &str) -> bool {
+        let Ok(seal) = hex::decode(seal) else {
+            return false;
+        };
+        let expected = hex::decode(self.seal(session, person, parts)).unwrap_or_default();
+        expected.as_slice().ct_eq(&seal).into()
+    }
+
     fn mac(&self, session: &str, person: &str) -> hmac::Hmac<sha2::Sha256> {
         let mut mac =
             <hmac::Hmac<sha2::Sha256> as KeyInit>::new_from_slice(&self.0).expect("any key size");
@@ -139,6 +171,53 @@ pub fn session_of(headers: &HeaderMap) -> Option<String> {
         .filter(|value| value.len() == 64 && value.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
+/// The `Host` values a request may name: the listen address and, on loopback, the names
+/// of loopback; the hosts of the allowed origins. A page that rebinds its own name to the
+/// console's address is same-origin to the browser, but names its own host: refused.
+#[derive(Debug, Clone)]
+pub struct Hosts(Vec<String>);
+
+impl Hosts {
+    pub fn new(listen: std::net::SocketAddr, allowed_origins: &[String]) -> Self {
+        let port = listen.port();
+        let mut hosts = vec![listen.to_string()];
+        if listen.ip().is_loopback() {
+            hosts.extend([
+                format!("localhost:{port}"),
+                format!("127.0.0.1:{port}"),
+                format!("[::1]:{port}"),
+            ]);
+        }
+        for origin in allowed_origins {
+            let (scheme, authority) = origin.split_once("://").unwrap_or(("https", origin));
+            let authority = authority.trim_end_matches('/');
+            hosts.push(authority.to_owned());
+            let default_port = if scheme == "http" { ":80" } else { ":443" };
+            match authority.strip_suffix(default_port) {
+                Some(bare) => hosts.push(bare.to_owned()),
+                None if !authority.contains(':') || authority.ends_with(']') => {
+                    hosts.push(format!("{authority}{default_port}"));
+                }
+                None => {}
+            }
+        }
+        Self(
+            hosts
+                .into_iter()
+                .map(|host| host.to_ascii_lowercase())
+                .collect(),
+        )
+    }
+
+    /// Whether the request's `Host` is one of them.
+    pub fn allow(&self, headers: &HeaderMap) -> bool {
+        headers
+            .get(HOST)
+            .and_then(|value| value.to_str().ok())
+            .is_some_and(|host| self.0.iter().any(|own| own.eq_ignore_ascii_case(host)))
+    }
+}
+
 /// Why a state-changing request was refused before its form was read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refusal {
@@ -148,6 +227,8 @@ pub enum Refusal {
     CrossSite,
     /// Without the session's token.
     BadToken,
+    /// Behind a proxy, from an address that is not the proxy's.
+    NotThroughTheProxy,
 }
 
 impl Refusal {
@@ -159,6 +240,9 @@ impl Refusal {
             }
             Self::CrossSite => {
                 "this form was not sent from the console's own pages (Origin): nothing was changed"
+            }
+            Self::NotThroughTheProxy => {
+                "this console answers only through its authenticating proxy"
             }
             Self::BadToken => {
                 "the form's token does not match this session (an old page, or another site's form): reload the page and decide again; nothing was changed"
@@ -232,15 +316,19 @@ mod tests {
         let alice = headers(&[("x-forwarded-user", "alice@example.com")]);
         assert_eq!(
             policy.actor("10.1.2.3".parse().expect("ip"), &alice),
-            Actor::Person("alice@example.com".into())
+            Ok(Actor::Person("alice@example.com".into()))
+        );
+        assert_eq!(
+            policy.actor("::ffff:10.1.2.3".parse().expect("ip"), &alice),
+            Ok(Actor::Person("alice@example.com".into()))
+        );
+        assert_eq!(
+            policy.actor("192.168.1.1".parse().expect("ip"), &alice),
+            Err(Refusal::NotThroughTheProxy)
         );
         assert!(matches!(
-            policy.actor("192.168.1.1".parse().expect("ip"), &alice),
-            Actor::Viewer(_)
-        ));
-        assert!(matches!(
             policy.actor("10.1.2.3".parse().expect("ip"), &headers(&[])),
-            Actor::Viewer(_)
+            Ok(Actor::Viewer(_))
         ));
         let read_only = IdentityPolicy {
             read_only: true,
@@ -248,8 +336,48 @@ mod tests {
         };
         assert!(matches!(
             read_only.actor("10.1.2.3".parse().expect("ip"), &alice),
-            Actor::Viewer(_)
+            Ok(Actor::Viewer(_))
         ));
+    }
+
+    #[test]
+    fn only_the_consoles_own_hosts_are_answered() {
+        let local = Hosts::new("127.0.0.1:8090".parse().expect("addr"), &[]);
+        for host in [
+            "127.0.0.1:8090",
+            "localhost:8090",
+            "LOCALHOST:8090",
+            "[::1]:8090",
+        ] {
+            assert!(local.allow(&headers(&[("host", host)])), "{host}");
+        }
+        for host in [
+            "rebind.attacker.example:8090",
+            "127.0.0.1:8091",
+            "localhost",
+        ] {
+            assert!(!local.allow(&headers(&[("host", host)])), "{host}");
+        }
+        assert!(!local.allow(&headers(&[])));
+        let proxied = Hosts::new(
+            "127.0.0.1:8090".parse().expect("addr"),
+            &["https://inbound-console.example.com".to_owned()],
+        );
+        assert!(proxied.allow(&headers(&[("host", "inbound-console.example.com")])));
+        assert!(proxied.allow(&headers(&[("host", "inbound-console.example.com:443")])));
+    }
+
+    #[test]
+    fn a_seal_holds_what_was_shown() {
+        let key = CsrfKey::random();
+        let session = new_session();
+        let seal = key.seal(&session, "alice", &["close", "failed", "1,2"]);
+        assert!(key.verify_seal(&session, "alice", &["close", "failed", "1,2"], &seal));
+        assert!(!key.verify_seal(&session, "alice", &["close", "pending", "1,2"], &seal));
+        assert!(!key.verify_seal(&session, "alice", &["close", "failed", "1,2,3"], &seal));
+        assert!(!key.verify_seal(&session, "alice", &["close", "failed1,2"], &seal));
+        assert!(!key.verify_seal(&session, "bob", &["close", "failed", "1,2"], &seal));
+        assert!(!key.verify_seal(&session, "alice", &["close", "failed", "1,2"], ""));
     }
 
     #[test]

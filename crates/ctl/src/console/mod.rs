@@ -27,7 +27,7 @@ use sqlx::PgPool;
 
 use crate::operate::DatabaseArgs;
 use crate::selection::ConfigArg;
-use guard::{Actor, CsrfKey, IdentityPolicy};
+use guard::{Actor, CsrfKey, Hosts, IdentityPolicy};
 
 /// `inboundctl console`.
 #[derive(Debug, Args)]
@@ -83,6 +83,8 @@ pub(crate) struct Console {
     config: Option<Config>,
     identity: IdentityPolicy,
     allowed_origins: Vec<String>,
+    /// The `Host` values requests may name.
+    hosts: Hosts,
     csrf: CsrfKey,
     /// How long one page's or decision's database work may take.
     limit: Duration,
@@ -95,6 +97,11 @@ pub async fn run(args: ConsoleArgs) -> anyhow::Result<()> {
         && guard::person_name(by.as_bytes()).is_none()
     {
         anyhow::bail!("--by must be a printable name of at most 200 characters");
+    }
+    if args.by.is_some() && !args.listen.ip().is_loopback() {
+        anyhow::bail!(
+            "--by names whoever reaches the console, so it listens on loopback only (127.0.0.1 or ::1); to serve others, put an authenticating proxy in front and give --user-header and --trusted-proxy"
+        );
     }
     // Ids, owners and routes only: the console needs none of the secrets.
     let config = args
@@ -109,6 +116,10 @@ pub async fn run(args: ConsoleArgs) -> anyhow::Result<()> {
         .database
         .pool(args.max_connections, "inboundctl-console")
         .await?;
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let local = listener.local_addr()?;
     let console = Arc::new(Console {
         pool,
         config,
@@ -119,14 +130,11 @@ pub async fn run(args: ConsoleArgs) -> anyhow::Result<()> {
             local_person: args.by.map(|by| by.trim().to_owned()),
             read_only: args.read_only,
         },
+        hosts: Hosts::new(local, &args.allowed_origins),
         allowed_origins: args.allowed_origins,
         csrf: CsrfKey::random(),
         limit,
     });
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", args.listen))?;
-    let local = listener.local_addr()?;
     // A test or a script reads this line to learn the port of --listen 127.0.0.1:0.
     crate::output::out!("console listening on http://{local}");
     tracing::info!(%local, read_only = args.read_only, "console listening");
@@ -146,33 +154,55 @@ pub async fn run(args: ConsoleArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// One request: the page or decision its method and path name, with the security headers.
+/// One request: the page or decision its method and path name, with the security headers,
+/// within the console's limit.
 async fn handle(console: Arc<Console>, request: Request<Incoming>) -> Response<Body> {
+    let mut response = match tokio::time::timeout(
+        console.limit + Duration::from_secs(1),
+        answer(&console, request),
+    )
+    .await
+    {
+        Ok(response) => response,
+        Err(_) => respond::unavailable("the page took longer than the console's limit"),
+    };
+    respond::secure(&mut response);
+    response
+}
+
+async fn answer(console: &Console, request: Request<Incoming>) -> Response<Body> {
+    // Before anything is read or decided: a request naming another host is a page that
+    // rebound its own name to this address.
+    if !console.hosts.allow(request.headers()) {
+        return respond::misdirected();
+    }
     let peer = request
         .extensions()
         .get::<PeerAddr>()
         .map_or(std::net::Ipv4Addr::UNSPECIFIED.into(), |peer| peer.0.ip());
-    let actor = console.identity.actor(peer, request.headers());
+    let actor = match console.identity.actor(peer, request.headers()) {
+        Ok(actor) => actor,
+        Err(refusal) => return respond::forbidden(refusal.explain()),
+    };
     let session = guard::session_of(request.headers());
     let (session, new_session) = match session {
         Some(session) => (session, false),
         None => (guard::new_session(), true),
     };
-    let context = pages::Context::new(&console, &actor, &session);
+    let context = pages::Context::new(console, &actor, &session);
     let path = request.uri().path().to_owned();
     let segments: Vec<&str> = path.split('/').filter(|part| !part.is_empty()).collect();
-    let mut response = match (request.method(), segments.as_slice()) {
-        (&Method::GET | &Method::HEAD, _) => {
+    let mut response = match request.method() {
+        &Method::GET | &Method::HEAD => {
             let query = request.uri().query().unwrap_or("").to_owned();
-            pages::get(&console, &context, &segments, &query).await
+            pages::get(console, &context, &segments, &query).await
         }
-        (&Method::POST, _) => actions::post(&console, &context, &actor, &session, request).await,
+        &Method::POST => actions::post(console, &context, &actor, &session, request).await,
         _ => respond::method_not_allowed(),
     };
     if new_session {
         respond::set_session_cookie(&mut response, &session);
     }
-    respond::secure(&mut response);
     response
 }
 

@@ -18,6 +18,14 @@ use crate::selection::{self, integration_owner, sink_owner};
 pub const PAGE_ROWS: i64 = 50;
 /// Groups the review queue shows of each kind.
 const REVIEW_GROUPS: i64 = 100;
+/// The effect states the overview counts: all but the closed ones.
+const UNCLOSED_EFFECTS: &[EffectStatus] = &[
+    EffectStatus::Pending,
+    EffectStatus::InFlight,
+    EffectStatus::Uncertain,
+    EffectStatus::Review,
+    EffectStatus::Failed,
+];
 /// How far back (in receipts of all integrations) the overview looks for a newest delivery.
 const NEWEST_LOOK_BACK: i64 = 100_000;
 
@@ -114,6 +122,8 @@ pub enum Refusal {
     BadInput(String),
     /// No such page or id: 404.
     NotFound(String),
+    /// A decision the row's state no longer allows (moved since its confirmation): 409.
+    Conflict(String),
     /// The database failed or did not answer: 503.
     Database(anyhow::Error),
 }
@@ -123,12 +133,14 @@ impl Refusal {
         match self {
             Self::BadInput(message) => problem(context, StatusCode::BAD_REQUEST, message),
             Self::NotFound(message) => problem(context, StatusCode::NOT_FOUND, message),
+            Self::Conflict(message) => problem(context, StatusCode::CONFLICT, message),
             Self::Database(error) => {
+                // The details (host names, statements) stay in the log.
                 tracing::warn!(error = %format!("{error:#}"), "a console page failed");
                 problem(
                     context,
                     StatusCode::SERVICE_UNAVAILABLE,
-                    format!("the database failed: {error:#}"),
+                    "the database failed or did not answer in time; the console's log says why",
                 )
             }
         }
@@ -234,7 +246,9 @@ async fn overview(console: &Console, context: &Context) -> Page {
                 admin::review_counts(&mut *connection).await?,
                 effects::open_counts_by_sink(&mut *connection).await?,
                 effects::failed_counts_by_sink(&mut *connection).await?,
-                effects::counts(&mut *connection, EffectStatus::ALL).await?,
+                // Open and failed only: the closed ones grow with retention, and
+                // counting them reads every effect.
+                effects::counts(&mut *connection, UNCLOSED_EFFECTS).await?,
             ))
         })
         .await?;
@@ -566,10 +580,12 @@ pub fn receipt_offers(status: ReceiptStatus) -> Vec<Offer> {
 }
 
 async fn receipt(console: &Console, context: &Context, id: ReceiptId, query: &Query) -> Page {
-    let (detail, history, effect_list) = console
+    let (detail, payload, history, effect_list) = console
         .db(async |connection| {
             Ok((
-                admin::receipt_detail(&mut *connection, id).await?,
+                admin::receipt_facts(&mut *connection, id).await?,
+                admin::receipt_payload_excerpt(&mut *connection, id, view::PAYLOAD_SHOWN_CHARS)
+                    .await?,
                 admin::receipt_history(&mut *connection, id).await?,
                 admin::receipt_effects(&mut *connection, id).await?,
             ))
@@ -641,11 +657,16 @@ async fn receipt(console: &Console, context: &Context, id: ReceiptId, query: &Qu
             value: view::text_or_dash(detail.leased_by.as_deref()),
         },
     ];
-    let payload = detail.payload.as_deref().map(view::payload);
-    let payload_note = match (&detail.payload, &detail.payload_unreadable) {
-        (_, Some(why)) => format!("the stored payload cannot be rendered: {}", view::text(why)),
-        (None, None) => "purged by retention (the key is kept)".to_owned(),
-        (Some(_), None) => String::new(),
+    let (payload, payload_note) = match payload {
+        admin::PayloadShown::Excerpt(excerpt) => (Some(view::payload(&excerpt)), String::new()),
+        admin::PayloadShown::Purged => (None, "purged by retention (the key is kept)".to_owned()),
+        admin::PayloadShown::Unreadable(why) => (
+            None,
+            format!(
+                "the stored payload cannot be rendered: {}",
+                view::text(&why)
+            ),
+        ),
     };
     Ok(respond::page(
         StatusCode::OK,
@@ -685,8 +706,17 @@ async fn receipt(console: &Console, context: &Context, id: ReceiptId, query: &Qu
 
 /// What a redirect after a decision says (`?done=replay`): the action taken, in words.
 fn notice(query: &Query) -> String {
+    const ACTIONS: [&str; 7] = [
+        "replay",
+        "close",
+        "quarantine",
+        "fail",
+        "completed",
+        "retry",
+        "abandon",
+    ];
     match query.get("done") {
-        Some(action) if action.len() <= 20 && action.chars().all(|c| c.is_ascii_lowercase()) => {
+        Some(action) if ACTIONS.contains(&action) => {
             format!("Done: {action}, recorded in the audit trail below.")
         }
         _ => String::new(),

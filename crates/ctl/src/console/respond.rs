@@ -106,3 +106,30 @@ pub fn method_not_allowed() -> Response<Body> {
     );
     response
 }
+
+/// 421 for a request naming a host that is not the console's.
+pub fn misdirected() -> Response<Body> {
+    with_body(
+        StatusCode::MISDIRECTED_REQUEST,
+        "text/plain; charset=utf-8",
+        "this console does not answer for that host",
+    )
+}
+
+/// 403 before anything was read (a request that did not come through the proxy).
+pub fn forbidden(why: &'static str) -> Response<Body> {
+    with_body(StatusCode::FORBIDDEN, "text/plain; charset=utf-8", why)
+}
+
+/// 503 when a page or decision did not finish within the console's limit.
+pub fn unavailable(why: &'static str) -> Response<Body> {
+    let mut response = with_body(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "text/plain; charset=utf-8",
+        why,
+    );
+    response
+        .headers_mut()
+        .insert(http::header::RETRY_AFTER, HeaderValue::from_static("5"));
+    response
+}

@@ -7,8 +7,9 @@ use chrono::{DateTime, Utc};
 
 use crate::output::terminal_safe;
 
-/// The most of a payload a page shows.
-pub const PAYLOAD_SHOWN_BYTES: usize = 64 * 1024;
+/// The most of a payload a page shows, in characters (PostgreSQL cuts it: what leaves
+/// the database is bounded however large the payload).
+pub const PAYLOAD_SHOWN_CHARS: i32 = 64 * 1024;
 
 /// Text a sender, a sink or an operator wrote, with every control character visible.
 pub fn text(value: &str) -> String {
@@ -20,41 +21,31 @@ pub fn text_or_dash(value: Option<&str>) -> String {
     value.map_or_else(|| "-".to_owned(), text)
 }
 
-/// A payload as stored, pretty-printed, cut at [`PAYLOAD_SHOWN_BYTES`].
+/// A payload's start as a page shows it.
 #[derive(Debug, Clone)]
 pub struct PayloadView {
     /// What is shown.
     pub shown: String,
-    /// The stored text's size in bytes.
-    pub bytes: usize,
+    /// The stored payload's size in bytes.
+    pub bytes: i64,
     /// Whether `shown` is cut.
     pub truncated: bool,
 }
 
-/// The stored JSON text `stored`, pretty-printed (as is when it does not parse), with its
-/// control characters escaped, cut at a character boundary.
-pub fn payload(stored: &str) -> PayloadView {
-    let pretty = serde_json::from_str::<serde_json::Value>(stored)
-        .ok()
-        .and_then(|value| serde_json::to_string_pretty(&value).ok())
-        .unwrap_or_else(|| stored.to_owned());
-    // JSON escapes control characters inside strings; the bidi overrides it keeps are
-    // made visible here (a layout character is a control character to terminal_safe only
-    // where it is not a newline or an indent).
-    let visible: String = pretty
+/// The excerpt PostgreSQL pretty-printed, each line with its control and invisible
+/// characters made visible (JSON escapes control characters inside strings; a U+2028 or a
+/// bidi override it keeps would otherwise fake a line or turn text around).
+pub fn payload(excerpt: &inbound_store::admin::PayloadExcerpt) -> PayloadView {
+    let shown = excerpt
+        .text
         .lines()
         .map(|line| terminal_safe(line).into_owned())
         .collect::<Vec<_>>()
         .join("\n");
-    let truncated = visible.len() > PAYLOAD_SHOWN_BYTES;
-    let mut end = visible.len().min(PAYLOAD_SHOWN_BYTES);
-    while !visible.is_char_boundary(end) {
-        end -= 1;
-    }
     PayloadView {
-        shown: visible[..end].to_owned(),
-        bytes: stored.len(),
-        truncated,
+        shown,
+        bytes: excerpt.bytes,
+        truncated: excerpt.truncated,
     }
 }
 
@@ -90,17 +81,22 @@ mod tests {
     }
 
     #[test]
-    fn a_payload_is_pretty_printed_and_cut_with_its_size_said() {
-        let shown = payload(r#"{"a":"x\u0000\u202e"}"#);
+    fn a_payloads_lines_show_their_invisible_characters() {
+        let excerpt = inbound_store::admin::PayloadExcerpt {
+            text: "{\n    \"a\": \"x\\u0000\u{202e}\u{2028}y\"\n}".to_owned(),
+            truncated: true,
+            bytes: 70_000,
+        };
+        let shown = payload(&excerpt);
         assert!(shown.shown.contains("\\u0000"), "{}", shown.shown);
-        assert!(shown.shown.contains("\\u{202e}"), "{}", shown.shown);
-        assert!(!shown.truncated);
-        let big = format!(r#"{{"a":"{}"}}"#, "é".repeat(PAYLOAD_SHOWN_BYTES));
-        let cut = payload(&big);
-        assert!(cut.truncated);
-        assert!(cut.shown.len() <= PAYLOAD_SHOWN_BYTES);
-        assert_eq!(cut.bytes, big.len());
-        assert_eq!(payload("not json").shown, "not json");
+        assert!(
+            shown.shown.contains("\\u{202e}\\u{2028}y"),
+            "{}",
+            shown.shown
+        );
+        assert_eq!(shown.shown.lines().count(), 3);
+        assert!(shown.truncated);
+        assert_eq!(shown.bytes, 70_000);
     }
 
     #[test]

@@ -267,6 +267,69 @@ pub async fn receipt_detail(
     }
 }
 
+/// [`receipt_detail`] without the payload (the console reads an excerpt instead,
+/// [`receipt_payload_excerpt`]).
+pub async fn receipt_facts(
+    conn: &mut PgConnection,
+    receipt_id: ReceiptId,
+) -> Result<Option<ReceiptDetail>, sqlx::Error> {
+    read_receipt_detail(conn, receipt_id, false).await
+}
+
+/// At most the first `max_chars` characters of a stored payload, pretty-printed by
+/// PostgreSQL (numbers keep their text), whether more follows, and the stored size in
+/// bytes. Whatever the payload's size, what leaves the database is bounded.
+#[derive(Debug, Clone)]
+pub struct PayloadExcerpt {
+    /// The start of the pretty-printed payload.
+    pub text: String,
+    /// Whether the pretty-printed payload is longer.
+    pub truncated: bool,
+    /// The stored payload's size as text, in bytes.
+    pub bytes: i64,
+}
+
+/// What of a receipt's payload can be shown.
+#[derive(Debug, Clone)]
+pub enum PayloadShown {
+    /// Its start.
+    Excerpt(PayloadExcerpt),
+    /// Purged by retention (or no such receipt).
+    Purged,
+    /// Stored before the storability contract, and PostgreSQL cannot render it: why.
+    Unreadable(String),
+}
+
+/// [`PayloadShown`] of receipt `receipt_id`'s payload.
+pub async fn receipt_payload_excerpt(
+    conn: &mut PgConnection,
+    receipt_id: ReceiptId,
+    max_chars: i32,
+) -> Result<PayloadShown, sqlx::Error> {
+    let read = sqlx::query!(
+        r#"SELECT left(pretty, $2) AS "text!", length(pretty) > $2 AS "truncated!",
+                octet_length(payload::text) AS "bytes!"
+         FROM (SELECT jsonb_pretty(payload) AS pretty, payload FROM receipts
+               WHERE id = $1 AND payload IS NOT NULL) shown"#,
+        receipt_id as ReceiptId,
+        max_chars,
+    )
+    .fetch_optional(conn)
+    .await;
+    match read {
+        Ok(Some(row)) => Ok(PayloadShown::Excerpt(PayloadExcerpt {
+            text: row.text,
+            truncated: row.truncated,
+            bytes: i64::from(row.bytes),
+        })),
+        Ok(None) => Ok(PayloadShown::Purged),
+        Err(error) if queue::cannot_render_a_row(&error) => {
+            Ok(PayloadShown::Unreadable(error.to_string()))
+        }
+        Err(error) => Err(error),
+    }
+}
+
 async fn read_receipt_detail(
     conn: &mut PgConnection,
     receipt_id: ReceiptId,

@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# `make bench-console`: each console page's time on a large database — 5,000,000 receipts
+# (5 integrations, ~400-byte payloads, 2,500 failed or quarantined, 10,000 queued) and
+# 1,000,000 effects (3 sinks, 3,600 open or in review, one attempt each) — with the plan
+# of each page's main statement. A benchmark, not a test: the target is ≤ 200 ms a page on
+# this machine. BENCH_CONSOLE_RECEIPTS and BENCH_CONSOLE_EFFECTS scale it down
+# (e.g. 200000 and 40000 for a quick look); BENCH_CONSOLE_KEEP=1 keeps the database.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
+trap bench_cleanup EXIT
+
+receipts="${BENCH_CONSOLE_RECEIPTS:-5000000}"
+effects="${BENCH_CONSOLE_EFFECTS:-1000000}"
+runs=20
+cargo build --release -q -p inboundctl
+url=$(bench_db inbound_bench_console)
+db() { psql -Atq -v ON_ERROR_STOP=1 "$url" "$@"; }
+
+echo "== seeding $receipts receipts and $effects effects"
+started=$(date +%s)
+batch=1000000
+for ((first = 1; first <= receipts; first += batch)); do
+  last=$((first + batch - 1 < receipts ? first + batch - 1 : receipts))
+  db -c "INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key, payload,
+                               status, outcome, attempts, received_at, finished_at)
+         SELECT i, i || '/acct_' || (n % 7) || '/live', 'evt_' || n, t, t,
+                jsonb_build_object('id', 'evt_' || n, 'type', t, 'livemode', true,
+                  'data', jsonb_build_object('object', jsonb_build_object('id', 'pi_' || n,
+                    'object', 'payment_intent', 'status', 'succeeded', 'amount_received', 2000,
+                    'currency', 'usd', 'metadata', jsonb_build_object('order_id', 'o' || n,
+                    'note', repeat('x', 200))))),
+                'done', 'applied', 1,
+                now() - ($receipts - n) * interval '50 ms', now() - ($receipts - n) * interval '50 ms'
+         FROM generate_series($first, $last) n,
+              LATERAL (SELECT (ARRAY['stripe-live', 'stripe-eu', 'github-app', 'shopify-shop', 'slack-app'])[1 + n % 5] AS i,
+                              (ARRAY['payment_intent.succeeded', 'charge.refunded', 'invoice.paid',
+                                     'customer.subscription.updated'])[1 + n % 4] AS t) x"
+done
+# What needs a person, spread over the table; the newest 10,000 still queued.
+db -c "UPDATE receipts SET status = 'failed', outcome = NULL, attempts = 8,
+         last_error = (ARRAY['order does not exist', 'handler timed out', 'deadlock detected'])[1 + id % 3]
+       WHERE id % 2000 = 7" \
+   -c "UPDATE receipts SET status = 'quarantined', outcome = NULL,
+         outcome_reason = (ARRAY['PaymentIntent does not pay its order: the amount differs',
+                                 'invoice has no customer'])[1 + id % 2]
+       WHERE id % 10000 = 11" \
+   -c "WITH queued AS (
+         UPDATE receipts SET status = 'pending', outcome = NULL, finished_at = NULL
+         WHERE id > $receipts - 10000 RETURNING id, integration, received_at)
+       INSERT INTO receipt_queue (receipt_id, integration, visible_at, enqueued_at, payload_bytes, leased_by, last_error)
+       SELECT id, integration,
+              CASE WHEN id % 10 = 0 THEN now() + interval '5 min' ELSE received_at END, received_at, 400,
+              CASE WHEN id % 20 = 0 THEN 'worker-1' END,
+              CASE WHEN id % 10 = 0 AND id % 20 <> 0 THEN 'order does not exist' END
+       FROM queued" \
+   -c "INSERT INTO receipt_replays (receipt_id, previous_status, replayed_by, reason)
+       SELECT id, 'failed', 'alice', 'fixed' FROM receipts WHERE id % 4000 = 7" \
+   -c "INSERT INTO receipt_resolutions (receipt_id, previous_status, action, resolved_by, reason)
+       SELECT id, 'failed', 'close', 'bob', 'test event' FROM receipts WHERE id % 8000 = 7"
+db -c "INSERT INTO effects (receipt_id, operation_key, sink, kind, tenant, data, event, status,
+                           attempts, visible_at, created_at, completed_at, last_error, maybe_delivered)
+       SELECT n, 'order.paid:o' || n || ':pi_' || n, (ARRAY['fulfillment', 'audit', 'crm'])[1 + n % 3],
+              'order.paid', 'acme', jsonb_build_object('order_id', 'o' || n), '{}',
+              s, 1, now(), now() - ($effects - n) * interval '200 ms',
+              CASE WHEN s = 'completed' THEN now() - ($effects - n) * interval '200 ms' END,
+              CASE WHEN s IN ('review', 'failed') THEN (ARRAY['HTTP 302: redirects are never followed',
+                   'HTTP 422: unknown order', 'timed out after 10 s; no status_url'])[1 + n % 3] END,
+              s IN ('review', 'uncertain')
+       FROM generate_series(1, $effects) n,
+            LATERAL (SELECT CASE WHEN n % 1000 = 3 THEN 'review' WHEN n % 2000 = 5 THEN 'failed'
+                                 WHEN n % 500 = 9 THEN 'pending' WHEN n % 10000 = 13 THEN 'uncertain'
+                                 ELSE 'completed' END AS s) x" \
+   -c "INSERT INTO effect_attempts (effect_id, attempt, kind, started_at, finished_at, outcome, status_code, error)
+       SELECT id, 1, 'delivery', created_at, created_at + interval '80 ms',
+              CASE WHEN status = 'completed' THEN 'completed' ELSE 'retry' END,
+              CASE WHEN status = 'completed' THEN 200 ELSE 503 END,
+              CASE WHEN status = 'completed' THEN NULL ELSE 'HTTP 503' END
+       FROM effects" \
+   -c "INSERT INTO effect_resolutions (effect_id, previous_status, action, resolved_by, note)
+       SELECT id, 'review', 'completed', 'alice', 'confirmed with the sink'
+       FROM effects WHERE id % 5000 = 3"
+db -c "VACUUM (ANALYZE)"
+echo "  seeded in $(( $(date +%s) - started )) s; $(db -c "SELECT pg_size_pretty(pg_database_size(current_database()))")"
+
+log="$bench_work/console.log"
+"$bench_bin/inboundctl" console --database-url "$url" --by bench --listen 127.0.0.1:0 >"$log" 2>&1 &
+bench_pids+=("$!")
+for _ in $(seq 1 100); do grep -q "console listening on" "$log" && break; sleep 0.1; done
+base=$(sed -n 's/^console listening on //p' "$log")
+
+mid=$((receipts / 2))
+effect_mid=$((effects / 2))
+failed_id=$(db -c "SELECT id FROM receipts WHERE status = 'failed' ORDER BY id DESC LIMIT 1")
+review_id=$(db -c "SELECT id FROM effects WHERE status = 'review' ORDER BY id DESC LIMIT 1")
+pages=(
+  "overview|/"
+  "review queue|/review"
+  "receipts: failed, newest|/receipts?status=failed"
+  "receipts: failed, one integration|/receipts?status=failed&integration=stripe-eu"
+  "receipts: pending|/receipts?status=pending"
+  "receipts: done, newest|/receipts?status=done"
+  "receipts: done, a page deep in the table|/receipts?status=done&before=$mid"
+  "receipts: done, integration and type|/receipts?status=done&integration=stripe-live&type=charge.refunded"
+  "receipts: by provider event id|/receipts?event_id=evt_$mid"
+  "one receipt (done)|/receipts/$mid"
+  "one receipt (failed, audited)|/receipts/$failed_id"
+  "effects: review|/effects?status=review"
+  "effects: completed, newest|/effects?status=completed"
+  "effects: completed, one sink, deep|/effects?status=completed&sink=crm&before=$effect_mid"
+  "one effect|/effects/$review_id"
+)
+echo
+echo "| page | median ms | max ms (of $runs) |"
+echo "|---|---:|---:|"
+for entry in "${pages[@]}"; do
+  name=${entry%%|*}
+  path=${entry#*|}
+  curl -s -o /dev/null "$base$path"
+  times=$(for _ in $(seq 1 $runs); do
+    curl -s -o /dev/null -w '%{http_code} %{time_total}\n' "$base$path"
+  done)
+  if grep -qv '^200 ' <<<"$times"; then
+    echo "$name: not 200: $(grep -v '^200 ' <<<"$times" | head -1)" >&2
+    exit 1
+  fi
+  awk -v name="$name" '{ t[NR] = $2 * 1000 } END {
+      n = asort(t); printf "| %s | %.1f | %.1f |\n", name, t[int((n + 1) / 2)], t[n] }' <<<"$times"
+done
+
+echo
+echo "== plans (EXPLAIN ANALYZE) of the statements the pages lean on"
+explain() { # title sql
+  echo "-- $1"
+  db -c "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY ON) $2" | grep -vE '^\s*(Planning|Buffers)' | sed 's/^/    /'
+}
+explain "receipts: status done, integration and type (list_receipts)" \
+  "SELECT id FROM receipts WHERE status = 'done' AND integration = ANY ('{stripe-live}') AND event_type = 'charge.refunded' ORDER BY id DESC LIMIT 50"
+explain "receipts: a page deep in the table (list_receipts, before)" \
+  "SELECT id FROM receipts WHERE status = 'done' AND id < $mid ORDER BY id DESC LIMIT 50"
+explain "review queue: receipts by reason (receipt_review_groups)" \
+  "SELECT integration, status, left(coalesce(outcome_reason, last_error), 160), count(*), min(id), min(received_at) FROM receipts WHERE status IN ('failed', 'quarantined') GROUP BY 1, 2, 3 ORDER BY min(received_at) LIMIT 100"
+explain "review queue: effects by reason (effect_review_groups)" \
+  "SELECT sink, status, left(coalesce(last_error, ''), 160), count(*), min(id), min(created_at) FROM effects WHERE status IN ('review', 'failed') GROUP BY 1, 2, 3 ORDER BY min(created_at) LIMIT 100"
+explain "overview: newest delivery of an integration (newest_receipt_at)" \
+  "SELECT received_at FROM receipts WHERE integration = 'slack-app' AND id > (SELECT coalesce(max(id), 0) FROM receipts) - 100000 ORDER BY id DESC LIMIT 1"
+explain "receipts: by provider event id (receipts_by_event_id, a loose scan of the key's scopes)" \
+  "WITH RECURSIVE scopes (scope) AS ((SELECT source_scope FROM receipts ORDER BY source_scope LIMIT 1) UNION ALL SELECT (SELECT r.source_scope FROM receipts r WHERE r.source_scope > s.scope ORDER BY r.source_scope LIMIT 1) FROM scopes s WHERE s.scope IS NOT NULL) SELECT r.id FROM scopes s JOIN receipts r ON r.source_scope = s.scope AND r.event_id = 'evt_$mid'"
+explain "one receipt's audit trail (receipt_history)" \
+  "SELECT replayed_at FROM receipt_replays WHERE receipt_id = $failed_id UNION ALL SELECT resolved_at FROM receipt_resolutions WHERE receipt_id = $failed_id"
+
+if [ "${BENCH_CONSOLE_KEEP:-0}" = 1 ]; then
+  echo "kept: $url"
+else
+  psql -q "$bench_admin_url" -c "DROP DATABASE inbound_bench_console WITH (FORCE)" >/dev/null
+fi
