@@ -76,7 +76,8 @@ worker=$!
 "$bin/inboundctl" dev-sink --listen "$sink_listen" --secret env:EXAMPLE_SINK_SECRET &
 sink=$!
 # The operator's console, deciding as you (docs/console.md).
-"$bin/inboundctl" console --listen "$console_listen" --by "${USER:-local-operator}" >/dev/null &
+"$bin/inboundctl" console --listen "$console_listen" --by "${USER:-local-operator}" \
+  --log-format text >/dev/null &
 console=$!
 stop() { kill -TERM "$ingress" "$worker" "$sink" "$console" 2>/dev/null || true; }
 stopping=""

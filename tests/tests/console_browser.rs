@@ -1,9 +1,11 @@
 //! The console as a person uses it, in a real browser (headless chromium through
 //! chromedriver): find a quarantined receipt by the provider's event id, read its payload
 //! and reason, replay it with a reason and see it done with the decision in its audit
-//! trail; resolve an effect in review and find the same audit row in the CLI; a payload
-//! an attacker wrote stays inert text; a cross-site form changes nothing; `--read-only`
-//! offers no action. Screenshots of the overview, a receipt and the review queue are saved
+//! trail; resolve an effect in review and find the same audit row in the CLI; close in
+//! bulk after a listing; a payload an attacker wrote stays inert text; a cross-site form,
+//! a form without its token and one posted without a person or `--read-only` change
+//! nothing, and no action is offered without a person. Screenshots of the overview, a
+//! receipt and the review queue are saved
 //! under `target/console-screenshots/`.
 
 use std::sync::Arc;
@@ -277,15 +279,52 @@ async fn a_cross_site_form_changes_nothing_and_read_only_offers_no_action() {
         domain::receipt_state(pool, failed).await.0,
         ReceiptStatus::Failed
     );
-    // Read-only: the same receipt offers no decision.
-    let viewer = Console::start(database.url(), &["--by", "alice", "--read-only"]);
+    // The console's own form with its token taken out: refused.
     browser
-        .open(&viewer.url(&format!("/receipts/{failed}")))
+        .open(&console.url(&format!("/receipts/{failed}")))
         .await;
-    assert_eq!(browser.count("form.decision").await, 0);
-    assert!(browser.text_of("#who").await.contains("read-only"));
+    browser
+        .client()
+        .execute(
+            "document.querySelector('input[name=csrf]').remove()",
+            vec![],
+        )
+        .await
+        .expect("a script");
+    browser.type_into("#reason", "no token").await;
+    browser.click("#action-close").await;
+    assert!(browser.text_of("#problem").await.contains("token"));
+    // Without a person, and read-only: no decision offered, and a form the page is made
+    // to post anyway is refused.
+    for args in [&[][..], &["--by", "alice", "--read-only"][..]] {
+        let viewer = Console::start(database.url(), args);
+        let page = viewer.url(&format!("/receipts/{failed}"));
+        browser.open(&page).await;
+        assert_eq!(browser.count("form.decision").await, 0, "{args:?}");
+        assert!(browser.text_of("#who").await.contains("read-only"));
+        browser
+            .client()
+            .execute(POST_A_CLOSE, vec![format!("{page}/decide").into()])
+            .await
+            .expect("a script");
+        let refused = browser.text_of("#problem").await;
+        assert!(refused.contains("nobody is named"), "{args:?}: {refused}");
+    }
+    assert_eq!(
+        domain::receipt_state(pool, failed).await.0,
+        ReceiptStatus::Failed
+    );
     browser.close().await;
 }
+
+/// Builds a form closing a receipt, aimed at `arguments[0]`, and submits it.
+const POST_A_CLOSE: &str = "const form = document.createElement('form');
+    form.method = 'post'; form.action = arguments[0];
+    for (const [name, value] of Object.entries({action: 'close', reason: 'x', expected: 'failed', confirm: 'yes'})) {
+        const input = document.createElement('input'); input.name = name; input.value = value;
+        form.appendChild(input);
+    }
+    document.body.appendChild(form); form.submit();";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bulk_close_lists_what_it_will_change_and_closes_exactly_that() {

@@ -64,6 +64,7 @@ pub async fn run(listen: SocketAddr, sink: DevSink) -> anyhow::Result<()> {
         max_connections: 256,
         shutdown_grace: Duration::from_secs(1),
         max_buf_size: 64 * 1024,
+        record_peer: false,
     };
     serve(
         listener,

@@ -169,5 +169,6 @@ fn server_limits(cli: &IngressArgs) -> ServerLimits {
         max_connections: cli.max_connections,
         shutdown_grace: cli.common.shutdown_grace(),
         max_buf_size: inbound_runtime::server::MAX_REQUEST_HEAD_BYTES,
+        record_peer: false,
     }
 }

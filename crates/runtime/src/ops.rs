@@ -149,6 +149,7 @@ pub fn ops_limits() -> crate::ServerLimits {
         max_connections: 32,
         shutdown_grace: Duration::from_secs(1),
         max_buf_size: crate::server::MAX_REQUEST_HEAD_BYTES,
+        record_peer: false,
     }
 }
 

@@ -36,6 +36,9 @@ pub struct ServerLimits {
     /// The most a connection's read buffer grows to (hyper's `max_buf_size`, at least
     /// 8 KiB): bounds the request head, and the memory of every open connection.
     pub max_buf_size: usize,
+    /// Put each request's [`PeerAddr`] in its extensions (the console's proxy check);
+    /// off where nothing reads it (the ingress's hot path allocates nothing for it).
+    pub record_peer: bool,
 }
 
 /// The address a request's connection came from, in the request's extensions (the
@@ -71,6 +74,7 @@ where
         .max_buf_size(limits.max_buf_size.max(8 * 1024));
     let graceful = GracefulShutdown::new();
     let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let record_peer = limits.record_peer;
     let mut shutdown = std::pin::pin!(shutdown);
 
     loop {
@@ -99,7 +103,9 @@ where
         let connection = builder.serve_connection(
             TokioIo::new(stream),
             service_fn(move |mut request: Request<Incoming>| {
-                request.extensions_mut().insert(PeerAddr(peer));
+                if record_peer {
+                    request.extensions_mut().insert(PeerAddr(peer));
+                }
                 let response = handler(request);
                 async move { Ok::<_, std::convert::Infallible>(response.await) }
             }),

@@ -63,6 +63,9 @@ pub struct ConsoleArgs {
     /// URL, e.g. https://inbound.example.com), from which decisions may be posted.
     #[arg(long = "allowed-origin")]
     allowed_origins: Vec<String>,
+    /// Log format; JSON when stderr is not a terminal.
+    #[arg(long, env = "INBOUND_LOG_FORMAT", value_enum)]
+    log_format: Option<inbound_runtime::logging::LogFormat>,
     /// Database connections the console holds at most (each page takes one briefly).
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=32))]
     max_connections: u32,
@@ -92,7 +95,7 @@ pub(crate) struct Console {
 
 /// Serves the console until SIGTERM or SIGINT.
 pub async fn run(args: ConsoleArgs) -> anyhow::Result<()> {
-    inbound_runtime::logging::init_logging(None);
+    inbound_runtime::logging::init_logging(args.log_format);
     if let Some(by) = &args.by
         && guard::person_name(by.as_bytes()).is_none()
     {
@@ -143,6 +146,7 @@ pub async fn run(args: ConsoleArgs) -> anyhow::Result<()> {
         max_connections: 64,
         shutdown_grace: Duration::from_secs(5),
         max_buf_size: inbound_runtime::server::MAX_REQUEST_HEAD_BYTES,
+        record_peer: true,
     };
     inbound_runtime::server::serve(
         listener,
