@@ -110,6 +110,8 @@ pages=(
   "effects: completed, newest|/effects?status=completed"
   "effects: completed, one sink, deep|/effects?status=completed&sink=crm&before=$effect_mid"
   "one effect|/effects/$review_id"
+  "receipts: done, a type never sent (reads every receipt)|/receipts?status=done&type=never.sent"
+  "receipts: done, accepted before 30 h ago (reads the newer ones first)|/receipts?status=done&until=30h"
 )
 echo
 echo "| page | median ms | max ms (of $runs) |"

@@ -209,6 +209,24 @@ async fn posts_from_another_origin_without_the_token_or_without_a_person_change_
     );
 }
 
+/// Someone else replays `receipt` from the CLI.
+fn replayed_by_someone_else(database: &TestDatabase, receipt: i64) {
+    let output = Inboundctl::new()
+        .database(database.url())
+        .run(&words(&format!("receipts replay {receipt} --reason fixed")));
+    assert!(output.status.success());
+}
+
+/// The console refused a confirmation of a row that changed since: 409, saying so.
+fn refused_as_changed(refused: &inbound_tests::http::Answer) {
+    assert_eq!(refused.status, 409, "{}", text(refused));
+    assert!(
+        text(refused).contains("changed since the confirmation"),
+        "{}",
+        text(refused)
+    );
+}
+
 /// The confirmation of closing a failed receipt, for `session`: what the person saw.
 async fn close_confirmation(session: &Session<'_>, receipt: i64) -> inbound_tests::http::Answer {
     let page = format!("/receipts/{receipt}");
@@ -236,17 +254,8 @@ async fn a_decision_on_a_receipt_that_moved_since_its_confirmation_is_refused() 
     let session = Session::open(&console).await;
     let confirmation = close_confirmation(&session, failed).await;
     // Someone else replays it from the CLI while the confirmation is open.
-    let output = Inboundctl::new()
-        .database(database.url())
-        .run(&words(&format!("receipts replay {failed} --reason fixed")));
-    assert!(output.status.success());
-    let refused = session.submit(&confirmation, "confirm").await;
-    assert_eq!(refused.status, 409, "{}", text(&refused));
-    assert!(
-        text(&refused).contains("changed since the confirmation"),
-        "{}",
-        text(&refused)
-    );
+    replayed_by_someone_else(&database, failed);
+    refused_as_changed(&session.submit(&confirmation, "confirm").await);
     assert_eq!(
         domain::receipt_state(pool, failed).await.0,
         ReceiptStatus::Pending
@@ -264,10 +273,7 @@ async fn a_confirmation_of_a_receipt_that_failed_again_since_is_refused() {
     let console = Console::start(database.url(), &["--by", "alice"]);
     let session = Session::open(&console).await;
     let confirmation = close_confirmation(&session, failed).await;
-    let output = Inboundctl::new()
-        .database(database.url())
-        .run(&words(&format!("receipts replay {failed} --reason fixed")));
-    assert!(output.status.success());
+    replayed_by_someone_else(&database, failed);
     // The worker fails it again, for another reason.
     sqlx::query("DELETE FROM receipt_queue WHERE receipt_id = $1")
         .bind(failed)
@@ -282,9 +288,7 @@ async fn a_confirmation_of_a_receipt_that_failed_again_since_is_refused() {
     .execute(pool)
     .await
     .expect("failed again");
-    let refused = session.submit(&confirmation, "confirm").await;
-    assert_eq!(refused.status, 409, "{}", text(&refused));
-    assert!(text(&refused).contains("changed since the confirmation"));
+    refused_as_changed(&session.submit(&confirmation, "confirm").await);
     assert_eq!(
         domain::receipt_state(pool, failed).await.0,
         ReceiptStatus::Failed

@@ -533,7 +533,9 @@ pub struct Offer {
 #[template(path = "console/receipt.html")]
 pub struct ReceiptPage {
     pub frame: Frame,
-    pub id: String,
+    pub decision_path: String,
+    pub decision_id: &'static str,
+    pub decision_title: &'static str,
     pub lines: Vec<Line>,
     pub payload: Option<view::PayloadView>,
     pub payload_note: String,
@@ -672,7 +674,9 @@ async fn receipt(console: &Console, context: &Context, id: ReceiptId, query: &Qu
         StatusCode::OK,
         &ReceiptPage {
             frame: context.frame(format!("Receipt {id}")),
-            id: id.to_string(),
+            decision_path: format!("/receipts/{id}/decide"),
+            decision_id: "decide",
+            decision_title: "Decide",
             lines,
             payload,
             payload_note,
@@ -832,7 +836,9 @@ pub struct AttemptRow {
 #[template(path = "console/effect.html")]
 pub struct EffectPage {
     pub frame: Frame,
-    pub id: String,
+    pub decision_path: String,
+    pub decision_id: &'static str,
+    pub decision_title: &'static str,
     pub receipt_id: String,
     pub lines: Vec<Line>,
     pub attempts: Vec<AttemptRow>,
@@ -935,7 +941,9 @@ async fn effect(console: &Console, context: &Context, id: EffectId, query: &Quer
         StatusCode::OK,
         &EffectPage {
             frame: context.frame(format!("Effect {id}")),
-            id: id.to_string(),
+            decision_path: format!("/effects/{id}/resolve"),
+            decision_id: "resolve",
+            decision_title: "Resolve",
             receipt_id: line.receipt_id.to_string(),
             lines,
             attempts: attempts
