@@ -110,8 +110,9 @@ pages=(
   "effects: completed, newest|/effects?status=completed"
   "effects: completed, one sink, deep|/effects?status=completed&sink=crm&before=$effect_mid"
   "one effect|/effects/$review_id"
-  "receipts: done, a type never sent (reads every receipt)|/receipts?status=done&type=never.sent"
-  "receipts: done, accepted before 30 h ago (reads the newer ones first)|/receipts?status=done&until=30h"
+  "receipts: done, a type never sent (one window of 200,000 ids)|/receipts?status=done&type=never.sent"
+  "receipts: done, accepted before 30 h ago (one window of 200,000 ids)|/receipts?status=done&until=30h"
+  "effects: completed, a sink never used (one window)|/effects?status=completed&sink=nowhere"
 )
 echo
 echo "| page | median ms | max ms (of $runs) |"
@@ -145,8 +146,10 @@ explain "review queue: receipts by reason (receipt_review_groups)" \
   "SELECT integration, status, left(coalesce(outcome_reason, last_error), 160), count(*), min(id), min(received_at) FROM receipts WHERE status IN ('failed', 'quarantined') GROUP BY 1, 2, 3 ORDER BY min(received_at) LIMIT 100"
 explain "review queue: effects by reason (effect_review_groups)" \
   "SELECT sink, status, left(coalesce(last_error, ''), 160), count(*), min(id), min(created_at) FROM effects WHERE status IN ('review', 'failed') GROUP BY 1, 2, 3 ORDER BY min(created_at) LIMIT 100"
-explain "overview: newest delivery of an integration (newest_receipt_at)" \
-  "SELECT received_at FROM receipts WHERE integration = 'slack-app' AND id > (SELECT coalesce(max(id), 0) FROM receipts) - 100000 ORDER BY id DESC LIMIT 1"
+explain "overview: what the newest receipts say per integration (recent_receipts)" \
+  "SELECT integration, max(received_at), count(*) FILTER (WHERE outcome = 'ignored'), count(*) FROM receipts WHERE id > (SELECT coalesce(max(id), 0) FROM receipts) - 100000 GROUP BY integration"
+explain "receipts: done, a type never sent, one window (list_receipts with after_id)" \
+  "SELECT id FROM receipts WHERE status = 'done' AND event_type = 'never.sent' AND id < $receipts AND id > $receipts - 200000 ORDER BY id DESC LIMIT 50"
 explain "receipts: by provider event id (receipts_by_event_id, a loose scan of the key's scopes)" \
   "WITH RECURSIVE scopes (scope) AS ((SELECT source_scope FROM receipts ORDER BY source_scope LIMIT 1) UNION ALL SELECT (SELECT r.source_scope FROM receipts r WHERE r.source_scope > s.scope ORDER BY r.source_scope LIMIT 1) FROM scopes s WHERE s.scope IS NOT NULL) SELECT r.id FROM scopes s JOIN receipts r ON r.source_scope = s.scope AND r.event_id = 'evt_$mid'"
 explain "one receipt's audit trail (receipt_history)" \

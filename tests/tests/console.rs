@@ -75,6 +75,9 @@ async fn every_page_carries_a_strict_policy_and_a_get_changes_nothing() {
     }
     let stylesheet = session.get("/static/console.css").await;
     assert_eq!(stylesheet.status, 200);
+    // The overview counts what the newest receipts say: this one was applied.
+    let overview = text(&session.get("/").await);
+    assert!(overview.contains("0 of 2"), "ignored of recent: {overview}");
     assert!(
         stylesheet.headers["content-type"]
             .to_str()
@@ -683,4 +686,56 @@ async fn a_large_payload_is_cut_with_its_size_said_and_its_numbers_kept() {
         "cut, and said so"
     );
     assert!(page.body.len() < 200 * 1024, "{} bytes", page.body.len());
+}
+
+/// Effects in review are resolved by a narrowed filter as receipts are: a listing first,
+/// then exactly the listed ids, audited as the CLI audits them.
+#[tokio::test]
+async fn effects_in_review_are_resolved_in_bulk_after_a_listing() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let one = domain::effect_in(pool, "k-bulk-1", "review").await;
+    let two = domain::effect_in(pool, "k-bulk-2", "review").await;
+    let console = Console::start(database.url(), &["--by", "alice"]);
+    let session = Session::open(&console).await;
+    let listing = session.get("/effects?status=review&sink=audit").await;
+    let token = inbound_tests::console::form_token(&text(&listing)).expect("a token");
+    let dry = session
+        .post(
+            "/effects/bulk",
+            &[
+                ("csrf", &token),
+                ("status", "review"),
+                ("sink", "audit"),
+                ("action", "abandon"),
+                ("reason", "the order was cancelled by hand"),
+            ],
+        )
+        .await;
+    assert!(
+        text(&dry).contains("These 2 review effects"),
+        "{}",
+        text(&dry)
+    );
+    assert_eq!(audit_rows(pool).await, 0, "the listing changes nothing");
+    let taken = session.submit(&dry, "confirm").await;
+    assert_eq!(taken.status, 303, "{}", text(&taken));
+    for effect in [one, two] {
+        let shown = ctl_json(&database, &format!("effects show {effect} --json"));
+        assert_eq!(shown["effect"]["status"], "abandoned", "{shown}");
+        assert_eq!(shown["resolutions"][0]["resolved_by"], "alice");
+    }
+    // Unnarrowed, or a resolution the status does not allow: refused.
+    let completed = session
+        .post(
+            "/effects/bulk",
+            &[
+                ("csrf", &token),
+                ("status", "review"),
+                ("action", "abandon"),
+                ("reason", "all"),
+            ],
+        )
+        .await;
+    assert_eq!(completed.status, 400);
 }

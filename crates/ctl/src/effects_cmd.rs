@@ -15,7 +15,7 @@ use inbound_core::config::Config;
 use inbound_core::keys::EffectId;
 use inbound_store::effects::{self, Resolution};
 use serde_json::json;
-use sqlx::{Connection, PgConnection};
+use sqlx::PgConnection;
 
 use crate::operate::DatabaseArgs;
 
@@ -495,14 +495,9 @@ async fn resolve(args: ResolveArgs) -> anyhow::Result<()> {
     };
     let by = operator.name()?;
     // One transaction, no savepoints: a refusal of any id leaves every one as it was.
-    let expected = status;
     let ids = inbound_store::in_lock_order(&ids);
     db.run(async |connection| {
-        let mut transaction = connection.begin().await?;
-        for &id in &ids {
-            effects::resolve_in(&mut transaction, id, resolution, expected, &by, &note).await?;
-        }
-        transaction.commit().await?;
+        effects::resolve_all(connection, &ids, resolution, status, &by, &note).await?;
         Ok(())
     })
     .await?;

@@ -376,6 +376,7 @@ async fn select(
         since: filter.window.since,
         until: filter.window.until,
         before_id: before,
+        after_id: None,
     };
     let rows = admin::list_receipts(connection, &core_filter, limit).await?;
     if rows.is_empty()

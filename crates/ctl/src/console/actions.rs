@@ -16,7 +16,7 @@ use inbound_runtime::http::Body;
 use inbound_store::{admin, effects};
 
 use super::guard::{self, Actor, Refusal as Refused};
-use super::pages::{self, Context, Frame, Query, ReceiptRow, Refusal};
+use super::pages::{self, Context, EffectListRow, Frame, Query, ReceiptRow, Refusal};
 use super::{Console, respond, view};
 
 /// The largest form body read.
@@ -62,6 +62,7 @@ pub async fn post(
     };
     let decided = match segments.as_slice() {
         ["receipts", "bulk"] => bulk(console, context, &who, &form).await,
+        ["effects", "bulk"] => effects_bulk(console, context, &who, &form).await,
         ["receipts", id, "decide"] => match id.parse::<ReceiptId>() {
             Ok(id) => decide_receipt(console, context, &who, id, &form).await,
             Err(_) => Err(Refusal::NotFound(format!("no receipt has id {id:?}"))),
@@ -190,6 +191,7 @@ pub struct Confirm {
     pub action_path: String,
     pub changes: Vec<String>,
     pub rows: Vec<ReceiptRow>,
+    pub effect_rows: Vec<EffectListRow>,
     pub hidden: Vec<Hidden>,
     pub back: String,
 }
@@ -288,6 +290,7 @@ async fn decide_receipt(
                     ),
                 ],
                 rows: Vec::new(),
+                effect_rows: Vec::new(),
                 hidden: hidden(&[
                     ("action", &action),
                     ("reason", &reason),
@@ -413,6 +416,7 @@ async fn resolve_effect(
                     ),
                 ],
                 rows: Vec::new(),
+                effect_rows: Vec::new(),
                 hidden: hidden(&[
                     ("action", &action),
                     ("reason", &note),
@@ -511,6 +515,7 @@ async fn bulk(
                 ),
             ],
             rows: pages::receipt_rows(console, &selected),
+            effect_rows: Vec::new(),
             hidden: hidden(&[
                 ("action", &action),
                 ("reason", &reason),
@@ -568,4 +573,121 @@ async fn bulk_confirmed(
     let mut back = form_urlencoded::Serializer::new(String::new());
     back.append_pair("status", expected.as_str());
     Ok(respond::see_other(&format!("/receipts?{}", back.finish())))
+}
+
+/// Resolves the effects a narrowed filter selects (completed, retry or abandon, as its
+/// status allows): the first step lists them (at most [`BULK_MAX`]) and seals exactly
+/// those ids with the status listed; the second resolves those ids in one transaction,
+/// each still in that status ([`effects::resolve_all`], the CLI's).
+async fn effects_bulk(
+    console: &Console,
+    context: &Context,
+    who: &Who<'_>,
+    form: &Query,
+) -> Result<Response<Body>, Refusal> {
+    let action = form.get("action").unwrap_or("").to_owned();
+    let resolution = *effects::Resolution::ALL
+        .iter()
+        .find(|resolution| resolution.action() == action)
+        .ok_or_else(|| Refusal::BadInput(format!("{action:?} is not a resolution of an effect")))?;
+    let note = reason(form)?;
+    if confirmed(form) {
+        let listed = form.get("ids").unwrap_or("");
+        let expected_text = form.get("expected").unwrap_or("");
+        who.check_seal(console, form, &[&action, &note, expected_text, listed])?;
+        let expected: EffectStatus = expected(form)?;
+        let ids: Vec<EffectId> = listed
+            .split(',')
+            .map(|id| id.trim().parse::<EffectId>())
+            .collect::<Result<_, _>>()
+            .map_err(|_| Refusal::BadInput("the confirmed ids are not effect ids".to_owned()))?;
+        let person = who.person;
+        let resolved = console
+            .db(async |connection| {
+                Ok(effects::resolve_all(
+                    connection,
+                    &ids,
+                    resolution,
+                    Some(expected),
+                    person,
+                    &note,
+                )
+                .await
+                .map_err(|error| error.to_string()))
+            })
+            .await?;
+        if let Err(why) = resolved {
+            return Err(Refusal::Conflict(why));
+        }
+        tracing::info!(
+            person,
+            action,
+            effects = ids.len(),
+            "an operator decided in the console by filter"
+        );
+        let mut back = form_urlencoded::Serializer::new(String::new());
+        back.append_pair("status", expected.as_str());
+        return Ok(respond::see_other(&format!("/effects?{}", back.finish())));
+    }
+    let (mut filter, _, narrowed) = pages::effect_filter(console, form)?;
+    if !narrowed || !resolution.allows(filter.status) {
+        return Err(Refusal::BadInput(format!(
+            "a resolution by filter takes effects it applies to and a narrowing filter (sink, owner, since or until); {action} does not apply to {}",
+            filter.status
+        )));
+    }
+    let status = filter.status;
+    filter.before_id = None;
+    let selected = console
+        .db(async |connection| Ok(effects::list(connection, &filter, BULK_MAX).await?))
+        .await?;
+    if selected.is_empty() {
+        return Err(Refusal::BadInput(format!(
+            "the filter selects no effect: nothing to {action}"
+        )));
+    }
+    let ids: Vec<String> = selected.iter().map(|line| line.id.to_string()).collect();
+    let ids = ids.join(",");
+    let capped = if selected.len() as i64 == BULK_MAX {
+        format!(" (at most {BULK_MAX} at a time: decide again for the rest)")
+    } else {
+        String::new()
+    };
+    let change = match resolution {
+        effects::Resolution::Completed => "becomes completed: never sent again",
+        effects::Resolution::Retry => {
+            "goes back to pending and is sent again with its own idempotency key"
+        }
+        effects::Resolution::Abandon => "becomes abandoned: never sent",
+    };
+    let seal = who.seal(console, &[&action, &note, status.as_str(), &ids]);
+    Ok(respond::page(
+        StatusCode::OK,
+        &Confirm {
+            frame: context.frame(format!("Confirm: {action} {} effects", selected.len())),
+            action_path: "/effects/bulk".to_owned(),
+            changes: vec![
+                format!(
+                    "These {} {status} effects{capped}: each {change}. Any that is no longer {status} stops the whole decision.",
+                    selected.len()
+                ),
+                format!(
+                    "Recorded as {action} by {} because: {}",
+                    view::text(who.person),
+                    view::text(&note)
+                ),
+            ],
+            rows: Vec::new(),
+            effect_rows: pages::effect_rows(console, &selected),
+            hidden: hidden(&[
+                ("action", &action),
+                ("reason", &note),
+                ("expected", status.as_str()),
+                ("ids", &ids),
+                ("seal", &seal),
+                ("confirm", "yes"),
+            ]),
+            back: "/effects".to_owned(),
+        },
+    ))
 }

@@ -209,6 +209,8 @@ pub struct IntegrationRow {
     pub claimable_age: String,
     pub waiting_age: String,
     pub newest: String,
+    /// Ignored by the worker among its receipts in the look-back.
+    pub ignored: String,
 }
 
 #[derive(Debug)]
@@ -239,11 +241,12 @@ async fn overview(console: &Console, context: &Context) -> Page {
     let mut sinks: Vec<String> = config
         .map(|config| config.sinks().iter().map(|s| s.id.clone()).collect())
         .unwrap_or_default();
-    let (queues, review, open, failed, totals) = console
+    let (queues, review, recent, open, failed, totals) = console
         .db(async |connection| {
             Ok((
                 admin::queue_by_integration(&mut *connection).await?,
                 admin::review_counts(&mut *connection).await?,
+                admin::recent_receipts(&mut *connection, NEWEST_LOOK_BACK).await?,
                 effects::open_counts_by_sink(&mut *connection).await?,
                 effects::failed_counts_by_sink(&mut *connection).await?,
                 // Open and failed only: the closed ones grow with retention, and
@@ -254,6 +257,7 @@ async fn overview(console: &Console, context: &Context) -> Page {
         .await?;
     integrations.extend(queues.iter().map(|queue| queue.integration.clone()));
     integrations.extend(review.iter().map(|(integration, _, _)| integration.clone()));
+    integrations.extend(recent.iter().map(|recent| recent.integration.clone()));
     integrations.sort();
     integrations.dedup();
     sinks.extend(open.iter().map(|(sink, _, _)| sink.clone()));
@@ -262,14 +266,10 @@ async fn overview(console: &Console, context: &Context) -> Page {
     sinks.dedup();
     let mut integration_rows = Vec::with_capacity(integrations.len());
     for id in integrations {
-        let (ages, newest) = console
-            .db(async |connection| {
-                Ok((
-                    admin::queue_ages(&mut *connection, &id).await?,
-                    admin::newest_receipt_at(&mut *connection, &id, NEWEST_LOOK_BACK).await?,
-                ))
-            })
+        let ages = console
+            .db(async |connection| Ok(admin::queue_ages(&mut *connection, &id).await?))
             .await?;
+        let recently = recent.iter().find(|recent| recent.integration == id);
         let queue = queues.iter().find(|queue| queue.integration == id);
         let needing = |status| {
             review
@@ -286,9 +286,13 @@ async fn overview(console: &Console, context: &Context) -> Page {
             quarantined: needing(ReceiptStatus::Quarantined),
             claimable_age: view::age(ages.pending),
             waiting_age: view::age(ages.waiting),
-            newest: newest.map_or_else(
+            newest: recently.map_or_else(
                 || format!("none in the newest {NEWEST_LOOK_BACK} receipts"),
-                view::time,
+                |recent| view::time(recent.newest_at),
+            ),
+            ignored: recently.map_or_else(
+                || "-".to_owned(),
+                |recent| format!("{} of {}", recent.ignored, recent.count),
             ),
             id,
         });
@@ -377,6 +381,8 @@ pub struct Receipts {
     pub statuses: Vec<&'static str>,
     pub rows: Vec<ReceiptRow>,
     pub next: Option<String>,
+    /// What a page that ended at its window's floor searched.
+    pub searched: String,
     /// Whether the filter may be decided on in bulk (failed or quarantined, narrowed).
     pub bulk: bool,
 }
@@ -402,6 +408,7 @@ pub fn receipt_filter(
         since: query.time("since")?,
         until: query.time("until")?,
         before_id: query.parsed::<ReceiptId>("before")?,
+        after_id: None,
     };
     let narrowed = filter.integrations.is_some()
         || filter.event_type.is_some()
@@ -440,8 +447,56 @@ pub fn receipt_rows(console: &Console, found: &[admin::ReceiptSummary]) -> Vec<R
         .collect()
 }
 
+/// How many ids of a closed status a page reads at most: `done` receipts and closed
+/// effects grow with retention, and a selective filter over them would read until it found
+/// a page; a window bounds each page's read, and "older" continues below it.
+const WINDOW_IDS: i64 = 200_000;
+
+/// The window below `before` (or the newest id) a page of a closed status reads: the ids
+/// above the returned one. `None` when the window reaches the first id.
+fn window_floor(before: Option<i64>, newest: Option<i64>) -> Option<i64> {
+    let top = before.or(newest.map(|newest| newest + 1))?;
+    let floor = top - WINDOW_IDS;
+    (floor > 0).then_some(floor)
+}
+
+/// Where the next page starts: below the last row of a full page, else below the window
+/// read (with what was searched), else nowhere.
+fn continuation(
+    query: &Query,
+    full_page_last: Option<i64>,
+    floor: Option<i64>,
+    top: Option<i64>,
+) -> (Option<String>, String) {
+    match (full_page_last, floor) {
+        (Some(last), _) => (Some(next_page(query, last.to_string())), String::new()),
+        (None, Some(floor)) => (
+            Some(next_page(query, (floor + 1).to_string())),
+            format!(
+                "Searched ids {} to {}: a page reads at most {WINDOW_IDS} ids of a closed status.",
+                floor + 1,
+                top.map_or_else(|| "the newest".to_owned(), |top| (top - 1).to_string())
+            ),
+        ),
+        (None, None) => (None, String::new()),
+    }
+}
+
 async fn receipts(console: &Console, context: &Context, query: &Query) -> Page {
-    let (filter, form, narrowed) = receipt_filter(console, query)?;
+    let (mut filter, form, narrowed) = receipt_filter(console, query)?;
+    let by_event_id = query.get("event_id").is_some();
+    let (mut floor, mut top) = (None, None);
+    if filter.status == ReceiptStatus::Done && !by_event_id {
+        let newest = console
+            .db(async |connection| Ok(admin::newest_receipt_id(connection).await?))
+            .await?;
+        top = filter
+            .before_id
+            .map(|id| id.0)
+            .or(newest.map(|id| id.0 + 1));
+        floor = window_floor(filter.before_id.map(|id| id.0), newest.map(|id| id.0));
+        filter.after_id = floor.map(ReceiptId);
+    }
     let found = match query.get("event_id") {
         Some(event_id) => {
             let event_id = event_id.to_owned();
@@ -457,13 +512,14 @@ async fn receipts(console: &Console, context: &Context, query: &Query) -> Page {
                 .await?
         }
     };
-    let next = (found.len() as i64 == PAGE_ROWS && query.get("event_id").is_none())
-        .then(|| {
-            found
-                .last()
-                .map(|last| next_page(query, last.id.to_string()))
-        })
+    let full_page_last = (found.len() as i64 == PAGE_ROWS)
+        .then(|| found.last().map(|last| last.id.0))
         .flatten();
+    let (next, searched) = if by_event_id {
+        (None, String::new())
+    } else {
+        continuation(query, full_page_last, floor, top)
+    };
     let bulk = ReceiptStatus::NEEDS_A_PERSON.contains(&filter.status)
         && narrowed
         && query.get("event_id").is_none()
@@ -476,6 +532,7 @@ async fn receipts(console: &Console, context: &Context, query: &Query) -> Page {
             form,
             statuses: ReceiptStatus::names().collect(),
             next,
+            searched,
             bulk,
         },
     ))
@@ -760,9 +817,19 @@ pub struct Effects {
     pub statuses: Vec<&'static str>,
     pub rows: Vec<EffectListRow>,
     pub next: Option<String>,
+    /// What a page that ended at its window's floor searched.
+    pub searched: String,
+    /// The resolutions a decision by this (narrowed) filter offers; none when it does not
+    /// narrow or selects nothing.
+    pub bulk: Vec<Offer>,
 }
 
-async fn effects_page(console: &Console, context: &Context, query: &Query) -> Page {
+/// The effect filter a query names, as the form shows it, and whether it narrows more
+/// than the status (what a decision by filter needs).
+pub fn effect_filter(
+    console: &Console,
+    query: &Query,
+) -> Result<(effects::EffectFilter, EffectForm, bool), Refusal> {
     let status = query
         .parsed::<EffectStatus>("status")?
         .unwrap_or(EffectStatus::Review);
@@ -776,45 +843,73 @@ async fn effects_page(console: &Console, context: &Context, query: &Query) -> Pa
         before_id: query.parsed::<EffectId>("before")?,
         after_id: None,
     };
+    let narrowed = filter.sinks.is_some() || filter.since.is_some() || filter.until.is_some();
+    let text = |name| query.get(name).unwrap_or("").to_owned();
+    let form = EffectForm {
+        status: status.as_str().to_owned(),
+        sink: text("sink"),
+        owner: text("owner"),
+        since: text("since"),
+        until: text("until"),
+    };
+    Ok((filter, form, narrowed))
+}
+
+/// The rows a listing of `found` shows.
+pub fn effect_rows(console: &Console, found: &[effects::EffectLine]) -> Vec<EffectListRow> {
+    found
+        .iter()
+        .map(|line| EffectListRow {
+            id: line.id.to_string(),
+            receipt_id: line.receipt_id.to_string(),
+            sink: view::text(&line.sink),
+            owner: view::text(&sink_owner(console.config(), &line.sink)),
+            kind: view::text(&line.kind),
+            status: line.status.to_string(),
+            attempts: line.attempts,
+            created_at: view::time(line.created_at),
+            next_attempt_at: view::time_or_dash(line.next_attempt_at),
+            last_error: view::text_or_dash(line.last_error.as_deref()),
+        })
+        .collect()
+}
+
+async fn effects_page(console: &Console, context: &Context, query: &Query) -> Page {
+    let (mut filter, form, narrowed) = effect_filter(console, query)?;
+    let (mut floor, mut top) = (None, None);
+    if EffectStatus::CLOSED.contains(&filter.status) {
+        let newest = console
+            .db(async |connection| Ok(effects::newest_effect_id(connection).await?))
+            .await?;
+        top = filter
+            .before_id
+            .map(|id| id.0)
+            .or(newest.map(|id| id.0 + 1));
+        floor = window_floor(filter.before_id.map(|id| id.0), newest.map(|id| id.0));
+        filter.after_id = floor.map(EffectId);
+    }
     let found = console
         .db(async |connection| Ok(effects::list(connection, &filter, PAGE_ROWS).await?))
         .await?;
-    let next = (found.len() as i64 == PAGE_ROWS)
-        .then(|| {
-            found
-                .last()
-                .map(|last| next_page(query, last.id.to_string()))
-        })
+    let full_page_last = (found.len() as i64 == PAGE_ROWS)
+        .then(|| found.last().map(|last| last.id.0))
         .flatten();
-    let text = |name| query.get(name).unwrap_or("").to_owned();
+    let (next, searched) = continuation(query, full_page_last, floor, top);
+    let bulk = effect_offers(filter.status);
     Ok(respond::page(
         StatusCode::OK,
         &Effects {
             frame: context.frame("Effects"),
-            form: EffectForm {
-                status: status.as_str().to_owned(),
-                sink: text("sink"),
-                owner: text("owner"),
-                since: text("since"),
-                until: text("until"),
-            },
+            form,
             statuses: EffectStatus::names().collect(),
-            rows: found
-                .iter()
-                .map(|line| EffectListRow {
-                    id: line.id.to_string(),
-                    receipt_id: line.receipt_id.to_string(),
-                    sink: view::text(&line.sink),
-                    owner: view::text(&sink_owner(console.config(), &line.sink)),
-                    kind: view::text(&line.kind),
-                    status: line.status.to_string(),
-                    attempts: line.attempts,
-                    created_at: view::time(line.created_at),
-                    next_attempt_at: view::time_or_dash(line.next_attempt_at),
-                    last_error: view::text_or_dash(line.last_error.as_deref()),
-                })
-                .collect(),
+            rows: effect_rows(console, &found),
             next,
+            searched,
+            bulk: if narrowed && !found.is_empty() {
+                bulk
+            } else {
+                Vec::new()
+            },
         },
     ))
 }
@@ -1059,4 +1154,47 @@ async fn review(console: &Console, context: &Context) -> Page {
                 .collect(),
         },
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_page_of_a_closed_status_reads_a_window_and_continues_below_it() {
+        // The newest id is 1,000,000: the first page reads ids above 800,001.
+        assert_eq!(
+            window_floor(None, Some(1_000_000)),
+            Some(1_000_001 - WINDOW_IDS)
+        );
+        // Below a cursor, the window starts there; near the first id there is none.
+        assert_eq!(
+            window_floor(Some(500_000), Some(1_000_000)),
+            Some(500_000 - WINDOW_IDS)
+        );
+        assert_eq!(window_floor(Some(150_000), Some(1_000_000)), None);
+        assert_eq!(window_floor(None, None), None);
+        let query = Query::parse("status=done&type=never.sent&before=500000");
+        // A full page continues below its last row.
+        let (next, searched) = continuation(&query, Some(499_950), Some(300_000), Some(500_000));
+        assert_eq!(
+            next.as_deref(),
+            Some("status=done&type=never.sent&before=499950")
+        );
+        assert!(searched.is_empty());
+        // A page that ran out at the floor continues below the floor, saying what it read.
+        let (next, searched) = continuation(&query, None, Some(300_000), Some(500_000));
+        assert_eq!(
+            next.as_deref(),
+            Some("status=done&type=never.sent&before=300001")
+        );
+        assert_eq!(
+            searched,
+            "Searched ids 300001 to 499999: a page reads at most 200000 ids of a closed status."
+        );
+        assert_eq!(
+            continuation(&query, None, None, None),
+            (None, String::new())
+        );
+    }
 }

@@ -48,6 +48,9 @@ pub struct ReceiptFilter {
     pub until: Option<DateTime<Utc>>,
     /// Only ids below this (the previous page's last id).
     pub before_id: Option<ReceiptId>,
+    /// Only ids above this: the lower end of a window, so a selective filter over `done`
+    /// receipts reads a bounded range of the primary key (the console's pages).
+    pub after_id: Option<ReceiptId>,
 }
 
 /// Receipts matching `filter`, newest first, at most `limit`: the primary key read
@@ -72,13 +75,15 @@ pub async fn list_receipts(
            AND ($4::timestamptz IS NULL OR received_at >= $4)
            AND ($5::timestamptz IS NULL OR received_at < $5)
            AND ($6::int8 IS NULL OR id < $6)
-         ORDER BY id DESC LIMIT $7"#,
+           AND ($7::int8 IS NULL OR id > $7)
+         ORDER BY id DESC LIMIT $8"#,
         filter.status as ReceiptStatus,
         filter.integrations.as_deref() as Option<&[String]>,
         filter.event_type.as_deref(),
         filter.since,
         filter.until,
         filter.before_id as Option<ReceiptId>,
+        filter.after_id as Option<ReceiptId>,
         limit,
     )
     .fetch_all(conn)
@@ -113,6 +118,13 @@ pub async fn receipts_by_event_id(
     )
     .fetch_all(conn)
     .await
+}
+
+/// The newest receipt's id (`None`: no receipt), from the primary key's end.
+pub async fn newest_receipt_id(conn: &mut PgConnection) -> Result<Option<ReceiptId>, sqlx::Error> {
+    sqlx::query_scalar!(r#"SELECT max(id) AS "id: ReceiptId" FROM receipts"#)
+        .fetch_one(conn)
+        .await
 }
 
 /// The integrations that hold receipts (the first part of every scope), cheaply.

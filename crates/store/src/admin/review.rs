@@ -1,5 +1,5 @@
-//! What the console's overview and review queue read: the queue per integration, the
-//! newest delivery of an integration (within a bounded look-back), and what needs a person
+//! What the console's overview and review queue read: the queue per integration, what
+//! the newest receipts say of each (within a bounded look-back), and what needs a person
 //! (failed and quarantined receipts, effects in review) grouped by reason, oldest first.
 //! Each reads the small queue table, a partial index or a bounded range of the primary key,
 //! never all receipts.
@@ -41,24 +41,36 @@ pub async fn queue_by_integration(
     .await
 }
 
-/// When the newest receipt of `integration` was accepted, looking back over at most the
-/// newest `look_back` receipts of all integrations (`None`: none among them). An
-/// integration that went quiet long ago is then "none recently", not a scan of the table.
-pub async fn newest_receipt_at(
+/// What the newest receipts say of one integration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RecentReceipts {
+    /// The integration id.
+    pub integration: String,
+    /// When its newest receipt was accepted.
+    pub newest_at: DateTime<Utc>,
+    /// How many of them the worker found outside its handlers' domain (`done`, `ignored`).
+    pub ignored: i64,
+    /// How many of them there are.
+    pub count: i64,
+}
+
+/// [`RecentReceipts`] per integration among the newest `look_back` receipts of all
+/// integrations: one read of the primary key's end, whatever the table's size. An
+/// integration absent from them has received nothing recently.
+pub async fn recent_receipts(
     conn: &mut PgConnection,
-    integration: &str,
     look_back: i64,
-) -> Result<Option<DateTime<Utc>>, sqlx::Error> {
-    // The primary key read backwards from its end, at most look_back rows.
-    sqlx::query_scalar!(
-        r#"SELECT received_at FROM receipts
-         WHERE integration = $1
-           AND id > (SELECT coalesce(max(id), 0) FROM receipts) - $2
-         ORDER BY id DESC LIMIT 1"#,
-        integration,
+) -> Result<Vec<RecentReceipts>, sqlx::Error> {
+    sqlx::query_as!(
+        RecentReceipts,
+        r#"SELECT integration, max(received_at) AS "newest_at!",
+                count(*) FILTER (WHERE outcome = 'ignored') AS "ignored!", count(*) AS "count!"
+         FROM receipts
+         WHERE id > (SELECT coalesce(max(id), 0) FROM receipts) - $1
+         GROUP BY integration ORDER BY integration"#,
         look_back,
     )
-    .fetch_optional(conn)
+    .fetch_all(conn)
     .await
 }
 

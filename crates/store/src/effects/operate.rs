@@ -48,11 +48,14 @@ pub struct EffectFilter {
     pub until: Option<chrono::DateTime<chrono::Utc>>,
     /// Only ids below this (the previous page's last id, newest first).
     pub before_id: Option<EffectId>,
-    /// Only ids above this (the previous page's last id, oldest first).
+    /// Only ids above this (the previous page's last id, oldest first; newest first, the
+    /// lower end of a window).
     pub after_id: Option<EffectId>,
 }
 
-/// Effects matching `filter`, newest first, at most `limit`.
+/// Effects matching `filter`, newest first, at most `limit` (ids between `after_id` and
+/// `before_id` when given: a window keeps a selective filter over a closed status to a
+/// bounded read).
 pub async fn list(
     conn: &mut PgConnection,
     filter: &EffectFilter,
@@ -71,12 +74,14 @@ pub async fn list(
            AND ($3::timestamptz IS NULL OR created_at >= $3)
            AND ($4::timestamptz IS NULL OR created_at < $4)
            AND ($5::int8 IS NULL OR id < $5)
-         ORDER BY id DESC LIMIT $6"#,
+           AND ($6::int8 IS NULL OR id > $6)
+         ORDER BY id DESC LIMIT $7"#,
         filter.status as EffectStatus,
         filter.sinks.as_deref() as Option<&[String]>,
         filter.since,
         filter.until,
         filter.before_id as Option<EffectId>,
+        filter.after_id as Option<EffectId>,
         limit,
     )
     .fetch_all(conn)
@@ -167,6 +172,13 @@ pub async fn summary_by_sink(
 /// Whether any effect names `sink` (for a filter that matched nothing: a typo or a sink
 /// with no effects yet). Reads until the first match; only an operator's empty result
 /// pays for it.
+/// The newest effect's id (`None`: no effect), from the primary key's end.
+pub async fn newest_effect_id(conn: &mut PgConnection) -> Result<Option<EffectId>, sqlx::Error> {
+    sqlx::query_scalar!(r#"SELECT max(id) AS "id: EffectId" FROM effects"#)
+        .fetch_one(conn)
+        .await
+}
+
 pub async fn sink_has_effects(conn: &mut PgConnection, sink: &str) -> Result<bool, sqlx::Error> {
     sqlx::query_scalar!(
         r#"SELECT EXISTS (SELECT 1 FROM effects WHERE sink = $1) AS "exists!""#,
@@ -390,6 +402,27 @@ pub async fn resolve(
     use sqlx::Connection;
     let mut transaction = conn.begin().await?;
     resolve_in(&mut transaction, effect_id, resolution, expected, by, note).await?;
+    transaction.commit().await?;
+    Ok(())
+}
+
+/// Resolves every one of `effect_ids` (in lock order) in one transaction, or none: a
+/// refusal of any id (unknown, not allowed from its status, moved from `expected`) leaves
+/// every one as it was. What `inboundctl effects resolve` and the console's bulk decision
+/// both call.
+pub async fn resolve_all(
+    conn: &mut PgConnection,
+    effect_ids: &[EffectId],
+    resolution: Resolution,
+    expected: Option<EffectStatus>,
+    by: &str,
+    note: &str,
+) -> Result<(), ResolveError> {
+    use sqlx::Connection;
+    let mut transaction = conn.begin().await?;
+    for id in crate::in_lock_order(effect_ids) {
+        resolve_in(&mut transaction, id, resolution, expected, by, note).await?;
+    }
     transaction.commit().await?;
     Ok(())
 }
