@@ -43,8 +43,9 @@ expect() { # overlay deployment…
 }
 
 expect without-crds inbound-ingress inbound-worker
-expect example inbound-console inbound-ingress inbound-worker
-expect split-dispatcher inbound-console inbound-dispatcher inbound-ingress inbound-worker
+expect example inbound-ingress inbound-worker
+expect console inbound-console inbound-ingress inbound-worker
+expect split-dispatcher inbound-dispatcher inbound-ingress inbound-worker
 
 if FAIL_ROLLOUT=inbound-worker KUBECTL="$work/kubectl" scripts/deploy.sh deploy/kubernetes/overlays/example >/dev/null 2>"$work/stderr"; then
   echo "a failed rollout did not fail scripts/deploy.sh" >&2

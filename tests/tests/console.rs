@@ -739,3 +739,110 @@ async fn effects_in_review_are_resolved_in_bulk_after_a_listing() {
         .await;
     assert_eq!(completed.status, 400);
 }
+
+/// The console's exit status and error when started with `args` (it must not start).
+fn refused_at_start(args: &str) -> (Option<i32>, String) {
+    let mut child = Inboundctl::new()
+        .database("postgres://postgres@127.0.0.1:1/none")
+        .command(&words(args))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start");
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if started.elapsed() > std::time::Duration::from_secs(10) {
+            child.kill().ok();
+            panic!("the console started: {args}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr)
+        .expect("stderr");
+    (status.code(), stderr)
+}
+
+/// A console others can reach shows every payload: it needs the proxy that names the
+/// person, and the proxy settings need each other; an origin is an origin.
+#[test]
+fn a_console_others_can_reach_needs_an_authenticating_proxy() {
+    let (code, stderr) = refused_at_start("console --listen 0.0.0.0:0 --read-only");
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("listens on loopback only"), "{stderr}");
+    let (code, stderr) = refused_at_start("console --trusted-proxy 10.0.0.0/8");
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("--user-header"), "{stderr}");
+    let (code, stderr) =
+        refused_at_start("console --allowed-origin https://inbound.example.com/console --by alice");
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("is not an origin"), "{stderr}");
+}
+
+/// A bulk confirmation is for the receipts as listed: one replayed and failed again since
+/// stops the whole decision.
+#[tokio::test]
+async fn a_bulk_confirmation_of_a_receipt_that_failed_again_since_decides_nothing() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let first = domain::receipt_in(pool, "evt_bm1", "failed").await;
+    let second = domain::receipt_in(pool, "evt_bm2", "failed").await;
+    let console = Console::start(database.url(), &["--by", "alice"]);
+    let session = Session::open(&console).await;
+    let listing = text(
+        &session
+            .get("/receipts?status=failed&integration=stripe-acme")
+            .await,
+    );
+    let token = inbound_tests::console::form_token(&listing).expect("a token");
+    let dry = session
+        .post(
+            "/receipts/bulk",
+            &[
+                ("csrf", &token),
+                ("status", "failed"),
+                ("integration", "stripe-acme"),
+                ("action", "close"),
+                ("reason", "test events"),
+            ],
+        )
+        .await;
+    replayed_by_someone_else(&database, first);
+    sqlx::query("DELETE FROM receipt_queue WHERE receipt_id = $1")
+        .bind(first)
+        .execute(pool)
+        .await
+        .expect("dequeue");
+    sqlx::query(
+        "UPDATE receipts SET status = 'failed', attempts = 8, finished_at = now() WHERE id = $1",
+    )
+    .bind(first)
+    .execute(pool)
+    .await
+    .expect("failed again");
+    refused_as_changed(&session.submit(&dry, "confirm").await);
+    for id in [first, second] {
+        assert_eq!(
+            domain::receipt_state(pool, id).await.0,
+            ReceiptStatus::Failed
+        );
+    }
+    assert_eq!(audit_rows(pool).await, 1, "only the CLI's replay");
+}
+
+/// A confirmation acts once: posted again, it finds the receipt changed.
+#[tokio::test]
+async fn a_confirmation_posted_twice_decides_once() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let failed = domain::receipt_in(pool, "evt_twice", "failed").await;
+    let console = Console::start(database.url(), &["--by", "alice"]);
+    let session = Session::open(&console).await;
+    let confirmation = close_confirmation(&session, failed).await;
+    assert_eq!(session.submit(&confirmation, "confirm").await.status, 303);
+    refused_as_changed(&session.submit(&confirmation, "confirm").await);
+    assert_eq!(audit_rows(pool).await, 1);
+}

@@ -22,7 +22,7 @@ use super::{Console, respond, view};
 /// The largest form body read.
 const MAX_FORM_BYTES: usize = 64 * 1024;
 /// How long a form body may take to arrive.
-const FORM_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+pub const FORM_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 /// The longest reason recorded.
 const MAX_REASON_CHARS: usize = 1000;
 /// At most this many receipts in one bulk decision (the CLI's `--max` default): one
@@ -55,10 +55,12 @@ pub async fn post(
         return refused(context, Refused::BadToken);
     }
     let segments: Vec<&str> = path.split('/').filter(|part| !part.is_empty()).collect();
+    // The path a confirmation is sealed for, however the request spelled it.
+    let canonical = format!("/{}", segments.join("/"));
     let who = Who {
         person,
         session,
-        path: &path,
+        path: &canonical,
     };
     let decided = match segments.as_slice() {
         ["receipts", "bulk"] => bulk(console, context, &who, &form).await,
@@ -124,29 +126,69 @@ struct Who<'a> {
 }
 
 impl Who<'_> {
-    /// The seal of a confirmation showing `parts` (action, reason, status, version or ids).
-    fn seal(&self, console: &Console, parts: &[&str]) -> String {
-        let mut sealed = vec![self.path];
+    /// The seal of a confirmation showing `parts` (action, reason, status, version or
+    /// ids), issued now: the hidden fields that carry it.
+    fn seal(&self, console: &Console, parts: &[&str]) -> [(&'static str, String); 2] {
+        let issued = chrono::Utc::now().timestamp().to_string();
+        let mut sealed = vec![self.path, issued.as_str()];
         sealed.extend(parts);
-        console.csrf.seal(self.session, self.person, &sealed)
+        let seal = console.csrf.seal(self.session, self.person, &sealed);
+        [("issued", issued), ("seal", seal)]
     }
 
-    /// Refuses a confirmation whose parts are not the ones the console showed and sealed.
+    /// Refuses a confirmation whose parts are not the ones the console showed and sealed,
+    /// or that was issued more than [`CONFIRMATION_LIFETIME_SECS`] ago.
     fn check_seal(&self, console: &Console, form: &Query, parts: &[&str]) -> Result<(), Refusal> {
-        let mut sealed = vec![self.path];
+        let issued = form.get("issued").unwrap_or("");
+        let mut sealed = vec![self.path, issued];
         sealed.extend(parts);
         let seal = form.get("seal").unwrap_or("");
-        if console
+        if !console
             .csrf
             .verify_seal(self.session, self.person, &sealed, seal)
         {
-            Ok(())
-        } else {
-            Err(Refusal::BadInput(
+            return Err(Refusal::BadInput(
                 "not a confirmation this console showed (an old page, or one changed since): look again and decide on what is there".to_owned(),
-            ))
+            ));
         }
+        let issued = issued.parse::<i64>().unwrap_or(0);
+        if !fresh(issued, chrono::Utc::now().timestamp()) {
+            return Err(Refusal::BadInput(format!(
+                "this confirmation is more than {} minutes old: look again and decide on what is there",
+                CONFIRMATION_LIFETIME_SECS / 60
+            )));
+        }
+        Ok(())
     }
+}
+
+/// How long a confirmation may be acted on.
+const CONFIRMATION_LIFETIME_SECS: i64 = 15 * 60;
+
+/// Whether a confirmation issued at `issued` may still be acted on at `now` (Unix seconds).
+fn fresh(issued: i64, now: i64) -> bool {
+    (0..=CONFIRMATION_LIFETIME_SECS).contains(&(now - issued))
+}
+
+/// The fields a confirmation form carries: `pairs`, then the seal's.
+fn sealed_fields(pairs: &[(&str, &str)], seal: [(&'static str, String); 2]) -> Vec<Hidden> {
+    let mut fields = hidden(pairs);
+    fields.extend(seal.into_iter().map(|(name, value)| Hidden {
+        name: name.to_owned(),
+        value,
+    }));
+    fields
+}
+
+/// One digest of many rows' versions (a bulk confirmation seals it, not the list).
+fn digest(versions: &[String]) -> String {
+    use sha2::Digest;
+    let mut hasher = sha2::Sha256::new();
+    for version in versions {
+        hasher.update(version.as_bytes());
+        hasher.update(b"\n");
+    }
+    hex::encode(hasher.finalize())
 }
 
 /// The reason a decision records: required, at most [`MAX_REASON_CHARS`].
@@ -291,14 +333,16 @@ async fn decide_receipt(
                 ],
                 rows: Vec::new(),
                 effect_rows: Vec::new(),
-                hidden: hidden(&[
-                    ("action", &action),
-                    ("reason", &reason),
-                    ("expected", status),
-                    ("version", &version),
-                    ("seal", &seal),
-                    ("confirm", "yes"),
-                ]),
+                hidden: sealed_fields(
+                    &[
+                        ("action", &action),
+                        ("reason", &reason),
+                        ("expected", status),
+                        ("version", &version),
+                        ("confirm", "yes"),
+                    ],
+                    seal,
+                ),
                 back: format!("/receipts/{id}"),
             },
         ));
@@ -385,17 +429,7 @@ async fn resolve_effect(
                 line.status
             )));
         }
-        let change = match (resolution, line.status) {
-            (effects::Resolution::Completed, _) => "becomes completed: never sent again".to_owned(),
-            (effects::Resolution::Retry, EffectStatus::Pending) => {
-                "is made due now (its history unchanged)".to_owned()
-            }
-            (effects::Resolution::Retry, _) => format!(
-                "goes back to pending and is sent again with the same idempotency key ({}); what an earlier attempt may have done no longer holds it back",
-                view::text(&line.operation_key)
-            ),
-            (effects::Resolution::Abandon, _) => "becomes abandoned: never sent".to_owned(),
-        };
+        let change = effect_change(resolution, line.status, Some(&line.operation_key));
         let status = line.status.as_str();
         let seal = who.seal(console, &[&action, &note, status, &version]);
         return Ok(respond::page(
@@ -417,14 +451,16 @@ async fn resolve_effect(
                 ],
                 rows: Vec::new(),
                 effect_rows: Vec::new(),
-                hidden: hidden(&[
-                    ("action", &action),
-                    ("reason", &note),
-                    ("expected", status),
-                    ("version", &version),
-                    ("seal", &seal),
-                    ("confirm", "yes"),
-                ]),
+                hidden: sealed_fields(
+                    &[
+                        ("action", &action),
+                        ("reason", &note),
+                        ("expected", status),
+                        ("version", &version),
+                        ("confirm", "yes"),
+                    ],
+                    seal,
+                ),
                 back: format!("/effects/{id}"),
             },
         ));
@@ -497,7 +533,15 @@ async fn bulk(
         String::new()
     };
     let change = receipt_change(&action, status)?;
-    let seal = who.seal(console, &[&action, &reason, status.as_str(), &ids]);
+    let listed: Vec<ReceiptId> = selected.iter().map(|row| row.id).collect();
+    let versions = console
+        .db(async |connection| Ok(admin::receipt_versions(connection, &listed).await?))
+        .await?;
+    let version = digest(&versions);
+    let seal = who.seal(
+        console,
+        &[&action, &reason, status.as_str(), &ids, &version],
+    );
     Ok(respond::page(
         StatusCode::OK,
         &Confirm {
@@ -516,14 +560,17 @@ async fn bulk(
             ],
             rows: pages::receipt_rows(console, &selected),
             effect_rows: Vec::new(),
-            hidden: hidden(&[
-                ("action", &action),
-                ("reason", &reason),
-                ("expected", status.as_str()),
-                ("ids", &ids),
-                ("seal", &seal),
-                ("confirm", "yes"),
-            ]),
+            hidden: sealed_fields(
+                &[
+                    ("action", &action),
+                    ("reason", &reason),
+                    ("expected", status.as_str()),
+                    ("ids", &ids),
+                    ("version", &version),
+                    ("confirm", "yes"),
+                ],
+                seal,
+            ),
             back: "/receipts".to_owned(),
         },
     ))
@@ -539,7 +586,12 @@ async fn bulk_confirmed(
 ) -> Result<Response<Body>, Refusal> {
     let listed = form.get("ids").unwrap_or("");
     let expected_text = form.get("expected").unwrap_or("");
-    who.check_seal(console, form, &[action, reason, expected_text, listed])?;
+    let seen = form.get("version").unwrap_or("");
+    who.check_seal(
+        console,
+        form,
+        &[action, reason, expected_text, listed, seen],
+    )?;
     let expected: ReceiptStatus = expected(form)?;
     let ids: Vec<ReceiptId> = listed
         .split(',')
@@ -547,6 +599,13 @@ async fn bulk_confirmed(
         .collect::<Result<_, _>>()
         .map_err(|_| Refusal::BadInput("the confirmed ids are not receipt ids".to_owned()))?;
     let ids = inbound_store::in_lock_order(&ids);
+    // Each as listed, or none: one replayed and failed again since is another receipt.
+    let versions = console
+        .db(async |connection| Ok(admin::receipt_versions(connection, &ids).await?))
+        .await?;
+    if digest(&versions) != seen {
+        return changed_since("one of these receipts".to_owned());
+    }
     let person = who.person;
     let decided = console
         .db(async |connection| {
@@ -575,6 +634,26 @@ async fn bulk_confirmed(
     Ok(respond::see_other(&format!("/receipts?{}", back.finish())))
 }
 
+/// How an effect resolution reads to the person, from the status it leaves (and the
+/// operation key a resend carries, for one effect).
+fn effect_change(
+    resolution: effects::Resolution,
+    status: EffectStatus,
+    operation_key: Option<&str>,
+) -> String {
+    match (resolution, status) {
+        (effects::Resolution::Completed, _) => "becomes completed: never sent again".to_owned(),
+        (effects::Resolution::Retry, EffectStatus::Pending) => {
+            "is made due now (its history unchanged)".to_owned()
+        }
+        (effects::Resolution::Retry, _) => format!(
+            "goes back to pending and is sent again with the same idempotency key{}; what an earlier attempt may have done no longer holds it back",
+            operation_key.map_or_else(String::new, |key| format!(" ({})", view::text(key)))
+        ),
+        (effects::Resolution::Abandon, _) => "becomes abandoned: never sent".to_owned(),
+    }
+}
+
 /// Resolves the effects a narrowed filter selects (completed, retry or abandon, as its
 /// status allows): the first step lists them (at most [`BULK_MAX`]) and seals exactly
 /// those ids with the status listed; the second resolves those ids in one transaction,
@@ -594,13 +673,27 @@ async fn effects_bulk(
     if confirmed(form) {
         let listed = form.get("ids").unwrap_or("");
         let expected_text = form.get("expected").unwrap_or("");
-        who.check_seal(console, form, &[&action, &note, expected_text, listed])?;
+        let seen = form.get("version").unwrap_or("");
+        who.check_seal(
+            console,
+            form,
+            &[&action, &note, expected_text, listed, seen],
+        )?;
         let expected: EffectStatus = expected(form)?;
         let ids: Vec<EffectId> = listed
             .split(',')
             .map(|id| id.trim().parse::<EffectId>())
             .collect::<Result<_, _>>()
             .map_err(|_| Refusal::BadInput("the confirmed ids are not effect ids".to_owned()))?;
+        // Each as listed (a claim or a resolution since takes a new lease token), or none.
+        let mut in_order = ids.clone();
+        in_order.sort();
+        let versions = console
+            .db(async |connection| Ok(effects::versions(connection, &in_order).await?))
+            .await?;
+        if digest(&versions) != seen {
+            return changed_since("one of these effects".to_owned());
+        }
         let person = who.person;
         let resolved = console
             .db(async |connection| {
@@ -653,14 +746,13 @@ async fn effects_bulk(
     } else {
         String::new()
     };
-    let change = match resolution {
-        effects::Resolution::Completed => "becomes completed: never sent again",
-        effects::Resolution::Retry => {
-            "goes back to pending and is sent again with its own idempotency key"
-        }
-        effects::Resolution::Abandon => "becomes abandoned: never sent",
-    };
-    let seal = who.seal(console, &[&action, &note, status.as_str(), &ids]);
+    let change = effect_change(resolution, status, None);
+    let listed: Vec<EffectId> = selected.iter().map(|line| line.id).collect();
+    let versions = console
+        .db(async |connection| Ok(effects::versions(connection, &listed).await?))
+        .await?;
+    let version = digest(&versions);
+    let seal = who.seal(console, &[&action, &note, status.as_str(), &ids, &version]);
     Ok(respond::page(
         StatusCode::OK,
         &Confirm {
@@ -679,15 +771,33 @@ async fn effects_bulk(
             ],
             rows: Vec::new(),
             effect_rows: pages::effect_rows(console, &selected),
-            hidden: hidden(&[
-                ("action", &action),
-                ("reason", &note),
-                ("expected", status.as_str()),
-                ("ids", &ids),
-                ("seal", &seal),
-                ("confirm", "yes"),
-            ]),
+            hidden: sealed_fields(
+                &[
+                    ("action", &action),
+                    ("reason", &note),
+                    ("expected", status.as_str()),
+                    ("ids", &ids),
+                    ("version", &version),
+                    ("confirm", "yes"),
+                ],
+                seal,
+            ),
             back: "/effects".to_owned(),
         },
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_confirmation_lives_fifteen_minutes() {
+        let issued = 1_800_000_000;
+        assert!(fresh(issued, issued));
+        assert!(fresh(issued, issued + 15 * 60));
+        assert!(!fresh(issued, issued + 15 * 60 + 1));
+        assert!(!fresh(issued, issued - 1), "issued in the future");
+        assert!(!fresh(0, issued), "no issue time");
+    }
 }

@@ -90,7 +90,8 @@ impl IdentityPolicy {
 /// [`MAX_NAME_CHARS`] characters.
 pub fn person_name(value: &[u8]) -> Option<String> {
     let name = std::str::from_utf8(value).ok()?.trim();
-    let printable = name.chars().all(|c| !c.is_control());
+    // A comma is how a proxy that appends joins a client's value to its own.
+    let printable = name.chars().all(|c| !c.is_control() && c != ',');
     (printable && !name.is_empty() && name.chars().count() <= MAX_NAME_CHARS)
         .then(|| name.to_owned())
 }
@@ -387,6 +388,7 @@ mod tests {
         assert_eq!(person_name(b"a\x07b"), None);
         assert_eq!(person_name(&[0xff, 0xfe]), None);
         assert_eq!(person_name("x".repeat(201).as_bytes()), None);
+        assert_eq!(person_name(b"mallory, bob@example.com"), None);
     }
 
     #[test]

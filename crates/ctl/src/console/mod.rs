@@ -50,7 +50,7 @@ pub struct ConsoleArgs {
     user_header: Option<http::HeaderName>,
     /// An address or network of the authenticating proxy (repeatable, or comma-separated).
     #[arg(long = "trusted-proxy", env = "INBOUND_CONSOLE_TRUSTED_PROXIES", value_delimiter = ',',
-          value_parser = parse_network)]
+          value_parser = parse_network, requires = "user_header")]
     trusted_proxies: Vec<IpNet>,
     /// A local session's person: decisions are recorded with this name. Without it (and
     /// without --user-header) the console is read-only.
@@ -61,7 +61,7 @@ pub struct ConsoleArgs {
     read_only: bool,
     /// An origin the browser shows besides the console's own host (the proxy's public
     /// URL, e.g. https://inbound.example.com), from which decisions may be posted.
-    #[arg(long = "allowed-origin")]
+    #[arg(long = "allowed-origin", value_parser = parse_origin)]
     allowed_origins: Vec<String>,
     /// Log format; JSON when stderr is not a terminal.
     #[arg(long, env = "INBOUND_LOG_FORMAT", value_enum)]
@@ -78,6 +78,27 @@ fn parse_network(text: &str) -> Result<IpNet, String> {
         .map_err(|_| {
             format!("{text:?} is neither an address (10.0.0.7) nor a network (10.0.0.0/8)")
         })
+}
+
+/// An origin as a browser sends it: `http` or `https`, `://`, a host and perhaps a port,
+/// nothing else (no path, no trailing slash), lowercased.
+fn parse_origin(text: &str) -> Result<String, String> {
+    let lower = text.to_ascii_lowercase();
+    let authority = lower
+        .strip_prefix("https://")
+        .or_else(|| lower.strip_prefix("http://"));
+    match authority {
+        Some(authority)
+            if !authority.is_empty()
+                && !authority.contains(['/', '?', '#', '@', ' '])
+                && !authority.ends_with(':') =>
+        {
+            Ok(lower)
+        }
+        _ => Err(format!(
+            "{text:?} is not an origin: http:// or https://, a host and perhaps a port, no path (https://inbound-console.example.com)"
+        )),
+    }
 }
 
 /// Everything a request needs.
@@ -104,6 +125,11 @@ pub async fn run(args: ConsoleArgs) -> anyhow::Result<()> {
     if args.by.is_some() && !args.listen.ip().is_loopback() {
         anyhow::bail!(
             "--by names whoever reaches the console, so it listens on loopback only (127.0.0.1 or ::1); to serve others, put an authenticating proxy in front and give --user-header and --trusted-proxy"
+        );
+    }
+    if args.user_header.is_none() && !args.listen.ip().is_loopback() {
+        anyhow::bail!(
+            "the console shows every payload to whoever reaches it: it listens on loopback only (127.0.0.1 or ::1) unless an authenticating proxy names the person (--user-header and --trusted-proxy)"
         );
     }
     // Ids, owners and routes only: the console needs none of the secrets.
@@ -161,12 +187,15 @@ pub async fn run(args: ConsoleArgs) -> anyhow::Result<()> {
 /// One request: the page or decision its method and path name, with the security headers,
 /// within the console's limit.
 async fn handle(console: Arc<Console>, request: Request<Incoming>) -> Response<Body> {
-    let mut response = match tokio::time::timeout(
-        console.limit + Duration::from_secs(1),
-        answer(&console, request),
-    )
-    .await
-    {
+    // A page is a few bounded reads; a decision reads its form, then the row (twice: the
+    // confirmation and the version check) and decides: each step bounded, so this bounds
+    // them all without cutting one short.
+    let deadline = if request.method() == Method::POST {
+        actions::FORM_TIMEOUT + console.limit * 3
+    } else {
+        console.limit + Duration::from_secs(1)
+    };
+    let mut response = match tokio::time::timeout(deadline, answer(&console, request)).await {
         Ok(response) => response,
         Err(_) => respond::unavailable("the page took longer than the console's limit"),
     };

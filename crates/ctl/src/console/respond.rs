@@ -98,7 +98,7 @@ pub fn method_not_allowed() -> Response<Body> {
     let mut response = with_body(
         StatusCode::METHOD_NOT_ALLOWED,
         "text/plain; charset=utf-8",
-        "the console answers GET and POST only",
+        "the console answers GET, HEAD and POST only",
     );
     response.headers_mut().insert(
         http::header::ALLOW,

@@ -120,6 +120,23 @@ pub async fn receipts_by_event_id(
     .await
 }
 
+/// What identifies the state of each of `receipt_ids` now — status, attempts, when it
+/// finished (a replay clears it, a new failure sets it again) — in id order: a bulk
+/// confirmation is for these versions only.
+pub async fn receipt_versions(
+    conn: &mut PgConnection,
+    receipt_ids: &[ReceiptId],
+) -> Result<Vec<String>, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT id || ':' || status || ':' || attempts || ':' || coalesce(finished_at::text, '-')
+                AS "version!"
+         FROM receipts WHERE id = ANY ($1) ORDER BY id"#,
+        receipt_ids as &[ReceiptId],
+    )
+    .fetch_all(conn)
+    .await
+}
+
 /// The newest receipt's id (`None`: no receipt), from the primary key's end.
 pub async fn newest_receipt_id(conn: &mut PgConnection) -> Result<Option<ReceiptId>, sqlx::Error> {
     sqlx::query_scalar!(r#"SELECT max(id) AS "id: ReceiptId" FROM receipts"#)

@@ -48,15 +48,17 @@ pub struct RecentReceipts {
     pub integration: String,
     /// When its newest receipt was accepted.
     pub newest_at: DateTime<Utc>,
-    /// How many of them the worker found outside its handlers' domain (`done`, `ignored`).
+    /// How many of them its handlers found outside their domain (`done`, `ignored`, not
+    /// closed by an operator).
     pub ignored: i64,
     /// How many of them there are.
     pub count: i64,
 }
 
-/// [`RecentReceipts`] per integration among the newest `look_back` receipts of all
-/// integrations: one read of the primary key's end, whatever the table's size. An
-/// integration absent from them has received nothing recently.
+/// [`RecentReceipts`] per integration among the receipts with the newest `look_back` ids
+/// (a redelivery answered as a duplicate spends an id too, so they may be fewer): one read
+/// of the primary key's end, whatever the table's size. An integration absent from them
+/// has received nothing recently.
 pub async fn recent_receipts(
     conn: &mut PgConnection,
     look_back: i64,
@@ -64,7 +66,10 @@ pub async fn recent_receipts(
     sqlx::query_as!(
         RecentReceipts,
         r#"SELECT integration, max(received_at) AS "newest_at!",
-                count(*) FILTER (WHERE outcome = 'ignored') AS "ignored!", count(*) AS "count!"
+                count(*) FILTER (WHERE outcome = 'ignored'
+                                 AND outcome_reason NOT LIKE 'closed by an operator: %')
+                    AS "ignored!",
+                count(*) AS "count!"
          FROM receipts
          WHERE id > (SELECT coalesce(max(id), 0) FROM receipts) - $1
          GROUP BY integration ORDER BY integration"#,

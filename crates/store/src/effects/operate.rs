@@ -48,8 +48,8 @@ pub struct EffectFilter {
     pub until: Option<chrono::DateTime<chrono::Utc>>,
     /// Only ids below this (the previous page's last id, newest first).
     pub before_id: Option<EffectId>,
-    /// Only ids above this (the previous page's last id, oldest first; newest first, the
-    /// lower end of a window).
+    /// Only ids above this: the previous page's last id ([`list_oldest_first`]), or the
+    /// lower end of a window ([`list`]).
     pub after_id: Option<EffectId>,
 }
 
@@ -169,9 +169,22 @@ pub async fn summary_by_sink(
     .await
 }
 
-/// Whether any effect names `sink` (for a filter that matched nothing: a typo or a sink
-/// with no effects yet). Reads until the first match; only an operator's empty result
-/// pays for it.
+/// What identifies the state of each of `effect_ids` now — status, attempts and lease
+/// token (every claim and resolution takes a new one) — in id order: a bulk confirmation
+/// is for these versions only.
+pub async fn versions(
+    conn: &mut PgConnection,
+    effect_ids: &[EffectId],
+) -> Result<Vec<String>, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT id || ':' || status || ':' || attempts || ':' || lease_token AS "version!"
+         FROM effects WHERE id = ANY ($1) ORDER BY id"#,
+        effect_ids as &[EffectId],
+    )
+    .fetch_all(conn)
+    .await
+}
+
 /// The newest effect's id (`None`: no effect), from the primary key's end.
 pub async fn newest_effect_id(conn: &mut PgConnection) -> Result<Option<EffectId>, sqlx::Error> {
     sqlx::query_scalar!(r#"SELECT max(id) AS "id: EffectId" FROM effects"#)
@@ -179,6 +192,9 @@ pub async fn newest_effect_id(conn: &mut PgConnection) -> Result<Option<EffectId
         .await
 }
 
+/// Whether any effect names `sink` (for a filter that matched nothing: a typo or a sink
+/// with no effects yet). Reads until the first match; only an operator's empty result
+/// pays for it.
 pub async fn sink_has_effects(conn: &mut PgConnection, sink: &str) -> Result<bool, sqlx::Error> {
     sqlx::query_scalar!(
         r#"SELECT EXISTS (SELECT 1 FROM effects WHERE sink = $1) AS "exists!""#,
@@ -296,14 +312,14 @@ impl Resolution {
         }
     }
 
-    /// The statuses this resolution may start from. `in_flight` never (a delivery may be
-    /// running), `completed` and `abandoned` never (closed).
     /// Whether an effect in `status` may be resolved so (what the console offers; the
     /// resolution checks again under the row lock).
     pub fn allows(self, status: EffectStatus) -> bool {
         self.allowed_from().contains(&status)
     }
 
+    /// The statuses this resolution may start from. `in_flight` never (a delivery may be
+    /// running), `completed` and `abandoned` never (closed).
     pub(crate) fn allowed_from(self) -> &'static [EffectStatus] {
         use EffectStatus::{Failed, Pending, Review, Uncertain};
         match self {
