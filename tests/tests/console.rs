@@ -409,28 +409,8 @@ async fn a_request_naming_another_host_is_refused_so_a_rebound_name_reads_and_de
 /// `--by` names whoever reaches the console: it listens on loopback only.
 #[test]
 fn a_local_identity_is_refused_on_an_address_others_reach() {
-    let mut child = Inboundctl::new()
-        .database("postgres://postgres@127.0.0.1:1/none")
-        .command(&words("console --by alice --listen 0.0.0.0:0"))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start");
-    let started = std::time::Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break status;
-        }
-        if started.elapsed() > std::time::Duration::from_secs(10) {
-            child.kill().ok();
-            panic!("the console started with --by on 0.0.0.0");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr)
-        .expect("stderr");
-    assert_eq!(status.code(), Some(1), "{stderr}");
+    let (code, stderr) = refused_at_start("console --by alice --listen 0.0.0.0:0");
+    assert_eq!(code, Some(1), "{stderr}");
     assert!(
         stderr.contains("--by names whoever reaches the console"),
         "{stderr}"

@@ -125,23 +125,120 @@ struct Who<'a> {
     path: &'a str,
 }
 
+/// What a confirmation shows and seals: the decision, its reason, the status the person
+/// saw, the ids of a bulk decision (empty for one row) and the rows' version.
+struct Shown<'a> {
+    action: &'a str,
+    reason: &'a str,
+    expected: &'a str,
+    ids: &'a str,
+    version: &'a str,
+}
+
+impl Shown<'_> {
+    /// What the seal covers besides the path and the time: every field shown.
+    fn parts(&self) -> [&str; 5] {
+        [
+            self.action,
+            self.reason,
+            self.expected,
+            self.ids,
+            self.version,
+        ]
+    }
+}
+
+/// A confirmation page: what is shown and sealed, the change in words, the rows listed and
+/// where "Cancel" goes.
+struct Confirmation<'a> {
+    shown: Shown<'a>,
+    title: String,
+    change: String,
+    rows: Vec<ReceiptRow>,
+    effect_rows: Vec<EffectListRow>,
+    back: String,
+}
+
 impl Who<'_> {
-    /// The seal of a confirmation showing `parts` (action, reason, status, version or
-    /// ids), issued now: the hidden fields that carry it.
-    fn seal(&self, console: &Console, parts: &[&str]) -> [(&'static str, String); 2] {
+    /// The confirmation page, sealed for this person, session and path, issued now: its
+    /// form posts back to the same path with everything shown and the seal.
+    fn confirmation_page(
+        &self,
+        console: &Console,
+        context: &Context,
+        confirmation: Confirmation<'_>,
+    ) -> Response<Body> {
+        let Confirmation {
+            shown,
+            title,
+            change,
+            rows,
+            effect_rows,
+            back,
+        } = confirmation;
         let issued = chrono::Utc::now().timestamp().to_string();
         let mut sealed = vec![self.path, issued.as_str()];
-        sealed.extend(parts);
+        sealed.extend(shown.parts());
         let seal = console.csrf.seal(self.session, self.person, &sealed);
-        [("issued", issued), ("seal", seal)]
+        let fields = [
+            ("action", shown.action),
+            ("reason", shown.reason),
+            ("expected", shown.expected),
+            ("ids", shown.ids),
+            ("version", shown.version),
+            ("confirm", "yes"),
+            ("issued", &issued),
+            ("seal", &seal),
+        ];
+        respond::page(
+            StatusCode::OK,
+            &Confirm {
+                frame: context.frame(title),
+                action_path: self.path.to_owned(),
+                changes: vec![
+                    change,
+                    format!(
+                        "Recorded as {} by {} because: {}",
+                        shown.action,
+                        view::text(self.person),
+                        view::text(shown.reason)
+                    ),
+                ],
+                rows,
+                effect_rows,
+                hidden: fields
+                    .iter()
+                    .filter(|(_, value)| !value.is_empty())
+                    .map(|(name, value)| Hidden {
+                        name: (*name).to_owned(),
+                        value: (*value).to_owned(),
+                    })
+                    .collect(),
+                back,
+            },
+        )
     }
 
-    /// Refuses a confirmation whose parts are not the ones the console showed and sealed,
-    /// or that was issued more than [`CONFIRMATION_LIFETIME_SECS`] ago.
-    fn check_seal(&self, console: &Console, form: &Query, parts: &[&str]) -> Result<(), Refusal> {
+    /// What the posted confirmation shows, once its seal is checked: refused when its
+    /// fields are not the ones the console showed and sealed, or when it was issued more
+    /// than [`CONFIRMATION_LIFETIME_SECS`] ago.
+    fn confirmed<'f>(
+        &self,
+        console: &Console,
+        form: &'f Query,
+        action: &'f str,
+        reason: &'f str,
+    ) -> Result<Shown<'f>, Refusal> {
+        let shown = Shown {
+            action,
+            reason,
+            expected: form.get("expected").unwrap_or(""),
+            ids: form.get("ids").unwrap_or(""),
+            version: form.get("version").unwrap_or(""),
+        };
         let issued = form.get("issued").unwrap_or("");
         let mut sealed = vec![self.path, issued];
-        sealed.extend(parts);
+        sealed.extend(shown.parts());
         let seal = form.get("seal").unwrap_or("");
         if !console
             .csrf
@@ -158,7 +255,7 @@ impl Who<'_> {
                 CONFIRMATION_LIFETIME_SECS / 60
             )));
         }
-        Ok(())
+        Ok(shown)
     }
 }
 
@@ -168,16 +265,6 @@ const CONFIRMATION_LIFETIME_SECS: i64 = 15 * 60;
 /// Whether a confirmation issued at `issued` may still be acted on at `now` (Unix seconds).
 fn fresh(issued: i64, now: i64) -> bool {
     (0..=CONFIRMATION_LIFETIME_SECS).contains(&(now - issued))
-}
-
-/// The fields a confirmation form carries: `pairs`, then the seal's.
-fn sealed_fields(pairs: &[(&str, &str)], seal: [(&'static str, String); 2]) -> Vec<Hidden> {
-    let mut fields = hidden(pairs);
-    fields.extend(seal.into_iter().map(|(name, value)| Hidden {
-        name: name.to_owned(),
-        value,
-    }));
-    fields
 }
 
 /// One digest of many rows' versions (a bulk confirmation seals it, not the list).
@@ -208,10 +295,11 @@ fn reason(form: &Query) -> Result<String, Refusal> {
 }
 
 /// The status the person saw, which must still hold when the decision is taken.
-fn expected<T: std::str::FromStr>(form: &Query) -> Result<T, Refusal> {
-    form.get("expected")
-        .and_then(|text| text.parse().ok())
-        .ok_or_else(|| Refusal::BadInput("the form does not say which status you saw".to_owned()))
+fn expected<T: std::str::FromStr>(shown: &Shown<'_>) -> Result<T, Refusal> {
+    shown
+        .expected
+        .parse()
+        .map_err(|_| Refusal::BadInput("the form does not say which status you saw".to_owned()))
 }
 
 fn confirmed(form: &Query) -> bool {
@@ -236,16 +324,6 @@ pub struct Confirm {
     pub effect_rows: Vec<EffectListRow>,
     pub hidden: Vec<Hidden>,
     pub back: String,
-}
-
-fn hidden(pairs: &[(&str, &str)]) -> Vec<Hidden> {
-    pairs
-        .iter()
-        .map(|(name, value)| Hidden {
-            name: (*name).to_owned(),
-            value: (*value).to_owned(),
-        })
-        .collect()
 }
 
 /// How a receipt decision reads to the person.
@@ -313,49 +391,36 @@ async fn decide_receipt(
         let (detail, version) = receipt_version(console, id).await?;
         let change = receipt_change(&action, detail.status)?;
         let status = detail.status.as_str();
-        let seal = who.seal(console, &[&action, &reason, status, &version]);
-        return Ok(respond::page(
-            StatusCode::OK,
-            &Confirm {
-                frame: context.frame(format!("Confirm: {action} receipt {id}")),
-                action_path: format!("/receipts/{id}/decide"),
-                changes: vec![
-                    format!(
-                        "Receipt {id} ({}, event {}) is {status} and {change}.",
-                        view::text(&detail.integration),
-                        view::text(&detail.event_id)
-                    ),
-                    format!(
-                        "Recorded as {action} by {} because: {}",
-                        view::text(who.person),
-                        view::text(&reason)
-                    ),
-                ],
+        return Ok(who.confirmation_page(
+            console,
+            context,
+            Confirmation {
+                shown: Shown {
+                    action: &action,
+                    reason: &reason,
+                    expected: status,
+                    ids: "",
+                    version: &version,
+                },
+                title: format!("Confirm: {action} receipt {id}"),
+                change: format!(
+                    "Receipt {id} ({}, event {}) is {status} and {change}.",
+                    view::text(&detail.integration),
+                    view::text(&detail.event_id)
+                ),
                 rows: Vec::new(),
                 effect_rows: Vec::new(),
-                hidden: sealed_fields(
-                    &[
-                        ("action", &action),
-                        ("reason", &reason),
-                        ("expected", status),
-                        ("version", &version),
-                        ("confirm", "yes"),
-                    ],
-                    seal,
-                ),
                 back: format!("/receipts/{id}"),
             },
         ));
     }
-    let seen = form.get("version").unwrap_or("");
-    let expected_text = form.get("expected").unwrap_or("");
-    who.check_seal(console, form, &[&action, &reason, expected_text, seen])?;
-    let expected: ReceiptStatus = expected(form)?;
+    let shown = who.confirmed(console, form, &action, &reason)?;
+    let expected: ReceiptStatus = expected(&shown)?;
     receipt_change(&action, expected)?;
     // The row as the person saw it, or refused: a status that left and came back (a
     // replay that failed again) is another receipt to decide about.
     let (_, version) = receipt_version(console, id).await?;
-    if version != seen {
+    if version != shown.version {
         return changed_since(format!("receipt {id}"));
     }
     let ids = [id];
@@ -431,46 +496,33 @@ async fn resolve_effect(
         }
         let change = effect_change(resolution, line.status, Some(&line.operation_key));
         let status = line.status.as_str();
-        let seal = who.seal(console, &[&action, &note, status, &version]);
-        return Ok(respond::page(
-            StatusCode::OK,
-            &Confirm {
-                frame: context.frame(format!("Confirm: {action} effect {id}")),
-                action_path: format!("/effects/{id}/resolve"),
-                changes: vec![
-                    format!(
-                        "Effect {id} (sink {}, {}) is {status} and {change}.",
-                        view::text(&line.sink),
-                        view::text(&line.kind)
-                    ),
-                    format!(
-                        "Recorded as {action} by {} because: {}",
-                        view::text(who.person),
-                        view::text(&note)
-                    ),
-                ],
+        return Ok(who.confirmation_page(
+            console,
+            context,
+            Confirmation {
+                shown: Shown {
+                    action: &action,
+                    reason: &note,
+                    expected: status,
+                    ids: "",
+                    version: &version,
+                },
+                title: format!("Confirm: {action} effect {id}"),
+                change: format!(
+                    "Effect {id} (sink {}, {}) is {status} and {change}.",
+                    view::text(&line.sink),
+                    view::text(&line.kind)
+                ),
                 rows: Vec::new(),
                 effect_rows: Vec::new(),
-                hidden: sealed_fields(
-                    &[
-                        ("action", &action),
-                        ("reason", &note),
-                        ("expected", status),
-                        ("version", &version),
-                        ("confirm", "yes"),
-                    ],
-                    seal,
-                ),
                 back: format!("/effects/{id}"),
             },
         ));
     }
-    let seen = form.get("version").unwrap_or("");
-    let expected_text = form.get("expected").unwrap_or("");
-    who.check_seal(console, form, &[&action, &note, expected_text, seen])?;
-    let expected: EffectStatus = expected(form)?;
+    let shown = who.confirmed(console, form, &action, &note)?;
+    let expected: EffectStatus = expected(&shown)?;
     let (_, version) = effect_version(console, id).await?;
-    if version != seen {
+    if version != shown.version {
         return changed_since(format!("effect {id}"));
     }
     let person = who.person;
@@ -538,39 +590,24 @@ async fn bulk(
         .db(async |connection| Ok(admin::receipt_versions(connection, &listed).await?))
         .await?;
     let version = digest(&versions);
-    let seal = who.seal(
+    Ok(who.confirmation_page(
         console,
-        &[&action, &reason, status.as_str(), &ids, &version],
-    );
-    Ok(respond::page(
-        StatusCode::OK,
-        &Confirm {
-            frame: context.frame(format!("Confirm: {action} {} receipts", selected.len())),
-            action_path: "/receipts/bulk".to_owned(),
-            changes: vec![
-                format!(
-                    "These {} {status} receipts{capped}: each {change}. Any that is no longer {status} stops the whole decision.",
-                    selected.len()
-                ),
-                format!(
-                    "Recorded as {action} by {} because: {}",
-                    view::text(who.person),
-                    view::text(&reason)
-                ),
-            ],
+        context,
+        Confirmation {
+            shown: Shown {
+                action: &action,
+                reason: &reason,
+                expected: status.as_str(),
+                ids: &ids,
+                version: &version,
+            },
+            title: format!("Confirm: {action} {} receipts", selected.len()),
+            change: format!(
+                "These {} {status} receipts{capped}: each {change}. Any that is no longer {status} stops the whole decision.",
+                selected.len()
+            ),
             rows: pages::receipt_rows(console, &selected),
             effect_rows: Vec::new(),
-            hidden: sealed_fields(
-                &[
-                    ("action", &action),
-                    ("reason", &reason),
-                    ("expected", status.as_str()),
-                    ("ids", &ids),
-                    ("version", &version),
-                    ("confirm", "yes"),
-                ],
-                seal,
-            ),
             back: "/receipts".to_owned(),
         },
     ))
@@ -584,16 +621,10 @@ async fn bulk_confirmed(
     action: &str,
     reason: &str,
 ) -> Result<Response<Body>, Refusal> {
-    let listed = form.get("ids").unwrap_or("");
-    let expected_text = form.get("expected").unwrap_or("");
-    let seen = form.get("version").unwrap_or("");
-    who.check_seal(
-        console,
-        form,
-        &[action, reason, expected_text, listed, seen],
-    )?;
-    let expected: ReceiptStatus = expected(form)?;
-    let ids: Vec<ReceiptId> = listed
+    let shown = who.confirmed(console, form, action, reason)?;
+    let expected: ReceiptStatus = expected(&shown)?;
+    let ids: Vec<ReceiptId> = shown
+        .ids
         .split(',')
         .map(|id| id.trim().parse::<ReceiptId>())
         .collect::<Result<_, _>>()
@@ -603,7 +634,7 @@ async fn bulk_confirmed(
     let versions = console
         .db(async |connection| Ok(admin::receipt_versions(connection, &ids).await?))
         .await?;
-    if digest(&versions) != seen {
+    if digest(&versions) != shown.version {
         return changed_since("one of these receipts".to_owned());
     }
     let person = who.person;
@@ -671,16 +702,10 @@ async fn effects_bulk(
         .ok_or_else(|| Refusal::BadInput(format!("{action:?} is not a resolution of an effect")))?;
     let note = reason(form)?;
     if confirmed(form) {
-        let listed = form.get("ids").unwrap_or("");
-        let expected_text = form.get("expected").unwrap_or("");
-        let seen = form.get("version").unwrap_or("");
-        who.check_seal(
-            console,
-            form,
-            &[&action, &note, expected_text, listed, seen],
-        )?;
-        let expected: EffectStatus = expected(form)?;
-        let ids: Vec<EffectId> = listed
+        let shown = who.confirmed(console, form, &action, &note)?;
+        let expected: EffectStatus = expected(&shown)?;
+        let ids: Vec<EffectId> = shown
+            .ids
             .split(',')
             .map(|id| id.trim().parse::<EffectId>())
             .collect::<Result<_, _>>()
@@ -691,7 +716,7 @@ async fn effects_bulk(
         let versions = console
             .db(async |connection| Ok(effects::versions(connection, &in_order).await?))
             .await?;
-        if digest(&versions) != seen {
+        if digest(&versions) != shown.version {
             return changed_since("one of these effects".to_owned());
         }
         let person = who.person;
@@ -752,36 +777,24 @@ async fn effects_bulk(
         .db(async |connection| Ok(effects::versions(connection, &listed).await?))
         .await?;
     let version = digest(&versions);
-    let seal = who.seal(console, &[&action, &note, status.as_str(), &ids, &version]);
-    Ok(respond::page(
-        StatusCode::OK,
-        &Confirm {
-            frame: context.frame(format!("Confirm: {action} {} effects", selected.len())),
-            action_path: "/effects/bulk".to_owned(),
-            changes: vec![
-                format!(
-                    "These {} {status} effects{capped}: each {change}. Any that is no longer {status} stops the whole decision.",
-                    selected.len()
-                ),
-                format!(
-                    "Recorded as {action} by {} because: {}",
-                    view::text(who.person),
-                    view::text(&note)
-                ),
-            ],
+    Ok(who.confirmation_page(
+        console,
+        context,
+        Confirmation {
+            shown: Shown {
+                action: &action,
+                reason: &note,
+                expected: status.as_str(),
+                ids: &ids,
+                version: &version,
+            },
+            title: format!("Confirm: {action} {} effects", selected.len()),
+            change: format!(
+                "These {} {status} effects{capped}: each {change}. Any that is no longer {status} stops the whole decision.",
+                selected.len()
+            ),
             rows: Vec::new(),
             effect_rows: pages::effect_rows(console, &selected),
-            hidden: sealed_fields(
-                &[
-                    ("action", &action),
-                    ("reason", &note),
-                    ("expected", status.as_str()),
-                    ("ids", &ids),
-                    ("version", &version),
-                    ("confirm", "yes"),
-                ],
-                seal,
-            ),
             back: "/effects".to_owned(),
         },
     ))
