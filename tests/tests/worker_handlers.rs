@@ -2046,8 +2046,12 @@ async fn accept_new(pool: &sqlx::PgPool, config: &inbound_core::config::Config, 
     domain::accept(pool, config, body).await.expect("new")
 }
 
-/// Seeds order `o1` (`pi_1`, 1000 usd), accepts its payment and its full refund (`evt_r1`,
-/// created at `now - 100`), and steps the worker through both.
+/// Seeds order `o1` (`pi_1`, 1000 usd), accepts its payment and steps the worker through
+/// it, then its full refund (`evt_r1`, created at `now - 100`). One at a time: accepted
+/// together, the two are claimed into two batches that run at once, and a refund whose
+/// transaction reads the order before the payment's has written it waits a backoff
+/// (`payments_and_refunds_of_no_order_are_ignored_and_a_refund_waits_only_for_a_pending_payment`),
+/// past the next step.
 async fn paid_then_refunded(
     pool: &sqlx::PgPool,
     config: &inbound_core::config::Config,
@@ -2056,8 +2060,8 @@ async fn paid_then_refunded(
 ) {
     domain::seed_order(pool, "o1", "pi_1", 1000, "usd").await;
     accept_succeeded(pool, config, "evt_p1", "pi_1", "o1", 1000, "usd").await;
-    accept_new(pool, config, &o1_refunded("evt_r1", now - 100)).await;
     step(worker).await;
+    accept_new(pool, config, &o1_refunded("evt_r1", now - 100)).await;
     step(worker).await;
 }
 
