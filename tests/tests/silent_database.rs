@@ -4,7 +4,8 @@
 //! connections reach the database. The process pauses at a failpoint with the
 //! connection of that path in hand (`INBOUND_FAILPOINT_PAUSE`), the proxy strands it,
 //! and the process must give the wait up within its bound and carry on through a fresh
-//! connection — before, each of these waited for the kernel or for ever.
+//! connection — before, each of these waited for the kernel or for ever. The pool's own
+//! check of an idle connection is tested on a pool directly.
 
 use std::time::{Duration, Instant};
 
@@ -405,4 +406,65 @@ async fn the_worker_refreshes_no_gauge_before_its_sessions_are_checked() {
         async || refreshed_at().await.filter(|at| *at > 0.0),
     )
     .await;
+}
+
+/// A pool checks an idle connection with a round trip before it hands it out. When the
+/// server behind idle connections vanished without a word, that check is given up after
+/// the statement margin, the connection dropped, and a fresh one opened within the same
+/// acquisition — before, the check waited out the whole acquire timeout (a 503 at the
+/// ingress, a claim skipped at the worker) once for each idle connection stranded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_connection_gone_silent_fails_its_check_and_a_fresh_one_is_opened() {
+    let database = inbound_tests::TestDatabase::create().await;
+    let proxy =
+        inbound_tests::proxy::DbProxy::start(inbound_tests::proxy::database_addr(database.url()))
+            .await;
+    let acquire_timeout = Duration::from_secs(4);
+    let pool = inbound_store::connect_pool_lazy(
+        &proxy.rewrite_url(database.url()),
+        &inbound_store::PoolSettings {
+            max_connections: 4,
+            acquire_timeout,
+            statement_timeout: Duration::from_secs(1),
+            application_name: "silent-idle-test".to_owned(),
+            target: inbound_store::SessionTarget {
+                schema: inbound_store::Schema::default(),
+                pooler: inbound_store::Pooler::None,
+            },
+        },
+    )
+    .expect("pool");
+    // Two connections opened and handed back: both idle in the pool.
+    let (first, second) = (
+        pool.acquire().await.expect("first"),
+        pool.acquire().await.expect("second"),
+    );
+    drop((first, second));
+    eventually("both idle", Duration::from_secs(5), async || {
+        (pool.num_idle() == 2).then_some(())
+    })
+    .await;
+    proxy.strand_open();
+
+    let mut held = Vec::new();
+    for round in ["one stranded connection", "the other"] {
+        let started = Instant::now();
+        let mut connection = pool
+            .acquire()
+            .await
+            .unwrap_or_else(|error| panic!("{round}: {error} after {:?}", started.elapsed()));
+        let answer: i32 = sqlx::query_scalar("SELECT 1")
+            .fetch_one(&mut *connection)
+            .await
+            .expect("a fresh connection answers");
+        assert_eq!(answer, 1);
+        assert!(
+            started.elapsed() < acquire_timeout / 2,
+            "{round}: {:?}",
+            started.elapsed()
+        );
+        // Held until both rounds are done, so that the second takes the other stranded
+        // connection rather than this fresh one.
+        held.push(connection);
+    }
 }

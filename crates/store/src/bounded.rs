@@ -10,15 +10,17 @@
 //! The limits: a single statement waits at most the server's `statement_timeout` and
 //! [`STATEMENT_MARGIN`] (the server cancels a slow statement itself, so only a silent one
 //! is given up on); a business transaction at most its lease (after which another worker
-//! may take its receipts); connects and pool acquisitions their own timeouts. On the
-//! server side, a transaction whose client went silent is ended by
-//! `idle_in_transaction_session_timeout` ([`IDLE_IN_TRANSACTION_TIMEOUT`]), which frees its
-//! locks.
+//! may take its receipts); the round trip that checks an idle connection before the pool
+//! hands it out, [`STATEMENT_MARGIN`] alone (`idle_check_bounded`); connects and pool
+//! acquisitions their own timeouts. On the server side, a transaction whose client went
+//! silent is ended by `idle_in_transaction_session_timeout`
+//! ([`IDLE_IN_TRANSACTION_TIMEOUT`]), which frees its locks.
 
 use std::time::Duration;
 
 use sqlx::pool::PoolConnection;
-use sqlx::{PgConnection, Postgres};
+use sqlx::postgres::PgPoolOptions;
+use sqlx::{Connection, PgConnection, Postgres};
 
 /// How much longer than the server's `statement_timeout` a client waits for an answer.
 pub const STATEMENT_MARGIN: Duration = Duration::from_secs(1);
@@ -30,6 +32,24 @@ pub const STATEMENT_MARGIN: Duration = Duration::from_secs(1);
 /// anything between its statements but its own CPU (a handler, a payload decoded):
 /// milliseconds, so 10 s leaves a wide margin.
 pub const IDLE_IN_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `options` whose pool checks an idle connection within [`STATEMENT_MARGIN`] before
+/// handing it out. sqlx's own check (`test_before_acquire`, a ping) has no bound of its
+/// own: on a connection whose server went silent it waits out the caller's whole acquire
+/// timeout, once for every such connection idle in the pool. A check given up is an error
+/// of `before_acquire`: sqlx then drops the connection without a goodbye and opens a fresh
+/// one within the same acquisition.
+pub(crate) fn idle_check_bounded(options: PgPoolOptions) -> PgPoolOptions {
+    options
+        .test_before_acquire(false)
+        .before_acquire(|connection, _| {
+            Box::pin(async move {
+                statement(STATEMENT_MARGIN, connection.ping())
+                    .await
+                    .map(|()| true)
+            })
+        })
+}
 
 /// What a wait given up says: the limit it was given.
 #[derive(Debug, thiserror::Error)]

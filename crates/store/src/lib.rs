@@ -147,7 +147,7 @@ pub fn connect_pool_lazy(
     if settings.target.pooler == Pooler::None {
         options = with_session_limits(options, settings.statement_timeout);
     }
-    Ok(durable_sessions(PgPoolOptions::new(), &settings.target)
+    Ok(pool_options(&settings.target)
         .max_connections(settings.max_connections)
         .acquire_timeout(settings.acquire_timeout)
         .idle_timeout(Duration::from_secs(60))
@@ -206,10 +206,16 @@ pub fn dedicated_connection(
     target: &SessionTarget,
     acquire_timeout: Duration,
 ) -> PgPool {
-    durable_sessions(PgPoolOptions::new(), target)
+    pool_options(target)
         .max_connections(1)
         .acquire_timeout(acquire_timeout)
         .connect_lazy_with((*pool.connect_options()).clone())
+}
+
+/// What every pool of inbound's starts from: sessions that commit durably, and idle
+/// connections checked within a bound before they are handed out.
+fn pool_options(target: &SessionTarget) -> PgPoolOptions {
+    bounded::idle_check_bounded(durable_sessions(PgPoolOptions::new(), target))
 }
 
 /// Whether `error` says the database or the connection failed (it may succeed if tried
