@@ -173,23 +173,30 @@ async fn exports_of(
     role: &str,
 ) -> BTreeSet<String> {
     let mut exported = BTreeSet::new();
-    let text = String::from_utf8(
-        client
-            .get(&service.metrics_url("/metrics"))
-            .await
-            .expect("metrics")
-            .body
-            .to_vec(),
-    )
-    .expect("utf-8");
-    // CPU time to the hundredth: every process here has used some, which whole
-    // seconds would read as 0.
-    let cpu: f64 = text
-        .lines()
-        .find_map(|line| line.strip_prefix("process_cpu_seconds_total "))
-        .and_then(|value| value.trim().parse().ok())
-        .expect("process_cpu_seconds_total");
-    assert!(cpu > 0.0, "process_cpu_seconds_total {cpu}");
+    // CPU time to the hundredth: every process here has used some, which whole seconds
+    // would read as 0. The kernel counts it in ticks of 10 ms, which a process that has
+    // done little since it started may not have reached yet: the page is read again (each
+    // read costs the process some) until it has. Whole seconds would not get there in
+    // this time.
+    let what = format!("{role}'s process_cpu_seconds_total above 0");
+    let text = eventually(&what, Duration::from_secs(10), async || {
+        let text = String::from_utf8(
+            client
+                .get(&service.metrics_url("/metrics"))
+                .await
+                .expect("metrics")
+                .body
+                .to_vec(),
+        )
+        .expect("utf-8");
+        let cpu: f64 = text
+            .lines()
+            .find_map(|line| line.strip_prefix("process_cpu_seconds_total "))
+            .and_then(|value| value.trim().parse().ok())
+            .expect("process_cpu_seconds_total");
+        (cpu > 0.0).then_some(text)
+    })
+    .await;
     for name in metric_names(&text) {
         assert!(
             text.contains(&format!("# HELP {name} ")),
