@@ -406,7 +406,7 @@ pub enum ResolveError {
     Database(#[from] sqlx::Error),
 }
 
-/// [`resolve_in`] as a transaction of its own.
+/// [`resolve_in`] as a transaction of its own ([`resolve_all`] of one).
 pub async fn resolve(
     conn: &mut PgConnection,
     effect_id: EffectId,
@@ -415,11 +415,7 @@ pub async fn resolve(
     by: &str,
     note: &str,
 ) -> Result<(), ResolveError> {
-    use sqlx::Connection;
-    let mut transaction = conn.begin().await?;
-    resolve_in(&mut transaction, effect_id, resolution, expected, by, note).await?;
-    transaction.commit().await?;
-    Ok(())
+    resolve_all(conn, &[effect_id], resolution, expected, by, note).await
 }
 
 /// Resolves every one of `effect_ids` (in lock order) in one transaction, or none: a
