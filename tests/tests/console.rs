@@ -220,6 +220,25 @@ fn replayed_by_someone_else(database: &TestDatabase, receipt: i64) {
     assert!(output.status.success());
 }
 
+/// Someone else replays `receipt` from the CLI, and the worker fails it again, for
+/// another reason: back in the status the person saw, but not the row they decided about.
+async fn replayed_then_failed_again(database: &TestDatabase, receipt: i64) {
+    replayed_by_someone_else(database, receipt);
+    sqlx::query("DELETE FROM receipt_queue WHERE receipt_id = $1")
+        .bind(receipt)
+        .execute(database.pool())
+        .await
+        .expect("dequeue");
+    sqlx::query(
+        "UPDATE receipts SET status = 'failed', attempts = 8, last_error = 'deadlock detected',
+             finished_at = now() WHERE id = $1",
+    )
+    .bind(receipt)
+    .execute(database.pool())
+    .await
+    .expect("failed again");
+}
+
 /// The console refused a confirmation of a row that changed since: 409, saying so.
 fn refused_as_changed(refused: &inbound_tests::http::Answer) {
     assert_eq!(refused.status, 409, "{}", text(refused));
@@ -276,21 +295,7 @@ async fn a_confirmation_of_a_receipt_that_failed_again_since_is_refused() {
     let console = Console::start(database.url(), &["--by", "alice"]);
     let session = Session::open(&console).await;
     let confirmation = close_confirmation(&session, failed).await;
-    replayed_by_someone_else(&database, failed);
-    // The worker fails it again, for another reason.
-    sqlx::query("DELETE FROM receipt_queue WHERE receipt_id = $1")
-        .bind(failed)
-        .execute(pool)
-        .await
-        .expect("dequeue");
-    sqlx::query(
-        "UPDATE receipts SET status = 'failed', attempts = 8, last_error = 'deadlock detected',
-             finished_at = now() WHERE id = $1",
-    )
-    .bind(failed)
-    .execute(pool)
-    .await
-    .expect("failed again");
+    replayed_then_failed_again(&database, failed).await;
     refused_as_changed(&session.submit(&confirmation, "confirm").await);
     assert_eq!(
         domain::receipt_state(pool, failed).await.0,
@@ -790,19 +795,7 @@ async fn a_bulk_confirmation_of_a_receipt_that_failed_again_since_decides_nothin
             ],
         )
         .await;
-    replayed_by_someone_else(&database, first);
-    sqlx::query("DELETE FROM receipt_queue WHERE receipt_id = $1")
-        .bind(first)
-        .execute(pool)
-        .await
-        .expect("dequeue");
-    sqlx::query(
-        "UPDATE receipts SET status = 'failed', attempts = 8, finished_at = now() WHERE id = $1",
-    )
-    .bind(first)
-    .execute(pool)
-    .await
-    .expect("failed again");
+    replayed_then_failed_again(&database, first).await;
     refused_as_changed(&session.submit(&dry, "confirm").await);
     for id in [first, second] {
         assert_eq!(
