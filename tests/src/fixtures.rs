@@ -115,6 +115,7 @@ id = "gh-acme"
 provider = "github"
 tenant = "acme"
 secrets = ["env:TEST_GITHUB_SECRET"]
+content_type = "json"
 max_body_bytes = {MAX_BODY_BYTES}
 expect = {{ repository_id = "42" }}
 [integration.routes]

@@ -366,6 +366,7 @@ provider = "github"
 tenant = "acme"
 secrets = ["env:TEST_GITHUB_SECRET"]
 content_dedupe = true
+content_type = "json"
 expect = { repository_id = "42" }
 [integration.routes]
 "push" = { handler = "forward", sink = "audit" }
@@ -506,5 +507,94 @@ async fn a_stored_payload_postgres_cannot_render_is_quarantined_alone() {
     assert!(
         shown.contains("payload      (cannot be rendered"),
         "{shown}"
+    );
+}
+
+/// GitHub signs the body, never its `Content-Type`: the header does not choose how the
+/// signed bytes are read (red team 2026-12-05, F4). A JSON body carrying
+/// `&payload=<another event>&` in a title, signed as the JSON hook sent it and re-sent
+/// declared as a form under a fresh delivery id, is refused by the JSON hook (415); a
+/// form hook refuses that JSON body (400: a form is exactly one `payload` field, never
+/// searched for one) and a delivery declared JSON (415). Only what each hook really sent
+/// is stored.
+#[tokio::test]
+async fn a_github_body_is_read_only_as_its_hook_sends_it() {
+    let stack = Stack::builder()
+        .ingress(|mut options| {
+            options.config_toml.push_str(
+                r#"
+[[integration]]
+id = "gh-form"
+provider = "github"
+tenant = "acme"
+secrets = ["env:TEST_GITHUB_SECRET"]
+expect = { repository_id = "42" }
+[integration.routes]
+"pull_request.opened" = { handler = "forward", sink = "audit" }
+"#,
+            );
+            options
+        })
+        .start()
+        .await;
+    let inner = r#"{"action":"opened","pull_request":{"title":"SMUGGLED"},"repository":{"id":42}}"#;
+    let outer = format!(
+        r#"{{"action":"opened","pull_request":{{"title":"x&payload={}&y"}},"repository":{{"id":42}}}}"#,
+        urlencoding::encode(inner)
+    );
+    let form = format!("payload={}", urlencoding::encode(inner));
+    let declared = |integration: &'static str, delivery: &str, content_type: &str, body: &str| {
+        let mut headers = signing::github_headers(
+            fixtures::GITHUB_SECRET,
+            body,
+            delivery,
+            "pull_request",
+            "42",
+        );
+        headers.retain(|(name, _)| name != "content-type");
+        SignedRequest::new(integration, headers, body.to_owned())
+            .with_header("content-type", content_type)
+    };
+    let json = "application/json";
+    let form_type = "application/x-www-form-urlencoded";
+    let answers = [
+        stack
+            .deliver(&declared("gh-acme", "d-json", json, &outer))
+            .await,
+        stack
+            .deliver(&declared("gh-acme", "d-as-form", form_type, &outer))
+            .await,
+        stack
+            .deliver(&declared("gh-form", "d-json-as-form", form_type, &outer))
+            .await,
+        stack
+            .deliver(&declared("gh-form", "d-declared-json", json, &form))
+            .await,
+        stack
+            .deliver(&declared("gh-form", "d-form", form_type, &form))
+            .await,
+    ];
+    let statuses: Vec<u16> = answers.iter().map(|answer| answer.status).collect();
+    assert_eq!(statuses, [200, 415, 400, 415, 200], "{answers:#?}");
+    let stored: Vec<(String, String, serde_json::Value)> =
+        sqlx::query_as("SELECT event_id, source_scope, payload FROM receipts ORDER BY id")
+            .fetch_all(stack.pool())
+            .await
+            .expect("receipts");
+    let parsed = |text: &str| serde_json::from_str::<serde_json::Value>(text).expect("json");
+    assert_eq!(
+        stored,
+        [
+            (
+                "d-json".to_owned(),
+                "gh-acme/repository:42".to_owned(),
+                parsed(&outer)
+            ),
+            (
+                "d-form".to_owned(),
+                "gh-form/repository:42".to_owned(),
+                parsed(inner)
+            ),
+        ]
     );
 }

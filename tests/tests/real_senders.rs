@@ -243,10 +243,28 @@ async fn a_stripe_thin_event_is_scoped_by_its_context() {
 }
 
 /// A hook created with GitHub's defaults sends `application/x-www-form-urlencoded` with
-/// the JSON in `payload`, signed as sent: verified over the raw form, stored as the JSON.
+/// the JSON in `payload`, signed as sent: verified over the raw form, stored as the JSON
+/// (an integration's `content_type` is `form` unless it says `json`).
 #[tokio::test]
 async fn github_form_encoded_deliveries_are_verified_as_sent_and_stored_as_json() {
-    let stack = Stack::start().await;
+    let stack = Stack::builder()
+        .ingress(|mut options| {
+            options.config_toml.push_str(
+                r#"
+[[integration]]
+id = "gh-form"
+provider = "github"
+tenant = "acme"
+secrets = ["env:TEST_GITHUB_SECRET"]
+expect = { repository_id = "42" }
+[integration.routes]
+"pull_request.opened" = { handler = "forward", sink = "audit" }
+"#,
+            );
+            options
+        })
+        .start()
+        .await;
     let json = r#"{"action":"opened","number":7,"repository":{"id":42},"title":"a+b & c=d"}"#;
     let form = format!("payload={}", urlencoding::encode(json));
     let form_request = |delivery: &str, form: &str| {
@@ -258,7 +276,7 @@ async fn github_form_encoded_deliveries_are_verified_as_sent_and_stored_as_json(
             "42",
         );
         headers.retain(|(name, _)| name != "content-type");
-        SignedRequest::new("gh-acme", headers, form.to_owned())
+        SignedRequest::new("gh-form", headers, form.to_owned())
             .with_header("content-type", "application/x-www-form-urlencoded")
     };
     let answer = stack.deliver(&form_request("d-form", &form)).await;

@@ -89,6 +89,38 @@ pub struct Config {
     sinks: Vec<Sink>,
 }
 
+/// How a GitHub hook encodes what it sends: `config.content_type` of the hook, `form`
+/// unless whoever created it chose `json` (github/rest-api-description, "Create a
+/// repository webhook": "Supported values include `json` and `form`. The default is
+/// `form`"; a GitHub App's hook config shows `json`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GithubContentType {
+    /// `application/x-www-form-urlencoded`: the body is exactly one field, `payload`,
+    /// whose value is the event's JSON. What GitHub creates by default.
+    #[default]
+    Form,
+    /// `application/json`: the body is the event's JSON.
+    Json,
+}
+
+impl GithubContentType {
+    /// The configuration's name: `form` or `json`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Form => "form",
+            Self::Json => "json",
+        }
+    }
+
+    /// The media type GitHub declares for it.
+    pub const fn media_type(self) -> &'static str {
+        match self {
+            Self::Form => "application/x-www-form-urlencoded",
+            Self::Json => "application/json",
+        }
+    }
+}
+
 /// One webhook source, reachable at `POST /webhooks/{id}`.
 #[derive(Debug, Clone)]
 pub struct Integration {
@@ -118,6 +150,10 @@ pub struct Integration {
     /// body replayed under a new (unsigned) delivery id is a duplicate while its receipt
     /// is kept.
     pub content_dedupe: bool,
+    /// GitHub only: how the hook encodes its deliveries, chosen when it was created. The
+    /// signed body is read this way and no other; a delivery declared the other way is
+    /// refused (415). `None` for every other provider.
+    pub github_content_type: Option<GithubContentType>,
     /// The team or rota that answers for this integration's receipts (an alert label and
     /// an `inboundctl` filter).
     pub owner: Option<String>,

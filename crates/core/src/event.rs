@@ -14,7 +14,9 @@ use std::borrow::Cow;
 
 use serde::Deserialize;
 
-use crate::config::{CATCH_ALL, FieldSource, Integration, PATTERN_SUFFIX, Route, StripeEndpoint};
+use crate::config::{
+    CATCH_ALL, FieldSource, GithubContentType, Integration, PATTERN_SUFFIX, Route, StripeEndpoint,
+};
 use crate::headers::Headers;
 use crate::keys::{EventId, SourceScope};
 use crate::payload;
@@ -106,15 +108,17 @@ fn malformed(reason: impl Into<Cow<'static, str>>) -> ExtractError {
     ExtractError::Malformed(reason.into())
 }
 
-/// Understands one verified request for `integration`. A GitHub delivery declared
-/// `application/x-www-form-urlencoded` (GitHub's default content type) is read from its
-/// `payload` field; every other body is the JSON itself.
+/// Understands one verified request for `integration`. The body of a GitHub integration
+/// whose hook sends forms (`content_type = "form"`, GitHub's default) is read from its one
+/// `payload` field; every other body is the JSON itself. The delivery's `Content-Type` is
+/// not signed, so it never decides how the signed bytes are read (the ingress refuses a
+/// delivery declared the other way).
 pub fn extract<'body>(
     integration: &Integration,
     headers: &Headers<'_>,
     body: &'body [u8],
 ) -> Result<Extracted<'body>, ExtractError> {
-    if reads_a_form(integration, headers) {
+    if reads_a_form(integration) {
         let json = form::payload_field(body).map_err(malformed)?;
         payload::check_storable(json.as_bytes())
             .map_err(|unstorable| malformed(unstorable.to_string()))?;
@@ -130,10 +134,47 @@ pub fn extract<'body>(
     extract_json(integration, headers, payload_json)
 }
 
-/// Whether `extract` reads this delivery's body as GitHub's form encoding (its `payload`
-/// field is the event, at most as long as the body).
-pub fn reads_a_form(integration: &Integration, headers: &Headers<'_>) -> bool {
-    integration.provider == Provider::Github && form::is_form(headers)
+/// Whether `extract` reads this integration's bodies as GitHub's form encoding (its
+/// `payload` field is the event, at most as long as the body).
+pub fn reads_a_form(integration: &Integration) -> bool {
+    integration.github_content_type == Some(GithubContentType::Form)
+}
+
+/// Why a verified delivery's declared `Content-Type` (`None`: no header) is not the
+/// encoding `integration` reads, if it is not: a GitHub form hook declares
+/// `application/x-www-form-urlencoded`; every other integration (a GitHub JSON hook too)
+/// declares `application/json`, a `+json` type or nothing. Parameters (`; charset=utf-8`)
+/// and case do not matter.
+pub fn undeclared_encoding(integration: &Integration, declared: Option<&str>) -> Option<String> {
+    let media_type = declared.map(|value| {
+        value
+            .split(';')
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_ascii_lowercase()
+    });
+    let form = media_type.as_deref() == Some(form::FORM);
+    if reads_a_form(integration) {
+        return (!form).then(|| {
+            format!(
+                "content type {:?} is not the form this hook sends (content_type = \"form\")",
+                media_type.as_deref().unwrap_or("none")
+            )
+        });
+    }
+    match media_type {
+        Some(media_type) if media_type != "application/json" && !media_type.ends_with("+json") => {
+            Some(if form && integration.provider == Provider::Github {
+                format!(
+                    "content type {media_type:?} is a form, and this hook sends JSON (content_type = \"json\")"
+                )
+            } else {
+                format!("content type {media_type:?} is not JSON")
+            })
+        }
+        _ => None,
+    }
 }
 
 impl Extracted<'_> {
@@ -509,7 +550,8 @@ const SLACK_APP_RATE_LIMITED: &str = "app_rate_limited";
 /// Slack's Events API: the envelope's `event_id`, the inner `event.type`, scoped by team
 /// and app. `url_verification` is answered with its challenge; `app_rate_limited` (no
 /// event id, no inner event: Slack is dropping the app's events for the team) is
-/// acknowledged and counted, since refusing it counts against the app too.
+/// acknowledged and counted once its team and app are the integration's, since refusing
+/// it counts against the app too.
 fn extract_slack<'body>(
     integration: &Integration,
     payload_json: &'body str,
@@ -524,9 +566,23 @@ fn extract_slack<'body>(
             });
         }
         Some(SLACK_APP_RATE_LIMITED) => {
-            return Ok(Extracted::SlackRateLimited {
-                team_id: required_identifier(fields.team_id, "team_id")?,
-            });
+            // The notice names the team and app it is about: one the integration does not
+            // serve is out of scope, never counted as its own.
+            let team_id = required_identifier(fields.team_id, "team_id")?;
+            if let Some(out) = out_of_scope(
+                [
+                    (&integration.expect.team_id, Some(&team_id), "team"),
+                    (
+                        &integration.expect.api_app_id,
+                        fields.api_app_id.as_deref(),
+                        "app",
+                    ),
+                ],
+                Some(SLACK_APP_RATE_LIMITED),
+            ) {
+                return Ok(Extracted::OutOfScope(out));
+            }
+            return Ok(Extracted::SlackRateLimited { team_id });
         }
         _ => {}
     }

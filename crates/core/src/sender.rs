@@ -34,6 +34,33 @@ pub enum SignError {
     TokenNotText,
 }
 
+/// What `integration`'s sender puts on the wire for the event `json`: its `Content-Type`
+/// and body. A GitHub hook that sends forms (`content_type = "form"`) sends `payload=` and
+/// the JSON percent-encoded (every byte but `A-Z a-z 0-9 * - . _`, a space as `+`, as a
+/// browser's form encoder writes it); every other sender sends the JSON itself. The
+/// signature is over what this returns.
+pub fn body_as_sent(integration: &Integration, json: &str) -> (&'static str, String) {
+    if crate::event::reads_a_form(integration) {
+        let encoded: String = percent_encoding::utf8_percent_encode(json, FORM_VALUE)
+            .to_string()
+            .replace("%20", "+");
+        (
+            crate::config::GithubContentType::Form.media_type(),
+            format!("payload={encoded}"),
+        )
+    } else {
+        ("application/json", json.to_owned())
+    }
+}
+
+/// What a form's value keeps as it is: the unreserved characters of
+/// `application/x-www-form-urlencoded` (WHATWG URL, "urlencoded serializing").
+const FORM_VALUE: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'*')
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_');
+
 /// The headers `integration`'s sender sends with `body` at `now` (Unix seconds), signed
 /// with its first secret; ids a sender makes anew for each delivery are fresh.
 /// `header_event_type` is the type of the providers that send it in a header: GitHub's

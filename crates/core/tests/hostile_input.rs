@@ -82,6 +82,7 @@ id = "github"
 provider = "github"
 tenant = "t"
 secrets = ["env:K"]
+content_type = "json"
 [[integration]]
 id = "slack"
 provider = "slack"

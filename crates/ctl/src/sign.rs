@@ -120,6 +120,8 @@ pub fn curl_command(
             "inboundctl: the command below carries the integration's shared token itself; keep it out of shells' history and logs"
         );
     }
+    // A GitHub hook that sends forms sends the JSON in its `payload` field, signed as sent.
+    let (content_type, body) = inbound_core::sender::body_as_sent(integration, body);
     let headers = inbound_core::sender::signed_headers(
         integration,
         body.as_bytes(),
@@ -128,14 +130,14 @@ pub fn curl_command(
     )
     .map_err(flag_terms)?;
     let mut command = format!(
-        "curl -sS -X POST {}/webhooks/{} -H 'Content-Type: application/json'",
+        "curl -sS -X POST {}/webhooks/{} -H 'Content-Type: {content_type}'",
         base_url.trim_end_matches('/'),
         integration.id
     );
     for (name, value) in headers {
         command.push_str(&format!(" -H {}", shell_quote(&format!("{name}: {value}"))));
     }
-    command.push_str(&format!(" --data-binary {}", shell_quote(body)));
+    command.push_str(&format!(" --data-binary {}", shell_quote(&body)));
     Ok(command)
 }
 

@@ -17,7 +17,7 @@ use inbound_core::config::Integration;
 use inbound_core::event::{self, ExtractError, Extracted};
 use inbound_core::headers::Headers;
 use inbound_core::keys::{self, EventId};
-use inbound_core::verify::{self, Provider, VerifyContext};
+use inbound_core::verify::{self, VerifyContext};
 use inbound_runtime::failpoint;
 use inbound_store::{InsertOutcome, NewReceipt};
 use tokio::time::Instant;
@@ -123,13 +123,13 @@ pub async fn receive(
         tolerance_secs: integration.tolerance_secs,
         now_unix_secs,
     };
-    if let Some(reason) = unsupported_media(&parts.headers, integration.provider) {
+    if let Some(reason) = unsupported_media(&parts.headers, integration) {
         details.reason = Some(reason);
         return Reply::UnsupportedMediaType;
     }
     // A form's payload, read out of the body, is held within the budget too (it is at
     // most as long as the body).
-    let text_reservation = if event::reads_a_form(integration, &headers) {
+    let text_reservation = if event::reads_a_form(integration) {
         match pipeline.body_budget.try_reserve(body.len()) {
             Some(reservation) => Some(reservation),
             None => {
@@ -235,26 +235,19 @@ pub async fn receive(
     }
 }
 
-/// Why a verified body is not JSON we read, judged by its headers: a declared
-/// `Content-Type` other than `application/json` (or a `+json` type) — GitHub's
-/// `application/x-www-form-urlencoded` aside, its default, whose `payload` field is read
-/// ([`inbound_core::event`]) — or any `Content-Encoding` but `identity`. No
-/// `Content-Type` at all is read as JSON. Other senders' forms (Slack's interactivity
-/// and slash commands) are not webhooks inbound stores: docs/contract.md says why.
-fn unsupported_media(headers: &http::HeaderMap, provider: Provider) -> Option<String> {
-    if let Some(value) = headers.get(http::header::CONTENT_TYPE) {
-        let declared = value.to_str().unwrap_or_default();
-        let media_type = declared
-            .split(';')
-            .next()
-            .unwrap_or_default()
-            .trim()
-            .to_ascii_lowercase();
-        let github_form =
-            provider == Provider::Github && media_type == "application/x-www-form-urlencoded";
-        if media_type != "application/json" && !media_type.ends_with("+json") && !github_form {
-            return Some(format!("content type {media_type:?} is not JSON"));
-        }
+/// Why a verified body is not one we read, judged by its headers: a declared
+/// `Content-Type` other than the integration's encoding (JSON: `application/json`, a `+json`
+/// type or none; a GitHub form hook: `application/x-www-form-urlencoded`, read by
+/// [`inbound_core::event`] from its `payload` field), or any `Content-Encoding` but
+/// `identity`. Other senders' forms (Slack's interactivity and slash commands) are not
+/// webhooks inbound stores: docs/contract.md says why.
+fn unsupported_media(headers: &http::HeaderMap, integration: &Integration) -> Option<String> {
+    // A header that is not text declares nothing we read: refused as an empty type.
+    let declared = headers
+        .get(http::header::CONTENT_TYPE)
+        .map(|value| value.to_str().unwrap_or_default());
+    if let Some(reason) = event::undeclared_encoding(integration, declared) {
+        return Some(reason);
     }
     headers
         .get_all(http::header::CONTENT_ENCODING)
@@ -320,7 +313,7 @@ async fn commit_receipt(
 mod tests {
     use super::unsupported_media;
     use http::HeaderMap;
-    use inbound_core::verify::Provider;
+    use inbound_core::config::Config;
 
     fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
         pairs
@@ -334,6 +327,35 @@ mod tests {
             .collect()
     }
 
+    /// A Stripe, a Shopify and a Slack integration, and a GitHub hook of each encoding.
+    fn config() -> Config {
+        let integration = |id: &str, provider: &str, extra: &str| {
+            format!(
+                "[[integration]]\nid = \"{id}\"\nprovider = \"{provider}\"\ntenant = \"t\"\nsecrets = [\"env:S\"]\n{extra}\n"
+            )
+        };
+        let text = [
+            integration("stripe", "stripe", ""),
+            integration("shopify", "shopify", ""),
+            integration("slack", "slack", ""),
+            integration("gh-form", "github", ""),
+            integration("gh-json", "github", "content_type = \"json\""),
+        ]
+        .concat();
+        Config::from_toml(&text, &|_| {
+            Some("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".to_owned())
+        })
+        .expect("config")
+    }
+
+    fn refused(id: &str, pairs: &[(&'static str, &'static str)]) -> Option<String> {
+        let config = config();
+        unsupported_media(
+            &headers(pairs),
+            config.integration(id).expect("integration"),
+        )
+    }
+
     #[test]
     fn json_types_and_no_type_are_read() {
         for pairs in [
@@ -343,11 +365,8 @@ mod tests {
             &[("content-type", "application/cloudevents+json")],
             &[("content-encoding", "identity")],
         ] {
-            assert_eq!(
-                unsupported_media(&headers(pairs), Provider::Stripe),
-                None,
-                "{pairs:?}"
-            );
+            assert_eq!(refused("stripe", pairs), None, "{pairs:?}");
+            assert_eq!(refused("gh-json", pairs), None, "{pairs:?}");
         }
     }
 
@@ -360,22 +379,28 @@ mod tests {
             &[("content-type", "application/jsonp")],
             &[("content-encoding", "gzip")],
         ] {
-            assert!(
-                unsupported_media(&headers(pairs), Provider::Slack).is_some(),
-                "{pairs:?}"
-            );
+            assert!(refused("slack", pairs).is_some(), "{pairs:?}");
         }
     }
 
+    /// A GitHub hook sends the one content type it was created with: a form hook's
+    /// deliveries are forms, a JSON hook's JSON; the other is refused, since the header is
+    /// not signed and must not choose how the signed bytes are read.
     #[test]
-    fn only_github_may_send_a_form() {
-        let form = headers(&[("content-type", "application/x-www-form-urlencoded")]);
-        assert_eq!(unsupported_media(&form, Provider::Github), None);
-        assert!(unsupported_media(&form, Provider::Shopify).is_some());
-        let gzipped = headers(&[
-            ("content-type", "application/x-www-form-urlencoded"),
-            ("content-encoding", "gzip"),
-        ]);
-        assert!(unsupported_media(&gzipped, Provider::Github).is_some());
+    fn a_github_hook_is_read_only_as_its_integration_says() {
+        let form = [("content-type", "application/x-www-form-urlencoded")];
+        assert_eq!(refused("gh-form", &form), None);
+        assert!(refused("gh-json", &form).is_some());
+        assert!(refused("shopify", &form).is_some());
+        for pairs in [
+            &[][..],
+            &[("content-type", "application/json")],
+            &[
+                ("content-type", "application/x-www-form-urlencoded"),
+                ("content-encoding", "gzip"),
+            ],
+        ] {
+            assert!(refused("gh-form", pairs).is_some(), "{pairs:?}");
+        }
     }
 }

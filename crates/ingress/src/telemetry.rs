@@ -1,5 +1,6 @@
 //! The ingress's metrics: names fixed by docs/contract.md, HELP text and buckets.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
@@ -17,8 +18,9 @@ pub const REQUEST_DURATION_SECONDS: &str = "inbound_ingress_request_duration_sec
 /// by integration and event type.
 pub const IGNORED_TOTAL: &str = "inbound_ingress_ignored_total";
 
-/// Distinct `(integration, event type)` label pairs the ignored counter keeps; later types
-/// are counted as `event_type="other"`, so a sender inventing types cannot grow the page.
+/// Distinct event types the ignored counter keeps per integration; later types are
+/// counted as `event_type="other"`, so a sender inventing types cannot grow the page (and
+/// GitHub's type is the unsigned `X-GitHub-Event`).
 pub const MAX_IGNORED_TYPES: usize = 200;
 
 /// Counter: verified deliveries of another mode, account, installation, team, shop or
@@ -31,8 +33,9 @@ pub const OUT_OF_SCOPE_TOTAL: &str = "inbound_ingress_out_of_scope_total";
 /// workspace), by integration and team.
 pub const SLACK_RATE_LIMITED_TOTAL: &str = "inbound_ingress_slack_rate_limited_total";
 
-/// Distinct teams the Slack notice counter keeps per process; later ones are counted as
-/// `team="other"` (a notice verified, so only Slack can send one, but a bound is a bound).
+/// Distinct teams the Slack notice counter keeps per integration; later ones are counted
+/// as `team="other"` (a notice verified and names the integration's team when it expects
+/// one, but a bound is a bound).
 pub const MAX_RATE_LIMITED_TEAMS: usize = 200;
 
 /// Gauge: when the integration's last verified delivery was answered 2xx (Unix time,
@@ -76,7 +79,7 @@ pub fn install_metrics() -> anyhow::Result<PrometheusHandle> {
     );
     metrics::describe_counter!(
         IGNORED_TOTAL,
-        "Verified deliveries no route takes (200 ignored, not stored), by integration and event type (\"other\" past the first 200 types)."
+        "Verified deliveries no route takes (200 ignored, not stored), by integration and event type (\"other\" past an integration's first 200 types)."
     );
     metrics::describe_counter!(
         OUT_OF_SCOPE_TOTAL,
@@ -84,7 +87,7 @@ pub fn install_metrics() -> anyhow::Result<PrometheusHandle> {
     );
     metrics::describe_counter!(
         SLACK_RATE_LIMITED_TOTAL,
-        "Slack app_rate_limited notices: Slack is dropping this app's events from the team (over 30,000 an hour). By integration and team (\"other\" past the first 200 teams)."
+        "Slack app_rate_limited notices: Slack is dropping this app's events from the team (over 30,000 an hour). By integration and team (\"other\" past an integration's first 200 teams)."
     );
     metrics::describe_gauge!(
         LAST_DELIVERY_TIMESTAMP_SECONDS,
@@ -125,27 +128,34 @@ pub fn record_slack_rate_limited(integration: &str, team_id: &str) {
         .increment(1);
 }
 
-/// The `(integration, value)` label pairs one counter has used, at most `limit`: a value
-/// first seen past the limit is labelled `other`, so senders cannot grow the page.
+/// The label values one counter has used, at most `limit` per integration: a value first
+/// seen past its integration's limit is labelled `other`, so senders cannot grow the page,
+/// and one integration's senders cannot spend another's budget. Integrations are the
+/// configuration's (an unknown id never verifies), so the whole set is bounded too.
 struct LabelSet {
     limit: usize,
-    seen: std::sync::Mutex<Option<std::collections::HashSet<(String, String)>>>,
+    seen: Mutex<Option<HashMap<String, HashSet<String>>>>,
 }
 
 impl LabelSet {
     const fn new(limit: usize) -> Self {
         Self {
             limit,
-            seen: std::sync::Mutex::new(None),
+            seen: Mutex::new(None),
         }
     }
 
     fn label(&self, integration: &str, value: &str) -> String {
         let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
-        let seen = seen.get_or_insert_with(Default::default);
-        let key = (integration.to_owned(), value.to_owned());
-        if seen.contains(&key) || seen.len() < self.limit {
-            seen.insert(key);
+        let values = seen
+            .get_or_insert_with(HashMap::new)
+            .entry(integration.to_owned())
+            .or_default();
+        if values.contains(value) {
+            return value.to_owned();
+        }
+        if values.len() < self.limit {
+            values.insert(value.to_owned());
             value.to_owned()
         } else {
             "other".to_owned()
@@ -227,5 +237,28 @@ impl RequestMetrics {
         let counter = metrics::counter!(REQUESTS_TOTAL, "integration" => self.integration.clone(), "outcome" => outcome);
         outcomes.push((outcome, counter.clone()));
         counter
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LabelSet;
+
+    /// Each integration has a budget of its own: one whose senders invent values spends
+    /// its own, and another's new values keep their names (red team 2026-12-05, F5).
+    #[test]
+    fn one_integrations_values_never_spend_anothers_budget() {
+        let labels = LabelSet::new(3);
+        for value in ["a", "b", "c"] {
+            assert_eq!(labels.label("noisy", value), value);
+        }
+        assert_eq!(labels.label("noisy", "d"), "other");
+        assert_eq!(
+            labels.label("noisy", "a"),
+            "a",
+            "a value seen keeps its name"
+        );
+        assert_eq!(labels.label("quiet", "d"), "d");
+        assert_eq!(labels.label("quiet", "e"), "e");
     }
 }

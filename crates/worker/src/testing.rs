@@ -249,6 +249,8 @@ impl TestStack {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)?
             .as_secs();
+        // A GitHub hook that sends forms sends the JSON in its `payload` field.
+        let (content_type, body) = inbound_core::sender::body_as_sent(configured, body);
         let headers = inbound_core::sender::signed_headers(
             configured,
             body.as_bytes(),
@@ -256,14 +258,14 @@ impl TestStack {
             event_type,
         )?;
         let mut request = format!(
-            "POST /webhooks/{integration} HTTP/1.1\r\nHost: inbound-test\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
+            "POST /webhooks/{integration} HTTP/1.1\r\nHost: inbound-test\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n",
             body.len()
         );
         for (name, value) in headers {
             request.push_str(&format!("{name}: {value}\r\n"));
         }
         request.push_str("\r\n");
-        request.push_str(body);
+        request.push_str(&body);
         let mut stream = tokio::net::TcpStream::connect(self.listen).await?;
         stream.write_all(request.as_bytes()).await?;
         let mut answer = Vec::new();

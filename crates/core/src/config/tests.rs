@@ -614,3 +614,50 @@ fn a_stripe_endpoint_says_whose_events_it_receives_once() {
         assert!(error.contains(message), "{stripe}: {error}");
     }
 }
+
+/// A GitHub hook sends the content type it was created with: `form` unless the
+/// integration says `json`; no other value, and no other provider, takes the field.
+#[test]
+fn content_type_is_githubs_form_or_json() {
+    let github = |extra: &str| {
+        format!(
+            "[[integration]]\nid = \"gh\"\nprovider = \"github\"\ntenant = \"t\"\nsecrets = [\"env:GOOD\"]\n{extra}\n"
+        )
+    };
+    let of = |text: &str| {
+        Config::from_toml(text, &env)
+            .expect("valid")
+            .integration("gh")
+            .expect("gh")
+            .github_content_type
+    };
+    assert_eq!(of(&github("")), Some(GithubContentType::Form));
+    assert_eq!(
+        of(&github("content_type = \"form\"")),
+        Some(GithubContentType::Form)
+    );
+    assert_eq!(
+        of(&github("content_type = \"json\"")),
+        Some(GithubContentType::Json)
+    );
+    let error = error_of(&github("content_type = \"application/json\""));
+    assert!(
+        error.contains("integration[0] (gh).content_type") && error.contains("\"form\""),
+        "{error}"
+    );
+    let stripe = VALID.replacen(
+        "expect = { account",
+        "content_type = \"json\"\nexpect = { account",
+        1,
+    );
+    let error = error_of(&stripe);
+    assert!(error.contains("applies to provider github only"), "{error}");
+    let config = Config::from_toml(VALID, &env).expect("valid");
+    assert_eq!(
+        config
+            .integration("stripe-acme")
+            .expect("stripe")
+            .github_content_type,
+        None
+    );
+}

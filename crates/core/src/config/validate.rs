@@ -55,6 +55,7 @@ struct RawIntegration {
     entitlements: BTreeMap<String, String>,
     #[serde(default)]
     content_dedupe: bool,
+    content_type: Option<String>,
     owner: Option<String>,
     alert_when_silent_secs: Option<u64>,
     provider_timeout_secs: Option<u64>,
@@ -196,6 +197,7 @@ fn validate_integration(
             ),
         ));
     }
+    let github_content_type = validate_content_type(path, provider, raw.content_type)?;
     let stripe = validate_stripe(path, provider, raw.stripe, &raw.expect)?;
     let mut routes = BTreeMap::new();
     for (key, raw_route) in raw.routes {
@@ -215,12 +217,46 @@ fn validate_integration(
         routes,
         entitlements: raw.entitlements,
         content_dedupe: raw.content_dedupe,
+        github_content_type,
         owner: validate_owner(path, raw.owner)?,
         alert_when_silent_secs: limits.alert_when_silent_secs,
         provider_timeout_secs: limits.provider_timeout_secs,
         custom,
         stripe,
     })
+}
+
+/// `content_type`: GitHub's alone (`form`, its default, or `json`); every other provider
+/// sends JSON.
+fn validate_content_type(
+    path: &str,
+    provider: Provider,
+    raw: Option<String>,
+) -> Result<Option<GithubContentType>, ConfigError> {
+    let field = format!("{path}.content_type");
+    if provider != Provider::Github {
+        return match raw {
+            None => Ok(None),
+            Some(_) => Err(invalid(
+                field,
+                format!(
+                    "applies to provider github only ({} sends JSON)",
+                    provider.name()
+                ),
+            )),
+        };
+    }
+    match raw.as_deref() {
+        None => Ok(Some(GithubContentType::default())),
+        Some("form") => Ok(Some(GithubContentType::Form)),
+        Some("json") => Ok(Some(GithubContentType::Json)),
+        Some(other) => Err(invalid(
+            field,
+            format!(
+                "is {other:?}: use \"form\" (application/x-www-form-urlencoded, what GitHub creates by default) or \"json\" (application/json), as the hook's Content type says"
+            ),
+        )),
+    }
 }
 
 /// `[integration.stripe]`: exactly one of `account` (an account endpoint's own account)

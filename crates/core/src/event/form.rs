@@ -2,48 +2,34 @@
 //! the form field `payload` (github/rest-api-description, webhook `config.content_type`:
 //! "Supported values include `json` and `form`. The default is `form`"). GitHub signs the
 //! form as sent, so the signature is checked over the raw body first; only then is the
-//! JSON read out of it, exactly: strict UTF-8, one `payload` field, nothing replaced.
+//! JSON read out of it, exactly: strict UTF-8, the body one `payload` field and nothing
+//! else, nothing replaced. Whether a body is read as a form is the integration's
+//! `content_type`, never the delivery's unsigned `Content-Type`.
 
 use std::borrow::Cow;
 
-use crate::headers::Headers;
+use crate::config::GithubContentType;
 
 /// The media type of a form-encoded body.
-const FORM: &str = "application/x-www-form-urlencoded";
+pub(super) const FORM: &str = GithubContentType::Form.media_type();
 
 /// The field GitHub puts the JSON in.
 const PAYLOAD_FIELD: &[u8] = b"payload";
 
-/// Whether the delivery declares a form-encoded body.
-pub(super) fn is_form(headers: &Headers<'_>) -> bool {
-    headers.get("content-type").is_some_and(|declared| {
-        declared
-            .split(';')
-            .next()
-            .unwrap_or_default()
-            .trim()
-            .eq_ignore_ascii_case(FORM)
-    })
-}
-
-/// The decoded value of the form's one `payload` field. At most as long as `body`.
+/// The decoded value of the form's one field, `payload`: the body is `payload=` and the
+/// percent-encoded JSON, with no other field (GitHub encodes every `&` and `=` of the JSON).
+/// Anything else is refused, never searched for a field: a JSON text holding
+/// `&payload=…&` in a string is not a form. At most as long as `body`.
 pub(super) fn payload_field(body: &[u8]) -> Result<String, Cow<'static, str>> {
-    let mut found: Option<String> = None;
-    for pair in body.split(|&byte| byte == b'&') {
-        let (name, value) = match pair.iter().position(|&byte| byte == b'=') {
-            Some(at) => (&pair[..at], &pair[at + 1..]),
-            None => (pair, &pair[pair.len()..]),
-        };
-        if decode(name).as_deref() != Some(PAYLOAD_FIELD) {
-            continue;
-        }
-        if found.is_some() {
-            return Err("the form has two payload fields".into());
-        }
-        let value = decode(value).ok_or("the form's payload is not percent-encoded")?;
-        found = Some(String::from_utf8(value).map_err(|_| "the form's payload is not UTF-8 text")?);
+    let value = body
+        .strip_prefix(PAYLOAD_FIELD)
+        .and_then(|rest| rest.strip_prefix(b"="))
+        .ok_or("the form does not start with its payload field")?;
+    if value.contains(&b'&') {
+        return Err("the form has a field besides payload".into());
     }
-    found.ok_or_else(|| "the form has no payload field".into())
+    let value = decode(value).ok_or("the form's payload is not percent-encoded")?;
+    String::from_utf8(value).map_err(|_| "the form's payload is not UTF-8 text".into())
 }
 
 /// `+` is a space; `%XX` is a byte. `None` for a `%` not followed by two hex digits.
@@ -68,22 +54,6 @@ fn decode(encoded: &[u8]) -> Option<Vec<u8>> {
 mod tests {
     use super::*;
 
-    fn headers(content_type: &str) -> Headers<'_> {
-        [("content-type", content_type.as_bytes())]
-            .into_iter()
-            .collect()
-    }
-
-    #[test]
-    fn the_form_media_type_is_recognised_with_parameters_and_any_case() {
-        assert!(is_form(&headers("application/x-www-form-urlencoded")));
-        assert!(is_form(&headers(
-            "Application/X-WWW-Form-Urlencoded; charset=utf-8"
-        )));
-        assert!(!is_form(&headers("application/json")));
-        assert!(!is_form(&[].into_iter().collect()));
-    }
-
     #[test]
     fn the_payload_is_decoded_exactly() {
         assert_eq!(
@@ -91,13 +61,30 @@ mod tests {
             Ok(r#"{"a":"b c+d"}"#)
         );
         assert_eq!(
-            payload_field(b"other=1&payload=%7B%7D&x").as_deref(),
-            Ok("{}")
-        );
-        assert_eq!(
             payload_field("payload=%C3%A9".as_bytes()).as_deref(),
             Ok("é")
         );
+    }
+
+    /// GitHub's form body is `payload=` and the encoded JSON, nothing else: a body that
+    /// merely contains such a field among others (a JSON text with `&payload=…&` in a
+    /// string) is refused, never searched.
+    #[test]
+    fn anything_but_one_payload_field_is_refused() {
+        for body in [
+            &b"other=1&payload=%7B%7D&x"[..],
+            b"payload=%7B%7D&x",
+            b"x&payload=%7B%7D",
+            br#"{"title":"x&payload=%7B%7D&y"}"#,
+            b"payload%3D%7B%7D",
+            b"Payload=%7B%7D",
+        ] {
+            assert!(
+                payload_field(body).is_err(),
+                "{}",
+                String::from_utf8_lossy(body)
+            );
+        }
     }
 
     #[test]

@@ -23,6 +23,7 @@ id = "gh"
 provider = "github"
 tenant = "acme"
 secrets = ["env:S"]
+content_type = "json"
 expect = { installation_target_id = "42" }
 routes = { "pull_request.opened" = { handler = "forward", sink = "s" }, "pull_request" = { handler = "forward", sink = "s" } }
 
@@ -32,6 +33,14 @@ provider = "github"
 tenant = "acme"
 secrets = ["env:S"]
 content_dedupe = true
+content_type = "json"
+expect = { repository_id = "42" }
+
+[[integration]]
+id = "gh-form"
+provider = "github"
+tenant = "acme"
+secrets = ["env:S"]
 expect = { repository_id = "42" }
 
 [[integration]]
@@ -394,12 +403,31 @@ fn slack_url_verification_and_events() {
         out_of_scope(run("slack", &[], &other_team)),
         ("team", "T2".to_owned())
     );
-    let rate_limited = r#"{"token":"x","type":"app_rate_limited","team_id":"T9","minute_rate_limited":1518467820,"api_app_id":"A1"}"#;
+    // Slack's notice names the team and app it is about; one of a team or app the
+    // integration does not serve is out of scope, never counted as its own (red team
+    // 2026-12-05, F5).
+    let rate_limited = r#"{"token":"x","type":"app_rate_limited","team_id":"T1","minute_rate_limited":1518467820,"api_app_id":"A1"}"#;
     assert_eq!(
         run("slack", &[], rate_limited),
         Ok(Extracted::SlackRateLimited {
-            team_id: "T9".to_owned()
+            team_id: "T1".to_owned()
         })
+    );
+    assert_eq!(
+        out_of_scope(run("slack", &[], &rate_limited.replace("\"T1\"", "\"T9\""))),
+        ("team", "T9".to_owned())
+    );
+    assert_eq!(
+        out_of_scope(run("slack", &[], &rate_limited.replace("\"A1\"", "\"A9\""))),
+        ("app", "A9".to_owned())
+    );
+    assert_eq!(
+        out_of_scope(run(
+            "slack",
+            &[],
+            &rate_limited.replace(",\"api_app_id\":\"A1\"", "")
+        )),
+        ("app", "-".to_owned())
     );
     assert!(is_malformed(run(
         "slack",
@@ -745,15 +773,41 @@ fn a_github_form_delivery_is_read_from_its_payload_field() {
         ("x-github-event", "pull_request"),
         ("content-type", "application/x-www-form-urlencoded"),
     ];
-    let delivery = event(run("gh-signed", &headers, &form));
+    let delivery = event(run("gh-form", &headers, &form));
     assert_eq!(delivery.payload_json, json);
-    assert!(is_malformed(run("gh-signed", &headers, "other=1")));
+    assert!(is_malformed(run("gh-form", &headers, "other=1")));
     // Another provider's form body is not read as a form (the ingress answers 415).
     assert!(is_malformed(run(
         "slack",
         &[("content-type", "application/x-www-form-urlencoded")],
         &form
     )));
+}
+
+/// The integration says how its hook encodes deliveries; the unsigned `Content-Type`
+/// never chooses how the signed bytes are read. A JSON body carrying
+/// `&payload=<another event>&` in a string, re-sent declared as a form, is never stored
+/// as that other event (red team 2026-12-05, F4).
+#[test]
+fn a_github_body_is_read_as_its_integration_says_whatever_the_header_declares() {
+    let inner =
+        r#"{"action":"opened","repository":{"id":999},"pull_request":{"title":"SMUGGLED"}}"#;
+    let smuggled = format!(
+        r#"{{"action":"opened","pull_request":{{"title":"x&payload={}&y"}},"repository":{{"id":42}}}}"#,
+        percent_encoding::utf8_percent_encode(inner, percent_encoding::NON_ALPHANUMERIC)
+    );
+    let as_form = [
+        ("x-github-delivery", "d-form"),
+        ("x-github-event", "pull_request"),
+        ("content-type", "application/x-www-form-urlencoded"),
+    ];
+    // A JSON hook reads the JSON, whatever the header says: the outer event, scope 42.
+    let read = event(run("gh-signed", &as_form, &smuggled));
+    assert_eq!(read.payload_json, smuggled);
+    assert_eq!(read.source_scope.as_str(), "gh-signed/repository:42");
+    // A form hook's body is exactly one `payload=` field: a JSON body is refused, never
+    // searched for a field.
+    assert!(is_malformed(run("gh-form", &as_form, &smuggled)));
 }
 
 #[test]
