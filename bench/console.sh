@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # `make bench-console`: each console page's time on a large database — 5,000,000 receipts
-# (5 integrations, ~400-byte payloads, 2,500 failed or quarantined, 10,000 queued) and
-# 1,000,000 effects (3 sinks, 3,600 open or in review, one attempt each) — with the plan
+# (5 integrations, ~400-byte payloads, 2,500 failed or quarantined, 10,000 queued), and
+# beside them the worst payload the ingress accepts at its default limits (1 MiB of zeros
+# 62 levels deep) and 200,000 receipts of one integration in as many scopes (what a
+# sender can make: Shopify's shop header is unsigned) — and 1,000,000 effects (3 sinks,
+# 3,600 open or in review, one attempt each) — with the plan
 # of each page's main statement. A benchmark, not a test: the target is ≤ 200 ms a page on
 # this machine. BENCH_CONSOLE_RECEIPTS and BENCH_CONSOLE_EFFECTS scale it down
 # (e.g. 200000 and 40000 for a quick look); BENCH_CONSOLE_KEEP=1 keeps the database.
@@ -81,6 +84,22 @@ db -c "INSERT INTO effects (receipt_id, operation_key, sink, kind, tenant, data,
    -c "INSERT INTO effect_resolutions (effect_id, previous_status, action, resolved_by, note)
        SELECT id, 'review', 'completed', 'alice', 'confirmed with the sink'
        FROM effects WHERE id % 5000 = 3"
+# The worst payload the default limits take: 1,048,576 bytes at most, nested at most 64
+# deep (the outer object and 62 arrays), every element a zero (rendering it indented would
+# be 133 MB); failed, so the review queue leads the on-call person to it.
+db -c "INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key, payload,
+                             status, attempts, last_error, finished_at)
+       SELECT 'stripe-live', 'stripe-live/platform/live', 'evt_deep', 'payment_intent.succeeded',
+              'payment_intent.succeeded',
+              ('{\"x\": ' || repeat('[', 62) || array_to_string(array_fill(0, ARRAY[524000]), ',')
+               || repeat(']', 62) || '}')::jsonb,
+              'failed', 8, 'handler failed', now()"
+# Scopes a sender made: one receipt each.
+db -c "INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key, payload,
+                             status, outcome, finished_at)
+       SELECT 'shopify-shop', 'shopify-shop/shop' || g || '.myshopify.com/orders%2Fcreate',
+              'wh_' || g, 'orders/create', 'orders/create', '{}', 'done', 'applied', now()
+       FROM generate_series(1, 200000) g"
 db -c "VACUUM (ANALYZE)"
 echo "  seeded in $(( $(date +%s) - started )) s; $(db -c "SELECT pg_size_pretty(pg_database_size(current_database()))")"
 
@@ -92,7 +111,9 @@ base=$(sed -n 's/^console listening on //p' "$log")
 
 mid=$((receipts / 2))
 effect_mid=$((effects / 2))
-failed_id=$(db -c "SELECT id FROM receipts WHERE status = 'failed' ORDER BY id DESC LIMIT 1")
+failed_id=$(db -c "SELECT id FROM receipts WHERE status = 'failed' AND event_id <> 'evt_deep' ORDER BY id DESC LIMIT 1")
+deep_id=$(db -c "SELECT id FROM receipts WHERE event_id = 'evt_deep'")
+deep_bytes=$(db -c "SELECT octet_length(payload::text) FROM receipts WHERE event_id = 'evt_deep'")
 review_id=$(db -c "SELECT id FROM effects WHERE status = 'review' ORDER BY id DESC LIMIT 1")
 pages=(
   "overview|/"
@@ -106,6 +127,8 @@ pages=(
   "receipts: by provider event id|/receipts?event_id=evt_$mid"
   "one receipt (done)|/receipts/$mid"
   "one receipt (failed, audited)|/receipts/$failed_id"
+  "one receipt: the worst payload the ingress accepts ($deep_bytes bytes, 62 levels deep)|/receipts/$deep_id"
+  "receipts: by provider event id, with 200,000 more scopes|/receipts?event_id=wh_123456"
   "effects: review|/effects?status=review"
   "effects: completed, newest|/effects?status=completed"
   "effects: completed, one sink, deep|/effects?status=completed&sink=crm&before=$effect_mid"
@@ -150,8 +173,10 @@ explain "overview: what the newest receipts say per integration (recent_receipts
   "SELECT integration, max(received_at), count(*) FILTER (WHERE outcome = 'ignored'), count(*) FROM receipts WHERE id > (SELECT coalesce(max(id), 0) FROM receipts) - 100000 GROUP BY integration"
 explain "receipts: done, a type never sent, one window (list_receipts with after_id)" \
   "SELECT id FROM receipts WHERE status = 'done' AND event_type = 'never.sent' AND id < $receipts AND id > $receipts - 200000 ORDER BY id DESC LIMIT 50"
-explain "receipts: by provider event id (receipts_by_event_id, a loose scan of the key's scopes)" \
-  "WITH RECURSIVE scopes (scope) AS ((SELECT source_scope FROM receipts ORDER BY source_scope LIMIT 1) UNION ALL SELECT (SELECT r.source_scope FROM receipts r WHERE r.source_scope > s.scope ORDER BY r.source_scope LIMIT 1) FROM scopes s WHERE s.scope IS NOT NULL) SELECT r.id FROM scopes s JOIN receipts r ON r.source_scope = s.scope AND r.event_id = 'evt_$mid'"
+explain "receipts: by provider event id (receipts_by_event_id, one lookup of its index)" \
+  "SELECT id FROM receipts WHERE event_id = 'wh_123456' ORDER BY id"
+explain "one receipt's payload excerpt (receipt_payload_excerpt: rendered once, cut, never pretty-printed)" \
+  "SELECT left(rendered.text, 65536), length(rendered.text) > 65536, octet_length(rendered.text) FROM receipts r, LATERAL (SELECT r.payload::text AS text OFFSET 0) rendered WHERE r.id = $deep_id AND r.payload IS NOT NULL"
 explain "one receipt's audit trail (receipt_history)" \
   "SELECT replayed_at FROM receipt_replays WHERE receipt_id = $failed_id UNION ALL SELECT resolved_at FROM receipt_resolutions WHERE receipt_id = $failed_id"
 

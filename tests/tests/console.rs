@@ -819,3 +819,281 @@ async fn a_confirmation_posted_twice_decides_once() {
     refused_as_changed(&session.submit(&confirmation, "confirm").await);
     assert_eq!(audit_rows(pool).await, 1);
 }
+
+/// A GET with raw header bytes (a name in UTF-8, which the test client's header type
+/// refuses), as a proxy forwards it; the page's text.
+async fn get_raw(console: &Console, path: &str, headers: &[(&str, &[u8])]) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let address = console.origin().trim_start_matches("http://").to_owned();
+    let mut request =
+        format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n").into_bytes();
+    for (name, value) in headers {
+        request.extend_from_slice(name.as_bytes());
+        request.extend_from_slice(b": ");
+        request.extend_from_slice(value);
+        request.extend_from_slice(b"\r\n");
+    }
+    request.extend_from_slice(b"\r\n");
+    let mut stream = tokio::net::TcpStream::connect(&address)
+        .await
+        .expect("connect");
+    stream.write_all(&request).await.expect("send");
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).await.expect("read");
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// A name with an invisible character is another person who reads as the same one in
+/// psql, an export or a SIEM: the proxy's header naming `al\u{200b}ice` names nobody,
+/// and nothing can be decided in that name (red team 2026-12-05, F6).
+#[tokio::test]
+async fn a_name_with_invisible_characters_names_nobody() {
+    let database = TestDatabase::create().await;
+    let failed = domain::receipt_in(database.pool(), "evt_name", "failed").await;
+    let console = Console::start(
+        database.url(),
+        &[
+            "--user-header",
+            "X-Forwarded-User",
+            "--trusted-proxy",
+            "127.0.0.1",
+        ],
+    );
+    let page = format!("/receipts/{failed}");
+    let alice = get_raw(
+        &console,
+        &page,
+        &[("X-Forwarded-User", b"alice@example.com")],
+    )
+    .await;
+    assert!(alice.contains("deciding as alice@example.com"), "{alice}");
+    for disguised in [
+        "al\u{200b}ice@example.com",
+        "alice@example.com\u{202e}",
+        "\u{2060}alice@example.com",
+    ] {
+        let seen = get_raw(
+            &console,
+            &page,
+            &[("X-Forwarded-User", disguised.as_bytes())],
+        )
+        .await;
+        assert!(
+            seen.contains("read-only: the proxy&#39;s user header is not a usable name")
+                || seen.contains("read-only: the proxy's user header is not a usable name"),
+            "{disguised:?}: {seen}"
+        );
+        assert!(!seen.contains("deciding as"), "{disguised:?}");
+    }
+    // The CLI refuses such a name as well.
+    let output = Inboundctl::new().database(database.url()).run(&[
+        "receipts",
+        "close",
+        &failed.to_string(),
+        "--reason",
+        "not ours",
+        "--by",
+        "al\u{200b}ice",
+    ]);
+    assert!(!output.status.success());
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("not a name the audit trail can record"),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(audit_rows(database.pool()).await, 0);
+}
+
+/// Behind an HTTPS proxy the session cookie is `Secure` with the `__Host-` prefix, and a
+/// session carrying it works (red team 2026-12-05, F6).
+#[tokio::test]
+async fn behind_an_https_proxy_the_session_cookie_is_secure_and_host_only() {
+    let database = TestDatabase::create().await;
+    let console = Console::start(
+        database.url(),
+        &[
+            "--user-header",
+            "X-Forwarded-User",
+            "--trusted-proxy",
+            "127.0.0.1",
+            "--allowed-origin",
+            "https://inbound.example.com",
+        ],
+    );
+    let client = inbound_tests::http::HttpClient::new();
+    let first = client.get(&console.url("/")).await.expect("the overview");
+    let cookie = first
+        .headers
+        .get("set-cookie")
+        .and_then(|value| value.to_str().ok())
+        .expect("a session cookie")
+        .to_owned();
+    assert!(
+        cookie.starts_with("__Host-inbound_console_session="),
+        "{cookie}"
+    );
+    assert!(cookie.contains("; Secure"), "{cookie}");
+    assert!(
+        cookie.contains("; Path=/") && !cookie.contains("Domain"),
+        "{cookie}"
+    );
+    // Sent back, it is the session: no new cookie is set.
+    let pair = cookie.split(';').next().expect("name=value").to_owned();
+    let again = client
+        .send(
+            "GET",
+            &console.url("/"),
+            &[("cookie".to_owned(), pair)],
+            bytes::Bytes::new(),
+        )
+        .await
+        .expect("the overview");
+    assert!(
+        again.headers.get("set-cookie").is_none(),
+        "{:?}",
+        again.headers
+    );
+}
+
+/// A payload whose pretty-printed text would pass PostgreSQL's 1 GB limit — 10 MiB of
+/// zeros 62 levels deep, which an integration with a larger `max_body_bytes` accepts — is
+/// shown from its start like any other: the database renders the stored text once and
+/// cuts it, the console indents the cut (red team 2026-12-05, F1: the database
+/// pretty-printed the whole payload, twice, before cutting it).
+#[tokio::test]
+async fn a_payload_too_deep_to_pretty_print_whole_is_shown_from_its_start() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let receipt = domain::receipt_in(pool, "evt_deep", "failed").await;
+    let depth = 62;
+    let zeros = 10 * 1024 * 1024 / 2;
+    let payload = format!(
+        r#"{{"a": 10.50, "deep": {}{}{}}}"#,
+        "[".repeat(depth),
+        vec!["0"; zeros].join(","),
+        "]".repeat(depth)
+    );
+    sqlx::query("UPDATE receipts SET payload = $2::jsonb WHERE id = $1")
+        .bind(receipt)
+        .bind(&payload)
+        .execute(pool)
+        .await
+        .expect("a deep payload");
+    let console = Console::start(database.url(), &["--by", "alice"]);
+    let session = Session::open(&console).await;
+    let page = session.get(&format!("/receipts/{receipt}")).await;
+    let html = text(&page);
+    assert_eq!(page.status, 200, "{html}");
+    assert!(
+        !html.contains("cannot be rendered"),
+        "{}",
+        &html[..html.len().min(2000)]
+    );
+    assert!(html.contains("id=\"payload\""), "the payload is shown");
+    // jsonb orders keys by length: "a" comes first.
+    assert!(
+        html.contains("a&#34;: 10.50"),
+        "its start, numbers as stored"
+    );
+    assert!(html.contains("its first 65,536 characters are shown"));
+    assert!(page.body.len() < 200 * 1024, "{} bytes", page.body.len());
+}
+
+/// Every showing of a payload is recorded before it is shown — the console's page and
+/// `inboundctl receipts show` alike — with the name given, the database role and the
+/// server's time; the receipt's page lists its readers and `inboundctl audit reads`
+/// lists who read what in a window.
+#[tokio::test]
+async fn who_read_a_payload_is_recorded_shown_and_listed() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let receipt = domain::receipt_in(pool, "evt_read", "failed").await;
+    let console = Console::start(database.url(), &["--by", "alice"]);
+    let session = Session::open(&console).await;
+    let first = text(&session.get(&format!("/receipts/{receipt}")).await);
+    assert!(first.contains("id=\"payload\""));
+    let shown =
+        Inboundctl::new()
+            .database(database.url())
+            .run(&["receipts", "show", &receipt.to_string()]);
+    assert!(
+        shown.status.success(),
+        "{}",
+        String::from_utf8_lossy(&shown.stderr)
+    );
+    let reads: Vec<(i64, String, String, String, bool)> = sqlx::query_as(
+        "SELECT receipt_id, read_by, surface, database_role, read_at > now() - interval '1 minute'
+         FROM payload_reads ORDER BY id",
+    )
+    .fetch_all(pool)
+    .await
+    .expect("reads");
+    let role: String = sqlx::query_scalar("SELECT session_user::text")
+        .fetch_one(pool)
+        .await
+        .expect("role");
+    assert_eq!(
+        reads,
+        vec![
+            (
+                receipt,
+                "alice".to_owned(),
+                "console".to_owned(),
+                role.clone(),
+                true
+            ),
+            (
+                receipt,
+                "ops-test".to_owned(),
+                "cli".to_owned(),
+                role.clone(),
+                true
+            ),
+        ]
+    );
+    // The page lists who read it, this reading included.
+    let again = text(&session.get(&format!("/receipts/{receipt}")).await);
+    let readers = again.split("id=\"reads\"").nth(1).expect("a readers table");
+    assert!(
+        readers.contains("alice") && readers.contains("ops-test"),
+        "{readers}"
+    );
+    assert!(again.contains("3 in all"), "{again}");
+    // And the CLI lists who read what in a window.
+    let listed = ctl_json(&database, "audit reads --since 1h --json");
+    let names: Vec<&str> = listed
+        .as_array()
+        .expect("an array")
+        .iter()
+        .map(|read| read["read_by"].as_str().expect("a name"))
+        .collect();
+    assert_eq!(names, ["alice", "ops-test", "alice"]);
+    let only_cli = ctl_json(&database, "audit reads --since 1h --reader ops-test --json");
+    assert_eq!(only_cli.as_array().map(Vec::len), Some(1));
+    // A page that shows no payload (the receipts listing) records nothing.
+    session.get("/receipts?status=failed").await;
+    let count: i64 = sqlx::query_scalar("SELECT count(*) FROM payload_reads")
+        .fetch_one(pool)
+        .await
+        .expect("count");
+    assert_eq!(count, 3);
+}
+
+/// A payload is shown to a named person only, since every reading is recorded with a
+/// name: a console nobody is named at shows the receipt without it, and records nothing.
+#[tokio::test]
+async fn an_unnamed_viewer_is_shown_no_payload() {
+    let database = TestDatabase::create().await;
+    let receipt = domain::receipt_in(database.pool(), "evt_unnamed", "failed").await;
+    let console = Console::start(database.url(), &[]);
+    let session = Session::open(&console).await;
+    let page = text(&session.get(&format!("/receipts/{receipt}")).await);
+    assert!(page.contains("evt_unnamed"), "the receipt is shown: {page}");
+    assert!(!page.contains("id=\"payload\""), "{page}");
+    assert!(page.contains("shown to a named person only"), "{page}");
+    let reads: i64 = sqlx::query_scalar("SELECT count(*) FROM payload_reads")
+        .fetch_one(database.pool())
+        .await
+        .expect("reads");
+    assert_eq!(reads, 0);
+}

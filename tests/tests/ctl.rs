@@ -694,8 +694,15 @@ async fn a_waiting_receipt_is_listed_with_its_error_and_shown_with_who_replayed_
         "{rows}"
     );
     let shown = inboundctl(&["receipts", "show", &receipt.to_string()], &env);
+    // Who, as they named themselves, and the database role that recorded it.
+    let role: String = sqlx::query_scalar("SELECT session_user::text")
+        .fetch_one(pool)
+        .await
+        .expect("role");
     assert!(
-        text(&shown.stdout).contains("replayed by ops (was pending): order created"),
+        text(&shown.stdout).contains(&format!(
+            "replayed by ops as role {role} (was pending): order created"
+        )),
         "{}",
         text(&shown.stdout)
     );

@@ -212,15 +212,18 @@ async fn assert_refused(
     );
 }
 
-/// The audit trail of operators' decisions is insert-only for every process: no role
-/// that acts on receipts and effects can rewrite or erase who decided what.
-const REWRITE_AUDIT: [&str; 6] = [
+/// The audit trail — operators' decisions and who read which payload — is insert-only
+/// for every process: no role that acts on receipts and effects can rewrite or erase who
+/// decided or read what.
+const REWRITE_AUDIT: [&str; 8] = [
     "UPDATE receipt_replays SET reason = 'rewritten'",
     "DELETE FROM receipt_replays",
     "UPDATE receipt_resolutions SET resolved_by = 'someone else'",
     "DELETE FROM receipt_resolutions",
     "UPDATE effect_resolutions SET note = 'rewritten'",
     "DELETE FROM effect_resolutions",
+    "UPDATE payload_reads SET read_by = 'someone else'",
+    "DELETE FROM payload_reads",
 ];
 
 /// What each process must not do, statement by statement.
@@ -238,6 +241,10 @@ fn refused_statements() -> Vec<(Process, &'static str)> {
         "SELECT * FROM inbound_example.orders",
         "UPDATE inbound_example.orders SET status = 'paid'",
         "DROP TABLE receipts",
+        // The id and the acceptance time are the database's: an id taken ahead would make
+        // a later delivery's insert a silent "duplicate".
+        "INSERT INTO receipts (id, integration, source_scope, event_id, event_type, route_key, payload) OVERRIDING SYSTEM VALUE VALUES (999999, 'i', 's', 'e', 't', 't', '{}')",
+        "INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key, payload, received_at) VALUES ('i', 's', 'e2', 't', 't', '{}', now())",
     ];
     let worker = [
         "DROP TABLE receipts",
@@ -245,8 +252,13 @@ fn refused_statements() -> Vec<(Process, &'static str)> {
         "TRUNCATE receipts",
         "DELETE FROM _sqlx_migrations",
         "CREATE TABLE inbound.sneaky (x int)",
-        // Only purge, an operator's command, removes receipts.
+        // Only purge, an operator's command, removes receipts, by retention's rule.
         "DELETE FROM receipts",
+        "SELECT purge_receipt_keys(0, 1000)",
+        // What was received is not the worker's to rewrite either, nor an id its to pick.
+        "UPDATE receipts SET payload = NULL",
+        "UPDATE receipts SET received_at = now() - interval '1 year'",
+        "SELECT decision_close_receipt(1, 'w', 'r')",
         "INSERT INTO receipt_replays (receipt_id, previous_status, replayed_by, reason) VALUES (1, 'failed', 'w', 'r')",
     ];
     let dispatcher = [
@@ -255,11 +267,39 @@ fn refused_statements() -> Vec<(Process, &'static str)> {
         "SELECT * FROM inbound_example.orders",
         "DROP TABLE effects",
         "INSERT INTO effect_resolutions (effect_id, previous_status, action, resolved_by, note) VALUES (1, 'review', 'retry', 'd', 'n')",
+        "INSERT INTO payload_reads (receipt_id, read_by, surface) VALUES (1, 'd', 'cli')",
+        "SELECT purge_receipt_keys(0, 1000)",
     ];
     let operator = [
         "DROP TABLE receipts",
         "ALTER TABLE effects DROP COLUMN sink",
         "TRUNCATE receipt_replays",
+        // Receipts leave only by retention's rule (the database's purge functions): a
+        // delete would erase accepted work, and with it, by cascade, the effects that
+        // explain what it caused (red team 2026-12-05, F2).
+        "DELETE FROM receipts",
+        // What was received is evidence: its payload, key and acceptance time are not the
+        // operator's to rewrite (only purge's rule drops a payload).
+        "UPDATE receipts SET payload = '{\"rewritten\": true}'",
+        "UPDATE receipts SET event_id = 'evt_other'",
+        "UPDATE receipts SET received_at = now() - interval '1 year'",
+        // Every change an operator makes is a decision the database records: no status,
+        // queue row or effect is the role's to write by hand, so none goes unaudited (a
+        // receipt made done by hand would be purgeable; an effect's sink, data or
+        // "may have landed" rewritten would be sent again).
+        "UPDATE receipts SET status = 'done', outcome = 'ignored', finished_at = now() - interval '1 year'",
+        "SELECT id FROM receipts FOR UPDATE",
+        "INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key, payload) VALUES ('i', 's', 'e', 't', 't', '{}')",
+        "INSERT INTO receipt_queue (receipt_id, integration, enqueued_at) VALUES (1, 'i', now())",
+        "DELETE FROM receipt_queue",
+        "UPDATE effects SET status = 'abandoned'",
+        "UPDATE effects SET maybe_delivered = false, sink = 'elsewhere'",
+        // An audit row's time and database role are the server's, not the writer's.
+        "INSERT INTO receipt_replays (receipt_id, previous_status, replayed_by, reason, replayed_at) VALUES (1, 'failed', 'carol', 'forged', '2020-01-01')",
+        "INSERT INTO receipt_resolutions (receipt_id, previous_status, action, resolved_by, reason, resolved_at) VALUES (1, 'failed', 'close', 'carol', 'forged', '2020-01-01')",
+        "INSERT INTO effect_resolutions (effect_id, previous_status, action, resolved_by, note, resolved_at) VALUES (1, 'review', 'completed', 'carol', 'forged', '2020-01-01')",
+        "INSERT INTO effect_resolutions (effect_id, previous_status, action, resolved_by, note, database_role) VALUES (1, 'review', 'completed', 'carol', 'forged', 'inbound_worker')",
+        "INSERT INTO payload_reads (receipt_id, read_by, surface, read_at) VALUES (1, 'carol', 'console', '2020-01-01')",
     ];
     let of = |process: Process, statements: &[&'static str]| -> Vec<(Process, &'static str)> {
         statements
@@ -530,5 +570,135 @@ async fn operators_decide_and_purge_under_their_role() {
     assert_eq!(
         purged, 0,
         "the old receipt's key is gone with its closed effect"
+    );
+}
+
+/// The audit trail outlives what it explains and says who wrote it: an effect an operator
+/// resolved keeps its decision after purge removes the effect with its receipt (no
+/// cascade into it), each row carries the database role that wrote it and the server's
+/// time, and purge's rule is the database's — an operator asking for an age of 0 purges
+/// nothing younger than a day (red team 2026-12-05, F2).
+#[tokio::test]
+async fn the_audit_trail_outlives_what_it_explains_and_names_the_role_that_wrote_it() {
+    let database = TestDatabase::create().await;
+    let roles = TestRoles::create(&database).await;
+    sqlx::raw_sql(
+        "INSERT INTO receipts (id, integration, source_scope, event_id, event_type, route_key, payload,
+                               status, outcome, received_at, finished_at)
+         OVERRIDING SYSTEM VALUE VALUES
+           (1, 'stripe-acme', 's', 'evt_old', 't', 't', '{}', 'done', 'applied',
+            now() - interval '100 days', now() - interval '100 days'),
+           (2, 'stripe-acme', 's', 'evt_fresh', 't', 't', '{}', 'done', 'applied', now(), now());
+         INSERT INTO effects (receipt_id, operation_key, sink, kind, tenant, data, event, status)
+           VALUES (1, 'op-audited', 'audit', 'forward', 'acme', '{}', '{}', 'review');",
+    )
+    .execute(database.pool())
+    .await
+    .expect("seed");
+    let operator = roles.url(database.url(), Process::Operator);
+    let output = inboundctl(
+        &[
+            "effects",
+            "resolve",
+            "1",
+            "--completed",
+            "--note",
+            "sent by hand",
+            "--by",
+            "ops",
+        ],
+        &operator,
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let operator_role = roles.role(Process::Operator);
+    let (by, role, recent): (String, String, bool) = sqlx::query_as(
+        "SELECT resolved_by, database_role, resolved_at > now() - interval '1 minute'
+         FROM effect_resolutions WHERE effect_id = 1",
+    )
+    .fetch_one(database.pool())
+    .await
+    .expect("the decision");
+    assert_eq!(
+        (by.as_str(), role.as_str(), recent),
+        ("ops", operator_role.as_str(), true)
+    );
+    // Retention's rule is the database's: the operator role calls it with an age of 0,
+    // and only what is done, closed and more than a day old goes — the old receipt, not
+    // the one that finished now.
+    let mut connection = connect_as(&roles, &database, Process::Operator).await;
+    let purged: i64 = sqlx::query_scalar("SELECT purge_receipt_keys(0, 1000)")
+        .fetch_one(&mut connection)
+        .await
+        .expect("purge as the operator");
+    assert_eq!(purged, 1);
+    let left: Vec<i64> = sqlx::query_scalar("SELECT id FROM receipts ORDER BY id")
+        .fetch_all(database.pool())
+        .await
+        .expect("receipts");
+    assert_eq!(
+        left,
+        [2],
+        "the old receipt went by the rule; the fresh one stayed"
+    );
+    let decisions: i64 = sqlx::query_scalar("SELECT count(*) FROM effect_resolutions")
+        .fetch_one(database.pool())
+        .await
+        .expect("decisions");
+    assert_eq!(
+        decisions, 1,
+        "who resolved the purged effect is still on record"
+    );
+}
+
+/// Temporary tables come last in every session's search_path, as inbound's sessions and
+/// roles set it: one made by whoever shared a pooled server session cannot stand in for
+/// inbound's own table, so a read recorded through it lands in the audit trail.
+#[tokio::test]
+async fn a_temporary_table_never_stands_in_for_inbounds_own() {
+    let database = TestDatabase::create().await;
+    let roles = TestRoles::create(&database).await;
+    let options = inbound_store::connect_options(
+        &roles.url(database.url(), Process::Operator),
+        &inbound_store::SessionTarget {
+            schema: inbound_store::Schema::default(),
+            pooler: inbound_store::Pooler::None,
+        },
+    )
+    .expect("options");
+    let mut connection = PgConnection::connect_with(&options).await.expect("connect");
+    sqlx::raw_sql(
+        "CREATE TEMP TABLE payload_reads (receipt_id bigint, read_by text, surface text)",
+    )
+    .execute(&mut connection)
+    .await
+    .expect("a temporary table");
+    inbound_store::admin::record_payload_reads(
+        &mut connection,
+        &[inbound_core::keys::ReceiptId(1)],
+        "alice",
+        inbound_store::admin::ReadSurface::Console,
+    )
+    .await
+    .expect("recorded");
+    let recorded: i64 = sqlx::query_scalar("SELECT count(*) FROM inbound.payload_reads")
+        .fetch_one(database.pool())
+        .await
+        .expect("count");
+    assert_eq!(
+        recorded, 1,
+        "the read is in the audit trail, not the temporary table"
+    );
+    // The role's own setting (what a transaction pooler's sessions get) says the same.
+    let setting: String = sqlx::query_scalar(
+        "SELECT array_to_string(setconfig, ' ') FROM pg_db_role_setting s
+         JOIN pg_roles r ON r.oid = s.setrole WHERE r.rolname = $1",
+    )
+    .bind(roles.role(Process::Operator))
+    .fetch_one(database.pool())
+    .await
+    .expect("the role's settings");
+    assert!(
+        setting.contains("search_path=inbound, pg_temp"),
+        "{setting}"
     );
 }

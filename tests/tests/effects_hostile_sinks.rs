@@ -494,15 +494,15 @@ async fn purge_keeps_receipts_whose_effects_are_not_closed() {
         .await
         .expect("out of the queue");
     // Purged as if 30 days had passed.
-    let later = inbound_store::clock::ahead(Duration::from_secs(30 * 24 * 3600));
+    inbound_tests::domain::age_receipts(harness.pool(), 30).await;
     let mut connection = harness.pool().acquire().await.expect("conn");
-    let purged = inbound_store::admin::purge_keys_batch(&mut connection, 7, 100, later)
+    let purged = inbound_store::admin::purge_keys_batch(&mut connection, 7, 100)
         .await
         .expect("purge");
     assert_eq!(purged, 0);
     assert_eq!(harness.effect("refused").await.0, EffectStatus::Failed);
     // Nor its payload: the person deciding about the effect reads the event behind it.
-    let payloads = inbound_store::admin::purge_payloads_batch(&mut connection, 7, 100, later)
+    let payloads = inbound_store::admin::purge_payloads_batch(&mut connection, 7, 100)
         .await
         .expect("purge payloads");
     assert_eq!(
@@ -525,11 +525,11 @@ async fn purge_keeps_receipts_whose_effects_are_not_closed() {
     )
     .await
     .expect("abandon");
-    let payloads = inbound_store::admin::purge_payloads_batch(&mut connection, 7, 100, later)
+    let payloads = inbound_store::admin::purge_payloads_batch(&mut connection, 7, 100)
         .await
         .expect("purge payloads");
     assert_eq!(payloads, 1);
-    let purged = inbound_store::admin::purge_keys_batch(&mut connection, 7, 100, later)
+    let purged = inbound_store::admin::purge_keys_batch(&mut connection, 7, 100)
         .await
         .expect("purge");
     assert_eq!(purged, 1);

@@ -1583,11 +1583,11 @@ async fn purge_drops_payloads_then_keys_and_duplicates_stay_detected_until_then(
         .await
         .expect("complete");
     // Purged as if 10 days had passed.
-    let later = clock::ahead(Duration::from_secs(10 * 24 * 3600));
+    domain::age_receipts(pool, 10).await;
 
     let mut connection = pool.acquire().await.expect("conn");
     assert_eq!(
-        admin::purge_payloads_batch(&mut connection, 7, 100, later)
+        admin::purge_payloads_batch(&mut connection, 7, 100)
             .await
             .expect("purge"),
         1
@@ -1603,14 +1603,14 @@ async fn purge_drops_payloads_then_keys_and_duplicates_stay_detected_until_then(
         "the key row still detects the duplicate"
     );
     assert_eq!(
-        admin::purge_keys_batch(&mut connection, 30, 100, later)
+        admin::purge_keys_batch(&mut connection, 30, 100)
             .await
             .expect("purge"),
         0,
         "not old enough"
     );
     assert_eq!(
-        admin::purge_keys_batch(&mut connection, 7, 100, later)
+        admin::purge_keys_batch(&mut connection, 7, 100)
             .await
             .expect("purge"),
         1
@@ -1646,18 +1646,19 @@ async fn purge_never_strands_a_queue_row() {
     // A done receipt that still has its queue row: no statement of inbound's leaves one,
     // so it is made by hand.
     sqlx::query(
-        "UPDATE receipts SET status = 'done', outcome = 'ignored', finished_at = now() - interval '30 days'",
+        "UPDATE receipts SET status = 'done', outcome = 'ignored', finished_at = now() - interval '30 days',
+                             received_at = now() - interval '30 days'",
     )
     .execute(pool)
     .await
     .expect("done by hand");
     let mut connection = pool.acquire().await.expect("conn");
-    let (_, keys) = admin::purge_preview(&mut connection, 7, Some(7), None)
+    let (_, keys) = admin::purge_preview(&mut connection, 7, Some(7))
         .await
         .expect("preview");
     assert_eq!(keys, 0, "the dry run counts what purge would delete");
     assert_eq!(
-        admin::purge_keys_batch(&mut connection, 7, 100, None)
+        admin::purge_keys_batch(&mut connection, 7, 100)
             .await
             .expect("purge"),
         0
@@ -1681,10 +1682,10 @@ async fn key_rows_with_undelivered_effects_are_kept() {
     domain::seed_order(pool, "o1", "pi_1", 1000, "usd").await;
     accept_succeeded(pool, &config, "evt_1", "pi_1", "o1", 1000, "usd").await;
     step(&worker).await;
-    let later = clock::ahead(Duration::from_secs(10 * 24 * 3600));
+    domain::age_receipts(pool, 10).await;
     let mut connection = pool.acquire().await.expect("conn");
     assert_eq!(
-        admin::purge_keys_batch(&mut connection, 7, 100, later)
+        admin::purge_keys_batch(&mut connection, 7, 100)
             .await
             .expect("purge"),
         0,

@@ -427,9 +427,10 @@ async fn show(database: DatabaseArgs, id: EffectId, json: bool) -> anyhow::Resul
     }
     for resolution in &resolutions {
         out!(
-            "  resolved        {} by {} at {} (was {}): {}",
+            "  resolved        {} by {} as role {} at {} (was {}): {}",
             resolution.action,
             resolution.resolved_by,
+            resolution.database_role,
             resolution.resolved_at,
             resolution.previous_status,
             resolution.note

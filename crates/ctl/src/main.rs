@@ -9,10 +9,12 @@
 //! - `status` and `purge` (see [`operate`]); `receipts list|find|show|quarantine|fail|
 //!   replay|close` (see [`receipts_cmd`]); `effects list|show|resolve` (see
 //!   [`effects_cmd`]); each takes `--json`. Shared filters and confirmations: [`selection`].
+//! - `audit reads --since T`: who read which payload (see [`audit_cmd`]).
 //! - `completions SHELL`: a shell completion script.
 //! - `console`: the operator's console in a browser (see [`console`]).
 //! - `dev-sink`: a local effect receiver that prints and verifies what it gets.
 
+mod audit_cmd;
 mod console;
 mod db;
 mod dev_sink;
@@ -107,6 +109,11 @@ enum Command {
     Effects {
         #[command(subcommand)]
         command: effects_cmd::EffectsCommand,
+    },
+    /// The audit trail: who read which payload (`audit reads --since 1d`).
+    Audit {
+        #[command(subcommand)]
+        command: audit_cmd::AuditCommand,
     },
     /// The operator's console in a browser: overview, receipts, effects, the review
     /// queue, and decisions by a named person (docs/console.md).
@@ -301,6 +308,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             json,
         } => operate::status(&database, config.as_deref(), owner.as_deref(), json).await,
         Command::Receipts { command } => receipts_cmd::run(command).await,
+        Command::Audit { command } => audit_cmd::run(command).await,
         Command::Completions { shell } => {
             clap_complete::generate(
                 shell,

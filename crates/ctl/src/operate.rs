@@ -61,17 +61,23 @@ impl DatabaseArgs {
 }
 
 impl DatabaseArgs {
-    /// A pool of at most `max_connections` for a long-running command (the console):
-    /// the session is checked once as [`DatabaseArgs::connect`] checks it, then each
-    /// connection carries the same limits. Also returns how long one unit of work may
-    /// take (the statement timeout and a margin; 60 s when none is set).
+    /// A pool of at most `max_connections` for a long-running command (the console),
+    /// each statement cancelled after `statement_timeout` (a page's bound, shorter than a
+    /// command's; the lesser of the two when `--statement-timeout-secs` is shorter): the
+    /// session is checked once as [`DatabaseArgs::connect`] checks it, then each
+    /// connection carries the limits. Also returns how long one unit of work may take
+    /// (the statement timeout and a margin).
     pub async fn pool(
         &self,
         max_connections: u32,
+        statement_timeout: Duration,
         application_name: &str,
     ) -> anyhow::Result<(sqlx::PgPool, Duration)> {
         drop(self.connect().await?);
-        let statement_timeout = Duration::from_secs(self.statement_timeout_secs);
+        let statement_timeout = match self.statement_timeout_secs {
+            0 => statement_timeout,
+            secs => statement_timeout.min(Duration::from_secs(secs)),
+        };
         let settings = store::PoolSettings {
             max_connections,
             acquire_timeout: Duration::from_secs(5),
@@ -83,12 +89,7 @@ impl DatabaseArgs {
             },
         };
         let pool = store::connect_pool_lazy(&self.database_url, &settings)?;
-        let limit = if statement_timeout.is_zero() {
-            Duration::from_secs(60)
-        } else {
-            statement_timeout + store::bounded::STATEMENT_MARGIN
-        };
-        Ok((pool, limit))
+        Ok((pool, statement_timeout + store::bounded::STATEMENT_MARGIN))
     }
 }
 
@@ -210,9 +211,26 @@ fn redelivery_floor(config: Option<&Config>) -> (u32, &'static str) {
         .unwrap_or((0, "none"))
 }
 
-/// Refuses ages that would purge keys before their payloads, keys younger than the
-/// configured providers' redelivery horizon (unless forced), and empty batches.
+/// The ages the database's retention functions take, in days: at least a day (a receipt
+/// is never purged on the day it finished), at most 100 years.
+const PURGE_DAYS: std::ops::RangeInclusive<u32> = 1..=36_500;
+
+/// Refuses ages outside [`PURGE_DAYS`], ages that would purge keys before their payloads,
+/// keys younger than the configured providers' redelivery horizon (unless forced), and
+/// empty batches.
 fn check_purge(options: &PurgeOptions) -> anyhow::Result<()> {
+    for (flag, days) in [
+        ("--payloads-older-than-days", Some(options.payload_days)),
+        ("--keys-older-than-days", options.key_days),
+    ] {
+        if let Some(days) = days
+            && !PURGE_DAYS.contains(&days)
+        {
+            bail!(
+                "{flag} {days} is outside 1 to 36500 days: the database purges nothing younger than a day"
+            );
+        }
+    }
     if let Some(key_days) = options.key_days {
         if key_days < options.payload_days {
             bail!(
@@ -284,10 +302,7 @@ pub async fn purge(
 async fn preview_purge(db: &mut Db, options: &PurgeOptions, as_json: bool) -> anyhow::Result<()> {
     let (payloads, keys) = db
         .run(async |connection| {
-            Ok(
-                admin::purge_preview(connection, options.payload_days, options.key_days, None)
-                    .await?,
-            )
+            Ok(admin::purge_preview(connection, options.payload_days, options.key_days).await?)
         })
         .await?;
     if as_json {
@@ -337,12 +352,11 @@ async fn purge_until_done(
                             connection,
                             options.payload_days,
                             options.batch_size,
-                            None,
                         )
                         .await?
                     }
                     Purged::Keys(days) => {
-                        admin::purge_keys_batch(connection, days, options.batch_size, None).await?
+                        admin::purge_keys_batch(connection, days, options.batch_size).await?
                     }
                 })
             })

@@ -50,15 +50,34 @@ pub fn terminal_safe(text: &str) -> Cow<'_, str> {
     Cow::Owned(escaped)
 }
 
-/// A character that shows nothing or breaks a line where none is seen (Unicode's format
-/// characters and the line and paragraph separators): a soft hyphen, the Arabic letter
-/// mark, the Mongolian vowel separator, zero-width spaces, joiners and direction marks,
-/// the separators, the bidirectional embeddings, overrides and isolates, invisible
-/// operators, a byte-order mark, interlinear annotation marks, and tag characters.
+/// `raw` as a person's name the audit trail records: trimmed, not empty, at most
+/// `max_chars` characters, none of them a control or invisible character ([`invisible`]:
+/// a zero-width space makes `al\u{200b}ice` another name that reads as `alice` in psql, an
+/// export or a SIEM) or a comma (how a proxy that appends joins a client's value to its
+/// own). `None` when it is not one.
+pub fn person_name(raw: &str, max_chars: usize) -> Option<String> {
+    let name = raw.trim();
+    let usable = name
+        .chars()
+        .all(|c| !c.is_control() && !invisible(c) && c != ',');
+    (usable && !name.is_empty() && name.chars().count() <= max_chars).then(|| name.to_owned())
+}
+
+/// A character that shows nothing or breaks a line where none is seen: every Unicode
+/// `Default_Ignorable_Code_Point` (DerivedCoreProperties.txt: the soft hyphen, the
+/// combining grapheme joiner, the Arabic letter mark, Hangul and Khmer fillers, Mongolian
+/// variation selectors, zero-width spaces, joiners and direction marks, the bidirectional
+/// embeddings, overrides and isolates, invisible operators, variation selectors, a
+/// byte-order mark, shorthand format controls, musical symbol format controls, tag
+/// characters and the unassigned rest of those blocks), the line and paragraph separators,
+/// and the interlinear annotation marks.
 fn invisible(c: char) -> bool {
     matches!(c,
-        '\u{ad}' | '\u{61c}' | '\u{180e}' | '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}'
-        | '\u{2060}'..='\u{206f}' | '\u{feff}' | '\u{fff9}'..='\u{fffb}' | '\u{e0000}'..='\u{e007f}')
+        '\u{ad}' | '\u{34f}' | '\u{61c}' | '\u{115f}'..='\u{1160}' | '\u{17b4}'..='\u{17b5}'
+        | '\u{180b}'..='\u{180f}' | '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}'
+        | '\u{2060}'..='\u{206f}' | '\u{3164}' | '\u{fe00}'..='\u{fe0f}' | '\u{feff}'
+        | '\u{ffa0}' | '\u{fff0}'..='\u{fffb}' | '\u{1bca0}'..='\u{1bca3}'
+        | '\u{1d173}'..='\u{1d17a}' | '\u{e0000}'..='\u{e0fff}')
 }
 
 /// Writes `text` and a newline to standard output; once it is closed, writes nothing; on

@@ -84,9 +84,10 @@ fn print_decisions(history: &[admin::ReceiptDecision]) {
             _ => "failed",
         };
         out!(
-            "  decision     {} {done} by {} (was {}): {}",
+            "  decision     {} {done} by {} as role {} (was {}): {}",
             decision.at,
             decision.by,
+            decision.database_role,
             decision.previous_status,
             decision.reason
         );

@@ -65,9 +65,13 @@ pub enum ReceiptsCommand {
         json: bool,
     },
     /// One receipt: payload, attempts, last error, outcome, decisions and effects.
+    /// Shows one receipt with its payload; the read is recorded with who reads
+    /// (`inboundctl audit reads`).
     Show {
         #[command(flatten)]
         database: DatabaseArgs,
+        #[command(flatten)]
+        operator: Operator,
         /// The receipt id.
         id: ReceiptId,
         /// Print JSON.
@@ -192,7 +196,12 @@ pub async fn run(command: ReceiptsCommand) -> anyhow::Result<()> {
             config,
             json,
         } => find(database, event_id, config, json).await,
-        ReceiptsCommand::Show { database, id, json } => show(database, id, json).await,
+        ReceiptsCommand::Show {
+            database,
+            operator,
+            id,
+            json,
+        } => show(database, &operator, id, json).await,
         ReceiptsCommand::Quarantine { resolution } => {
             resolve_pending(resolution, admin::PendingResolution::Quarantine).await
         }
@@ -472,13 +481,29 @@ async fn resolve_pending(
 }
 
 /// `inboundctl receipts show`.
-async fn show(database: DatabaseArgs, id: ReceiptId, json: bool) -> anyhow::Result<()> {
+async fn show(
+    database: DatabaseArgs,
+    operator: &Operator,
+    id: ReceiptId,
+    json: bool,
+) -> anyhow::Result<()> {
+    let reader = operator.name()?;
     let mut db = database.connect().await?;
     let (detail, effects, history) = db
         .run(async |connection| {
             let Some(detail) = admin::receipt_detail(&mut *connection, id).await? else {
                 bail!("receipt {id} does not exist");
             };
+            // Recorded before it is shown: a read that cannot be recorded shows nothing.
+            if detail.payload.is_some() {
+                admin::record_payload_reads(
+                    &mut *connection,
+                    &[id],
+                    &reader,
+                    admin::ReadSurface::Cli,
+                )
+                .await?;
+            }
             let effects = admin::receipt_effects(&mut *connection, id).await?;
             let history = admin::receipt_history(&mut *connection, id).await?;
             Ok((detail, effects, history))

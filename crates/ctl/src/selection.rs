@@ -30,17 +30,21 @@ pub fn effect_status() -> impl TypedValueParser<Value = EffectStatus> {
     })
 }
 
-/// Who decides: recorded with every decision.
+/// The longest person name the audit trail records (the console's bound too).
+const MAX_NAME_CHARS: usize = 200;
+
+/// Who decides or reads a payload: recorded with every decision and every read.
 #[derive(Debug, Clone, Args)]
 pub struct Operator {
-    /// Who decides (recorded): defaults to $INBOUND_OPERATOR, else $USER. Set
+    /// Who decides or reads (recorded): defaults to $INBOUND_OPERATOR, else $USER. Set
     /// INBOUND_OPERATOR in a pod, where $USER is unset.
     #[arg(long, env = "INBOUND_OPERATOR")]
     by: Option<String>,
 }
 
 impl Operator {
-    /// The name recorded; refused when nothing names anyone.
+    /// The name recorded; refused when nothing names anyone, or the name holds a
+    /// character a reader of the audit trail would not see.
     pub fn name(&self) -> anyhow::Result<String> {
         let name = self
             .by
@@ -49,10 +53,15 @@ impl Operator {
             .unwrap_or_default();
         if name.trim().is_empty() {
             bail!(
-                "say who decides: --by NAME (or set INBOUND_OPERATOR); audits never record \"unknown\""
+                "say who decides or reads: --by NAME (or set INBOUND_OPERATOR); audits never record \"unknown\""
             );
         }
-        Ok(name)
+        crate::output::person_name(&name, MAX_NAME_CHARS).ok_or_else(|| {
+            anyhow::anyhow!(
+                "{:?} is not a name the audit trail can record: at most {MAX_NAME_CHARS} characters, none of them a control or invisible character, and no comma",
+                crate::output::terminal_safe(&name)
+            )
+        })
     }
 }
 

@@ -32,7 +32,6 @@ use inbound_core::keys::{EventId, SourceScope};
 use inbound_core::verify::Provider;
 use inbound_store::{self as store, InsertOutcome, NewReceipt};
 use serde_json::Value;
-use sqlx::Connection;
 
 use crate::operate::DatabaseArgs;
 use crate::output::{out, out_exact};
@@ -405,15 +404,13 @@ async fn store_page(
 /// Times a page's transaction is rerun after PostgreSQL broke a deadlock by aborting it.
 const MAX_DEADLOCK_RETRIES: u32 = 3;
 
-/// Inserts `receipts` in the given order and marks the new ones fetched, in one
-/// transaction: each outcome, and the ids stored.
+/// Stores `receipts` in the given order, marked fetched, in one statement: each outcome,
+/// and the ids stored.
 async fn store_in_order(
     connection: &mut sqlx::PgConnection,
     receipts: &[NewReceipt<'_>],
 ) -> Result<(Vec<InsertOutcome>, Vec<ReceiptId>), sqlx::Error> {
-    let mut transaction = connection.begin().await?;
-    let outcomes =
-        store::receipts::insert_receipts_in_given_order(&mut transaction, receipts).await?;
+    let outcomes = store::receipts::backfill_receipts(connection, receipts).await?;
     let stored: Vec<ReceiptId> = outcomes
         .iter()
         .filter_map(|outcome| match outcome {
@@ -421,8 +418,6 @@ async fn store_in_order(
             InsertOutcome::Duplicate => None,
         })
         .collect();
-    store::receipts::mark_fetched(&mut transaction, &stored).await?;
-    transaction.commit().await?;
     Ok((outcomes, stored))
 }
 

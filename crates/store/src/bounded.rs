@@ -99,6 +99,24 @@ pub async fn within<T>(
     outcome
 }
 
+/// Cancels any statement of the caller's open transaction after `timeout` on the server,
+/// until the transaction ends: a bound of its own for one unit of work (a console page),
+/// shorter than the session's, which holds behind a transaction pooler too (it is the
+/// transaction's setting, not the session's).
+pub async fn limit_statements_in_transaction(
+    transaction: &mut PgConnection,
+    timeout: Duration,
+) -> Result<(), sqlx::Error> {
+    let millis = format!("{}ms", timeout.as_millis());
+    sqlx::query!(
+        r#"SELECT set_config('statement_timeout', $1, true) AS "set!""#,
+        millis,
+    )
+    .fetch_one(transaction)
+    .await?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -177,7 +177,15 @@ pub fn with_session_limits(
 /// `options` whose sessions see `schema` alone: inbound's unqualified names resolve there
 /// and objects its migrations create land there, never in `public`.
 pub(crate) fn in_schema(options: PgConnectOptions, schema: &Schema) -> PgConnectOptions {
-    options.options([("search_path", schema.quoted())])
+    options.options([("search_path", search_path(schema))])
+}
+
+/// Every session's `search_path`: `schema`, then the session's temporary schema last.
+/// Unlisted, PostgreSQL searches temporary tables first, so a temporary `receipts` or
+/// `payload_reads` made by whoever shares a pooled server session would stand in for
+/// inbound's own.
+pub(crate) fn search_path(schema: &Schema) -> String {
+    format!("{},pg_temp", schema.quoted())
 }
 
 /// Parses `database_url` for sessions of `target` (what `session::session_options` sets).
@@ -294,7 +302,7 @@ mod tests {
                 "receipts/insert.sql",
                 include_str!("../queries/receipts/insert.sql"),
                 include_str!("receipts.rs"),
-                "async fn insert_receipts_ordered",
+                "pub async fn insert_receipts<",
             ),
             (
                 "queue/finish.sql",

@@ -63,91 +63,108 @@ pub async fn insert_receipts<'a>(
     conn: &mut PgConnection,
     receipts: &[NewReceipt<'a>],
 ) -> Result<Vec<InsertOutcome>, sqlx::Error> {
-    insert_receipts_ordered(conn, receipts, false).await
-}
-
-/// [`insert_receipts`], the receipt ids given in input order — the order the worker
-/// claims them in — for a writer that stores events in the order they happened
-/// (`inboundctl stripe backfill`). Beside concurrent writers this order can deadlock on
-/// a receipt key: PostgreSQL then aborts one statement, which the caller may rerun.
-pub async fn insert_receipts_in_given_order<'a>(
-    conn: &mut PgConnection,
-    receipts: &[NewReceipt<'a>],
-) -> Result<Vec<InsertOutcome>, sqlx::Error> {
-    insert_receipts_ordered(conn, receipts, true).await
-}
-
-async fn insert_receipts_ordered<'a>(
-    conn: &mut PgConnection,
-    receipts: &[NewReceipt<'a>],
-    in_given_order: bool,
-) -> Result<Vec<InsertOutcome>, sqlx::Error> {
-    // Only the first occurrence of each key is sent; the later ones are duplicates.
-    let mut seen = HashSet::with_capacity(receipts.len());
-    let unique: Vec<usize> = (0..receipts.len())
-        .filter(|&index| {
-            let receipt = &receipts[index];
-            seen.insert((receipt.source_scope.as_str(), receipt.event_id.as_str()))
-        })
-        .collect();
-    let column = |field: fn(&NewReceipt<'a>) -> &'a str| -> Vec<&'a str> {
-        unique
-            .iter()
-            .map(|&index| field(&receipts[index]))
-            .collect()
-    };
-    let digests: Vec<Option<&[u8]>> = unique
-        .iter()
-        .map(|&index| receipts[index].content_digest)
-        .collect();
-    let deliveries: Vec<Option<&str>> = unique
-        .iter()
-        .map(|&index| receipts[index].delivery_json)
-        .collect();
+    let batch = UniqueBatch::of(receipts);
     let inserted = sqlx::query_file!(
         "queries/receipts/insert.sql",
-        column(|receipt| receipt.integration) as Vec<&str>,
-        column(|receipt| receipt.source_scope.as_str()) as Vec<&str>,
-        column(|receipt| receipt.event_id.as_str()) as Vec<&str>,
-        column(|receipt| receipt.event_type) as Vec<&str>,
-        column(|receipt| receipt.route_key) as Vec<&str>,
-        column(|receipt| receipt.payload_json) as Vec<&str>,
-        digests as Vec<Option<&[u8]>>,
-        deliveries as Vec<Option<&str>>,
-        in_given_order,
+        batch.column(|receipt| receipt.integration) as Vec<&str>,
+        batch.column(|receipt| receipt.source_scope.as_str()) as Vec<&str>,
+        batch.column(|receipt| receipt.event_id.as_str()) as Vec<&str>,
+        batch.column(|receipt| receipt.event_type) as Vec<&str>,
+        batch.column(|receipt| receipt.route_key) as Vec<&str>,
+        batch.column(|receipt| receipt.payload_json) as Vec<&str>,
+        batch.digests() as Vec<Option<&[u8]>>,
+        batch.deliveries() as Vec<Option<&str>>,
     )
     .fetch_all(&mut *conn)
     .await?;
-    // `position` is 1-based over `unique`.
-    let mut accepted: HashMap<usize, i64> = inserted
-        .into_iter()
-        .filter_map(|row| {
-            let position = usize::try_from(row.position).ok()?.checked_sub(1)?;
-            Some((unique[position], row.id))
-        })
-        .collect();
-    Ok((0..receipts.len())
-        .map(|index| match accepted.remove(&index) {
-            Some(id) => InsertOutcome::Accepted(ReceiptId(id)),
-            None => InsertOutcome::Duplicate,
-        })
-        .collect())
+    Ok(batch.outcomes(inserted.into_iter().map(|row| (row.position, row.id))))
 }
 
-/// Marks `receipt_ids` as fetched over the provider's API rather than delivered signed
-/// (`receipts.provenance = 'api'`), in the transaction that inserted them, so that no
-/// worker sees them before they say where they came from.
-pub async fn mark_fetched(
+/// Stores events fetched over a provider's API with the account's key (`inboundctl
+/// stripe backfill`) as [`insert_receipts`] stores deliveries, through the database's
+/// `backfill_receipts` (migrations/0001_inbound.sql): marked `api`, their ids in input
+/// order — the order the worker claims them in. The operator role inserts no receipt
+/// itself, so it can never make one look like a verified delivery. Beside concurrent
+/// writers this order can deadlock on a receipt key: PostgreSQL then aborts the
+/// statement, which the caller may rerun.
+pub async fn backfill_receipts<'a>(
     conn: &mut PgConnection,
-    receipt_ids: &[ReceiptId],
-) -> Result<(), sqlx::Error> {
-    sqlx::query!(
-        "UPDATE receipts SET provenance = 'api' WHERE id = ANY ($1)",
-        receipt_ids as &[ReceiptId],
+    receipts: &[NewReceipt<'a>],
+) -> Result<Vec<InsertOutcome>, sqlx::Error> {
+    let batch = UniqueBatch::of(receipts);
+    let inserted = sqlx::query!(
+        r#"SELECT out_position AS "position!", out_id AS "id!"
+         FROM backfill_receipts($1, $2, $3, $4, $5, $6, $7)"#,
+        batch.column(|receipt| receipt.integration) as Vec<&str>,
+        batch.column(|receipt| receipt.source_scope.as_str()) as Vec<&str>,
+        batch.column(|receipt| receipt.event_id.as_str()) as Vec<&str>,
+        batch.column(|receipt| receipt.event_type) as Vec<&str>,
+        batch.column(|receipt| receipt.route_key) as Vec<&str>,
+        batch.column(|receipt| receipt.payload_json) as Vec<&str>,
+        batch.deliveries() as Vec<Option<&str>>,
     )
-    .execute(conn)
+    .fetch_all(&mut *conn)
     .await?;
-    Ok(())
+    Ok(batch.outcomes(inserted.into_iter().map(|row| (row.position, row.id))))
+}
+
+/// A batch's first occurrence of each receipt key, in order: the later ones are
+/// duplicates without asking the database.
+struct UniqueBatch<'r, 'a> {
+    receipts: &'r [NewReceipt<'a>],
+    unique: Vec<usize>,
+}
+
+impl<'r, 'a> UniqueBatch<'r, 'a> {
+    fn of(receipts: &'r [NewReceipt<'a>]) -> Self {
+        let mut seen = HashSet::with_capacity(receipts.len());
+        let unique = (0..receipts.len())
+            .filter(|&index| {
+                let receipt = &receipts[index];
+                seen.insert((receipt.source_scope.as_str(), receipt.event_id.as_str()))
+            })
+            .collect();
+        Self { receipts, unique }
+    }
+
+    /// One field of each unique receipt, in order.
+    fn column(&self, field: fn(&NewReceipt<'a>) -> &'a str) -> Vec<&'a str> {
+        self.unique
+            .iter()
+            .map(|&index| field(&self.receipts[index]))
+            .collect()
+    }
+
+    fn digests(&self) -> Vec<Option<&'a [u8]>> {
+        self.unique
+            .iter()
+            .map(|&index| self.receipts[index].content_digest)
+            .collect()
+    }
+
+    fn deliveries(&self) -> Vec<Option<&'a str>> {
+        self.unique
+            .iter()
+            .map(|&index| self.receipts[index].delivery_json)
+            .collect()
+    }
+
+    /// Each receipt's outcome, from the `(position, id)` of those the statement inserted
+    /// (`position` 1-based over the unique ones).
+    fn outcomes(&self, inserted: impl Iterator<Item = (i64, i64)>) -> Vec<InsertOutcome> {
+        let mut accepted: HashMap<usize, i64> = inserted
+            .filter_map(|(position, id)| {
+                let position = usize::try_from(position).ok()?.checked_sub(1)?;
+                Some((*self.unique.get(position)?, id))
+            })
+            .collect();
+        (0..self.receipts.len())
+            .map(|index| match accepted.remove(&index) {
+                Some(id) => InsertOutcome::Accepted(ReceiptId(id)),
+                None => InsertOutcome::Duplicate,
+            })
+            .collect()
+    }
 }
 
 /// Which of the receipt keys `(source_scope, event_id)` are held (in any state), through
@@ -174,9 +191,7 @@ pub async fn held_keys(
 }
 
 /// Which of `event_ids` the integration holds a receipt for, in any of its scopes: one
-/// descent of the receipt-key index per scope of the integration (a loose index scan of
-/// `{integration}/…`, a contiguous range since the key compares bytes), then one per id;
-/// other integrations' scopes, however many, are never visited.
+/// lookup of the event-id index per id, however many scopes senders have made.
 pub async fn held_event_ids(
     conn: &mut PgConnection,
     integration: &str,
@@ -185,33 +200,12 @@ pub async fn held_event_ids(
     if event_ids.is_empty() {
         return Ok(HashSet::new());
     }
-    // A scope is the integration's id alone, or the id, `/` and more: `/` sorts just
-    // before `0`, so "{id}/" ≤ scope < "{id}0" holds exactly the longer ones.
-    let alone = SourceScope::from_parts([integration]);
-    let first = format!("{}/", alone.as_str());
-    let past = format!("{}0", alone.as_str());
+    // Through receipts_by_event_id.
     let rows = sqlx::query_scalar!(
-        r#"WITH RECURSIVE scopes (scope) AS (
-             (SELECT source_scope FROM receipts
-              WHERE source_scope >= $3 AND source_scope < $4
-              ORDER BY source_scope LIMIT 1)
-             UNION ALL
-             SELECT (SELECT r.source_scope FROM receipts r
-                     WHERE r.source_scope > s.scope AND r.source_scope < $4
-                     ORDER BY r.source_scope LIMIT 1)
-             FROM scopes s WHERE s.scope IS NOT NULL
-         )
-         SELECT r.event_id AS "event_id!"
-         FROM scopes s JOIN receipts r ON r.source_scope = s.scope AND r.event_id = ANY ($2)
-         WHERE r.integration = $1
-         UNION
-         SELECT event_id FROM receipts
-         WHERE source_scope = $5 AND event_id = ANY ($2) AND integration = $1"#,
+        r#"SELECT DISTINCT event_id AS "event_id!" FROM receipts
+         WHERE event_id = ANY ($2) AND integration = $1"#,
         integration,
         event_ids as &[&str],
-        first,
-        past,
-        alone.as_str(),
     )
     .fetch_all(conn)
     .await?;

@@ -4,10 +4,13 @@
 //! `synchronous_commit`, `statement_timeout`) attached to the role in this database.
 //!
 //! None of them owns a table, so none can drop or alter one; the migrating role keeps
-//! ownership. The ingress cannot read a payload, update a receipt or touch a business
-//! table; the dispatcher cannot read payloads either; only operators remove receipts
-//! (purge); and the audit trail of operators' decisions (`receipt_replays`,
-//! `receipt_resolutions`, `effect_resolutions`) is insert-only for every role. The
+//! ownership. The ingress cannot read a payload, update a receipt, pick an id or touch a
+//! business table; the worker changes a receipt's state, never what was received; the
+//! dispatcher cannot read payloads either; operators read everything and change receipts
+//! and effects only through the database's decision, retention and backfill functions,
+//! each audited in its own statement; and the audit trail (`receipt_replays`,
+//! `receipt_resolutions`, `effect_resolutions`, `payload_reads`) is insert-only for every
+//! role, its time and database role the server's. The
 //! statements are idempotent and are re-run after every migration (`inboundctl migrate
 //! --create-roles`), so a new table is granted as it arrives. Passwords are not ours to choose: the roles are created
 //! without one (`ALTER ROLE … PASSWORD`, certificates or a cloud IAM log them in).
@@ -22,8 +25,11 @@ const GRANTS: &[(Process, &[&str])] = &[
         Process::Ingress,
         &[
             // The group commit inserts a receipt and its queue row and reads back, by
-            // RETURNING, only what identifies the rows it inserted.
-            "GRANT INSERT ON {schema}.receipts, {schema}.receipt_queue TO {role}",
+            // RETURNING, only what identifies the rows it inserted. Only the columns it
+            // writes: an id or an acceptance time is the database's, never the caller's
+            // (an id taken ahead would turn a later receipt into a silent duplicate).
+            "GRANT INSERT (integration, source_scope, event_id, event_type, route_key, payload, content_digest, delivery) ON {schema}.receipts TO {role}",
+            "GRANT INSERT (receipt_id, integration, visible_at, enqueued_at, payload_bytes) ON {schema}.receipt_queue TO {role}",
             "GRANT SELECT (id, integration, source_scope, event_id, received_at) ON {schema}.receipts TO {role}",
             // The queue ages that page and scale, which the ingress exports so that they
             // outlive every worker: when rows became claimable, never what they hold.
@@ -34,10 +40,12 @@ const GRANTS: &[(Process, &[&str])] = &[
         Process::Worker,
         &[
             // Receipts change state but are never inserted or removed (purge is an
-            // operator's); queue rows are fenced away and released; intents are written
-            // and, with `--role all`, delivered. Operators' decisions it only reads (an
-            // operator's retry ends a sink's breaker pause).
-            "GRANT SELECT, UPDATE ON {schema}.receipts TO {role}",
+            // operator's), and what was received — payload, key, acceptance time — is
+            // never rewritten; queue rows are fenced away and released; intents are
+            // written and, with `--role all`, delivered. Operators' decisions it only
+            // reads (an operator's retry ends a sink's breaker pause).
+            "GRANT SELECT ON {schema}.receipts TO {role}",
+            "GRANT UPDATE (status, outcome, outcome_reason, attempts, last_error, finished_at) ON {schema}.receipts TO {role}",
             "GRANT SELECT, UPDATE, DELETE ON {schema}.receipt_queue TO {role}",
             "GRANT SELECT, INSERT, UPDATE ON {schema}.effects, {schema}.effect_attempts TO {role}",
             // An operator's retry of a paused sink's effect ends its breaker's pause.
@@ -59,16 +67,33 @@ const GRANTS: &[(Process, &[&str])] = &[
     (
         Process::Operator,
         &[
-            // Decisions, backfill and purge change receipts, queue rows and effects; the
-            // audit trail of those decisions only grows (purge's cascade runs as the
-            // tables' owner).
-            "GRANT SELECT, INSERT, UPDATE, DELETE ON {schema}.receipts, {schema}.receipt_queue TO {role}",
-            "GRANT SELECT, UPDATE ON {schema}.effects TO {role}",
-            "GRANT SELECT ON {schema}.effect_attempts TO {role}",
-            "GRANT SELECT, INSERT ON {schema}.receipt_replays, {schema}.receipt_resolutions, {schema}.effect_resolutions TO {role}",
-            "GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {schema} TO {role}",
+            // Operators read everything, and change receipts and effects only through
+            // the database's functions, each checked against the state machine and
+            // audited in the same statement (migrations/0001_inbound.sql): no receipt,
+            // queue row or effect is written by the role itself, so no decision goes
+            // unrecorded and nothing leaves but by retention's rule. The audit trail's
+            // time and database role are the server's (column defaults).
+            "GRANT SELECT ON {schema}.receipts, {schema}.receipt_queue, {schema}.effects, {schema}.effect_attempts TO {role}",
+            "GRANT SELECT ON {schema}.receipt_replays, {schema}.receipt_resolutions, {schema}.effect_resolutions, {schema}.payload_reads TO {role}",
+            "GRANT INSERT (receipt_id, read_by, surface) ON {schema}.payload_reads TO {role}",
+            "GRANT EXECUTE ON FUNCTION {operator_functions} TO {role}",
         ],
     ),
+];
+
+/// The database's functions the operator role calls: retention, decisions and backfill
+/// (migrations/0001_inbound.sql; `EXECUTE` is revoked from `PUBLIC` there).
+const OPERATOR_FUNCTIONS: &[&str] = &[
+    "purge_receipt_payloads(integer, integer)",
+    "purge_receipt_keys(integer, integer)",
+    "decision_lock_receipt(bigint)",
+    "decision_make_receipt_due(bigint, text, text)",
+    "decision_requeue_receipt(bigint, text, text)",
+    "decision_take_receipt_out(bigint, text, text, text)",
+    "decision_close_receipt(bigint, text, text)",
+    "decision_lock_effect(bigint)",
+    "decision_resolve_effect(bigint, text, text, text)",
+    "backfill_receipts(text[], text[], text[], text[], text[], text[], text[])",
 ];
 
 /// The processes that get a role of their own.
@@ -172,16 +197,23 @@ pub fn statements(
             schema.quoted()
         ));
         // What a previous run (or a person) granted beyond this list is taken back, so
-        // that narrowing a grant in a later version takes effect.
-        for kind in ["TABLES", "SEQUENCES"] {
+        // that narrowing a grant in a later version takes effect (a table's REVOKE takes
+        // its columns' privileges too).
+        for kind in ["TABLES", "SEQUENCES", "FUNCTIONS"] {
             statements.push(format!(
                 "REVOKE ALL ON ALL {kind} IN SCHEMA {} FROM {role}",
                 schema.quoted()
             ));
         }
         for (_, grants) in GRANTS.iter().filter(|(owner, _)| *owner == process) {
+            let functions = OPERATOR_FUNCTIONS
+                .iter()
+                .map(|function| schema.qualify(function))
+                .collect::<Vec<_>>()
+                .join(", ");
             statements.extend(grants.iter().map(|grant| {
                 grant
+                    .replace("{operator_functions}", &functions)
                     .replace("{schema}", &schema.quoted())
                     .replace("{role}", &role)
             }));
@@ -202,7 +234,7 @@ pub fn statements(
             }
         }
         for (setting, value) in [
-            ("search_path", schema.quoted()),
+            ("search_path", super::search_path(schema)),
             ("synchronous_commit", "on".to_owned()),
             (
                 "statement_timeout",

@@ -13,8 +13,52 @@ use http::header::{COOKIE, HOST, HeaderName, ORIGIN};
 use ipnet::IpNet;
 use subtle::ConstantTimeEq;
 
-/// The session cookie's name.
-pub const SESSION_COOKIE: &str = "inbound_console_session";
+/// The session cookie, as the console names and sets it: behind an HTTPS proxy (an
+/// `https://` `--allowed-origin`) it is `Secure` and carries the `__Host-` prefix, so a
+/// browser sends it only over HTTPS, only to this host, and no plain-HTTP response or
+/// sibling domain can plant one (RFC 6265bis, "Cookie Name Prefixes").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionCookie {
+    /// Served over plain HTTP (loopback).
+    Plain,
+    /// Served to browsers over HTTPS.
+    Secure,
+}
+
+impl SessionCookie {
+    /// The cookie for a console whose browsers reach it at `allowed_origins`.
+    pub fn for_origins(allowed_origins: &[String]) -> Self {
+        if allowed_origins
+            .iter()
+            .any(|origin| origin.starts_with("https://"))
+        {
+            Self::Secure
+        } else {
+            Self::Plain
+        }
+    }
+
+    /// The cookie's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Plain => "inbound_console_session",
+            Self::Secure => "__Host-inbound_console_session",
+        }
+    }
+
+    /// The `Set-Cookie` value that gives `session`: sent back only to the console, never
+    /// to a script or another site.
+    pub fn set(self, session: &str) -> String {
+        let secure = match self {
+            Self::Plain => "",
+            Self::Secure => "; Secure",
+        };
+        format!(
+            "{}={session}; Path=/; HttpOnly; SameSite=Strict{secure}",
+            self.name()
+        )
+    }
+}
 
 /// The longest person name recorded (an audit column, shown on every page).
 const MAX_NAME_CHARS: usize = 200;
@@ -36,7 +80,13 @@ pub enum Actor {
     /// A named person who may decide.
     Person(String),
     /// Shown everything, may decide nothing; the reason is shown on every page.
-    Viewer(&'static str),
+    Viewer {
+        /// Why they may not decide.
+        why: &'static str,
+        /// Their name, when the proxy or `--by` gave one (a `--read-only` console's
+        /// viewers are still named: what they read is recorded with it).
+        name: Option<String>,
+    },
 }
 
 impl Actor {
@@ -44,8 +94,25 @@ impl Actor {
     pub fn person(&self) -> Option<&str> {
         match self {
             Self::Person(name) => Some(name),
-            Self::Viewer(_) => None,
+            Self::Viewer { .. } => None,
         }
+    }
+
+    /// The name a payload read is recorded with: the person's, else the viewer's when one
+    /// was given. `None`: nobody is named, and no payload is shown (a read is recorded
+    /// with a name or not at all).
+    pub fn reader(&self) -> Option<&str> {
+        match self {
+            Self::Person(name)
+            | Self::Viewer {
+                name: Some(name), ..
+            } => Some(name),
+            Self::Viewer { name: None, .. } => None,
+        }
+    }
+
+    fn viewer(why: &'static str) -> Self {
+        Self::Viewer { why, name: None }
     }
 }
 
@@ -55,45 +122,41 @@ impl IdentityPolicy {
     pub fn actor(&self, peer: IpAddr, headers: &HeaderMap) -> Result<Actor, Refusal> {
         // An IPv4 client of a dual-stack listener arrives as ::ffff:a.b.c.d.
         let peer = peer.to_canonical();
-        if let Some((header, trusted)) = &self.user_header {
-            // A header from anyone but the proxy is a claim anybody can make.
+        let named = if let Some((header, trusted)) = &self.user_header {
             if !trusted.iter().any(|net| net.contains(&peer)) {
                 return Err(Refusal::NotThroughTheProxy);
             }
-            if self.read_only {
-                return Ok(Actor::Viewer("this console was started --read-only"));
-            }
             let mut values = headers.get_all(header).iter();
-            return Ok(match (values.next(), values.next()) {
+            match (values.next(), values.next()) {
                 (Some(value), None) => match person_name(value.as_bytes()) {
-                    Some(name) => Actor::Person(name),
-                    None => Actor::Viewer("the proxy's user header is not a usable name"),
+                    Some(name) => Ok(name),
+                    None => Err("the proxy's user header is not a usable name"),
                 },
                 // A proxy that appends to a client's header instead of replacing it.
-                (Some(_), Some(_)) => {
-                    Actor::Viewer("the proxy's user header appears more than once")
-                }
-                (None, _) => Actor::Viewer("the proxy named nobody"),
-            });
-        }
-        if self.read_only {
-            return Ok(Actor::Viewer("this console was started --read-only"));
-        }
-        Ok(match &self.local_person {
-            Some(name) => Actor::Person(name.clone()),
-            None => Actor::Viewer("no identity: start the console with --by NAME to decide"),
+                (Some(_), Some(_)) => Err("the proxy's user header appears more than once"),
+                (None, _) => Err("the proxy named nobody"),
+            }
+        } else {
+            self.local_person
+                .clone()
+                .ok_or("no identity: start the console with --by NAME to decide")
+        };
+        Ok(match named {
+            _ if self.read_only => Actor::Viewer {
+                why: "this console was started --read-only",
+                name: named.ok(),
+            },
+            Ok(name) => Actor::Person(name),
+            Err(why) => Actor::viewer(why),
         })
     }
 }
 
-/// A person's name from a header: printable UTF-8, trimmed, not empty, at most
-/// [`MAX_NAME_CHARS`] characters.
+/// A person's name from a header or a flag: printable UTF-8, trimmed, not empty, at most
+/// [`MAX_NAME_CHARS`] characters, with no control or invisible character (`al\u{200b}ice`
+/// is another person who reads as `alice` in every tool but this one) and no comma.
 pub fn person_name(value: &[u8]) -> Option<String> {
-    let name = std::str::from_utf8(value).ok()?.trim();
-    // A comma is how a proxy that appends joins a client's value to its own.
-    let printable = name.chars().all(|c| !c.is_control() && c != ',');
-    (printable && !name.is_empty() && name.chars().count() <= MAX_NAME_CHARS)
-        .then(|| name.to_owned())
+    crate::output::person_name(std::str::from_utf8(value).ok()?, MAX_NAME_CHARS)
 }
 
 /// The CSRF key of this process: tokens of an earlier process are refused (the form is
@@ -160,14 +223,14 @@ pub fn new_session() -> String {
 }
 
 /// The session cookie's value, when the request carries a well-formed one.
-pub fn session_of(headers: &HeaderMap) -> Option<String> {
+pub fn session_of(headers: &HeaderMap, cookie: SessionCookie) -> Option<String> {
     headers
         .get_all(COOKIE)
         .iter()
         .filter_map(|value| value.to_str().ok())
         .flat_map(|cookies| cookies.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == SESSION_COOKIE)
+        .find(|(name, _)| *name == cookie.name())
         .map(|(_, value)| value.to_owned())
         .filter(|value| value.len() == 64 && value.bytes().all(|b| b.is_ascii_hexdigit()))
 }
@@ -329,16 +392,20 @@ mod tests {
         );
         assert!(matches!(
             policy.actor("10.1.2.3".parse().expect("ip"), &headers(&[])),
-            Ok(Actor::Viewer(_))
+            Ok(Actor::Viewer { name: None, .. })
         ));
         let read_only = IdentityPolicy {
             read_only: true,
             ..policy
         };
-        assert!(matches!(
+        // Read-only still knows who reads (recorded with what they read).
+        assert_eq!(
             read_only.actor("10.1.2.3".parse().expect("ip"), &alice),
-            Ok(Actor::Viewer(_))
-        ));
+            Ok(Actor::Viewer {
+                why: "this console was started --read-only",
+                name: Some("alice@example.com".into())
+            })
+        );
     }
 
     #[test]
@@ -387,6 +454,19 @@ mod tests {
         assert_eq!(person_name(b""), None);
         assert_eq!(person_name(b"a\x07b"), None);
         assert_eq!(person_name(&[0xff, 0xfe]), None);
+        // Another person who reads as alice everywhere but here (red team 2026-12-05, F6).
+        for invisible in [
+            "al\u{200b}ice",
+            "alice\u{202e}",
+            "\u{2060}alice",
+            "ali\u{ad}ce",
+            "alice\u{fe0f}",
+            "al\u{1d173}ice",
+            "al\u{3164}ice",
+            "alice\u{e0101}",
+        ] {
+            assert_eq!(person_name(invisible.as_bytes()), None, "{invisible:?}");
+        }
         assert_eq!(person_name("x".repeat(201).as_bytes()), None);
         assert_eq!(person_name(b"mallory, bob@example.com"), None);
     }
@@ -451,10 +531,38 @@ mod tests {
 
     #[test]
     fn a_session_cookie_is_read_among_others_and_checked() {
+        let plain = SessionCookie::Plain.name();
         let session = new_session();
-        let cookies = headers(&[("cookie", &format!("a=1; {SESSION_COOKIE}={session}; b=2"))]);
-        assert_eq!(session_of(&cookies), Some(session));
-        let forged = headers(&[("cookie", &format!("{SESSION_COOKIE}=<script>"))]);
-        assert_eq!(session_of(&forged), None);
+        let cookies = headers(&[("cookie", &format!("a=1; {plain}={session}; b=2"))]);
+        assert_eq!(
+            session_of(&cookies, SessionCookie::Plain),
+            Some(session.clone())
+        );
+        let forged = headers(&[("cookie", &format!("{plain}=<script>"))]);
+        assert_eq!(session_of(&forged, SessionCookie::Plain), None);
+        // Behind HTTPS only the prefixed cookie counts: a plain one planted over HTTP
+        // (or by a sibling domain) is not the session.
+        assert_eq!(session_of(&cookies, SessionCookie::Secure), None);
+        let secure = headers(&[(
+            "cookie",
+            &format!("__Host-inbound_console_session={session}"),
+        )]);
+        assert_eq!(session_of(&secure, SessionCookie::Secure), Some(session));
+    }
+
+    /// Behind an HTTPS proxy the cookie is `Secure` with the `__Host-` prefix (red team
+    /// 2026-12-05, F6); on loopback it cannot be (plain HTTP).
+    #[test]
+    fn the_session_cookie_is_secure_behind_https() {
+        let https = SessionCookie::for_origins(&["https://inbound.example.com".to_owned()]);
+        assert_eq!(
+            https.set("ab"),
+            "__Host-inbound_console_session=ab; Path=/; HttpOnly; SameSite=Strict; Secure"
+        );
+        let local = SessionCookie::for_origins(&[]);
+        assert_eq!(
+            local.set("ab"),
+            "inbound_console_session=ab; Path=/; HttpOnly; SameSite=Strict"
+        );
     }
 }

@@ -27,7 +27,7 @@ use sqlx::PgPool;
 
 use crate::operate::DatabaseArgs;
 use crate::selection::ConfigArg;
-use guard::{Actor, CsrfKey, Hosts, IdentityPolicy};
+use guard::{Actor, CsrfKey, Hosts, IdentityPolicy, SessionCookie};
 
 /// `inboundctl console`.
 #[derive(Debug, Args)]
@@ -66,9 +66,16 @@ pub struct ConsoleArgs {
     /// Log format; JSON when stderr is not a terminal.
     #[arg(long, env = "INBOUND_LOG_FORMAT", value_enum)]
     log_format: Option<inbound_runtime::logging::LogFormat>,
-    /// Database connections the console holds at most (each page takes one briefly).
+    /// Database connections the console holds at most (each page takes one briefly): with
+    /// --page-timeout-secs, the most of the database the console can take from the
+    /// ingress that shares it.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=32))]
     max_connections: u32,
+    /// Cancel any one statement of a page or decision after this many seconds (1 to 60):
+    /// every page reads a bounded amount, so one that takes longer is a database in
+    /// trouble, and the console gives its connection back rather than add to it.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=60))]
+    page_timeout_secs: u64,
 }
 
 /// An address (`10.0.0.7`) or a network (`10.0.0.0/8`).
@@ -110,6 +117,10 @@ pub(crate) struct Console {
     /// The `Host` values requests may name.
     hosts: Hosts,
     csrf: CsrfKey,
+    /// The session cookie's name and attributes.
+    cookie: SessionCookie,
+    /// How long any one statement of a page or decision may run on the server.
+    statement_timeout: Duration,
     /// How long one page's or decision's database work may take.
     limit: Duration,
 }
@@ -143,7 +154,11 @@ pub async fn run(args: ConsoleArgs) -> anyhow::Result<()> {
         .transpose()?;
     let (pool, limit) = args
         .database
-        .pool(args.max_connections, "inboundctl-console")
+        .pool(
+            args.max_connections,
+            Duration::from_secs(args.page_timeout_secs),
+            "inboundctl-console",
+        )
         .await?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
@@ -160,6 +175,8 @@ pub async fn run(args: ConsoleArgs) -> anyhow::Result<()> {
             read_only: args.read_only,
         },
         hosts: Hosts::new(local, &args.allowed_origins),
+        cookie: SessionCookie::for_origins(&args.allowed_origins),
+        statement_timeout: limit.saturating_sub(inbound_store::bounded::STATEMENT_MARGIN),
         allowed_origins: args.allowed_origins,
         csrf: CsrfKey::random(),
         limit,
@@ -217,7 +234,7 @@ async fn answer(console: &Console, request: Request<Incoming>) -> Response<Body>
         Ok(actor) => actor,
         Err(refusal) => return respond::forbidden(refusal.explain()),
     };
-    let session = guard::session_of(request.headers());
+    let session = guard::session_of(request.headers(), console.cookie);
     let (session, new_session) = match session {
         Some(session) => (session, false),
         None => (guard::new_session(), true),
@@ -234,25 +251,37 @@ async fn answer(console: &Console, request: Request<Incoming>) -> Response<Body>
         _ => respond::method_not_allowed(),
     };
     if new_session {
-        respond::set_session_cookie(&mut response, &session);
+        respond::set_session_cookie(&mut response, console.cookie, &session);
     }
     response
 }
 
 impl Console {
-    /// Runs one unit of the console's database work on a pooled connection within the
-    /// limit.
+    /// Runs one unit of the console's database work on a pooled connection, in one
+    /// transaction whose every statement the server cancels after the page timeout (also
+    /// behind a transaction pooler, where the role's longer timeout is the session's), and
+    /// gives it up on the client after the limit. A page that records a payload read and
+    /// then fails records nothing.
     pub(crate) async fn db<T>(
         &self,
         work: impl AsyncFnOnce(&mut sqlx::PgConnection) -> anyhow::Result<T>,
     ) -> anyhow::Result<T> {
+        use sqlx::Connection;
         let bounded = async {
             let mut connection = self
                 .pool
                 .acquire()
                 .await
                 .context("no database connection")?;
-            work(&mut connection).await
+            let mut transaction = connection.begin().await?;
+            inbound_store::bounded::limit_statements_in_transaction(
+                &mut transaction,
+                self.statement_timeout,
+            )
+            .await?;
+            let done = work(&mut transaction).await?;
+            transaction.commit().await?;
+            Ok(done)
         };
         tokio::time::timeout(self.limit, bounded)
             .await
@@ -269,6 +298,6 @@ impl Console {
 pub(crate) fn who(actor: &Actor) -> String {
     match actor {
         Actor::Person(name) => format!("deciding as {}", view::text(name)),
-        Actor::Viewer(why) => format!("read-only: {why}"),
+        Actor::Viewer { why, .. } => format!("read-only: {why}"),
     }
 }

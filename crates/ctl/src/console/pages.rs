@@ -43,6 +43,9 @@ pub struct Frame {
 /// What a request's pages share: who acts and the token their forms carry.
 pub struct Context {
     who: String,
+    /// The name a payload read is recorded with ([`Actor::reader`]); `None`: no payload
+    /// is shown.
+    reader: Option<String>,
     csrf: Option<String>,
 }
 
@@ -50,6 +53,7 @@ impl Context {
     pub fn new(console: &Console, actor: &Actor, session: &str) -> Self {
         Self {
             who: super::who(actor),
+            reader: actor.reader().map(str::to_owned),
             csrf: actor
                 .person()
                 .map(|person| console.csrf.token(session, person)),
@@ -564,6 +568,8 @@ pub struct DecisionRow {
     pub action: String,
     pub previous_status: String,
     pub by: String,
+    /// The database role that recorded it.
+    pub role: String,
     pub reason: String,
 }
 
@@ -596,10 +602,25 @@ pub struct ReceiptPage {
     pub lines: Vec<Line>,
     pub payload: Option<view::PayloadView>,
     pub payload_note: String,
+    pub receipt_id: String,
+    /// The newest reads of the payload, and how many there are.
+    pub reads: Vec<ReadRow>,
+    pub reads_total: i64,
+    /// Whether there are more than are listed.
+    pub reads_unlisted: bool,
     pub history: Vec<DecisionRow>,
     pub effects: Vec<EffectRow>,
     pub offers: Vec<Offer>,
     pub notice: String,
+}
+
+/// One recorded read of a payload.
+#[derive(Debug)]
+pub struct ReadRow {
+    pub at: String,
+    pub by: String,
+    pub role: String,
+    pub surface: String,
 }
 
 /// What may be decided about a receipt in `status` (the store checks again under lock).
@@ -638,15 +659,41 @@ pub fn receipt_offers(status: ReceiptStatus) -> Vec<Offer> {
     }
 }
 
+/// The newest reads of a payload its page lists.
+const READS_LISTED: i64 = 20;
+
 async fn receipt(console: &Console, context: &Context, id: ReceiptId, query: &Query) -> Page {
-    let (detail, payload, history, effect_list) = console
+    let (detail, payload, history, effect_list, (reads, reads_total)) = console
         .db(async |connection| {
+            // Shown to a named person only, and recorded before it is shown, in the
+            // same transaction: a read that cannot be recorded shows nothing.
+            let payload = match &context.reader {
+                Some(reader) => {
+                    let payload = admin::receipt_payload_excerpt(
+                        &mut *connection,
+                        id,
+                        view::PAYLOAD_SHOWN_CHARS,
+                    )
+                    .await?;
+                    if matches!(payload, admin::PayloadShown::Excerpt(_)) {
+                        admin::record_payload_reads(
+                            &mut *connection,
+                            &[id],
+                            reader,
+                            admin::ReadSurface::Console,
+                        )
+                        .await?;
+                    }
+                    Some(payload)
+                }
+                None => None,
+            };
             Ok((
                 admin::receipt_facts(&mut *connection, id).await?,
-                admin::receipt_payload_excerpt(&mut *connection, id, view::PAYLOAD_SHOWN_CHARS)
-                    .await?,
+                payload,
                 admin::receipt_history(&mut *connection, id).await?,
                 admin::receipt_effects(&mut *connection, id).await?,
+                admin::payload_reads_of(&mut *connection, id, READS_LISTED).await?,
             ))
         })
         .await?;
@@ -717,9 +764,17 @@ async fn receipt(console: &Console, context: &Context, id: ReceiptId, query: &Qu
         },
     ];
     let (payload, payload_note) = match payload {
-        admin::PayloadShown::Excerpt(excerpt) => (Some(view::payload(&excerpt)), String::new()),
-        admin::PayloadShown::Purged => (None, "purged by retention (the key is kept)".to_owned()),
-        admin::PayloadShown::Unreadable(why) => (
+        None => (
+            None,
+            "shown to a named person only, and every reading is recorded: start the console with --by NAME, or reach it through the proxy that names you".to_owned(),
+        ),
+        Some(admin::PayloadShown::Excerpt(excerpt)) => {
+            (Some(view::payload(&excerpt)), String::new())
+        }
+        Some(admin::PayloadShown::Purged) => {
+            (None, "purged by retention (the key is kept)".to_owned())
+        }
+        Some(admin::PayloadShown::Unreadable(why)) => (
             None,
             format!(
                 "the stored payload cannot be rendered: {}",
@@ -737,6 +792,18 @@ async fn receipt(console: &Console, context: &Context, id: ReceiptId, query: &Qu
             lines,
             payload,
             payload_note,
+            receipt_id: id.to_string(),
+            reads_unlisted: reads_total > i64::try_from(reads.len()).unwrap_or(i64::MAX),
+            reads: reads
+                .into_iter()
+                .map(|read| ReadRow {
+                    at: view::time(read.read_at),
+                    by: view::text(&read.read_by),
+                    role: view::text(&read.database_role),
+                    surface: view::text(&read.surface),
+                })
+                .collect(),
+            reads_total,
             history: history
                 .into_iter()
                 .map(|decision| DecisionRow {
@@ -744,6 +811,7 @@ async fn receipt(console: &Console, context: &Context, id: ReceiptId, query: &Qu
                     action: view::text(&decision.action),
                     previous_status: view::text(&decision.previous_status),
                     by: view::text(&decision.by),
+                    role: view::text(&decision.database_role),
                     reason: view::text(&decision.reason),
                 })
                 .collect(),
@@ -1062,6 +1130,7 @@ async fn effect(console: &Console, context: &Context, id: EffectId, query: &Quer
                     action: view::text(&resolution.action),
                     previous_status: view::text(&resolution.previous_status),
                     by: view::text(&resolution.resolved_by),
+                    role: view::text(&resolution.database_role),
                     reason: view::text(&resolution.note),
                 })
                 .collect(),

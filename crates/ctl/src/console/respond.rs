@@ -14,7 +14,7 @@ use http::{HeaderValue, Response, StatusCode};
 use http_body_util::Full;
 use inbound_runtime::http::Body;
 
-use super::guard::SESSION_COOKIE;
+use super::guard::SessionCookie;
 
 /// The console's stylesheet, inside the binary.
 const STYLESHEET: &str = include_str!("console.css");
@@ -38,11 +38,9 @@ pub fn secure(response: &mut Response<Body>) {
         .or_insert(HeaderValue::from_static("no-store"));
 }
 
-/// Sets the session cookie: sent back only to the console, never to a script or
-/// another site.
-pub fn set_session_cookie(response: &mut Response<Body>, session: &str) {
-    let cookie = format!("{SESSION_COOKIE}={session}; Path=/; HttpOnly; SameSite=Strict");
-    if let Ok(value) = HeaderValue::from_str(&cookie) {
+/// Sets the session cookie ([`SessionCookie::set`]).
+pub fn set_session_cookie(response: &mut Response<Body>, cookie: SessionCookie, session: &str) {
+    if let Ok(value) = HeaderValue::from_str(&cookie.set(session)) {
         response.headers_mut().append(SET_COOKIE, value);
     }
 }

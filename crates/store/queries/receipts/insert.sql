@@ -1,10 +1,11 @@
--- Accepts a batch of receipts in one autocommitted statement (the ingress's group commit,
--- and `stripe backfill` with $9 true): each new receipt key gets its receipt and its queue
--- row, a key already held gets nothing; returns the input position and id of each new one.
+-- Accepts a batch of receipts in one autocommitted statement (the ingress's group commit;
+-- `stripe backfill` stores through the database's `backfill_receipts` instead): each new
+-- receipt key gets its receipt and its queue row, a key already held gets nothing; returns
+-- the input position and id of each new one.
 -- Uses: the receipt-key constraint receipts_receipt_key (and receipts_content_key for a
 --   content_dedupe integration) to find conflicts; no scan.
 -- Locks: the inserted rows, and the key-index entries of conflicting keys until commit,
---   taken in receipt-key order ($9 false), so two batches never deadlock on a receipt key.
+--   taken in receipt-key order, so two batches never deadlock on a receipt key.
 -- Durable: joins the `durable` CTE (store::DURABLE) — a 2xx rests on this commit.
 WITH input AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
@@ -13,17 +14,18 @@ WITH input AS (
                                   route_key, payload, content_digest, delivery,
                                   position)
 ), inserted AS (
-    -- In receipt-key order ($9 false): two batches holding the same receipt keys
-    -- then wait for each other instead of deadlocking. No conflict target: a
-    -- repeated content key (content_dedupe) is a duplicate too — and since that
-    -- key has its own order, two batches can still deadlock on it; the group
-    -- commit then commits their members one by one. In input order ($9 true)
-    -- the ids, which the worker claims by, follow the input.
+    -- In receipt-key order: two batches holding the same receipt keys then wait
+    -- for each other instead of deadlocking. No conflict target: a repeated
+    -- content key (content_dedupe) is a duplicate too — and since that key has
+    -- its own order, two batches can still deadlock on it; the group commit then
+    -- commits their members one by one. (The ingress's role inserts only these
+    -- columns: the id is the sequence's, so no insert can take one a later
+    -- receipt needs and turn it into a silent "duplicate".)
     INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key,
                           payload, content_digest, delivery)
     SELECT integration, source_scope, event_id, event_type, route_key, payload::jsonb,
            content_digest, delivery::jsonb
-    FROM input ORDER BY CASE WHEN $9::bool THEN position END, source_scope, event_id
+    FROM input ORDER BY source_scope, event_id
     ON CONFLICT DO NOTHING
     RETURNING id, integration, source_scope, event_id, received_at
 ), queued AS (

@@ -1,6 +1,9 @@
 //! What operators change about receipts, each decision recorded with who and why and
 //! taken whole or not at all: replays, quarantining or failing pending receipts, closing
-//! those that will never be processed.
+//! those that will never be processed. Each change of one receipt is one of the
+//! database's decision functions (migrations/0001_inbound.sql), which check the state
+//! machine and write the audit row with the change: the operator role writes no receipt
+//! itself. Here: the order of the rows, the refusals, and one transaction for all.
 
 use sqlx::{Connection, PgConnection};
 
@@ -77,7 +80,11 @@ pub async fn replay(
             Some(status) if !ReceiptStatus::NEEDS_A_PERSON.contains(&status) => {
                 return Err(ReplayError::WrongState { id, status });
             }
-            Some(status) => requeue(&mut transaction, id, status, replayed_by, reason).await?,
+            Some(status) => {
+                if requeue(&mut transaction, id, replayed_by, reason).await? != Some(status) {
+                    return Err(ReplayError::WrongState { id, status });
+                }
+            }
         }
     }
     transaction.commit().await?;
@@ -91,10 +98,10 @@ async fn locked_status(
     id: ReceiptId,
 ) -> Result<Option<ReceiptStatus>, sqlx::Error> {
     sqlx::query_scalar!(
-        r#"SELECT status AS "status: ReceiptStatus" FROM receipts WHERE id = $1 FOR UPDATE"#,
+        r#"SELECT decision_lock_receipt($1) AS "status: ReceiptStatus""#,
         id as ReceiptId,
     )
-    .fetch_optional(conn)
+    .fetch_one(conn)
     .await
 }
 
@@ -106,57 +113,33 @@ async fn make_due(
     replayed_by: &str,
     reason: &str,
 ) -> Result<bool, sqlx::Error> {
-    let made_due = sqlx::query!(
-        "WITH due AS (
-             UPDATE receipt_queue SET visible_at = now()
-             WHERE receipt_id = $1
-               AND NOT (leased_by IS NOT NULL AND visible_at > now())
-             RETURNING receipt_id
-         )
-         INSERT INTO receipt_replays (receipt_id, previous_status, replayed_by, reason)
-         SELECT receipt_id, 'pending', $2, $3 FROM due",
+    sqlx::query_scalar!(
+        r#"SELECT decision_make_receipt_due($1, $2, $3) AS "made_due!""#,
         id as ReceiptId,
         replayed_by,
         reason,
     )
-    .execute(conn)
-    .await?;
-    Ok(made_due.rows_affected() == 1)
+    .fetch_one(conn)
+    .await
 }
 
 /// A failed or quarantined receipt queued again, claimable now with its attempts reset,
-/// recorded.
+/// recorded: the status it left (`None`: it was in neither, which the caller's lock has
+/// ruled out).
 async fn requeue(
     conn: &mut PgConnection,
     id: ReceiptId,
-    status: ReceiptStatus,
     replayed_by: &str,
     reason: &str,
-) -> Result<(), sqlx::Error> {
-    sqlx::query!(
-        "WITH logged AS (
-             INSERT INTO receipt_replays (receipt_id, previous_status, replayed_by, reason)
-             VALUES ($1, $2, $3, $4)
-         ), queued AS (
-             INSERT INTO receipt_queue (receipt_id, integration, visible_at, enqueued_at,
-                                        payload_bytes)
-             -- Its stored size: rendering it could fail for the very payload that made
-             -- the receipt fail.
-             SELECT id, integration, now(), now(), coalesce(pg_column_size(payload), 0)
-             FROM receipts WHERE id = $1
-         )
-         UPDATE receipts
-         SET status = 'pending', outcome = NULL, outcome_reason = NULL, attempts = 0,
-             finished_at = NULL
-         WHERE id = $1",
+) -> Result<Option<ReceiptStatus>, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT decision_requeue_receipt($1, $2, $3) AS "left: ReceiptStatus""#,
         id as ReceiptId,
-        status as ReceiptStatus,
         replayed_by,
         reason,
     )
-    .execute(conn)
-    .await?;
-    Ok(())
+    .fetch_one(conn)
+    .await
 }
 
 /// What an operator decides about a pending receipt that must not be processed (as it
@@ -239,37 +222,21 @@ pub async fn resolve_pending(
     let mut transaction = conn.begin().await?;
     for id in crate::in_lock_order(receipt_ids) {
         // The queue row first, as the worker's transaction locks it (then the receipt).
-        let dequeued = sqlx::query_scalar!(
-            "DELETE FROM receipt_queue WHERE receipt_id = $1 RETURNING receipt_id",
-            id as ReceiptId,
-        )
-        .fetch_optional(&mut *transaction)
-        .await?;
-        if dequeued.is_none() {
-            return Err(match locked_status(&mut transaction, id).await? {
-                None => ResolveError::Unknown(id),
-                Some(status) => ResolveError::WrongState { id, status },
-            });
-        }
-        sqlx::query!(
-            "WITH logged AS (
-                 INSERT INTO receipt_resolutions (receipt_id, previous_status, action, resolved_by, reason)
-                 VALUES ($1, 'pending', $2, $3, $4)
-             )
-             UPDATE receipts
-             SET status = CASE $2 WHEN 'quarantine' THEN 'quarantined' ELSE 'failed' END,
-                 outcome = NULL,
-                 outcome_reason = CASE $2 WHEN 'quarantine' THEN $4 END,
-                 last_error = CASE $2 WHEN 'fail' THEN $4 ELSE last_error END,
-                 finished_at = now()
-             WHERE id = $1",
+        let taken = sqlx::query_scalar!(
+            r#"SELECT decision_take_receipt_out($1, $2, $3, $4) AS "taken!""#,
             id as ReceiptId,
             resolution.action(),
             resolved_by,
             reason,
         )
-        .execute(&mut *transaction)
+        .fetch_one(&mut *transaction)
         .await?;
+        if !taken {
+            return Err(match locked_status(&mut transaction, id).await? {
+                None => ResolveError::Unknown(id),
+                Some(status) => ResolveError::WrongState { id, status },
+            });
+        }
     }
     transaction.commit().await?;
     Ok(())
@@ -306,23 +273,17 @@ pub async fn close(
                 return Err(ResolveError::NotClosable { id, status });
             }
             Some(status) => {
-                sqlx::query!(
-                    "WITH logged AS (
-                         INSERT INTO receipt_resolutions (receipt_id, previous_status, action, resolved_by, reason)
-                         VALUES ($1, $2, $5, $3, $4)
-                     )
-                     UPDATE receipts
-                     SET status = 'done', outcome = 'ignored',
-                         outcome_reason = 'closed by an operator: ' || $4, finished_at = now()
-                     WHERE id = $1",
+                let left = sqlx::query_scalar!(
+                    r#"SELECT decision_close_receipt($1, $2, $3) AS "left: ReceiptStatus""#,
                     id as ReceiptId,
-                    status as ReceiptStatus,
                     closed_by,
                     reason,
-                    CLOSE_ACTION,
                 )
-                .execute(&mut *transaction)
+                .fetch_one(&mut *transaction)
                 .await?;
+                if left != Some(status) {
+                    return Err(ResolveError::NotClosable { id, status });
+                }
             }
         }
     }

@@ -1,5 +1,5 @@
 //! What operators read: receipts by filter a page at a time, by the provider's event id
-//! (a loose scan of the receipt-key index), one receipt's detail, decisions and effects.
+//! (one lookup of its index), one receipt's detail, decisions and effects.
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -90,31 +90,29 @@ pub async fn list_receipts(
     .await
 }
 
+/// The most receipts [`receipts_by_event_id`] returns: one event id in many scopes is a
+/// sender replaying one body under unsigned headers, and a search stays a bounded read.
+pub const EVENT_ID_MATCHES_LISTED: i64 = 200;
+
 /// The receipts holding the provider's event id `event_id` (Stripe `evt_…`, GitHub's
 /// `X-GitHub-Delivery`, Slack's `event_id`, a Standard Webhooks `webhook-id`), in any
-/// scope, through the receipt-key index.
+/// scope, oldest first and at most [`EVENT_ID_MATCHES_LISTED`]: one lookup of the
+/// event-id index, however many scopes senders have made.
 pub async fn receipts_by_event_id(
     conn: &mut PgConnection,
     event_id: &str,
 ) -> Result<Vec<ReceiptSummary>, sqlx::Error> {
-    // A loose index scan: each distinct source_scope is one descent of the receipt-key
-    // index, then (scope, event_id) is another; no scan of all receipts.
+    // Through receipts_by_event_id.
     sqlx::query_as!(
         ReceiptSummary,
-        r#"WITH RECURSIVE scopes (scope) AS (
-             (SELECT source_scope FROM receipts ORDER BY source_scope LIMIT 1)
-             UNION ALL
-             SELECT (SELECT r.source_scope FROM receipts r WHERE r.source_scope > s.scope
-                     ORDER BY r.source_scope LIMIT 1)
-             FROM scopes s WHERE s.scope IS NOT NULL
-         )
-         SELECT r.id AS "id: ReceiptId", r.integration, r.event_id, r.event_type,
+        r#"SELECT r.id AS "id: ReceiptId", r.integration, r.event_id, r.event_type,
                 r.status AS "status: ReceiptStatus", r.outcome AS "outcome: ReceiptOutcome",
                 r.attempts, r.received_at,
                 left(coalesce(r.outcome_reason, r.last_error), 200) AS reason
-         FROM scopes s JOIN receipts r ON r.source_scope = s.scope AND r.event_id = $1
-         ORDER BY r.id"#,
+         FROM receipts r WHERE r.event_id = $1
+         ORDER BY r.id LIMIT $2"#,
         event_id,
+        EVENT_ID_MATCHES_LISTED,
     )
     .fetch_all(conn)
     .await
@@ -144,16 +142,25 @@ pub async fn newest_receipt_id(conn: &mut PgConnection) -> Result<Option<Receipt
         .await
 }
 
-/// The integrations that hold receipts (the first part of every scope), cheaply.
+/// The integrations that hold receipts (the first part of every scope): a few descents
+/// of the receipt-key index per integration, however many scopes each has. An
+/// integration's scopes are its escaped id `p` alone or `p/` and more, compared byte by
+/// byte, so from a scope `p/…` the next scope of another integration is the first from
+/// `p0` on (`/` sorts just before `0`); from the bare `p` it is the next scope (an id that
+/// extends `p` with a byte below `/`, like `p-eu`, sorts between `p` and `p/`). Each step
+/// moves forward; an integration such an id interleaves is met twice and listed once.
 pub async fn integrations_with_receipts(
     conn: &mut PgConnection,
 ) -> Result<Vec<String>, sqlx::Error> {
-    // The same loose index scan as receipts_by_event_id: one descent per scope.
     let scopes = sqlx::query_scalar!(
         "WITH RECURSIVE scopes (scope) AS (
              (SELECT source_scope FROM receipts ORDER BY source_scope LIMIT 1)
              UNION ALL
-             SELECT (SELECT r.source_scope FROM receipts r WHERE r.source_scope > s.scope
+             -- The smallest string above a bare `p` is `p` and the byte 1.
+             SELECT (SELECT r.source_scope FROM receipts r
+                     WHERE r.source_scope >= CASE WHEN strpos(s.scope, '/') = 0
+                                                  THEN s.scope || chr(1)
+                                                  ELSE split_part(s.scope, '/', 1) || '0' END
                      ORDER BY r.source_scope LIMIT 1)
              FROM scopes s WHERE s.scope IS NOT NULL
          )
@@ -171,19 +178,22 @@ pub async fn integrations_with_receipts(
     Ok(integrations)
 }
 
-/// One operator decision about a receipt: a replay or a resolution (quarantine, fail).
+/// One operator decision about a receipt: a replay or a resolution (quarantine, fail,
+/// close).
 #[derive(Debug, Clone, Serialize)]
 pub struct ReceiptDecision {
-    /// When.
+    /// When, by the database's clock.
     pub at: DateTime<Utc>,
-    /// `replay`, `quarantine` or `fail`.
+    /// `replay`, `quarantine`, `fail` or `close`.
     pub action: String,
     /// The status it left.
     pub previous_status: String,
-    /// Who.
+    /// Who, as they named themselves.
     pub by: String,
     /// Why.
     pub reason: String,
+    /// The database role that recorded it.
+    pub database_role: String,
 }
 
 /// Every operator decision about receipt `id`, oldest first.
@@ -194,10 +204,10 @@ pub async fn receipt_history(
     sqlx::query_as!(
         ReceiptDecision,
         r#"SELECT replayed_at AS "at!", 'replay' AS "action!", previous_status AS "previous_status!",
-                replayed_by AS "by!", reason AS "reason!"
+                replayed_by AS "by!", reason AS "reason!", database_role AS "database_role!"
          FROM receipt_replays WHERE receipt_id = $1
          UNION ALL
-         SELECT resolved_at, action, previous_status, resolved_by, reason
+         SELECT resolved_at, action, previous_status, resolved_by, reason, database_role
          FROM receipt_resolutions WHERE receipt_id = $1
          ORDER BY 1 -- at"#,
         id as ReceiptId,
@@ -305,14 +315,18 @@ pub async fn receipt_facts(
     read_receipt_detail(conn, receipt_id, false).await
 }
 
-/// At most the first `max_chars` characters of a stored payload, pretty-printed by
-/// PostgreSQL (numbers keep their text), whether more follows, and the stored size in
-/// bytes. Whatever the payload's size, what leaves the database is bounded.
+/// At most the first `max_chars` characters of a stored payload's text as PostgreSQL
+/// renders it (compact; numbers keep their text), whether more follows, and the stored
+/// size in bytes. The payload is rendered once and never pretty-printed by the database:
+/// indentation multiplies a deep payload's size by its depth (a 1 MiB body 62 levels deep
+/// pretty-prints to 133 MB), so the reader indents the excerpt. Whatever the payload's
+/// size or depth, the database's work is one rendering of at most the body limit, and
+/// what leaves it is bounded.
 #[derive(Debug, Clone)]
 pub struct PayloadExcerpt {
-    /// The start of the pretty-printed payload.
+    /// The start of the stored payload's text.
     pub text: String,
-    /// Whether the pretty-printed payload is longer.
+    /// Whether the stored payload's text is longer.
     pub truncated: bool,
     /// The stored payload's size as text, in bytes.
     pub bytes: i64,
@@ -335,11 +349,13 @@ pub async fn receipt_payload_excerpt(
     receipt_id: ReceiptId,
     max_chars: i32,
 ) -> Result<PayloadShown, sqlx::Error> {
+    // The rendering is a LATERAL subquery that is not flattened (OFFSET 0), so it runs
+    // once for the excerpt, the cut and the size.
     let read = sqlx::query!(
-        r#"SELECT left(pretty, $2) AS "text!", length(pretty) > $2 AS "truncated!",
-                octet_length(payload::text) AS "bytes!"
-         FROM (SELECT jsonb_pretty(payload) AS pretty, payload FROM receipts
-               WHERE id = $1 AND payload IS NOT NULL) shown"#,
+        r#"SELECT left(rendered.text, $2) AS "text!", length(rendered.text) > $2 AS "truncated!",
+                octet_length(rendered.text) AS "bytes!"
+         FROM receipts r, LATERAL (SELECT r.payload::text AS text OFFSET 0) rendered
+         WHERE r.id = $1 AND r.payload IS NOT NULL"#,
         receipt_id as ReceiptId,
         max_chars,
     )

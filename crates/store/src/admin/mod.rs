@@ -1,17 +1,19 @@
 //! What operators read and change, by concern: [`counts`] (the gauges and `inboundctl
 //! status`), [`listing`] (receipts by filter, by event id, in detail), [`decisions`]
 //! (replay, quarantine, fail, close), [`review`] (the console's overview and review
-//! queue) and [`purge`] (retention). Everything is re-exported
-//! here, so callers name `store::admin::…`.
+//! queue), [`reads`] (who read which payload) and [`purge`] (retention). Everything is
+//! re-exported here, so callers name `store::admin::…`.
 
 pub mod counts;
 pub mod decisions;
 pub mod listing;
 pub mod purge;
+pub mod reads;
 pub mod review;
 
 pub use counts::*;
 pub use decisions::*;
 pub use listing::*;
 pub use purge::*;
+pub use reads::*;
 pub use review::*;

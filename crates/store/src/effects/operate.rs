@@ -264,12 +264,14 @@ pub struct ResolutionLine {
     pub previous_status: String,
     /// `completed`, `retry` or `abandon`.
     pub action: String,
-    /// Who.
+    /// Who, as they named themselves.
     pub resolved_by: String,
     /// Why.
     pub note: String,
-    /// When.
+    /// When, by the database's clock.
     pub resolved_at: chrono::DateTime<chrono::Utc>,
+    /// The database role that recorded it.
+    pub database_role: String,
 }
 
 /// An effect's operator decisions, oldest first.
@@ -279,7 +281,7 @@ pub async fn resolutions(
 ) -> Result<Vec<ResolutionLine>, sqlx::Error> {
     sqlx::query_as!(
         ResolutionLine,
-        "SELECT previous_status, action, resolved_by, note, resolved_at
+        "SELECT previous_status, action, resolved_by, note, resolved_at, database_role
          FROM effect_resolutions WHERE effect_id = $1 ORDER BY id",
         effect_id as EffectId,
     )
@@ -328,15 +330,6 @@ impl Resolution {
         }
     }
 
-    /// The status it leaves the effect in.
-    pub(crate) fn new_status(self) -> EffectStatus {
-        match self {
-            Self::Completed => EffectStatus::Completed,
-            Self::Retry => EffectStatus::Pending,
-            Self::Abandon => EffectStatus::Abandoned,
-        }
-    }
-
     /// Whether it may apply to effect `id` in `status` (chosen by a filter on `expected`).
     fn check(
         self,
@@ -354,19 +347,24 @@ impl Resolution {
             });
         }
         if !self.allowed_from().contains(&status) {
-            let allowed: Vec<&str> = self
-                .allowed_from()
-                .iter()
-                .map(|status| status.as_str())
-                .collect();
             return Err(ResolveError::NotAllowed {
                 id,
                 status,
                 action: self.action(),
-                allowed: allowed.join(", "),
+                allowed: self.allowed_names(),
             });
         }
         Ok(())
+    }
+
+    /// The statuses it may start from, as a message lists them.
+    fn allowed_names(self) -> String {
+        let allowed: Vec<&str> = self
+            .allowed_from()
+            .iter()
+            .map(|status| status.as_str())
+            .collect();
+        allowed.join(", ")
     }
 }
 
@@ -453,62 +451,33 @@ pub async fn resolve_in(
 ) -> Result<(), ResolveError> {
     // The row lock holds off a dispatcher's claim until the decision commits.
     let status = sqlx::query_scalar!(
-        r#"SELECT status AS "status: EffectStatus" FROM effects WHERE id = $1 FOR UPDATE"#,
+        r#"SELECT decision_lock_effect($1) AS "status: EffectStatus""#,
         effect_id as EffectId,
     )
-    .fetch_optional(&mut *conn)
+    .fetch_one(&mut *conn)
     .await?;
     let Some(status) = status else {
         return Err(ResolveError::Unknown(effect_id));
     };
     resolution.check(effect_id, status, expected)?;
-    if resolution == Resolution::Retry && status == EffectStatus::Pending {
-        // Waiting out a delay: due now, nothing else changes (whether an attempt may have
-        // landed still decides how it is sent; the claim checks the sink's breaker and
-        // horizon as for any due effect).
-        sqlx::query!(
-            "WITH logged AS (
-                 INSERT INTO effect_resolutions (effect_id, previous_status, action, resolved_by, note)
-                 VALUES ($1, 'pending', 'retry', $2, $3)
-             )
-             -- A new lease token fences out a dispatcher holding it for a step that
-             -- sends nothing (a wait it was about to record), as every resolution does.
-             UPDATE effects SET visible_at = now(), leased_by = NULL, lease_token = lease_token + 1
-             WHERE id = $1",
-            effect_id as EffectId,
-            by,
-            note,
-        )
-        .execute(&mut *conn)
-        .await?;
-        return Ok(());
-    }
-    sqlx::query!(
-        "WITH logged AS (
-             INSERT INTO effect_resolutions (effect_id, previous_status, action, resolved_by, note)
-             VALUES ($1, $2, $3, $4, $5)
-         )
-         -- A new lease token fences out any holder (a reconciliation in progress) so
-         -- that its answer cannot overwrite this decision. A retry starts afresh: the
-         -- operator has decided that sending again is right, so neither an earlier
-         -- 'may have landed' nor the time budgets hold it back (attempts are kept).
-         UPDATE effects
-         SET status = $6, visible_at = now(), leased_by = NULL, lease_token = lease_token + 1,
-             last_error = CASE WHEN $6 = 'abandoned' THEN 'abandoned: ' || $5 ELSE last_error END,
-             completed_at = CASE WHEN $6 = 'completed' THEN now() END,
-             maybe_delivered = CASE WHEN $3 = 'retry' THEN false ELSE maybe_delivered END,
-             first_attempt_at = CASE WHEN $3 = 'retry' THEN NULL ELSE first_attempt_at END,
-             uncertain_since = CASE WHEN $3 = 'retry' THEN NULL ELSE uncertain_since END,
-             reconciliations = CASE WHEN $3 = 'retry' THEN 0 ELSE reconciliations END
-         WHERE id = $1",
+    // The database's decision checks the state machine again, writes the change and its
+    // audit row (migrations/0001_inbound.sql): the operator role writes no effect itself.
+    let left = sqlx::query_scalar!(
+        r#"SELECT decision_resolve_effect($1, $2, $3, $4) AS "left: EffectStatus""#,
         effect_id as EffectId,
-        status as EffectStatus,
         resolution.action(),
         by,
         note,
-        resolution.new_status() as EffectStatus,
     )
-    .execute(&mut *conn)
+    .fetch_one(&mut *conn)
     .await?;
+    if left != Some(status) {
+        return Err(ResolveError::NotAllowed {
+            id: effect_id,
+            status,
+            action: resolution.action(),
+            allowed: resolution.allowed_names(),
+        });
+    }
     Ok(())
 }
