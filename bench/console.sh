@@ -23,6 +23,23 @@ db() { psql -Atq -v ON_ERROR_STOP=1 "$url" "$@"; }
 
 echo "== seeding $receipts receipts and $effects effects"
 started=$(date +%s)
+# First, so that the pages reading the newest receipts read what they read before: the
+# worst payload the default limits take: 1,048,576 bytes at most, nested at most 64
+# deep (the outer object and 62 arrays), every element a zero (rendering it indented would
+# be 133 MB); failed, so the review queue leads the on-call person to it.
+db -c "INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key, payload,
+                             status, attempts, last_error, finished_at)
+       SELECT 'stripe-live', 'stripe-live/platform/live', 'evt_deep', 'payment_intent.succeeded',
+              'payment_intent.succeeded',
+              ('{\"x\": ' || repeat('[', 62) || array_to_string(array_fill(0, ARRAY[524000]), ',')
+               || repeat(']', 62) || '}')::jsonb,
+              'failed', 8, 'handler failed', now()"
+# Scopes a sender made: one receipt each.
+db -c "INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key, payload,
+                             status, outcome, finished_at)
+       SELECT 'shopify-shop', 'shopify-shop/shop' || g || '.myshopify.com/orders%2Fcreate',
+              'wh_' || g, 'orders/create', 'orders/create', '{}', 'done', 'applied', now()
+       FROM generate_series(1, 200000) g"
 batch=1000000
 for ((first = 1; first <= receipts; first += batch)); do
   last=$((first + batch - 1 < receipts ? first + batch - 1 : receipts))
@@ -51,7 +68,7 @@ db -c "UPDATE receipts SET status = 'failed', outcome = NULL, attempts = 8,
        WHERE id % 10000 = 11" \
    -c "WITH queued AS (
          UPDATE receipts SET status = 'pending', outcome = NULL, finished_at = NULL
-         WHERE id > $receipts - 10000 RETURNING id, integration, received_at)
+         WHERE id > (SELECT max(id) FROM receipts) - 10000 RETURNING id, integration, received_at)
        INSERT INTO receipt_queue (receipt_id, integration, visible_at, enqueued_at, payload_bytes, leased_by, last_error)
        SELECT id, integration,
               CASE WHEN id % 10 = 0 THEN now() + interval '5 min' ELSE received_at END, received_at, 400,
@@ -84,22 +101,6 @@ db -c "INSERT INTO effects (receipt_id, operation_key, sink, kind, tenant, data,
    -c "INSERT INTO effect_resolutions (effect_id, previous_status, action, resolved_by, note)
        SELECT id, 'review', 'completed', 'alice', 'confirmed with the sink'
        FROM effects WHERE id % 5000 = 3"
-# The worst payload the default limits take: 1,048,576 bytes at most, nested at most 64
-# deep (the outer object and 62 arrays), every element a zero (rendering it indented would
-# be 133 MB); failed, so the review queue leads the on-call person to it.
-db -c "INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key, payload,
-                             status, attempts, last_error, finished_at)
-       SELECT 'stripe-live', 'stripe-live/platform/live', 'evt_deep', 'payment_intent.succeeded',
-              'payment_intent.succeeded',
-              ('{\"x\": ' || repeat('[', 62) || array_to_string(array_fill(0, ARRAY[524000]), ',')
-               || repeat(']', 62) || '}')::jsonb,
-              'failed', 8, 'handler failed', now()"
-# Scopes a sender made: one receipt each.
-db -c "INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key, payload,
-                             status, outcome, finished_at)
-       SELECT 'shopify-shop', 'shopify-shop/shop' || g || '.myshopify.com/orders%2Fcreate',
-              'wh_' || g, 'orders/create', 'orders/create', '{}', 'done', 'applied', now()
-       FROM generate_series(1, 200000) g"
 db -c "VACUUM (ANALYZE)"
 echo "  seeded in $(( $(date +%s) - started )) s; $(db -c "SELECT pg_size_pretty(pg_database_size(current_database()))")"
 
