@@ -6,7 +6,7 @@ TEST_FEATURES := --features inbound-runtime/failpoints
 # The published libraries, whose documentation `make lint` builds with warnings as errors.
 LIBRARIES := inbound-core inbound-store inbound-runtime inbound-ingress inbound-worker inbound-example
 
-.PHONY: run demo test soak fuzz deny lint fmt sqlx-prepare build release bench bench-memory bench-forgery bench-console deploy-check check-metrics postgres pgbouncer
+.PHONY: run demo test soak fuzz deny lint fmt sqlx-prepare build release bench bench-memory bench-forgery bench-console deploy-check check-metrics check-patch postgres pgbouncer
 
 ## Everything up locally: PostgreSQL, database, example config and secrets, ingress and worker.
 run:
@@ -99,6 +99,10 @@ bench-forgery: postgres
 ## Kubernetes manifests rendered and validated offline, alert rules checked and unit-tested.
 deploy-check:
 	scripts/deploy-check.sh
+
+## A team's workspace without inbound's two [patch.crates-io] lines fails to build.
+check-patch:
+	scripts/check-unpatched-build-fails.sh
 
 ## A running ingress and worker, scraped and linted with promtool.
 check-metrics: postgres

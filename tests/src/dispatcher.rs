@@ -57,7 +57,7 @@ impl Harness {
             "payment_intent.succeeded",
             payment_intent("pi", "o", 1, "usd", "succeeded"),
         );
-        let receipt = domain::accept(self.pool(), &self.worker.config, &body)
+        let receipt = domain::accept(self.pool(), self.worker.config(), &body)
             .await
             .expect("new receipt");
         let intent = EffectIntent {
@@ -101,7 +101,7 @@ impl Harness {
              FROM effects WHERE operation_key = $1",
         )
         .bind(key)
-        .bind(self.worker.clock.now())
+        .bind(self.worker.clock().now())
         .fetch_one(self.pool())
         .await
         .expect("effect")
@@ -114,7 +114,7 @@ impl Harness {
             "SELECT EXTRACT(EPOCH FROM max(visible_at) - coalesce($1, now()))::float8
              FROM effects WHERE status IN ('pending', 'in_flight', 'uncertain')",
         )
-        .bind(self.worker.clock.now())
+        .bind(self.worker.clock().now())
         .fetch_one(self.pool())
         .await
         .expect("the latest due time");
@@ -125,6 +125,6 @@ impl Harness {
 
     /// Moves the worker's clock ahead by `by` (a horizon or a retention passes at once).
     pub fn advance(&self, by: Duration) {
-        self.worker.clock.advance(by);
+        self.worker.clock().advance(by);
     }
 }

@@ -11,7 +11,7 @@ use inbound_core::headers::Headers;
 use inbound_core::states::{ReceiptOutcome, ReceiptStatus};
 use inbound_store as store;
 use inbound_store::handlers::Registry;
-use inbound_worker::{Worker, WorkerSettings};
+use inbound_worker::{Worker, WorkerSettings, WorkerSettingsBuilder};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
@@ -249,27 +249,28 @@ pub async fn order_with_pending_payment(pool: &PgPool, config: &Config) -> i64 {
 
 /// Settings for an in-process worker: small, fast, and deterministic enough for tests.
 pub fn settings() -> WorkerSettings {
-    WorkerSettings {
-        concurrency: 8,
+    settings_with(|settings| settings)
+}
+
+/// [`settings`], adjusted (`|settings| settings.max_attempts(3)`).
+pub fn settings_with(
+    adjust: impl FnOnce(WorkerSettingsBuilder) -> WorkerSettingsBuilder,
+) -> WorkerSettings {
+    let builder = WorkerSettings::builder()
+        .concurrency(8)
         // Batches of up to 4: steps with more than 8 receipts complete them together.
-        batch_size: 4,
-        effect_concurrency: 8,
-        lease: Duration::from_secs(30),
-        statement_limit: Duration::from_secs(6),
-        poll_interval: Duration::from_millis(50),
-        max_attempts: 10,
-        backoff_base: Duration::from_millis(100),
-        backoff_cap: Duration::from_secs(2),
-        worker_id: "test-worker".to_owned(),
-        integrations: None,
-        shutdown_grace: Duration::from_secs(5),
-        payload_budget_bytes: 8 * 1024 * 1024,
-        role: inbound_worker::Role::All,
-        session: inbound_store::SessionTarget {
-            schema: inbound_store::Schema::default(),
-            pooler: inbound_store::Pooler::None,
-        },
-    }
+        .batch_size(4)
+        .effect_concurrency(8)
+        .lease(Duration::from_secs(30))
+        .statement_timeout(Duration::from_secs(5))
+        .poll_interval(Duration::from_millis(50))
+        .max_attempts(10)
+        .backoff_base(Duration::from_millis(100))
+        .backoff_cap(Duration::from_secs(2))
+        .worker_id("test-worker")
+        .shutdown_grace(Duration::from_secs(5))
+        .payload_budget_bytes(8 * 1024 * 1024);
+    adjust(builder).build().expect("test settings within range")
 }
 
 /// The stock worker's handlers: inbound's built-ins and the example domain's.
@@ -317,8 +318,8 @@ pub async fn claim_at(
         receipts,
         payload_bytes: i64::MAX,
         allow_one_larger: true,
-        max_attempts: settings().max_attempts,
-        statement_limit: settings().statement_limit,
+        max_attempts: settings().max_attempts(),
+        statement_limit: settings().statement_limit(),
     };
     store::queue::claim_batch(connection, limits, lease, worker_id, None, now)
         .await

@@ -12,6 +12,9 @@
 //! - [`keys`]: the receipt key's newtypes.
 //! - [`payload`]: the storability contract (what `jsonb` stores and the worker reads back).
 //! - [`clock`]: an injectable clock so freshness checks are testable.
+//! - [`display`]: what a sender or a person wrote, made safe to show; names as audited.
+//! - [`selection`]: what operators name — times (RFC 3339 or an age), integrations and
+//!   sinks by id or owner.
 //! - [`states`]: every receipt and effect state, stored as text and checked against the
 //!   database's constraints.
 //!
@@ -27,12 +30,14 @@
 
 pub mod clock;
 pub mod config;
+pub mod display;
 pub mod effects;
 pub mod event;
 pub mod headers;
 pub mod keys;
 pub mod payload;
 pub mod secret;
+pub mod selection;
 pub mod sender;
 pub mod states;
 pub mod verify;

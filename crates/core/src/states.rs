@@ -1,6 +1,6 @@
 //! Every state a receipt or an effect can be in, and what ends a receipt, written once.
 //! The database stores them as text and enforces the same sets with CHECK constraints; a
-//! test (`tests/tests/states.rs`) reads those constraints back and fails when either
+//! test (`tests/tests/it/states.rs`) reads those constraints back and fails when either
 //! side gains or loses a value, and another checks that ARCHITECTURE.md's state machines
 //! name every one. Transitions live with the code that makes them: the worker's claim
 //! and finish (`inbound_store::queue`), the dispatcher's decisions (`effects::decide`) and the

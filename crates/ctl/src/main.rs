@@ -11,11 +11,11 @@
 //!   [`effects_cmd`]); each takes `--json`. Shared filters and confirmations: [`selection`].
 //! - `audit reads --since T`: who read which payload (see [`audit_cmd`]).
 //! - `completions SHELL`: a shell completion script.
-//! - `console`: the operator's console in a browser (see [`console`]).
+//! - `console`: the operator's console in a browser (the `inbound-console` crate; flags in [`console_cmd`]).
 //! - `dev-sink`: a local effect receiver that prints and verifies what it gets.
 
 mod audit_cmd;
-mod console;
+mod console_cmd;
 mod db;
 mod dev_sink;
 mod effects_cmd;
@@ -117,7 +117,7 @@ enum Command {
     },
     /// The operator's console in a browser: overview, receipts, effects, the review
     /// queue, and decisions by a named person (docs/console.md).
-    Console(console::ConsoleArgs),
+    Console(console_cmd::ConsoleArgs),
     /// A local effect receiver: prints and verifies what it receives.
     DevSink {
         /// Address to listen on.
@@ -322,7 +322,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Stripe { command } => stripe_cmd::run(command).await,
         Command::Github { command } => github_cmd::run(command).await,
         Command::Effects { command } => effects_cmd::run(command).await,
-        Command::Console(args) => console::run(args).await,
+        Command::Console(args) => console_cmd::run(args).await,
         Command::DevSink {
             listen,
             secret,

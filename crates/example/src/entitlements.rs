@@ -15,7 +15,7 @@ use sqlx::PgConnection;
 
 use crate::store::grants::{self, Grant as GrantKey};
 use inbound_store::handlers::{
-    Handler, HandlerError, HandlerFuture, HandlerInput, Transition, quarantine, text_at,
+    Handler, HandlerError, HandlerInput, Transition, quarantine, text_at,
 };
 
 /// Grants mapped entitlements from a paid invoice.
@@ -45,12 +45,12 @@ impl Handler for Grant {
         Ok(())
     }
 
-    fn apply<'a>(
-        &'a self,
-        transaction: &'a mut PgConnection,
-        input: HandlerInput<'a>,
-    ) -> HandlerFuture<'a> {
-        Box::pin(grant(transaction, input))
+    async fn apply(
+        &self,
+        transaction: &mut PgConnection,
+        input: HandlerInput<'_>,
+    ) -> Result<Transition, HandlerError> {
+        grant(transaction, input).await
     }
 }
 
@@ -199,7 +199,7 @@ async fn insert_grants(
         {
             // Another customer's event for this invoice committed while this one ran:
             // roll back what this one granted, and let the retry quarantine it.
-            return Err(HandlerError::Transient(format!(
+            return Err(HandlerError::transient(format!(
                 "invoice {invoice_id} was granted to another customer meanwhile"
             )));
         }

@@ -21,8 +21,7 @@ use inbound_store::handlers::ReceiptState;
 
 use crate::store::orders::{self, OrderState, Payment};
 use inbound_store::handlers::{
-    Handler, HandlerBatchFuture, HandlerError, HandlerFuture, HandlerInput, Transition, quarantine,
-    text_at,
+    Handler, HandlerError, HandlerInput, Transition, quarantine, text_at,
 };
 
 /// `awaiting_payment → paid` from a Stripe PaymentIntent (`metadata.order_id`).
@@ -33,30 +32,30 @@ pub(crate) struct MarkPaid;
 pub(crate) struct Refund;
 
 impl Handler for MarkPaid {
-    fn apply<'a>(
-        &'a self,
-        transaction: &'a mut PgConnection,
-        input: HandlerInput<'a>,
-    ) -> HandlerFuture<'a> {
-        Box::pin(mark_paid(transaction, input))
+    async fn apply(
+        &self,
+        transaction: &mut PgConnection,
+        input: HandlerInput<'_>,
+    ) -> Result<Transition, HandlerError> {
+        mark_paid(transaction, input).await
     }
 
-    fn apply_all<'a>(
-        &'a self,
-        transaction: &'a mut PgConnection,
-        inputs: Vec<HandlerInput<'a>>,
-    ) -> HandlerBatchFuture<'a> {
-        Box::pin(mark_paid_all(transaction, inputs))
+    async fn apply_all(
+        &self,
+        transaction: &mut PgConnection,
+        inputs: Vec<HandlerInput<'_>>,
+    ) -> Result<Vec<Transition>, HandlerError> {
+        mark_paid_all(transaction, inputs).await
     }
 }
 
 impl Handler for Refund {
-    fn apply<'a>(
-        &'a self,
-        transaction: &'a mut PgConnection,
-        input: HandlerInput<'a>,
-    ) -> HandlerFuture<'a> {
-        Box::pin(refund(transaction, input))
+    async fn apply(
+        &self,
+        transaction: &mut PgConnection,
+        input: HandlerInput<'_>,
+    ) -> Result<Transition, HandlerError> {
+        refund(transaction, input).await
     }
 }
 
@@ -171,7 +170,7 @@ async fn settle_payment(
             let elsewhere = orders::tenants_with_order(transaction, payment.order_id).await?;
             if !elsewhere.is_empty() {
                 // Still transient: this tenant may yet create the order.
-                return Err(HandlerError::Transient(format!(
+                return Err(HandlerError::transient(format!(
                     "order {} does not exist in tenant {}, but in tenant {}: is the integration's tenant right?",
                     payment.order_id,
                     payment.tenant,
@@ -219,7 +218,7 @@ fn payable_by(order: &OrderState, payment: Payment<'_>) -> bool {
 
 /// A locked order that still does not take a transition it matches: retry later.
 fn changed_under_us(order_id: &str) -> HandlerError {
-    HandlerError::Transient(format!("order {order_id} changed while it was classified"))
+    HandlerError::transient(format!("order {order_id} changed while it was classified"))
 }
 
 /// Why `awaiting_payment → paid` changed nothing.
@@ -229,14 +228,14 @@ fn classify_unpaid(
 ) -> Result<Transition, HandlerError> {
     let Some(order) = order else {
         // The business may not have created the order yet: retry with backoff.
-        return Err(HandlerError::Transient(format!(
+        return Err(HandlerError::transient(format!(
             "order {} does not exist (yet)",
             payment.order_id
         )));
     };
     let Some(expected) = order.provider_payment_id.as_deref() else {
         // The business attaches the PaymentIntent to the order; it may not have yet.
-        return Err(HandlerError::Transient(format!(
+        return Err(HandlerError::transient(format!(
             "order {} has no PaymentIntent attached (yet)",
             order.id
         )));
@@ -429,7 +428,7 @@ async fn classify_orderless_refund(
         .await
     };
     if payment_in(ReceiptState::Unfinished).await? {
-        return Err(HandlerError::Transient(format!(
+        return Err(HandlerError::transient(format!(
             "no order for PaymentIntent {payment_id} yet; its payment is still to be applied"
         )));
     }
@@ -440,7 +439,7 @@ async fn classify_orderless_refund(
             ),
         });
     }
-    Err(HandlerError::Transient(format!(
+    Err(HandlerError::transient(format!(
         "no order expects PaymentIntent {payment_id} and no payment for it was seen: waiting in case it comes late"
     )))
 }
@@ -465,7 +464,7 @@ fn classify_unrefunded(order: OrderState, payment_id: &str) -> Result<Transition
             ),
         }),
         // The refund overtook the payment event: wait for the payment to apply.
-        "awaiting_payment" => Err(HandlerError::Transient(format!(
+        "awaiting_payment" => Err(HandlerError::transient(format!(
             "order {} is not paid yet",
             order.id
         ))),

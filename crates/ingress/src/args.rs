@@ -1,8 +1,11 @@
 //! The ingress's flags (each with an `INBOUND_…` environment twin).
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use inbound_runtime::args::CommonArgs;
+
+use crate::IngressSettings;
 
 /// The inbound webhook receiver: verify, durably accept, answer.
 #[derive(Debug, clap::Parser)]
@@ -41,4 +44,41 @@ pub struct IngressArgs {
     /// get 503 + Retry-After. Must be at least every integration's max_body_bytes.
     #[arg(long, env = "INBOUND_BODY_BUDGET_BYTES", default_value_t = 32 * 1024 * 1024)]
     pub body_budget_bytes: usize,
+}
+
+impl IngressArgs {
+    /// The settings these flags describe, or the flag out of its range (one line naming
+    /// it: the process exits 1).
+    pub fn settings(&self) -> anyhow::Result<IngressSettings> {
+        IngressSettings::builder()
+            .session(self.common.session_target())
+            .db_max_connections(self.db_max_connections)
+            .db_acquire_timeout(self.common.acquire_timeout())
+            .db_statement_timeout(self.common.statement_timeout())
+            .request_timeout(Duration::from_secs(self.request_timeout_secs))
+            .header_read_timeout(Duration::from_secs(self.header_read_timeout_secs))
+            .max_connections(self.max_connections)
+            .commit_batch_max(self.commit_batch_max)
+            .commit_concurrency(self.commit_concurrency)
+            .body_budget_bytes(self.body_budget_bytes)
+            .shutdown_grace(self.common.shutdown_grace())
+            .gauge_interval(self.common.gauge_interval())
+            .build()
+            .map_err(|invalid| {
+                let flag = match invalid.setting {
+                    "db_acquire_timeout" => "--db-acquire-timeout-ms",
+                    "db_statement_timeout" => "--db-statement-timeout-ms",
+                    "request_timeout" => "--request-timeout-secs",
+                    "header_read_timeout" => "--header-read-timeout-secs",
+                    "shutdown_grace" => "--shutdown-grace-secs",
+                    "gauge_interval" => "--gauge-interval-secs",
+                    "db_max_connections" => "--db-max-connections",
+                    "max_connections" => "--max-connections",
+                    "commit_batch_max" => "--commit-batch-max",
+                    "commit_concurrency" => "--commit-concurrency",
+                    _ => "--body-budget-bytes",
+                };
+                anyhow::anyhow!("{flag}: {invalid}")
+            })
+    }
 }

@@ -1,10 +1,14 @@
 //! `inbound-ingress`: the thin HTTP receiver. It verifies, validates, commits a pending
 //! receipt and only then answers 2xx. No business logic, no outbound calls.
 //!
-//! What an embedder uses: the whole process as a library, [`main`] and [`run`], and its
-//! flags, [`IngressArgs`]. The modules behind them are private:
+//! What an embedder uses: [`start`], which runs the ingress from values — a
+//! [`Config`](inbound_core::config::Config), [`IngressSettings`], a database URL, an
+//! already-bound listener and an optional [`OpsPort`] — and returns a [`RunningIngress`];
+//! the whole process, [`main`], and its flags, [`IngressArgs`]. The modules behind them
+//! are private:
 //!
-//! - `start`: the process; `args`: its flags.
+//! - `start`: the start from values, and the process; `args`: its flags; `settings`: the
+//!   checked settings.
 //! - `app`: routing of paths and methods, health endpoints.
 //! - `receive`: the `POST /webhooks/{integration}` pipeline.
 //! - `body`: request bodies read into one buffer within the limit and the shared budget.
@@ -31,12 +35,15 @@ mod group_commit;
 mod log_budget;
 mod receive;
 mod reply;
+mod settings;
 mod start;
 mod telemetry;
 mod verification;
 
 pub use args::IngressArgs;
-pub use start::{main, run};
+pub use inbound_runtime::ops::OpsPort;
+pub use settings::{IngressSettings, IngressSettingsBuilder, InvalidSetting};
+pub use start::{RunningIngress, main, start};
 
 /// The parts the workspace's own tests drive directly. Not part of the API: hidden from
 /// the documentation, and may change in any release.

@@ -50,20 +50,35 @@ pub fn install_recorder(
     Ok(handle)
 }
 
-/// Serves `/metrics`, `/healthz` and `/readyz` on `listener` for the life of the process,
-/// with the ops port's own small connection budget, so probes and scrapes get through
-/// whatever the public port is going through.
-pub fn spawn_ops_port(
-    listener: tokio::net::TcpListener,
-    handle: PrometheusHandle,
-    ready: Readiness,
-) -> tokio::task::JoinHandle<crate::Drain> {
-    tokio::spawn(crate::serve(
-        listener,
-        ops_limits(),
-        move |request| serve_ops(request, handle.clone(), ready.clone()),
-        std::future::pending(),
-    ))
+/// An ops port a library entry serves: a bound listener and the recorder's handle that
+/// renders `/metrics` (the process installs the recorder; a second process-wide install
+/// would silently be the first).
+#[derive(Debug)]
+pub struct OpsPort {
+    /// Where `/metrics`, `/healthz` and `/readyz` are served.
+    pub listener: tokio::net::TcpListener,
+    /// The installed recorder's handle.
+    pub metrics: PrometheusHandle,
+}
+
+impl OpsPort {
+    /// Serves `/metrics`, `/healthz` and `/readyz` for the life of the process, with the
+    /// ops port's own small connection budget, so probes and scrapes get through whatever
+    /// the public port is going through. Returns the address it serves and its task.
+    pub fn spawn(
+        self,
+        ready: Readiness,
+    ) -> std::io::Result<(std::net::SocketAddr, tokio::task::JoinHandle<crate::Drain>)> {
+        let address = self.listener.local_addr()?;
+        let handle = self.metrics;
+        let task = tokio::spawn(crate::serve(
+            self.listener,
+            ops_limits(),
+            move |request| serve_ops(request, handle.clone(), ready.clone()),
+            std::future::pending(),
+        ));
+        Ok((address, task))
+    }
 }
 
 /// How often the readiness task pings the database.

@@ -26,6 +26,15 @@
 //! failure is `sqlx::Error`, passed through unchanged: only the caller knows what it means
 //! (the ingress answers 503, the worker retries).
 
+// The patched sqlx. inbound's promises behind a transaction pooler (one batch per
+// statement) and against a vanished server (TCP keepalive) rest on the vendored
+// sqlx-postgres and sqlx-core (vendor/README.md), which a workspace gets only by copying
+// the two `[patch.crates-io]` lines of this repository's Cargo.toml. Naming an item only
+// the patched copies define makes a build without them fail here, with this comment
+// beside the error, instead of running unpatched.
+const _: () = sqlx_postgres::PATCHED_FOR_INBOUND_ONE_BATCH_UNNAMED;
+const _: () = sqlx_core::PATCHED_FOR_INBOUND_TCP_KEEPALIVE;
+
 /// A CTE named `durable` that raises `synchronous_commit` to `on` for the statement's own
 /// transaction when the session is at `off` or `local` (`remote_write`, `on` and
 /// `remote_apply` stay). Behind a transaction pooler the session is not ours — a server

@@ -23,7 +23,7 @@
 //!   rewrites or scans a table under a lock writers need — a column gets a constant
 //!   default, a constraint on existing rows is added `NOT VALID` and validated apart, an
 //!   index is built concurrently. `make lint` checks every migration with squawk
-//!   (`.squawk.toml`), and `tests/tests/migrations.rs` applies each one to a table of a
+//!   (`.squawk.toml`), and `tests/tests/it/migrations.rs` applies each one to a table of a
 //!   million receipts while a writer inserts.
 
 use std::borrow::Cow;
@@ -58,9 +58,13 @@ impl From<sqlx::Error> for MigrationError {
     }
 }
 
-/// What a migration run did besides applying migrations.
+/// What a migration run found and did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Migrated {
+    /// The versions this run applied, in order (none when the schema was current).
+    pub applied_now: Vec<i64>,
+    /// The newest version the schema holds now (`None`: no migration at all).
+    pub version: Option<i64>,
     /// Applied migrations newer than this release knows (a newer release migrated the
     /// database): left as they are.
     pub newer: Vec<i64>,
@@ -192,7 +196,15 @@ async fn migrate_locked(
             plan.schema
         )));
     }
-    migrated.newer = newer_migrations(connection, plan, &migrator).await?;
+    let applied = applied_versions(connection, plan).await?;
+    migrated.newer = newer_migrations(&applied, plan, &migrator)?;
+    migrated.applied_now = migrator
+        .iter()
+        .filter(|migration| migration.migration_type.is_up_migration())
+        .map(|migration| migration.version)
+        .filter(|version| !applied.contains(version))
+        .collect();
+    migrated.version = applied.iter().chain(&migrated.applied_now).copied().max();
     // Concurrent builds wait for older transactions to end, which blocks no one: no lock
     // timeout for them (a long report or pg_dump would otherwise fail them).
     set_lock_timeout(connection, Duration::ZERO).await?;
@@ -213,14 +225,10 @@ async fn migrate_locked(
     Ok(migrated)
 }
 
-/// The applied versions this release does not know, all newer than every one it knows (a
-/// newer release migrated the database). An unknown version below the newest known one
-/// means a migration was renumbered or removed, or the schema holds another history:
-/// refused, as sqlx would without `ignore_missing`.
-async fn newer_migrations(
+/// The versions the schema's history holds, in order (none without a history).
+async fn applied_versions(
     connection: &mut PgConnection,
     plan: &Plan<'_>,
-    migrator: &Migrator,
 ) -> Result<Vec<i64>, MigrationError> {
     let table = plan.schema.qualify("_sqlx_migrations");
     if !table_exists(connection, &table).await? {
@@ -235,13 +243,27 @@ async fn newer_migrations(
     )))
     .fetch_all(&mut *connection)
     .await?;
+    Ok(applied)
+}
+
+/// The applied versions this release does not know, all newer than every one it knows (a
+/// newer release migrated the database). An unknown version below the newest known one
+/// means a migration was renumbered or removed, or the schema holds another history:
+/// refused, as sqlx would without `ignore_missing`.
+fn newer_migrations(
+    applied: &[i64],
+    plan: &Plan<'_>,
+    migrator: &Migrator,
+) -> Result<Vec<i64>, MigrationError> {
+    let table = plan.schema.qualify("_sqlx_migrations");
     let newest_known = migrator
         .iter()
         .map(|migration| migration.version)
         .max()
         .unwrap_or(0);
     let unknown: Vec<i64> = applied
-        .into_iter()
+        .iter()
+        .copied()
         .filter(|version| {
             migrator
                 .iter()

@@ -1,25 +1,34 @@
-//! The worker as a library: the stock `inbound-worker` and a team's own worker are the
-//! same few lines — parse the flags, register handlers, run.
+//! The worker as a library and as a process. A team's `main.rs` is one line over
+//! [`main`]; an embedding or a test starts a worker from values with
+//! [`WorkerBuilder::start`] — a [`Config`], [`WorkerSettings`], a database URL and, when it
+//! wants one, an already-bound ops port — and gets a [`RunningWorker`] to shut down.
 //!
 //! ```no_run
-//! use inbound_worker::{Worker, WorkerArgs};
-//! # use inbound_store::handlers::{Handler, HandlerFuture, HandlerInput, Transition};
-//! # struct SyncSubscription;
-//! # impl Handler for SyncSubscription {
-//! #     fn apply<'a>(&'a self, _: &'a mut sqlx::PgConnection, _: HandlerInput<'a>) -> HandlerFuture<'a> {
-//! #         Box::pin(async { Ok(Transition::Ignored { reason: String::new() }) })
-//! #     }
-//! # }
+//! use inbound_worker::handlers::{Handler, HandlerError, HandlerInput, Transition};
+//!
+//! struct SyncSubscription;
+//!
+//! impl Handler for SyncSubscription {
+//!     async fn apply(
+//!         &self,
+//!         _transaction: &mut sqlx::PgConnection,
+//!         _input: HandlerInput<'_>,
+//!     ) -> Result<Transition, HandlerError> {
+//!         Ok(Transition::Ignored { reason: "nothing to do".to_owned() })
+//!     }
+//! }
+//!
 //! fn main() -> std::process::ExitCode {
 //!     inbound_worker::main(|worker| worker.handler("subscriptions.sync", SyncSubscription))
 //! }
 //! ```
 //!
-//! [`main`] parses [`WorkerArgs`], sets up logging, runs until SIGTERM/SIGINT and turns
-//! a start-up error into one log line and exit code 1. [`WorkerBuilder::run`] is the same
-//! without the process around it (tests start workers in-process with it).
+//! [`main`] alone parses [`WorkerArgs`], answers `--list-handlers` and `--check-config`,
+//! sets up logging, installs the process's metrics recorder, binds the ops port and runs
+//! until SIGTERM/SIGINT; a start-up error is one log line and exit code 1.
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,47 +36,50 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 use inbound_core::config::Config;
+use inbound_runtime::ops::{self, OpsPort};
 use inbound_runtime::process::{EXIT_POOL_CLOSE_LIMIT, close_pool};
 use inbound_runtime::sessions::SessionGuard;
 use inbound_runtime::signals::shutdown_signal;
-use inbound_runtime::{logging, ops};
 use inbound_store::handlers::{Handler, Registry};
 use inbound_store::{self as store, PoolSettings, Schema};
 use sqlx::migrate::Migrator;
 use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
 use crate::args::WorkerArgs;
 use crate::migrate::SchemaMigrations;
-use crate::{Worker, gauges, telemetry};
+use crate::{Worker, WorkerSettings, gauges, telemetry};
 
-/// A worker being put together: flags plus the handlers it runs (`forward` is always
-/// registered).
+/// A worker being put together: the handlers it runs (`forward` is always registered)
+/// and the team's migrations it carries.
+///
+/// ```
+/// use inbound_worker::WorkerBuilder;
+/// use inbound_worker::handlers::FORWARD;
+///
+/// let builder = WorkerBuilder::new();
+/// assert_eq!(builder.registry().names(), [FORWARD]);
+/// ```
+#[must_use]
 pub struct WorkerBuilder {
-    /// `None` in `migrate`, which collects the registrations only.
-    args: Option<WorkerArgs>,
     registry: Registry,
     migrations: Vec<SchemaMigrations>,
-    /// A registration refused (a schema name that is not one), reported by `run` and
+    /// A registration refused (a schema name that is not one), reported by `start` and
     /// `migrate`.
     refused: Option<String>,
 }
 
-impl Worker {
-    /// A worker from its flags, with inbound's built-in handlers registered.
-    pub fn builder(args: WorkerArgs) -> WorkerBuilder {
-        WorkerBuilder {
-            args: Some(args),
-            ..WorkerBuilder::registrations()
-        }
+impl Default for WorkerBuilder {
+    fn default() -> Self {
+        Self::new()
     }
 }
 
 impl WorkerBuilder {
-    /// A builder without flags, for what `configure` registers (`migrate` reads the
-    /// migrations of it).
-    pub(crate) fn registrations() -> Self {
+    /// A builder with inbound's built-in handlers registered.
+    pub fn new() -> Self {
         Self {
-            args: None,
             registry: Registry::builtin(),
             migrations: Vec::new(),
             refused: None,
@@ -77,21 +89,40 @@ impl WorkerBuilder {
     /// Carries the team's migrations of `schema` (its tables, and its migration history):
     /// `<worker> migrate` applies them after inbound's and, with `--create-roles`, grants
     /// the schema to the worker role, so a team needs no migrate binary of its own.
-    pub fn migrations(mut self, schema: &str, migrator: &'static Migrator) -> Self {
+    pub fn migrations(self, schema: &str, migrator: &'static Migrator) -> Self {
+        self.add_migrations(schema, migrator, None)
+    }
+
+    /// [`WorkerBuilder::migrations`], naming the directory they were embedded from
+    /// (`concat!(env!("CARGO_MANIFEST_DIR"), "/migrations")`): where it still exists,
+    /// `<worker> migrate` refuses a binary built before a file was added to it instead of
+    /// applying only the old ones.
+    pub fn migrations_from(
+        self,
+        schema: &str,
+        migrator: &'static Migrator,
+        source: &'static str,
+    ) -> Self {
+        self.add_migrations(schema, migrator, Some(source))
+    }
+
+    fn add_migrations(
+        mut self,
+        schema: &str,
+        migrator: &'static Migrator,
+        source: Option<&'static str>,
+    ) -> Self {
         match schema.parse::<Schema>() {
-            Ok(schema) => self.migrations.push(SchemaMigrations { schema, migrator }),
+            Ok(schema) => self.migrations.push(SchemaMigrations {
+                schema,
+                migrator,
+                source,
+            }),
             Err(error) => {
                 self.refused
                     .get_or_insert(format!("migrations of schema {schema:?}: {error}"));
             }
         }
-        self
-    }
-
-    /// These registrations with `args`: a builder that runs.
-    #[cfg(feature = "testing")]
-    pub(crate) fn with_args(mut self, args: WorkerArgs) -> Self {
-        self.args = Some(args);
         self
     }
 
@@ -101,7 +132,7 @@ impl WorkerBuilder {
     }
 
     /// Registers `handler` under `name`, the name routes give as `handler = "…"`.
-    pub fn handler(mut self, name: &str, handler: impl Handler + 'static) -> Self {
+    pub fn handler(mut self, name: &str, handler: impl Handler) -> Self {
         self.registry.register(name, handler);
         self
     }
@@ -117,136 +148,187 @@ impl WorkerBuilder {
         &self.registry
     }
 
-    /// Runs until `shutdown` resolves, then drains. Refuses to start — with one line
-    /// naming the route — when a routed handler is not registered or refuses its
-    /// options, and on flags out of range.
-    pub async fn run(
-        self,
-        shutdown: impl Future<Output = ()> + Send + 'static,
-    ) -> anyhow::Result<()> {
-        let Self {
-            args,
-            registry,
-            refused,
-            ..
-        } = self;
-        if let Some(refused) = refused {
-            anyhow::bail!(refused);
+    /// Checks `config` as this worker would run it (every route of the integrations it
+    /// claims names a registered handler that accepts the provider and the options), for
+    /// `settings`' role and integrations. The first route refused, named.
+    pub fn check(&self, config: &Config, settings: &WorkerSettings) -> anyhow::Result<()> {
+        if let Some(refused) = &self.refused {
+            anyhow::bail!("{refused}");
         }
-        let Some(args) = args else {
-            anyhow::bail!(
-                "this builder collects registrations only: build one with Worker::builder(args)"
-            );
-        };
-        if args.list_handlers {
-            for name in registry.names() {
-                println!("{name}");
+        if let Some(integrations) = settings.integrations() {
+            for integration in integrations {
+                anyhow::ensure!(
+                    config.integration(integration).is_some(),
+                    "--integration {integration}: no such integration in the configuration"
+                );
             }
-            return Ok(());
         }
-        args.check()?;
-        let config = load_config(&args, &registry)?;
-        if args.check_config {
-            println!(
-                "{}: ok for this worker ({} integrations, {} handlers)",
-                args.common.config.display(),
-                config.integrations().len(),
-                registry.names().len()
-            );
-            return Ok(());
+        // Only what this worker will apply: a dispatcher applies nothing, and a worker
+        // pinned to some integrations never sees the others' routes.
+        if settings.role().runs_receipts() {
+            check_routes(config, &self.registry, settings.integrations())
+                .context("invalid configuration")?;
         }
-        let metrics =
-            telemetry::install_metrics(args.role).context("cannot install the metrics recorder")?;
+        Ok(())
+    }
+
+    /// Starts the worker: checks `config` ([`WorkerBuilder::check`]), opens a pool on
+    /// `database_url`, serves `ops` when given (`/metrics` with its recorder, `/healthz`,
+    /// `/readyz`), checks the database sessions, then claims. Returns once it runs; nothing
+    /// is claimed before the sessions are checked.
+    pub async fn start(
+        self,
+        config: Config,
+        settings: WorkerSettings,
+        database_url: &str,
+        ops: Option<OpsPort>,
+    ) -> anyhow::Result<RunningWorker> {
+        self.check(&config, &settings)?;
         let pool = store::connect_pool_lazy(
-            &args.common.database_url,
+            database_url,
             &PoolSettings {
-                max_connections: args.max_connections(),
-                acquire_timeout: args.common.acquire_timeout(),
-                statement_timeout: args.common.statement_timeout(),
+                max_connections: settings.max_connections(),
+                acquire_timeout: settings.acquire_timeout(),
+                statement_timeout: settings
+                    .statement_limit()
+                    .saturating_sub(store::bounded::STATEMENT_MARGIN),
                 application_name: "inbound-worker".to_owned(),
-                target: args.common.session_target(),
+                target: settings.session().clone(),
             },
         )?;
-        let sessions =
-            SessionGuard::start(&args.common.database_url, &args.common.session_target())?;
-        let shutdown = sessions.or_tripped(shutdown);
-        let settings = args.settings();
-        let worker_id = settings.worker_id.clone();
-        let role = settings.role;
+        let sessions = SessionGuard::start(database_url, settings.session())?;
         inbound_runtime::process_metrics::export_config(&config);
         let worker = Arc::new(Worker::new(
             pool.clone(),
             Arc::new(config),
-            registry,
+            self.registry,
             settings,
         ));
-
-        let metrics_listener = TcpListener::bind(args.metrics_listen)
-            .await
-            .with_context(|| format!("cannot listen on {}", args.metrics_listen))?;
-        tracing::info!(metrics_addr = %metrics_listener.local_addr()?, worker_id, ?role, "listening");
         let readiness =
             ops::Readiness::start(pool.clone(), Duration::from_secs(1), sessions.gate());
-        let ops_port = ops::spawn_ops_port(metrics_listener, metrics, readiness);
-        let gauge_worker = Arc::clone(&worker);
-        let gauge_interval = args.common.gauge_interval();
-        // The gauges query the database like everything else: not before its sessions
-        // are checked (an undeclared pooler would carry their statements).
-        let gauge_gate = sessions.gate();
-        let gauges = tokio::spawn(async move {
-            gauges::initialise(&gauge_worker);
-            gauge_gate.opened().await;
-            gauges::refresh_forever(&gauge_worker, gauge_interval).await;
-        });
+        let (ops_address, ops_port) = match ops {
+            Some(ops) => {
+                let (address, task) = ops.spawn(readiness)?;
+                (Some(address), Some(task))
+            }
+            None => (None, None),
+        };
+        let (worker_id, role) = (worker.settings.worker_id(), worker.settings.role());
+        match ops_address {
+            Some(address) => {
+                tracing::info!(metrics_addr = %address, worker_id, ?role, "listening");
+            }
+            None => tracing::info!(worker_id, ?role, "started without an ops port"),
+        }
+        let (stop, stopped) = watch::channel(false);
+        let task = tokio::spawn(serve(worker, pool, sessions, ops_port, stopped));
+        Ok(RunningWorker {
+            ops_address,
+            stop,
+            task,
+        })
+    }
+}
 
-        let client = crate::dispatcher::http_client().context("cannot build the HTTP client")?;
-        // Nothing is claimed before the database sessions are checked; a refusal or a
-        // signal before that ends the process without a claim.
-        let (stop, stopped) = tokio::sync::watch::channel(false);
-        tokio::spawn(async move {
-            shutdown.await;
-            stop.send_replace(true);
-        });
-        let until_stopped = move || {
+/// A worker that runs: its ops port's address, and how to stop it.
+#[must_use = "a worker runs until it is shut down or dropped with its runtime"]
+pub struct RunningWorker {
+    ops_address: Option<SocketAddr>,
+    stop: watch::Sender<bool>,
+    task: JoinHandle<anyhow::Result<()>>,
+}
+
+impl RunningWorker {
+    /// Where its ops port listens, when it was given one.
+    pub fn ops_addr(&self) -> Option<SocketAddr> {
+        self.ops_address
+    }
+
+    /// Stops claiming, lets what is in flight finish (within the settings' grace), closes
+    /// the pool and returns how the worker ended.
+    pub async fn shutdown(self) -> anyhow::Result<()> {
+        self.stop.send_replace(true);
+        self.task.await.context("the worker's task failed")?
+    }
+
+    /// Runs until `shutdown` resolves (then as [`RunningWorker::shutdown`]), or until the
+    /// worker ends by itself (a session check that refused the database).
+    pub async fn run_until(
+        mut self,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> anyhow::Result<()> {
+        tokio::select! {
+            () = shutdown => self.shutdown().await,
+            ended = &mut self.task => ended.context("the worker's task failed")?,
+        }
+    }
+}
+
+/// The worker's life: gauges once the sessions are checked, the claim loops until
+/// `stopped`, then the drain, the pool closed and the session check's verdict.
+async fn serve(
+    worker: Arc<Worker>,
+    pool: sqlx::PgPool,
+    sessions: SessionGuard,
+    ops_port: Option<JoinHandle<inbound_runtime::Drain>>,
+    stopped: watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    let gauge_worker = Arc::clone(&worker);
+    // The gauges query the database like everything else: not before its sessions are
+    // checked (an undeclared pooler would carry their statements).
+    let gauge_gate = sessions.gate();
+    let gauges = tokio::spawn(async move {
+        gauges::initialise(&gauge_worker);
+        gauge_gate.opened().await;
+        let interval = gauge_worker.settings.gauge_interval();
+        gauges::refresh_forever(&gauge_worker, interval).await;
+    });
+    let until_stopped = {
+        let stopped = stopped.clone();
+        move || {
             let mut stopped = stopped.clone();
             async move {
                 stopped.wait_for(|stopped| *stopped).await.ok();
             }
-        };
-        let checked = tokio::select! {
-            () = sessions.gate().opened() => true,
-            () = until_stopped() => false,
-        };
-        if checked {
-            crate::run(Arc::clone(&worker), client, until_stopped()).await;
         }
-        gauges.abort();
-        // In a process that goes on (tests, an embedding), the ops port and with it the
-        // readiness task end with the worker.
-        ops_port.abort();
-        close_pool(&pool, EXIT_POOL_CLOSE_LIMIT).await;
-        sessions.finish()?;
-        tracing::info!("drained; exiting");
+    };
+    // A refused session check stops the worker as a shutdown would.
+    let tripped = sessions.or_tripped(until_stopped());
+    let (tripped_stop, tripped_stopped) = watch::channel(false);
+    let watch_trip = tokio::spawn(async move {
+        tripped.await;
+        tripped_stop.send_replace(true);
+    });
+    let stop_now = move || {
+        let mut tripped_stopped = tripped_stopped.clone();
+        async move {
+            tripped_stopped.wait_for(|stopped| *stopped).await.ok();
+        }
+    };
+    // Nothing is claimed before the database sessions are checked; a refusal or a stop
+    // before that ends the worker without a claim.
+    let checked = tokio::select! {
+        () = sessions.gate().opened() => true,
+        () = stop_now() => false,
+    };
+    let ran = if checked {
+        crate::run(Arc::clone(&worker), stop_now()).await
+    } else {
         Ok(())
+    };
+    gauges.abort();
+    watch_trip.abort();
+    // In a process that goes on (tests, an embedding), the ops port and with it the
+    // readiness task end with the worker.
+    if let Some(ops_port) = ops_port {
+        ops_port.abort();
     }
-}
-
-/// The configuration, checked against the flags and the registered handlers.
-fn load_config(args: &WorkerArgs, registry: &Registry) -> anyhow::Result<Config> {
-    let config = Config::load(&args.common.config).context("invalid configuration")?;
-    for integration in &args.integrations {
-        anyhow::ensure!(
-            config.integration(integration).is_some(),
-            "--integration {integration}: no such integration in the configuration"
-        );
-    }
-    // Only what this worker will apply: a dispatcher applies nothing, and a worker
-    // pinned to some integrations never sees the others' routes.
-    if args.role.runs_receipts() {
-        let claimed = (!args.integrations.is_empty()).then_some(args.integrations.as_slice());
-        check_routes(&config, registry, claimed).context("invalid configuration")?;
-    }
-    Ok(config)
+    drop(worker);
+    close_pool(&pool, EXIT_POOL_CLOSE_LIMIT).await;
+    sessions.finish()?;
+    ran?;
+    tracing::info!("drained; exiting");
+    Ok(())
 }
 
 /// Every route of the `integrations` a worker claims (all when `None`) names a registered
@@ -323,21 +405,59 @@ fn offline_args() -> Option<WorkerArgs> {
 }
 
 /// A whole worker process: flags from the command line and environment, logging, then
-/// [`WorkerBuilder::run`] until SIGTERM/SIGINT. `configure` registers the handlers.
+/// [`WorkerBuilder::start`] until SIGTERM/SIGINT. `configure` registers the handlers (and
+/// the migrations `<worker> migrate` applies).
 pub fn main(configure: impl FnOnce(WorkerBuilder) -> WorkerBuilder) -> ExitCode {
+    let builder = configure(WorkerBuilder::new());
     if crate::migrate::requested() {
-        let registered = configure(WorkerBuilder::registrations());
-        if let Some(refused) = &registered.refused {
+        if let Some(refused) = &builder.refused {
             eprintln!("migrate: {refused}");
             return ExitCode::FAILURE;
         }
-        return crate::migrate::main(&registered.migrations);
+        return crate::migrate::main(&builder.migrations);
     }
     let args = match inbound_runtime::usage::try_parse::<WorkerArgs>() {
         Ok(args) => args,
         Err(error) => offline_args().unwrap_or_else(|| error.exit()),
     };
-    logging::init_logging(args.common.log_format);
-    let builder = configure(Worker::builder(args));
-    inbound_runtime::process::run_to_exit_code(|| builder.run(shutdown_signal()))
+    inbound_runtime::logging::init_logging(args.common.log_format);
+    inbound_runtime::process::run_to_exit_code(|| run_process(builder, args))
+}
+
+/// The process behind [`main`]: what the flags ask, then the worker until a signal.
+async fn run_process(builder: WorkerBuilder, args: WorkerArgs) -> anyhow::Result<()> {
+    if args.list_handlers {
+        for name in builder.registry.names() {
+            println!("{name}");
+        }
+        return Ok(());
+    }
+    let settings = args.settings()?;
+    let config = Config::load(&args.common.config).context("invalid configuration")?;
+    builder.check(&config, &settings)?;
+    if args.check_config {
+        println!(
+            "{}: ok for this worker ({} integrations, {} handlers)",
+            args.common.config.display(),
+            config.integrations().len(),
+            builder.registry.names().len()
+        );
+        return Ok(());
+    }
+    // Arm the signals before anything starts: a SIGTERM during start-up drains.
+    let shutdown = shutdown_signal();
+    let metrics = telemetry::install_metrics(settings.role())
+        .context("cannot install the metrics recorder")?;
+    let listener = TcpListener::bind(args.metrics_listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.metrics_listen))?;
+    let running = builder
+        .start(
+            config,
+            settings,
+            &args.common.database_url,
+            Some(OpsPort { listener, metrics }),
+        )
+        .await?;
+    running.run_until(shutdown).await
 }

@@ -4,10 +4,9 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use anyhow::ensure;
 use inbound_runtime::args::CommonArgs;
 
-use crate::{MAX_BATCH_SIZE, WorkerSettings};
+use crate::WorkerSettings;
 
 /// What a worker process runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -101,81 +100,49 @@ pub struct WorkerArgs {
 }
 
 impl WorkerArgs {
-    /// Refuses values that would turn the worker into a busy loop or an unbounded one.
-    pub fn check(&self) -> anyhow::Result<()> {
-        ensure!(
-            (1..=86_400).contains(&self.lease_secs),
-            "--lease-secs must be between 1 and 86400"
-        );
-        // A zero backoff would turn every retry and reconciliation into a zero-delay loop.
-        ensure!(
-            self.backoff_base_ms >= 1,
-            "--backoff-base-ms must be at least 1"
-        );
-        ensure!(
-            (1..=3600).contains(&self.backoff_cap_secs)
-                && self.backoff_cap_secs.saturating_mul(1000) >= self.backoff_base_ms,
-            "--backoff-cap-secs must be between 1 and 3600 and at least --backoff-base-ms"
-        );
-        ensure!(
-            (1..=MAX_BATCH_SIZE).contains(&self.batch_size),
-            "--batch-size must be between 1 and {MAX_BATCH_SIZE}"
-        );
-        ensure!(self.concurrency >= 1, "--concurrency must be at least 1");
-        ensure!(
-            self.effect_concurrency >= 1,
-            "--effect-concurrency must be at least 1"
-        );
-        ensure!(self.max_attempts >= 1, "--max-attempts must be at least 1");
-        ensure!(
-            self.payload_budget_bytes >= 1,
-            "--payload-budget-bytes must be at least 1"
-        );
-        Ok(())
-    }
-
-    /// The claiming and retry policy these flags describe.
-    pub fn settings(&self) -> WorkerSettings {
-        let worker_id = self.worker_id.clone().unwrap_or_else(|| {
-            let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "worker".to_owned());
-            format!("{host}-{}", std::process::id())
-        });
-        WorkerSettings {
-            concurrency: self.concurrency,
-            batch_size: self.batch_size,
-            effect_concurrency: self.effect_concurrency,
-            lease: Duration::from_secs(self.lease_secs),
-            statement_limit: self.common.statement_timeout()
-                + inbound_store::bounded::STATEMENT_MARGIN,
-            poll_interval: Duration::from_millis(self.poll_interval_ms),
-            max_attempts: self.max_attempts,
-            backoff_base: Duration::from_millis(self.backoff_base_ms),
-            backoff_cap: Duration::from_secs(self.backoff_cap_secs),
-            worker_id,
-            integrations: (!self.integrations.is_empty()).then(|| self.integrations.clone()),
-            shutdown_grace: self.common.shutdown_grace(),
-            payload_budget_bytes: self.payload_budget_bytes,
-            role: self.role,
-            session: self.common.session_target(),
+    /// The claiming and retry policy these flags describe, or the flag out of its range
+    /// (one line naming it: the process exits 1).
+    pub fn settings(&self) -> anyhow::Result<WorkerSettings> {
+        let mut builder = WorkerSettings::builder()
+            .concurrency(self.concurrency)
+            .batch_size(self.batch_size)
+            .effect_concurrency(self.effect_concurrency)
+            .lease(Duration::from_secs(self.lease_secs))
+            .statement_timeout(self.common.statement_timeout())
+            .acquire_timeout(self.common.acquire_timeout())
+            .poll_interval(Duration::from_millis(self.poll_interval_ms))
+            .max_attempts(self.max_attempts)
+            .payload_budget_bytes(self.payload_budget_bytes)
+            .backoff_base(Duration::from_millis(self.backoff_base_ms))
+            .backoff_cap(Duration::from_secs(self.backoff_cap_secs))
+            .integrations((!self.integrations.is_empty()).then(|| self.integrations.clone()))
+            .shutdown_grace(self.common.shutdown_grace())
+            .gauge_interval(self.common.gauge_interval())
+            .role(self.role)
+            .session(self.common.session_target());
+        if let Some(worker_id) = &self.worker_id {
+            builder = builder.worker_id(worker_id.clone());
         }
-    }
-
-    /// Connections: one per receipt batch and per effect in flight (of the loops this
-    /// role runs), one for claims, one for gauges, one spare. The outcome recorder opens
-    /// one more of its own.
-    pub fn max_connections(&self) -> u32 {
-        let receipts = if self.role.runs_receipts() {
-            self.concurrency
-        } else {
-            0
-        };
-        let effects = if self.role.runs_effects() {
-            self.effect_concurrency
-        } else {
-            0
-        };
-        u32::try_from(receipts.saturating_add(effects))
-            .unwrap_or(u32::MAX)
-            .saturating_add(3)
+        builder.build().map_err(|invalid| {
+            // The flags that set a duration in other units say so in their name.
+            let flag = match invalid.setting {
+                "lease" => "--lease-secs must be between 1 and 86400".to_owned(),
+                "backoff_base" => "--backoff-base-ms must be at least 1".to_owned(),
+                "backoff_cap" => {
+                    "--backoff-cap-secs must be between 1 and 3600 and at least --backoff-base-ms"
+                        .to_owned()
+                }
+                "poll_interval" => "--poll-interval-ms must be between 1 and 60000".to_owned(),
+                "statement_timeout" => {
+                    "--db-statement-timeout-ms must be between 1 and 3600000".to_owned()
+                }
+                "acquire_timeout" => {
+                    "--db-acquire-timeout-ms must be between 1 and 60000".to_owned()
+                }
+                "shutdown_grace" => "--shutdown-grace-secs must be at most 3600".to_owned(),
+                _ => invalid.as_flag(),
+            };
+            anyhow::anyhow!(flag)
+        })
     }
 }

@@ -1,13 +1,16 @@
 //! `inbound-worker`: claims accepted receipts with leases and applies each business
 //! transition exactly once.
 //!
-//! What an embedder uses: [`main`] and [`WorkerBuilder`] (from [`Worker::builder`]) —
-//! the stock binary (`inbound-stock-worker`) and a team's own worker are each a few lines
-//! over them — the flags ([`WorkerArgs`], [`Role`]), [`run`] for a [`Worker`] built by
-//! hand, and, with the feature `testing`, the kit for a team's handler tests. The modules
-//! behind them are private:
+//! The one inbound crate a team's worker depends on. What it uses: the handler model
+//! ([`handlers`]), [`main`] — the whole process, a few lines in a team's `main.rs` — and
+//! [`WorkerBuilder`], which registers handlers and migrations and
+//! [starts](WorkerBuilder::start) a worker from values (a [`Config`], [`WorkerSettings`], a
+//! database URL, an optional ops port) into a [`RunningWorker`]; [`run`] for a [`Worker`]
+//! built by hand; the flags ([`WorkerArgs`], [`Role`]) for a process; and, with the feature
+//! `testing`, the kit for a team's handler tests. The modules behind them are private:
 //!
-//! - `app`: the builder and the process's start; `args`: the flags.
+//! - `app`: the builder, the start from values, and the process; `args`: the flags;
+//!   `settings`: the checked settings.
 //! - `runner`: the claim loops (receipts, effects), their concurrency and drain.
 //! - `process`: a batch of claimed receipts completed in one transaction (rerun with a
 //!   savepoint each after a failure): the fenced business transition and how each outcome
@@ -27,8 +30,9 @@
 //!
 //! # Errors
 //!
-//! - `anyhow` only at the process's edge ([`main`], [`Worker::builder`]): start-up
-//!   failures (configuration, routes no handler takes, the pool, the ops port) with their
+//! - A setting out of its range is an [`InvalidSetting`], refused when the settings are
+//!   built. `anyhow` only at the process's edge ([`main`], [`WorkerBuilder::start`]):
+//!   start-up failures (configuration, routes no handler takes, the pool) with their
 //!   context, printed once, exit 1.
 //! - In the loops an error is a value that decides a fate, never a string passed along:
 //!   a handler's `HandlerError` or a database error rolls the batch back and retries the
@@ -64,19 +68,33 @@ pub mod test_hooks {
 }
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use inbound_core::config::Config;
 use inbound_store as store;
-use inbound_store::handlers::Registry;
 use sqlx::PgPool;
 use tokio::sync::Semaphore;
 
 use crate::dispatcher::sinks::SinkGates;
 
-pub use app::{WorkerBuilder, main};
+pub use app::{RunningWorker, WorkerBuilder, main};
 pub use args::{Role, WorkerArgs};
 pub use runner::run;
+pub use settings::{InvalidSetting, WorkerSettings, WorkerSettingsBuilder};
+
+/// The handler model a team implements and registers: [`Handler`](handlers::Handler),
+/// the [`Transition`](handlers::Transition) it returns, [`HandlerError`](handlers::HandlerError),
+/// effect intents, the [`Registry`](handlers::Registry), the built-in `forward` and the
+/// [`StripeHandler`](handlers::StripeHandler) guard. Re-exported from `inbound-store`, so
+/// a team's worker depends on this crate alone.
+pub mod handlers {
+    pub use inbound_store::handlers::*;
+}
+
+/// The configuration a worker and its handlers read, and the providers it names.
+pub use inbound_core::config::{Config, ConfigError, Integration};
+pub use inbound_core::verify::Provider;
+/// Where a worker's sessions connect: inbound's schema, and whether a transaction
+/// pooler is in between.
+pub use inbound_store::{Pooler, Schema, SessionTarget};
 
 /// The largest `batch_size`: a batch rerun with a savepoint per receipt stays within
 /// PostgreSQL's per-backend cache of 64 subtransactions (overflowing it slows every
@@ -90,73 +108,32 @@ pub fn default_sink_concurrency(effect_concurrency: usize) -> usize {
     (effect_concurrency / 2).max(1)
 }
 
-/// How a worker claims and retries.
-#[derive(Debug, Clone)]
-pub struct WorkerSettings {
-    /// Business transactions in flight at once.
-    pub concurrency: usize,
-    /// Most receipts completed in one business transaction (≤ [`MAX_BATCH_SIZE`]).
-    pub batch_size: usize,
-    /// Effects delivered or reconciled at once.
-    pub effect_concurrency: usize,
-    /// How long a claim is held before another worker may take it over; also the longest
-    /// a business transaction may wait on the database before it is given up.
-    pub lease: Duration,
-    /// The longest one statement (a claim, a recording, a refresh of the gauges) waits on
-    /// the database: the server's statement timeout and a margin.
-    pub statement_limit: Duration,
-    /// Sleep between claims when there is nothing to do.
-    pub poll_interval: Duration,
-    /// Attempts before a receipt is `failed` (and the budget of an effect's resends after
-    /// an attempt that may have landed). The
-    /// claim enforces it too: a receipt whose attempts are spent without an outcome (its
-    /// worker died each time) is failed instead of claimed again.
-    pub max_attempts: i32,
-    /// Payload bytes of claimed receipts held at once, all batches together (counted as
-    /// accepted; decoded payloads take a few times more). A single larger receipt is
-    /// claimed alone when nothing else is in flight.
-    pub payload_budget_bytes: usize,
-    /// First retry delay.
-    pub backoff_base: Duration,
-    /// Longest retry delay.
-    pub backoff_cap: Duration,
-    /// Written to `receipt_queue.leased_by`.
-    pub worker_id: String,
-    /// Claim only these integrations (`None`: all).
-    pub integrations: Option<Vec<String>>,
-    /// How long in-flight transitions may take to finish after shutdown begins.
-    pub shutdown_grace: Duration,
-    /// Which claim loops run: receipts, effects, or both.
-    pub role: Role,
-    /// inbound's schema and how sessions reach the database (for connections the worker
-    /// opens beside its pool).
-    pub session: inbound_store::SessionTarget,
-}
+mod settings;
 
-/// Everything a worker needs, shared by its tasks.
+/// Everything a worker needs, shared by its tasks: the pool, the validated
+/// configuration, the handlers by route name and the settings. Built with
+/// [`Worker::new`]; run with [`run`], or as a process with [`WorkerBuilder::start`].
 pub struct Worker {
-    /// The database.
-    pub pool: PgPool,
-    /// The validated configuration.
-    pub config: Arc<Config>,
-    /// Handlers by route name.
-    pub registry: Registry,
-    /// Claiming and retry policy.
-    pub settings: WorkerSettings,
+    pub(crate) pool: PgPool,
+    pub(crate) config: Arc<Config>,
+    pub(crate) registry: handlers::Registry,
+    pub(crate) settings: WorkerSettings,
     /// What is left of `settings.payload_budget_bytes`.
     payload_budget: Arc<Semaphore>,
     /// Each sink's slots and circuit breaker.
     sink_gates: SinkGates,
     /// The time its statements compare with (the database's, unless a test moves it).
-    pub clock: Arc<store::StatementClock>,
+    pub(crate) clock: Arc<store::StatementClock>,
 }
 
 impl Worker {
-    /// A worker over `pool` with its configuration, handlers and policy.
+    /// A worker over `pool` with its configuration, handlers and settings. The
+    /// configuration's routes are checked against the handlers by [`WorkerBuilder`]; a
+    /// worker built by hand runs whatever routes name.
     pub fn new(
         pool: PgPool,
         config: Arc<Config>,
-        registry: Registry,
+        registry: handlers::Registry,
         settings: WorkerSettings,
     ) -> Self {
         let budget = settings
@@ -177,9 +154,36 @@ impl Worker {
         }
     }
 
-    /// Each sink's slots and circuit breaker.
+    /// The database.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// The validated configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The handlers by route name.
+    pub fn registry(&self) -> &handlers::Registry {
+        &self.registry
+    }
+
+    /// How it claims and retries.
+    pub fn settings(&self) -> &WorkerSettings {
+        &self.settings
+    }
+
+    /// Each sink's slots and circuit breaker (the workspace's tests).
+    #[doc(hidden)]
     pub fn sink_gates(&self) -> &SinkGates {
         &self.sink_gates
+    }
+
+    /// The clock its statements compare with, which the workspace's tests move.
+    #[doc(hidden)]
+    pub fn clock(&self) -> &Arc<store::StatementClock> {
+        &self.clock
     }
 
     /// The payload bytes claimed receipts may still take.

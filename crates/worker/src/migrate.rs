@@ -21,6 +21,10 @@ pub struct SchemaMigrations {
     pub schema: Schema,
     /// The embedded migrations (`sqlx::migrate!("./migrations")`).
     pub migrator: &'static Migrator,
+    /// The directory they were embedded from, when the worker names it
+    /// ([`crate::WorkerBuilder::migrations_from`]): where it still exists (a developer's
+    /// checkout, a CI build), `migrate` refuses a binary built before a file was added.
+    pub source: Option<&'static str>,
 }
 
 /// `<worker> migrate`'s flags.
@@ -119,15 +123,19 @@ pub async fn run(
         .map_err(|_| anyhow::anyhow!("cannot reach PostgreSQL: no answer within {timeout:?}"))?
         .context("cannot reach PostgreSQL")?;
     let mut done = Vec::new();
-    store::migrations::migrate_with(&options, &args.schema, store::migrations::MAX_RUNS)
-        .await
-        .context("inbound's migrations failed")?;
-    done.push(format!("migrations applied (schema {})", args.schema));
     for team in migrations {
-        store::migrate_schema(&options, team.migrator, &team.schema)
+        check_embedded(team)?;
+    }
+    let inbound =
+        store::migrations::migrate_with(&options, &args.schema, store::migrations::MAX_RUNS)
+            .await
+            .context("inbound's migrations failed")?;
+    done.push(report(&args.schema, &inbound)?);
+    for team in migrations {
+        let migrated = store::migrate_schema(&options, team.migrator, &team.schema)
             .await
             .with_context(|| format!("the migrations of schema {} failed", team.schema))?;
-        done.push(format!("migrations applied (schema {})", team.schema));
+        done.push(report(&team.schema, &migrated)?);
     }
     if args.create_roles {
         let schemas: Vec<Schema> = migrations.iter().map(|team| team.schema.clone()).collect();
@@ -144,4 +152,72 @@ pub async fn run(
     }
     connection.close().await.ok();
     Ok(done)
+}
+
+/// One schema's line: the version it is at and what this run applied; refused when the
+/// database holds versions this binary does not know (a newer build migrated it, or this
+/// one was built before a migration file was added).
+fn report(schema: &Schema, migrated: &store::Migrated) -> anyhow::Result<String> {
+    if !migrated.newer.is_empty() {
+        let versions: Vec<String> = migrated.newer.iter().map(i64::to_string).collect();
+        anyhow::bail!(
+            "schema {schema} holds migration version(s) {} that this binary does not carry: a newer build migrated it, or this one was built before those files were added (cargo rebuilds a crate for a new migration only when its build.rs says `cargo:rerun-if-changed=migrations`); run the build that carries them",
+            versions.join(", ")
+        );
+    }
+    let at = migrated.version.map_or_else(
+        || "no migration".to_owned(),
+        |version| format!("version {version}"),
+    );
+    let now = if migrated.applied_now.is_empty() {
+        "none".to_owned()
+    } else {
+        migrated
+            .applied_now
+            .iter()
+            .map(i64::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    Ok(format!("schema {schema}: at {at}; applied now: {now}"))
+}
+
+/// Refuses a binary that does not carry every migration file beside it: `sqlx::migrate!`
+/// embeds the directory when the crate compiles, and cargo does not rebuild a crate for
+/// a file added to it (unless its build.rs says so), so a stale build would apply only
+/// the old ones and say nothing.
+fn check_embedded(team: &SchemaMigrations) -> anyhow::Result<()> {
+    let Some(source) = team.source else {
+        return Ok(());
+    };
+    let Ok(entries) = std::fs::read_dir(source) else {
+        // Not where it was built (a container image): nothing to compare with.
+        return Ok(());
+    };
+    let mut missing: Vec<String> = entries
+        .filter_map(Result::ok)
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".sql"))
+        .filter(|name| {
+            let version = name
+                .split('_')
+                .next()
+                .and_then(|digits| digits.parse::<i64>().ok());
+            version.is_some_and(|version| {
+                team.migrator
+                    .iter()
+                    .all(|migration| migration.version != version)
+            })
+        })
+        .collect();
+    missing.sort();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "schema {}: {} in {source} {} not in this binary: it was built before they were added — rebuild it (a build.rs with `println!(\"cargo:rerun-if-changed=migrations\")` makes cargo notice new files)",
+        team.schema,
+        missing.join(", "),
+        if missing.len() == 1 { "is" } else { "are" }
+    )
 }

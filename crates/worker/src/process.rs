@@ -24,7 +24,7 @@ use inbound_core::keys::{ReceiptId, ReceiptLease};
 use inbound_runtime::database::with_connection;
 use inbound_runtime::failpoint;
 use inbound_store::effects::{self, SourceEvent};
-use inbound_store::handlers::{Handler, HandlerError, HandlerInput, Transition};
+use inbound_store::handlers::{HandlerError, HandlerInput, RegisteredHandler, Transition};
 use inbound_store::queue::{self, ClaimedReceipt, Finish, FinishedReceipt, StoredPayload};
 use inbound_store::savepoint;
 use sqlx::{Acquire, PgConnection};
@@ -88,10 +88,27 @@ impl From<sqlx::Error> for Abort {
 impl From<HandlerError> for Abort {
     fn from(error: HandlerError) -> Self {
         match error {
-            HandlerError::Transient(reason) => Self::Transient(reason),
             HandlerError::Database(error) => error.into(),
+            // Its cause's chain in full: what an operator reads as the receipt's error.
+            transient => Self::Transient(error_chain(&transient)),
         }
     }
+}
+
+/// `error` and each of its sources, `: `-joined.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        // A transparent error repeats its source's text: said once.
+        if !text.ends_with(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
 }
 
 /// Processes one claimed receipt (a batch of one).
@@ -366,7 +383,7 @@ async fn apply_run(
 struct Resolved<'w> {
     integration: &'w Integration,
     handler_name: &'w str,
-    handler: &'w dyn Handler,
+    handler: &'w RegisteredHandler,
     /// Its sinks and options.
     route: &'w Route,
 }
@@ -392,7 +409,7 @@ fn resolve<'w>(worker: &'w Worker, claimed: &ClaimedReceipt) -> Result<Resolved<
     Ok(Resolved {
         integration,
         handler_name: &route.handler,
-        handler: handler.as_ref(),
+        handler,
         route,
     })
 }
@@ -418,7 +435,7 @@ async fn transition(
 /// any other verdict rolls its writes back (the receipt still ends as the verdict says).
 async fn apply_guarded(
     transaction: &mut PgConnection,
-    handler: &dyn Handler,
+    handler: &RegisteredHandler,
     input: HandlerInput<'_>,
 ) -> Result<Transition, Abort> {
     let mut savepoint = transaction.begin().await?;

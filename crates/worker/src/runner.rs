@@ -233,12 +233,17 @@ async fn claim_effects(
         .collect())
 }
 
-/// Runs both loops until `shutdown` resolves, then drains them.
+/// Runs the claim loops of the worker's role until `shutdown` resolves, then drains them
+/// (within the settings' grace). The sinks' HTTP client is the worker's own: pooled
+/// connections, a connect timeout and no redirects, which the contract promises (a sink
+/// that redirects is never followed nor completed). `Err` only when that client cannot be
+/// built.
 pub async fn run(
     worker: Arc<Worker>,
-    client: reqwest::Client,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) {
+) -> anyhow::Result<()> {
+    let client = dispatcher::http_client()
+        .map_err(|error| anyhow::anyhow!("cannot build the sinks' HTTP client: {error}"))?;
     let (stop_sender, stop) = watch::channel(false);
     tokio::spawn(async move {
         shutdown.await;
@@ -297,6 +302,7 @@ pub async fn run(
         .await;
     };
     tokio::join!(receipts, effects);
+    Ok(())
 }
 
 /// Claims into free slots, processes each item in its own task, backs off on errors,

@@ -4,21 +4,56 @@
 //! - [`ScratchDatabase`]: a database of its own with inbound's migrations and the team's,
 //!   dropped when the value is (also when an assertion fails first).
 //! - [`TestStack`]: inbound's ingress and the team's worker running in-process on it,
-//!   with a configuration whose `env:` secrets the kit supplies ([`TestStack::start`]):
-//!   [`TestStack::send`] signs a delivery as the integration's sender would and posts it;
-//!   [`TestStack::outcome`] waits until its receipt is finished.
+//!   started from values (the configuration parsed with the kit's secrets, the worker's
+//!   settings the test's to set, listeners bound by the kit): [`TestStack::send`] signs a
+//!   delivery as the integration's sender would, posts it and returns the ingress's
+//!   [`Verdict`]; [`TestStack::outcome`] waits until its receipt is finished (and says at
+//!   once when none was stored); [`TestStack::drain`] waits until nothing is claimable.
+//!   [`TestStack::builder`] sets the worker's settings, runs each process as the roles
+//!   `migrate --create-roles` makes (so the tests cover least privilege) and names the
+//!   scratch databases.
 //! - [`apply`]: one handler applied to one payload in one transaction, committed only
 //!   when the verdict is `Applied` (the worker's rule), without any process running.
 //!
-//! `examples/custom-worker`'s tests are written with it. The database comes from
-//! `DATABASE_URL` (a server the test may create databases on), else the local server.
+//! The server the kit creates databases on is `INBOUND_TEST_DATABASE_URL`, else
+//! `DATABASE_URL`, else the local one (`postgres://postgres@127.0.0.1:5432/postgres`): a
+//! role that may create databases (`CREATEDB`) — and, for
+//! [`TestStackBuilder::as_roles`], roles (`CREATEROLE`). A worker's own `DATABASE_URL`
+//! (its least-privilege role) cannot: set `INBOUND_TEST_DATABASE_URL` beside it.
+//!
+//! ```no_run
+//! # async fn example() -> anyhow::Result<()> {
+//! use std::time::Duration;
+//! use inbound_worker::testing::{TestStack, Verdict};
+//!
+//! let config = r#"
+//! [[integration]]
+//! id = "stripe-live"
+//! provider = "stripe"
+//! tenant = "acme"
+//! secrets = ["env:STRIPE_SECRET"]
+//! [integration.routes]
+//! "customer.created" = { handler = "forward", sink = "audit" }
+//! [[sink]]
+//! id = "audit"
+//! url = "http://127.0.0.1:9/audit"
+//! "#;
+//! let stack = TestStack::builder(config, &[("STRIPE_SECRET", "whsec_dGVzdA==")], |worker| worker)
+//!     .worker_settings(|settings| settings.concurrency(1))
+//!     .start()
+//!     .await?;
+//! let body = r#"{"id":"evt_1","type":"customer.created","livemode":true,"data":{"object":{}}}"#;
+//! assert!(matches!(stack.send("stripe-live", body, None).await?, Verdict::Accepted { .. }));
+//! let outcome = stack.outcome("evt_1", Duration::from_secs(10)).await?;
+//! println!("{outcome:?}");
+//! # Ok(())
+//! # }
+//! ```
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use clap::Parser;
 use inbound_core::config::Config;
 use inbound_core::keys::ReceiptId;
 use inbound_core::states::{ReceiptOutcome, ReceiptStatus};
@@ -29,13 +64,14 @@ use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{ConnectOptions, Connection};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::oneshot;
 
-use crate::{WorkerArgs, WorkerBuilder};
+use crate::{RunningWorker, WorkerBuilder, WorkerSettings, WorkerSettingsBuilder};
 
-/// The server the kit creates its databases on: `DATABASE_URL`, else the local one.
+/// The server the kit creates its databases (and roles) on: `INBOUND_TEST_DATABASE_URL`,
+/// else `DATABASE_URL`, else the local one.
 fn admin_url() -> String {
-    std::env::var("DATABASE_URL")
+    std::env::var("INBOUND_TEST_DATABASE_URL")
+        .or_else(|_| std::env::var("DATABASE_URL"))
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
 }
 
@@ -47,26 +83,43 @@ pub struct ScratchDatabase {
 }
 
 impl ScratchDatabase {
-    /// Creates the database and applies inbound's migrations, then each of
-    /// `migrations` (`(schema, migrator)`, as [`WorkerBuilder::migrations`] takes them).
+    /// Creates a database named `inbound_kit_<pid>_<random>` and applies inbound's
+    /// migrations, then each of `migrations` (`(schema, migrator)`, as
+    /// [`WorkerBuilder::migrations`] takes them).
     pub async fn create(migrations: &[(&str, &'static Migrator)]) -> anyhow::Result<Self> {
-        let admin = admin_url();
-        let name = format!(
-            "inbound_kit_{}_{}",
-            std::process::id(),
-            rand::random::<u32>()
+        Self::create_named("inbound_kit_", migrations).await
+    }
+
+    /// [`ScratchDatabase::create`], its name starting with `prefix` (lower-case letters,
+    /// digits and `_`, at most 40), then the process id and a random number.
+    pub async fn create_named(
+        prefix: &str,
+        migrations: &[(&str, &'static Migrator)],
+    ) -> anyhow::Result<Self> {
+        let valid = !prefix.is_empty()
+            && prefix.len() <= 40
+            && prefix
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+        anyhow::ensure!(
+            valid,
+            "database prefix {prefix:?}: use 1 to 40 lower-case letters, digits or _"
         );
+        let admin = admin_url();
+        let name = format!("{prefix}{}_{}", std::process::id(), rand::random::<u32>());
         let admin_options: PgConnectOptions = admin
             .parse()
-            .context("DATABASE_URL is not a postgres:// URL")?;
+            .context("INBOUND_TEST_DATABASE_URL (or DATABASE_URL) is not a postgres:// URL")?;
         let url = admin_options
             .clone()
             .database(&name)
             .to_url_lossy()
             .to_string();
-        sqlx::Postgres::create_database(&url)
-            .await
-            .context("cannot create the scratch database (is PostgreSQL at DATABASE_URL?)")?;
+        if let Err(error) = sqlx::Postgres::create_database(&url).await {
+            bail!(
+                "cannot create the scratch database {name}: {error} — the kit needs a role that may create databases (CREATEDB) at INBOUND_TEST_DATABASE_URL, else DATABASE_URL (a worker's own role cannot)"
+            );
+        }
         // Sessions as inbound's have them: its schema first on the search_path.
         let target = store::SessionTarget {
             schema: Schema::default(),
@@ -138,28 +191,127 @@ pub struct Outcome {
     pub reason: Option<String>,
 }
 
-/// inbound's ingress and a team's worker, in-process on a [`ScratchDatabase`].
-pub struct TestStack {
-    database: ScratchDatabase,
-    config: Config,
-    listen: SocketAddr,
-    directory: PathBuf,
-    stops: Vec<oneshot::Sender<()>>,
-    tasks: Vec<tokio::task::JoinHandle<anyhow::Result<()>>>,
+/// What the ingress answered a delivery.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Verdict {
+    /// Stored (`200 {"status":"accepted"}`): its receipt.
+    Accepted {
+        /// The receipt's id.
+        receipt_id: i64,
+    },
+    /// Its receipt key (or content key) is held already: nothing stored.
+    Duplicate,
+    /// Verified, but no route takes it, or it is out of the integration's scope: nothing
+    /// stored.
+    Ignored,
+    /// Answered otherwise: the status and the body's `error` (`unauthorized`,
+    /// `malformed`, `unsupported_media_type`, …).
+    Refused {
+        /// The HTTP status.
+        status: u16,
+        /// The body's `error`, or the body when it has none.
+        error: String,
+    },
 }
 
-impl TestStack {
-    /// Starts the ingress and the worker `configure` builds (as its `main` does: the
-    /// handlers and migrations it registers) on a new scratch database, with the team's
-    /// migrations applied. `config_toml` is the configuration; each `env:NAME` reference
-    /// in it takes its value from `secrets` (`(NAME, value)`), the environment aside.
-    pub async fn start(
-        config_toml: &str,
-        secrets: &[(&str, &str)],
-        configure: impl FnOnce(WorkerBuilder) -> WorkerBuilder,
-    ) -> anyhow::Result<Self> {
-        let collected = configure(WorkerBuilder::registrations());
-        let migrations: Vec<(String, &'static Migrator)> = collected
+/// The processes' roles of a [`TestStack`] run [`TestStackBuilder::as_roles`]; dropped
+/// with the stack.
+struct TestRoles {
+    prefix: store::roles::RolePrefix,
+    admin_url: String,
+}
+
+impl TestRoles {
+    /// The URL of `database_url` as `process`'s role.
+    fn url(&self, database_url: &str, process: store::roles::Process) -> anyhow::Result<String> {
+        let options: PgConnectOptions = database_url.parse()?;
+        Ok(options
+            .username(&self.prefix.role(process))
+            .to_url_lossy()
+            .to_string())
+    }
+}
+
+impl Drop for TestRoles {
+    fn drop(&mut self) {
+        let admin = self.admin_url.clone();
+        let roles: Vec<String> = store::roles::Process::ALL
+            .iter()
+            .map(|&process| self.prefix.role(process))
+            .collect();
+        std::thread::spawn(move || {
+            let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            runtime.block_on(async move {
+                let Ok(mut connection) = sqlx::PgConnection::connect(&admin).await else {
+                    return;
+                };
+                for role in roles {
+                    // A role owns nothing and holds grants in the dropped database only.
+                    #[expect(
+                        clippy::disallowed_methods,
+                        reason = "Runtime SQL: a role name the kit made (letters, digits, _)."
+                    )]
+                    let _ =
+                        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP ROLE IF EXISTS {role}")))
+                            .execute(&mut connection)
+                            .await;
+                }
+            });
+        })
+        .join()
+        .ok();
+    }
+}
+
+/// How to start a [`TestStack`]: [`TestStack::builder`].
+#[must_use]
+pub struct TestStackBuilder<'a> {
+    config_toml: &'a str,
+    secrets: &'a [(&'a str, &'a str)],
+    worker: WorkerBuilder,
+    settings: WorkerSettingsBuilder,
+    as_roles: bool,
+    database_prefix: String,
+}
+
+impl TestStackBuilder<'_> {
+    /// The worker's settings, adjusted from the kit's (a 50 ms poll, a 2 s drain, and the
+    /// rest as the flags' defaults): `|settings| settings.concurrency(1).batch_size(1)`.
+    pub fn worker_settings(
+        mut self,
+        adjust: impl FnOnce(WorkerSettingsBuilder) -> WorkerSettingsBuilder,
+    ) -> Self {
+        self.settings = adjust(self.settings);
+        self
+    }
+
+    /// Runs the ingress and the worker as the roles `migrate --create-roles` makes (the
+    /// team's schemas granted to the worker role), as production does: a handler that
+    /// writes where its role may not fails here, not in production. Needs `CREATEROLE` on
+    /// the kit's server and a server that lets those roles in without a password (trust,
+    /// as a local test server has it).
+    pub fn as_roles(mut self) -> Self {
+        self.as_roles = true;
+        self
+    }
+
+    /// Names the scratch database `{prefix}{pid}_{random}` (default `inbound_kit_`).
+    pub fn database_prefix(mut self, prefix: &str) -> Self {
+        prefix.clone_into(&mut self.database_prefix);
+        self
+    }
+
+    /// Creates the scratch database with the migrations the worker carries, then starts
+    /// the ingress and the worker on it.
+    pub async fn start(self) -> anyhow::Result<TestStack> {
+        let migrations: Vec<(String, &'static Migrator)> = self
+            .worker
             .registered_migrations()
             .iter()
             .map(|team| (team.schema.as_str().to_owned(), team.migrator))
@@ -168,59 +320,136 @@ impl TestStack {
             .iter()
             .map(|(schema, migrator)| (schema.as_str(), *migrator))
             .collect();
-        let database = ScratchDatabase::create(&borrowed).await?;
-        let directory = std::env::temp_dir().join(format!("inbound-kit-{}", rand::random::<u64>()));
-        std::fs::create_dir_all(&directory).context("scratch directory")?;
-        // Each secret in a file of its own, referenced as `file:` instead of `env:`.
-        let mut text = config_toml.to_owned();
-        for (name, value) in secrets {
-            let path = directory.join(name);
-            std::fs::write(&path, value).context("secret file")?;
-            text = text.replace(
-                &format!("\"env:{name}\""),
-                &format!("\"file:{}\"", path.display()),
-            );
-        }
-        let config_path = directory.join("inbound.toml");
-        std::fs::write(&config_path, &text).context("configuration file")?;
-        let config = Config::load(&config_path)?;
-        let listen = free_port()?;
-        let ingress = inbound_ingress::IngressArgs::try_parse_from([
-            "inbound-ingress".to_owned(),
-            format!("--config={}", config_path.display()),
-            format!("--database-url={}", database.url),
-            format!("--listen={listen}"),
-            format!("--metrics-listen={}", free_port()?),
-        ])?;
-        let worker = WorkerArgs::try_parse_from([
-            "worker".to_owned(),
-            format!("--config={}", config_path.display()),
-            format!("--database-url={}", database.url),
-            format!("--metrics-listen={}", free_port()?),
-            "--poll-interval-ms=50".to_owned(),
-            "--shutdown-grace-secs=2".to_owned(),
-        ])?;
-        let worker = collected.with_args(worker);
-        let (ingress_stop, ingress_stopped) = oneshot::channel::<()>();
-        let (worker_stop, worker_stopped) = oneshot::channel::<()>();
-        let tasks = vec![
-            tokio::spawn(inbound_ingress::run(ingress, async move {
-                ingress_stopped.await.ok();
-            })),
-            tokio::spawn(worker.run(async move {
-                worker_stopped.await.ok();
-            })),
-        ];
-        let mut stack = Self {
-            database,
-            config,
-            listen,
-            directory,
-            stops: vec![ingress_stop, worker_stop],
-            tasks,
+        let database = ScratchDatabase::create_named(&self.database_prefix, &borrowed).await?;
+        let secrets = self.secrets;
+        let config = Config::from_toml(self.config_toml, &|name| {
+            secrets
+                .iter()
+                .find(|(secret, _)| *secret == name)
+                .map(|(_, value)| (*value).to_owned())
+                .or_else(|| std::env::var(name).ok())
+        })
+        .context("the configuration")?;
+        let settings = self.settings.build()?;
+        let (roles, ingress_url, worker_url) = if self.as_roles {
+            let roles = create_roles(&database, &migrations).await?;
+            let ingress = roles.url(&database.url, store::roles::Process::Ingress)?;
+            let worker = roles.url(
+                &database.url,
+                if settings.role() == crate::Role::Effects {
+                    store::roles::Process::Dispatcher
+                } else {
+                    store::roles::Process::Worker
+                },
+            )?;
+            (Some(roles), ingress, worker)
+        } else {
+            (None, database.url.clone(), database.url.clone())
         };
-        stack.wait_until_listening().await?;
-        Ok(stack)
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .context("a port for the ingress")?;
+        let ingress_settings = inbound_ingress::IngressSettings::builder()
+            .shutdown_grace(Duration::from_secs(2))
+            .build()?;
+        let ingress = inbound_ingress::start(
+            config.clone(),
+            ingress_settings,
+            &ingress_url,
+            listener,
+            None,
+        )
+        .await
+        .context("the ingress")?;
+        let worker = self
+            .worker
+            .start(config.clone(), settings, &worker_url, None)
+            .await
+            .context("the worker")?;
+        Ok(TestStack {
+            listen: ingress.local_addr(),
+            ingress: Some(ingress),
+            worker: Some(worker),
+            config,
+            _roles: roles,
+            database,
+        })
+    }
+}
+
+/// Creates the per-process roles (a prefix of their own: roles are the server's, not the
+/// database's) and grants them inbound's schema and the team's.
+async fn create_roles(
+    database: &ScratchDatabase,
+    migrations: &[(String, &'static Migrator)],
+) -> anyhow::Result<TestRoles> {
+    let prefix = store::roles::RolePrefix::parse(&format!("kit{}_", rand::random::<u32>()))
+        .map_err(|error| anyhow::anyhow!(error))?;
+    let business: Vec<Schema> = migrations
+        .iter()
+        .map(|(schema, _)| schema.parse())
+        .collect::<Result<_, _>>()
+        .map_err(|error| anyhow::anyhow!("{error}"))?;
+    let roles = TestRoles {
+        prefix,
+        admin_url: admin_url(),
+    };
+    let mut connection = database.pool.acquire().await?;
+    store::roles::create_roles(
+        &mut connection,
+        &Schema::default(),
+        &roles.prefix,
+        &business,
+    )
+    .await
+    .context("cannot create the processes' roles (the kit's role needs CREATEROLE)")?;
+    Ok(roles)
+}
+
+/// inbound's ingress and a team's worker, in-process on a [`ScratchDatabase`].
+pub struct TestStack {
+    // Dropped in this order: the processes, the database, then the roles (a role with
+    // grants in a database that still exists cannot be dropped).
+    ingress: Option<inbound_ingress::RunningIngress>,
+    worker: Option<RunningWorker>,
+    config: Config,
+    listen: SocketAddr,
+    database: ScratchDatabase,
+    /// Held only to be dropped last (the roles go with it).
+    _roles: Option<TestRoles>,
+}
+
+impl TestStack {
+    /// Starts the ingress and the worker `configure` builds (as its `main` does: the
+    /// handlers and migrations it registers) on a new scratch database, with the team's
+    /// migrations applied and the kit's settings. `config_toml` is the configuration;
+    /// each `env:NAME` reference in it takes its value from `secrets` (`(NAME, value)`),
+    /// else from the environment.
+    pub async fn start(
+        config_toml: &str,
+        secrets: &[(&str, &str)],
+        configure: impl FnOnce(WorkerBuilder) -> WorkerBuilder,
+    ) -> anyhow::Result<Self> {
+        Self::builder(config_toml, secrets, configure).start().await
+    }
+
+    /// [`TestStack::start`] with the worker's settings, roles and database name to set.
+    pub fn builder<'a>(
+        config_toml: &'a str,
+        secrets: &'a [(&'a str, &'a str)],
+        configure: impl FnOnce(WorkerBuilder) -> WorkerBuilder,
+    ) -> TestStackBuilder<'a> {
+        TestStackBuilder {
+            config_toml,
+            secrets,
+            worker: configure(WorkerBuilder::new()),
+            settings: WorkerSettings::builder()
+                .poll_interval(Duration::from_millis(50))
+                .shutdown_grace(Duration::from_secs(2))
+                .worker_id("kit-worker"),
+            as_roles: false,
+            database_prefix: "inbound_kit_".to_owned(),
+        }
     }
 
     /// The scratch database.
@@ -233,15 +462,25 @@ impl TestStack {
         self.database.pool()
     }
 
+    /// The configuration the ingress and the worker run.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Where the ingress receives webhooks.
+    pub fn ingress_addr(&self) -> SocketAddr {
+        self.listen
+    }
+
     /// Posts `body` to `integration`'s endpoint, signed as its sender signs it (with its
     /// first secret, now); `event_type` for the providers that send it in a header
-    /// (GitHub, Shopify, a configured header). The HTTP status.
+    /// (GitHub, Shopify, a configured header). What the ingress answered.
     pub async fn send(
         &self,
         integration: &str,
         body: &str,
         event_type: Option<&str>,
-    ) -> anyhow::Result<u16> {
+    ) -> anyhow::Result<Verdict> {
         let configured = self
             .config
             .integration(integration)
@@ -272,24 +511,24 @@ impl TestStack {
         tokio::time::timeout(Duration::from_secs(15), stream.read_to_end(&mut answer))
             .await
             .context("the ingress did not answer within 15 s")??;
-        let answer = String::from_utf8_lossy(&answer);
-        answer
-            .split(' ')
-            .nth(1)
-            .and_then(|code| code.parse().ok())
-            .with_context(|| format!("not an HTTP answer: {answer:?}"))
+        verdict_of(&String::from_utf8_lossy(&answer))
     }
 
-    /// Waits (at most `limit`) until the receipt of `event_id` is no longer pending.
+    /// Waits (at most `limit`) until the receipt of `event_id` is no longer pending. When
+    /// no receipt holds `event_id` — the ingress answered `duplicate`, `ignored` or a
+    /// refusal, or nothing was sent — it says so at once rather than waiting out `limit`.
     pub async fn outcome(&self, event_id: &str, limit: Duration) -> anyhow::Result<Outcome> {
         let started = Instant::now();
         loop {
             let mut connection = self.pool().acquire().await?;
             let found = admin::receipts_by_event_id(&mut connection, event_id).await?;
             drop(connection);
-            if let Some(receipt) = found.into_iter().next()
-                && receipt.status != ReceiptStatus::Pending
-            {
+            let Some(receipt) = found.into_iter().next() else {
+                bail!(
+                    "no receipt holds {event_id}: the ingress stored nothing for it (send says what it answered: duplicate, ignored or a refusal)"
+                );
+            };
+            if receipt.status != ReceiptStatus::Pending {
                 return Ok(Outcome {
                     status: receipt.status,
                     outcome: receipt.outcome,
@@ -297,7 +536,28 @@ impl TestStack {
                 });
             }
             if started.elapsed() > limit {
-                bail!("the receipt of {event_id} was not finished within {limit:?}");
+                bail!("the receipt of {event_id} was still pending after {limit:?}");
+            }
+            self.fail_if_stopped()?;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Waits (at most `limit`) until nothing is claimable or being applied: every
+    /// receipt sent so far is finished, or waiting out a retry delay. Send a burst, drain,
+    /// then read the final state, which does not depend on the order the worker applied
+    /// them in.
+    pub async fn drain(&self, limit: Duration) -> anyhow::Result<()> {
+        let started = Instant::now();
+        loop {
+            let mut connection = self.pool().acquire().await?;
+            let busy = admin::claimable_or_leased(&mut connection).await?;
+            drop(connection);
+            if busy == 0 {
+                return Ok(());
+            }
+            if started.elapsed() > limit {
+                bail!("{busy} receipt(s) still claimable or being applied after {limit:?}");
             }
             self.fail_if_stopped()?;
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -307,48 +567,49 @@ impl TestStack {
     /// Stops both, each drained; an error when either ended with one. The database stays
     /// until the stack is dropped, for the test's reads after the stop.
     pub async fn stop(&mut self) -> anyhow::Result<()> {
-        for stop in self.stops.drain(..) {
-            stop.send(()).ok();
-        }
-        for task in self.tasks.drain(..) {
-            task.await??;
-        }
-        Ok(())
-    }
-
-    /// Waits until the ingress listens (10 s at most), failing if a service stopped.
-    async fn wait_until_listening(&mut self) -> anyhow::Result<()> {
-        let started = Instant::now();
-        while tokio::net::TcpStream::connect(self.listen).await.is_err() {
-            self.fail_if_stopped()?;
-            if started.elapsed() > Duration::from_secs(10) {
-                bail!("the ingress did not listen within 10 s");
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        Ok(())
+        let ingress = match self.ingress.take() {
+            Some(ingress) => ingress.shutdown().await,
+            None => Ok(()),
+        };
+        let worker = match self.worker.take() {
+            Some(worker) => worker.shutdown().await,
+            None => Ok(()),
+        };
+        ingress.and(worker)
     }
 
     fn fail_if_stopped(&self) -> anyhow::Result<()> {
-        if self.tasks.iter().any(tokio::task::JoinHandle::is_finished) {
-            bail!("the ingress or the worker stopped (its log line says why)");
+        if self.ingress.is_none() || self.worker.is_none() {
+            bail!("the stack was stopped");
         }
         Ok(())
     }
 }
 
-impl Drop for TestStack {
-    fn drop(&mut self) {
-        for task in &self.tasks {
-            task.abort();
-        }
-        std::fs::remove_dir_all(&self.directory).ok();
-    }
-}
-
-/// A free port on 127.0.0.1.
-fn free_port() -> anyhow::Result<SocketAddr> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?)
+/// What an HTTP answer of the ingress says.
+fn verdict_of(answer: &str) -> anyhow::Result<Verdict> {
+    let status: u16 = answer
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .with_context(|| format!("not an HTTP answer: {answer:?}"))?;
+    let body = answer.split("\r\n\r\n").nth(1).unwrap_or_default();
+    let json: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+    Ok(match (status, json["status"].as_str()) {
+        (200..=299, Some("accepted")) => Verdict::Accepted {
+            receipt_id: json["receipt_id"]
+                .as_i64()
+                .with_context(|| format!("an accepted answer without its receipt: {body}"))?,
+        },
+        (200..=299, Some("duplicate")) => Verdict::Duplicate,
+        (200..=299, Some("ignored")) => Verdict::Ignored,
+        _ => Verdict::Refused {
+            status,
+            error: json["error"]
+                .as_str()
+                .map_or_else(|| body.to_owned(), str::to_owned),
+        },
+    })
 }
 
 /// Applies `handler` to one `payload` of `integration` (its route for `event_type`
@@ -359,7 +620,7 @@ pub async fn apply(
     pool: &PgPool,
     config: &Config,
     integration: &str,
-    handler: &dyn Handler,
+    handler: &impl Handler,
     event_type: &str,
     payload: &serde_json::Value,
 ) -> anyhow::Result<Result<Transition, HandlerError>> {
@@ -393,4 +654,35 @@ pub async fn apply(
         transaction.rollback().await?;
     }
     Ok(transition)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ingress_answer_is_read_as_its_verdict() {
+        let answer = |status: &str, body: &str| {
+            format!("HTTP/1.1 {status}\r\ncontent-type: application/json\r\n\r\n{body}")
+        };
+        assert_eq!(
+            verdict_of(&answer("200 OK", r#"{"receipt_id":7,"status":"accepted"}"#)).ok(),
+            Some(Verdict::Accepted { receipt_id: 7 })
+        );
+        assert_eq!(
+            verdict_of(&answer("200 OK", r#"{"status":"duplicate"}"#)).ok(),
+            Some(Verdict::Duplicate)
+        );
+        assert_eq!(
+            verdict_of(&answer("200 OK", r#"{"status":"ignored"}"#)).ok(),
+            Some(Verdict::Ignored)
+        );
+        assert_eq!(
+            verdict_of(&answer("401 Unauthorized", r#"{"error":"unauthorized"}"#)).ok(),
+            Some(Verdict::Refused {
+                status: 401,
+                error: "unauthorized".to_owned()
+            })
+        );
+    }
 }

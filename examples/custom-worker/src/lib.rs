@@ -23,11 +23,10 @@
 //!
 //! `docs/handlers.md` walks through this crate.
 
-use inbound_store::handlers::{
-    Handler, HandlerError, HandlerFuture, HandlerInput, StripeHandler, Transition, quarantine,
-    text_at,
-};
 use inbound_worker::WorkerBuilder;
+use inbound_worker::handlers::{
+    Handler, HandlerError, HandlerInput, StripeHandler, Transition, quarantine, text_at,
+};
 use serde_json::json;
 use sqlx::PgConnection;
 use sqlx::migrate::Migrator;
@@ -47,14 +46,19 @@ pub fn handler() -> StripeHandler<SyncSubscription> {
 pub const SCHEMA: &str = "subscriptions_example";
 
 /// This crate's migrations: the worker carries them (`custom-worker migrate` applies
-/// them after inbound's and grants the schema to the worker role).
+/// them after inbound's and grants the schema to the worker role). `build.rs` makes cargo
+/// rebuild the crate when a file is added to `migrations/`.
 pub static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
+
+/// Where [`MIGRATOR`] was embedded from: `migrate` refuses a build that misses a file
+/// there.
+pub const MIGRATIONS_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/migrations");
 
 /// The worker as `main` builds it: the handler and the team's migrations.
 pub fn configure(worker: WorkerBuilder) -> WorkerBuilder {
     worker
         .handler(SUBSCRIPTIONS_SYNC, handler())
-        .migrations(SCHEMA, &MIGRATOR)
+        .migrations_from(SCHEMA, &MIGRATOR, MIGRATIONS_DIR)
 }
 
 /// Keeps one row per subscription at its newest state.
@@ -87,12 +91,12 @@ impl Handler for SyncSubscription {
         Options::parse(options).map(|_| ())
     }
 
-    fn apply<'a>(
-        &'a self,
-        transaction: &'a mut PgConnection,
-        input: HandlerInput<'a>,
-    ) -> HandlerFuture<'a> {
-        Box::pin(sync(transaction, input))
+    async fn apply(
+        &self,
+        transaction: &mut PgConnection,
+        input: HandlerInput<'_>,
+    ) -> Result<Transition, HandlerError> {
+        sync(transaction, input).await
     }
 }
 
@@ -206,7 +210,7 @@ async fn sync(
         };
         return Ok(Transition::Ignored { reason });
     }
-    let options = Options::parse(input.options).map_err(HandlerError::Transient)?;
+    let options = Options::parse(input.options).map_err(HandlerError::transient)?;
     let effects = if options.notify {
         let data = json!({"subscription_id": subscription, "customer_id": customer,
                           "status": status, "deleted": deleted});
@@ -252,7 +256,7 @@ mod tests {
         let handler = handler();
         assert_eq!(
             handler.providers(),
-            Some(&[inbound_core::verify::Provider::Stripe][..])
+            Some(&[inbound_worker::Provider::Stripe][..])
         );
     }
 }

@@ -1,15 +1,17 @@
 //! The custom worker as a team runs it, with inbound's testing kit
 //! (`inbound_worker::testing`, feature `testing`): a scratch database with inbound's
-//! migrations and this crate's, inbound's ingress and this worker in-process, signed Stripe
-//! events over HTTP, and the team's table checked in a real PostgreSQL (`DATABASE_URL`,
-//! else the local server). The kit drops the database even when an assertion fails.
+//! migrations and this crate's, inbound's ingress and this worker in-process (started
+//! from values, as the roles `migrate --create-roles` makes), signed Stripe events over
+//! HTTP with the ingress's verdict, and the team's table checked in a real PostgreSQL
+//! (`INBOUND_TEST_DATABASE_URL`, else `DATABASE_URL`, else the local server). The kit
+//! drops the database even when an assertion fails.
 
 use std::time::Duration;
 
 use custom_worker::{MIGRATOR, SCHEMA, SUBSCRIPTIONS_SYNC, configure, handler};
-use inbound_store::handlers::Transition;
-use inbound_worker::testing::{Outcome, ScratchDatabase, TestStack, apply};
-use inbound_worker::{Worker, WorkerArgs};
+use inbound_worker::handlers::Transition;
+use inbound_worker::testing::{Outcome, ScratchDatabase, TestStack, Verdict, apply};
+use inbound_worker::{Config, Role, WorkerBuilder, WorkerSettings};
 use serde_json::json;
 use sqlx::postgres::PgPool;
 
@@ -33,14 +35,26 @@ expect = {{ livemode = false }}
     )
 }
 
+/// The stack with this worker, as production runs it: each process as its own role.
 async fn start(route_options: &str) -> TestStack {
-    TestStack::start(
+    TestStack::builder(
         &config(route_options),
         &[("STRIPE_SECRET", SECRET)],
         configure,
     )
+    .as_roles()
+    .database_prefix("custom_worker_")
+    .start()
     .await
     .expect("the stack starts")
+}
+
+/// The configuration as the worker reads it.
+fn parsed_config(route_options: &str) -> Config {
+    Config::from_toml(&config(route_options), &|name| {
+        (name == "STRIPE_SECRET").then(|| SECRET.to_owned())
+    })
+    .expect("config")
 }
 
 /// A Stripe subscription event as Stripe sends it (the fields this handler reads).
@@ -140,7 +154,10 @@ async fn late_events_never_regress_and_repeated_updates_are_not_duplicates() {
     let steps = out_of_order_deliveries();
     for (event_id, event_type, created, status, expected) in steps {
         let body = subscription_event(event_id, event_type, created, status);
-        assert_eq!(send(&stack, &body).await, 200, "{event_id}");
+        assert!(
+            matches!(send(&stack, &body).await, Verdict::Accepted { .. }),
+            "{event_id}"
+        );
         let finished = outcome(&stack, event_id).await;
         assert_eq!(
             finished.outcome.map(|outcome| outcome.as_str()),
@@ -164,12 +181,7 @@ async fn late_events_never_regress_and_repeated_updates_are_not_duplicates() {
     );
     // A redelivery is a duplicate receipt at the ingress: nothing new to apply.
     let again = subscription_event("evt_3", "customer.subscription.updated", 300, "past_due");
-    assert_eq!(send(&stack, &again).await, 200);
-    let receipts: i64 = sqlx::query_scalar("SELECT count(*) FROM inbound.receipts")
-        .fetch_one(stack.pool())
-        .await
-        .expect("count");
-    assert_eq!(receipts, 8);
+    assert_eq!(send(&stack, &again).await, Verdict::Duplicate);
     stack.stop().await.expect("both stop cleanly");
     // Nothing of inbound's or the team's landed in public.
     assert_eq!(relations_in_public(stack.pool()).await, 0);
@@ -186,34 +198,50 @@ async fn relations_in_public(pool: &PgPool) -> i64 {
     .expect("catalog")
 }
 
+/// A burst of one subscription's events in any order converges on the same row: send
+/// them all, drain, read the final state (each verdict depends on how the worker raced;
+/// the row does not). An event no route takes is acknowledged and never stored, and the
+/// kit says so at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_in_any_order_converges_and_an_unrouted_event_is_never_stored() {
+    let stack = start("").await;
+    for (event_id, event_type, created, status, _) in out_of_order_deliveries() {
+        let body = subscription_event(event_id, event_type, created, status);
+        assert!(matches!(
+            send(&stack, &body).await,
+            Verdict::Accepted { .. }
+        ));
+    }
+    stack.drain(Duration::from_secs(20)).await.expect("drained");
+    assert_eq!(
+        row(stack.pool()).await,
+        ("canceled".to_owned(), true, "evt_2".to_owned())
+    );
+    let unrouted = json!({"id": "evt_cus", "type": "customer.created", "livemode": false,
+                          "data": {"object": {"id": "cus_1"}}})
+    .to_string();
+    assert_eq!(send(&stack, &unrouted).await, Verdict::Ignored);
+    let never_stored = stack
+        .outcome("evt_cus", Duration::from_secs(20))
+        .await
+        .expect_err("nothing to wait for");
+    assert!(
+        never_stored
+            .to_string()
+            .contains("no receipt holds evt_cus"),
+        "{never_stored}"
+    );
+}
+
+/// The worker refuses, before it starts, routes it cannot apply — a handler's options it
+/// does not take, a handler it does not have — and a dispatcher, which applies no
+/// transition, starts whatever the routes name. Checked from values: no flags, no files.
+#[tokio::test]
 async fn a_worker_refuses_routes_it_cannot_apply_and_a_dispatcher_needs_no_handlers() {
-    let database = ScratchDatabase::create(&[(SCHEMA, &MIGRATOR)])
-        .await
-        .expect("scratch database");
-    let directory = std::env::temp_dir().join(format!("custom-worker-{}", std::process::id()));
-    std::fs::create_dir_all(&directory).expect("directory");
-    let secret = directory.join("stripe-secret");
-    std::fs::write(&secret, SECRET).expect("secret");
-    let worker_args = |route_options: &str| {
-        let path = directory.join("inbound.toml");
-        let text = config(route_options).replace(
-            "\"env:STRIPE_SECRET\"",
-            &format!("\"file:{}\"", secret.display()),
-        );
-        std::fs::write(&path, text).expect("config");
-        <WorkerArgs as clap::Parser>::try_parse_from([
-            "custom-worker".to_owned(),
-            format!("--config={}", path.display()),
-            format!("--database-url={}", database.url()),
-            "--metrics-listen=127.0.0.1:0".to_owned(),
-        ])
-        .expect("worker flags")
-    };
-    let error = Worker::builder(worker_args(", options = { notfy = true }"))
+    let settings = WorkerSettings::builder().build().expect("settings");
+    let error = WorkerBuilder::new()
         .handler(SUBSCRIPTIONS_SYNC, handler())
-        .run(std::future::pending())
-        .await
+        .check(&parsed_config(", options = { notfy = true }"), &settings)
         .expect_err("refused");
     let error = format!("{error:#}");
     assert!(
@@ -221,9 +249,8 @@ async fn a_worker_refuses_routes_it_cannot_apply_and_a_dispatcher_needs_no_handl
         "{error}"
     );
     // The stock worker has no subscriptions.sync: it names the route instead of starting.
-    let error = Worker::builder(worker_args(""))
-        .run(std::future::pending())
-        .await
+    let error = WorkerBuilder::new()
+        .check(&parsed_config(""), &settings)
         .expect_err("refused");
     let error = format!("{error:#}");
     assert!(
@@ -231,13 +258,23 @@ async fn a_worker_refuses_routes_it_cannot_apply_and_a_dispatcher_needs_no_handl
         "{error}"
     );
     // A dispatcher applies no transition: it starts whatever the routes name.
-    let mut dispatcher = worker_args("");
-    dispatcher.role = inbound_worker::Role::Effects;
-    Worker::builder(dispatcher)
-        .run(async {})
-        .await
+    let dispatcher = WorkerSettings::builder()
+        .role(Role::Effects)
+        .build()
+        .expect("settings");
+    WorkerBuilder::new()
+        .check(&parsed_config(""), &dispatcher)
         .expect("an effects-only stock worker starts beside a custom one");
-    std::fs::remove_dir_all(&directory).ok();
+    let database = ScratchDatabase::create(&[(SCHEMA, &MIGRATOR)])
+        .await
+        .expect("scratch database");
+    WorkerBuilder::new()
+        .start(parsed_config(""), dispatcher, database.url(), None)
+        .await
+        .expect("the dispatcher starts")
+        .shutdown()
+        .await
+        .expect("and stops");
 }
 
 /// The handler alone, without any process: the kit's `apply` runs it on one payload in
@@ -247,10 +284,7 @@ async fn the_handler_applies_directly_to_one_payload() {
     let database = ScratchDatabase::create(&[(SCHEMA, &MIGRATOR)])
         .await
         .expect("scratch database");
-    let config = inbound_core::config::Config::from_toml(&config(""), &|name| {
-        (name == "STRIPE_SECRET").then(|| SECRET.to_owned())
-    })
-    .expect("config");
+    let config = parsed_config("");
     let payload: serde_json::Value = serde_json::from_str(&subscription_event(
         "evt_direct",
         "customer.subscription.created",
@@ -289,8 +323,8 @@ async fn the_handler_applies_directly_to_one_payload() {
     assert!(!again.is_applied(), "{again:?}");
 }
 
-/// Signs and posts `body` as Stripe would; the HTTP status.
-async fn send(stack: &TestStack, body: &str) -> u16 {
+/// Signs and posts `body` as Stripe would; what the ingress answered.
+async fn send(stack: &TestStack, body: &str) -> Verdict {
     stack
         .send("stripe-test", body, None)
         .await

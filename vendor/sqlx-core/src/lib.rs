@@ -22,6 +22,12 @@
 // <https://doc.rust-lang.org/unstable-book/language-features/doc-cfg.html>
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+/// inbound's change to this crate is here (vendor/README.md): TCP keepalive and a user
+/// timeout on every connection. inbound-store names this item, so a workspace that forgot
+/// the `[patch.crates-io]` lines fails to compile instead of waiting hours on a vanished
+/// server.
+pub const PATCHED_FOR_INBOUND_TCP_KEEPALIVE: () = ();
+
 #[macro_use]
 pub mod ext;
 

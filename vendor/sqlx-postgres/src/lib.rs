@@ -1,5 +1,11 @@
 //! **PostgreSQL** database driver.
 
+/// inbound's change to this crate is here (vendor/README.md): with the statement cache off,
+/// a statement with arguments is sent unnamed in one batch. inbound-store names this item,
+/// so a workspace that forgot the `[patch.crates-io]` lines fails to compile instead of
+/// running two-round-trip statements behind a transaction pooler.
+pub const PATCHED_FOR_INBOUND_ONE_BATCH_UNNAMED: () = ();
+
 #[macro_use]
 extern crate sqlx_core;
 

@@ -1,4 +1,4 @@
-//! The storability contract, rule by rule. `tests/tests/storability.rs` holds the same
+//! The storability contract, rule by rule. `tests/tests/it/storability.rs` holds the same
 //! cases against PostgreSQL itself.
 
 use super::*;

@@ -113,3 +113,15 @@ pub async fn queued_integrations(conn: &mut PgConnection) -> Result<Vec<String>,
         .fetch_all(conn)
         .await
 }
+
+/// How many receipts a worker could claim now or is applying now (a queue row due, or one
+/// leased): zero when every receipt is finished or waiting out a retry delay. A bounded
+/// read of the queue, which holds only unfinished receipts (the testing kit's `drain`).
+pub async fn claimable_or_leased(conn: &mut PgConnection) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT count(*) AS "busy!" FROM receipt_queue
+         WHERE visible_at <= now() OR leased_by IS NOT NULL"#
+    )
+    .fetch_one(conn)
+    .await
+}

@@ -1,12 +1,13 @@
 //! What operators read and change, by concern: [`counts`] (the gauges and `inboundctl
 //! status`), [`listing`] (receipts by filter, by event id, in detail), [`decisions`]
 //! (replay, quarantine, fail, close), [`review`] (the console's overview and review
-//! queue), [`reads`] (who read which payload) and [`purge`] (retention). Everything is
+//! queue), [`overview`] (the console's overview as one read model), [`reads`] (who read which payload) and [`purge`] (retention). Everything is
 //! re-exported here, so callers name `store::admin::…`.
 
 pub mod counts;
 pub mod decisions;
 pub mod listing;
+pub mod overview;
 pub mod purge;
 pub mod reads;
 pub mod review;
@@ -14,6 +15,7 @@ pub mod review;
 pub use counts::*;
 pub use decisions::*;
 pub use listing::*;
+pub use overview::*;
 pub use purge::*;
 pub use reads::*;
 pub use review::*;

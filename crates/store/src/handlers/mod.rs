@@ -147,25 +147,68 @@ impl Transition {
 
 /// A handler failure: the transaction rolls back and the receipt is retried with backoff.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum HandlerError {
-    /// Something that may resolve itself (the order does not exist yet, …).
-    #[error("{0}")]
-    Transient(String),
+    /// Something that may resolve itself (the order does not exist yet, …), with its
+    /// cause: build one with [`HandlerError::transient`].
+    #[error(transparent)]
+    Transient(Box<dyn std::error::Error + Send + Sync>),
     /// The database failed; retried like any transient failure.
     #[error("database: {0}")]
     Database(#[from] sqlx::Error),
 }
 
-/// The future a handler returns.
-pub type HandlerFuture<'a> =
-    Pin<Box<dyn Future<Output = Result<Transition, HandlerError>> + Send + 'a>>;
+impl HandlerError {
+    /// A transient failure: `cause` is a message or an error, kept as the source.
+    ///
+    /// ```
+    /// use inbound_store::handlers::HandlerError;
+    ///
+    /// let waiting = HandlerError::transient("order o1 does not exist yet");
+    /// assert_eq!(waiting.to_string(), "order o1 does not exist yet");
+    /// let parse: Result<u32, _> = "x".parse::<u32>();
+    /// let failed = HandlerError::transient(parse.unwrap_err());
+    /// assert!(failed.to_string().contains("invalid digit"));
+    /// ```
+    pub fn transient(cause: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        Self::Transient(cause.into())
+    }
+}
 
-/// The future [`Handler::apply_all`] returns: one transition per input, in order.
-pub type HandlerBatchFuture<'a> =
-    Pin<Box<dyn Future<Output = Result<Vec<Transition>, HandlerError>> + Send + 'a>>;
-
-/// A business transition. Implement it for your own domain and register it by name.
-pub trait Handler: Send + Sync {
+/// A business transition. Implement it for your own domain and register it by name; a
+/// handler is written as `async fn`s.
+///
+/// ```
+/// use inbound_store::handlers::{Handler, HandlerError, HandlerInput, Transition, text_at};
+/// use sqlx::PgConnection;
+///
+/// /// Marks a customer's account active, once per customer.
+/// struct Activate;
+///
+/// impl Handler for Activate {
+///     async fn apply(
+///         &self,
+///         transaction: &mut PgConnection,
+///         input: HandlerInput<'_>,
+///     ) -> Result<Transition, HandlerError> {
+///         let Some(customer) = text_at(input.payload, "/data/object/customer") else {
+///             return Ok(Transition::Ignored { reason: "no customer".to_owned() });
+///         };
+///         // The business key guards the transition: a redelivery or a second event id
+///         // for the same customer changes nothing twice.
+///         let changed = sqlx::query("UPDATE accounts SET active = true WHERE customer = $1 AND NOT active")
+///             .bind(customer)
+///             .execute(&mut *transaction)
+///             .await?
+///             .rows_affected();
+///         Ok(match changed {
+///             1 => Transition::Applied { effects: Vec::new() },
+///             _ => Transition::Duplicate { reason: format!("{customer} is active already") },
+///         })
+///     }
+/// }
+/// ```
+pub trait Handler: Send + Sync + 'static {
     /// The providers whose integrations may route to it (`None`: any). A handler that
     /// trusts one provider's payload shape names it, so that no other signer — a
     /// partner's Standard Webhooks secret, say — can forge that shape; the worker
@@ -192,36 +235,133 @@ pub trait Handler: Send + Sync {
     }
 
     /// Applies the transition for `input` inside `transaction` (do not commit it).
-    fn apply<'a>(
-        &'a self,
-        transaction: &'a mut PgConnection,
-        input: HandlerInput<'a>,
-    ) -> HandlerFuture<'a>;
+    fn apply(
+        &self,
+        transaction: &mut PgConnection,
+        input: HandlerInput<'_>,
+    ) -> impl Future<Output = Result<Transition, HandlerError>> + Send;
 
     /// Applies the transitions for consecutive receipts of one batch, in order, inside
     /// `transaction`; one transition per input. The result must be what applying them
     /// one by one with [`Handler::apply`] could give — which the default does. Override
     /// it to use set-based statements. Any error fails all of them: the worker rolls the
     /// batch back and applies each receipt alone.
-    fn apply_all<'a>(
-        &'a self,
-        transaction: &'a mut PgConnection,
-        inputs: Vec<HandlerInput<'a>>,
-    ) -> HandlerBatchFuture<'a> {
-        Box::pin(async move {
+    fn apply_all(
+        &self,
+        transaction: &mut PgConnection,
+        inputs: Vec<HandlerInput<'_>>,
+    ) -> impl Future<Output = Result<Vec<Transition>, HandlerError>> + Send {
+        async move {
             let mut transitions = Vec::with_capacity(inputs.len());
             for input in inputs {
                 transitions.push(self.apply(transaction, input).await?);
             }
             Ok(transitions)
-        })
+        }
+    }
+}
+
+/// A boxed future of a registered handler.
+type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, HandlerError>> + Send + 'a>>;
+
+/// [`Handler`] as the registry holds any of them: the same methods, futures boxed.
+trait DynHandler: Send + Sync {
+    fn providers(&self) -> Option<&'static [inbound_core::verify::Provider]>;
+    fn check_integration(&self, integration: &Integration) -> Result<(), String>;
+    fn check_options(&self, options: &serde_json::Value) -> Result<(), String>;
+    fn apply<'a>(
+        &'a self,
+        transaction: &'a mut PgConnection,
+        input: HandlerInput<'a>,
+    ) -> BoxFuture<'a, Transition>;
+    fn apply_all<'a>(
+        &'a self,
+        transaction: &'a mut PgConnection,
+        inputs: Vec<HandlerInput<'a>>,
+    ) -> BoxFuture<'a, Vec<Transition>>;
+}
+
+impl<H: Handler> DynHandler for H {
+    fn providers(&self) -> Option<&'static [inbound_core::verify::Provider]> {
+        Handler::providers(self)
+    }
+
+    fn check_integration(&self, integration: &Integration) -> Result<(), String> {
+        Handler::check_integration(self, integration)
+    }
+
+    fn check_options(&self, options: &serde_json::Value) -> Result<(), String> {
+        Handler::check_options(self, options)
+    }
+
+    fn apply<'a>(
+        &'a self,
+        transaction: &'a mut PgConnection,
+        input: HandlerInput<'a>,
+    ) -> BoxFuture<'a, Transition> {
+        Box::pin(Handler::apply(self, transaction, input))
+    }
+
+    fn apply_all<'a>(
+        &'a self,
+        transaction: &'a mut PgConnection,
+        inputs: Vec<HandlerInput<'a>>,
+    ) -> BoxFuture<'a, Vec<Transition>> {
+        Box::pin(Handler::apply_all(self, transaction, inputs))
+    }
+}
+
+/// A handler as a [`Registry`] holds it, whatever its type.
+#[derive(Clone)]
+pub struct RegisteredHandler(Arc<dyn DynHandler>);
+
+impl RegisteredHandler {
+    /// [`Handler::providers`].
+    pub fn providers(&self) -> Option<&'static [inbound_core::verify::Provider]> {
+        self.0.providers()
+    }
+
+    /// [`Handler::check_integration`].
+    pub fn check_integration(&self, integration: &Integration) -> Result<(), String> {
+        self.0.check_integration(integration)
+    }
+
+    /// [`Handler::check_options`].
+    pub fn check_options(&self, options: &serde_json::Value) -> Result<(), String> {
+        self.0.check_options(options)
+    }
+
+    /// [`Handler::apply`].
+    pub async fn apply(
+        &self,
+        transaction: &mut PgConnection,
+        input: HandlerInput<'_>,
+    ) -> Result<Transition, HandlerError> {
+        self.0.apply(transaction, input).await
+    }
+
+    /// [`Handler::apply_all`].
+    pub async fn apply_all(
+        &self,
+        transaction: &mut PgConnection,
+        inputs: Vec<HandlerInput<'_>>,
+    ) -> Result<Vec<Transition>, HandlerError> {
+        self.0.apply_all(transaction, inputs).await
     }
 }
 
 /// Handlers by route name.
+///
+/// ```
+/// use inbound_store::handlers::{FORWARD, Registry};
+///
+/// let registry = Registry::builtin();
+/// assert!(registry.get(FORWARD).is_some());
+/// assert_eq!(registry.names(), [FORWARD]);
+/// ```
 #[derive(Clone, Default)]
 pub struct Registry {
-    handlers: BTreeMap<String, Arc<dyn Handler>>,
+    handlers: BTreeMap<String, RegisteredHandler>,
 }
 
 impl Registry {
@@ -233,12 +373,13 @@ impl Registry {
     }
 
     /// Adds (or replaces) the handler called `name`.
-    pub fn register(&mut self, name: &str, handler: impl Handler + 'static) {
-        self.handlers.insert(name.to_owned(), Arc::new(handler));
+    pub fn register(&mut self, name: &str, handler: impl Handler) {
+        self.handlers
+            .insert(name.to_owned(), RegisteredHandler(Arc::new(handler)));
     }
 
     /// The handler called `name`.
-    pub fn get(&self, name: &str) -> Option<&Arc<dyn Handler>> {
+    pub fn get(&self, name: &str) -> Option<&RegisteredHandler> {
         self.handlers.get(name)
     }
 

@@ -6,9 +6,7 @@
 
 use sqlx::PgConnection;
 
-use super::{
-    Handler, HandlerBatchFuture, HandlerFuture, HandlerInput, Transition, quarantine, text_at,
-};
+use super::{Handler, HandlerError, HandlerInput, Transition, quarantine, text_at};
 use inbound_core::config::Integration;
 use inbound_core::verify::Provider;
 
@@ -37,36 +35,34 @@ impl<H: Handler> Handler for StripeHandler<H> {
         self.0.check_options(options)
     }
 
-    fn apply<'a>(
-        &'a self,
-        transaction: &'a mut PgConnection,
-        input: HandlerInput<'a>,
-    ) -> HandlerFuture<'a> {
+    async fn apply(
+        &self,
+        transaction: &mut PgConnection,
+        input: HandlerInput<'_>,
+    ) -> Result<Transition, HandlerError> {
         match unpinned_connect_account(&input) {
-            Some(refused) => Box::pin(async move { Ok(refused) }),
-            None => self.0.apply(transaction, input),
+            Some(refused) => Ok(refused),
+            None => self.0.apply(transaction, input).await,
         }
     }
 
-    fn apply_all<'a>(
-        &'a self,
-        transaction: &'a mut PgConnection,
-        inputs: Vec<HandlerInput<'a>>,
-    ) -> HandlerBatchFuture<'a> {
+    async fn apply_all(
+        &self,
+        transaction: &mut PgConnection,
+        inputs: Vec<HandlerInput<'_>>,
+    ) -> Result<Vec<Transition>, HandlerError> {
         if !inputs
             .iter()
             .any(|input| unpinned_connect_account(input).is_some())
         {
-            return self.0.apply_all(transaction, inputs);
+            return self.0.apply_all(transaction, inputs).await;
         }
         // Rare: the refused ones among them, and the rest one by one, in order.
-        Box::pin(async move {
-            let mut transitions = Vec::with_capacity(inputs.len());
-            for input in inputs {
-                transitions.push(self.apply(transaction, input).await?);
-            }
-            Ok(transitions)
-        })
+        let mut transitions = Vec::with_capacity(inputs.len());
+        for input in inputs {
+            transitions.push(self.apply(transaction, input).await?);
+        }
+        Ok(transitions)
     }
 }
 

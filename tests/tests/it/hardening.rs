@@ -277,7 +277,7 @@ async fn a_body_budget_smaller_than_a_body_limit_stops_start_up() {
     };
     assert!(
         logs.iter().any(|line| line.contains(
-            "--body-budget-bytes 1000 is smaller than integration stripe-acme's max_body_bytes 4096"
+            "the body budget (1000 bytes, --body-budget-bytes) is smaller than integration stripe-acme's max_body_bytes 4096"
         )),
         "{logs:#?}"
     );

@@ -70,8 +70,7 @@ timeout_secs = 1
 }
 
 async fn start() -> Harness {
-    let mut settings = domain::settings();
-    settings.backoff_base = Duration::from_secs(2);
+    let settings = domain::settings_with(|settings| settings.backoff_base(Duration::from_secs(2)));
     Harness::start(config, settings).await
 }
 
@@ -396,7 +395,7 @@ async fn two_events_for_one_business_operation_make_one_intent_and_one_delivery(
             "payment_intent.succeeded",
             payment_intent("pi_1", "o1", 1000, "usd", "succeeded"),
         );
-        domain::accept(pool, &harness.worker.config, &body)
+        domain::accept(pool, harness.worker.config(), &body)
             .await
             .expect("new");
     }

@@ -1641,8 +1641,8 @@ async fn a_worker_migrates_its_teams_schema_and_grants_it_to_the_worker_role() {
     assert!(migrated.status.success(), "{}", text(&migrated.stderr));
     let said = text(&migrated.stdout);
     assert!(
-        said.contains("migrations applied (schema inbound)")
-            && said.contains("migrations applied (schema inbound_example)")
+        said.contains("schema inbound: at version 1;")
+            && said.contains("schema inbound_example: at version 1; applied now: 1")
             && said.contains("roles granted"),
         "{said}"
     );

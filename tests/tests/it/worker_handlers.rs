@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use inbound_core::states::{ReceiptOutcome, ReceiptStatus};
 use inbound_example::ORDERS_MARK_PAID;
-use inbound_store::handlers::{Handler, HandlerError, HandlerFuture, HandlerInput, Transition};
+use inbound_store::handlers::{Handler, HandlerError, HandlerInput, RegisteredHandler, Transition};
 use inbound_store::{admin, clock, queue};
 use inbound_tests::TestDatabase;
 use inbound_tests::domain::{self, charge, invoice, payment_intent, stripe_event};
@@ -93,8 +93,11 @@ async fn claim_all(pool: &sqlx::PgPool) -> Vec<queue::ClaimedReceipt> {
 /// An in-process worker whose first retry waits a minute: long enough that a receipt is
 /// still backing off when a test inspects it.
 fn slowly_retrying_worker(pool: &sqlx::PgPool) -> std::sync::Arc<inbound_worker::Worker> {
-    let mut settings = domain::settings();
-    settings.backoff_base = Duration::from_secs(60);
+    let settings = domain::settings_with(|settings| {
+        settings
+            .backoff_base(Duration::from_secs(60))
+            .backoff_cap(Duration::from_secs(600))
+    });
     domain::worker(pool, settings)
 }
 
@@ -494,7 +497,7 @@ async fn refunds_apply_once_never_regress_and_wait_for_the_payment() {
     assert_eq!(domain::order_status(pool, "o1").await, "paid");
     // Past the refund's backoff (at most the 2 s cap) on the worker's clock, rather than
     // sleeping through it.
-    worker.clock.advance(Duration::from_secs(3));
+    worker.clock().advance(Duration::from_secs(3));
     step(&worker).await;
     assert_eq!(
         domain::receipt_state(pool, early_refund).await,
@@ -1020,9 +1023,8 @@ async fn claims_are_bounded_by_payload_bytes() {
         domain::accept(pool, &config, &body).await.expect("new");
     }
     let one = bytes[0];
-    let mut settings = domain::settings();
     // Room for three and a half receipts.
-    settings.payload_budget_bytes = one * 7 / 2;
+    let settings = domain::settings_with(|settings| settings.payload_budget_bytes(one * 7 / 2));
     let worker = domain::worker(pool, settings.clone());
     assert_eq!(
         step(&worker).await.len(),
@@ -1031,7 +1033,11 @@ async fn claims_are_bounded_by_payload_bytes() {
     );
 
     // Smaller than one receipt: still one at a time, never none.
-    settings.payload_budget_bytes = one / 2;
+    let settings = settings
+        .to_builder()
+        .payload_budget_bytes(one / 2)
+        .build()
+        .expect("settings");
     let worker = domain::worker(pool, settings);
     assert_eq!(step(&worker).await.len(), 1);
     assert_eq!(step(&worker).await.len(), 1);
@@ -1165,21 +1171,19 @@ async fn payments_in_one_batch_are_set_based_yet_classified_as_one_by_one_in_ord
 }
 
 /// `orders.mark_paid`, except that for `evt_2` it fails *after* the order was written.
-struct FailsAfterWriting(std::sync::Arc<dyn Handler>);
+struct FailsAfterWriting(RegisteredHandler);
 
 impl Handler for FailsAfterWriting {
-    fn apply<'a>(
-        &'a self,
-        transaction: &'a mut sqlx::PgConnection,
-        input: HandlerInput<'a>,
-    ) -> HandlerFuture<'a> {
-        Box::pin(async move {
-            let transition = self.0.apply(transaction, input).await?;
-            if input.event_id == "evt_2" {
-                return Err(HandlerError::Transient("failed after writing".to_owned()));
-            }
-            Ok(transition)
-        })
+    async fn apply(
+        &self,
+        transaction: &mut sqlx::PgConnection,
+        input: HandlerInput<'_>,
+    ) -> Result<Transition, HandlerError> {
+        let transition = self.0.apply(transaction, input).await?;
+        if input.event_id == "evt_2" {
+            return Err(HandlerError::transient("failed after writing"));
+        }
+        Ok(transition)
     }
 }
 
@@ -1251,24 +1255,22 @@ async fn a_handler_failing_after_its_write_leaves_no_trace_and_the_rest_of_its_b
 
 /// A handler that writes (marks the order paid) and then gives a verdict other than
 /// `Applied` for some events — or fails.
-struct VerdictAfterWriting(std::sync::Arc<dyn Handler>);
+struct VerdictAfterWriting(RegisteredHandler);
 
 impl Handler for VerdictAfterWriting {
-    fn apply<'a>(
-        &'a self,
-        transaction: &'a mut sqlx::PgConnection,
-        input: HandlerInput<'a>,
-    ) -> HandlerFuture<'a> {
-        Box::pin(async move {
-            let transition = self.0.apply(transaction, input).await?;
-            let reason = "decided after writing".to_owned();
-            Ok(match input.event_id {
-                "evt_2" | "evt_6" => Transition::Quarantine { reason },
-                "evt_3" => Transition::Ignored { reason },
-                "evt_4" => Transition::Duplicate { reason },
-                "evt_5" => return Err(HandlerError::Transient(reason)),
-                _ => transition,
-            })
+    async fn apply(
+        &self,
+        transaction: &mut sqlx::PgConnection,
+        input: HandlerInput<'_>,
+    ) -> Result<Transition, HandlerError> {
+        let transition = self.0.apply(transaction, input).await?;
+        let reason = "decided after writing".to_owned();
+        Ok(match input.event_id {
+            "evt_2" | "evt_6" => Transition::Quarantine { reason },
+            "evt_3" => Transition::Ignored { reason },
+            "evt_4" => Transition::Duplicate { reason },
+            "evt_5" => return Err(HandlerError::transient(reason)),
+            _ => transition,
         })
     }
 }
@@ -1470,11 +1472,13 @@ async fn a_poison_receipt_fails_after_max_attempts_on_schedule_and_a_replay_appl
     let database = TestDatabase::create().await;
     let pool = database.pool();
     let config = domain::config();
-    let mut settings = domain::settings();
-    settings.max_attempts = 4;
-    // Minutes of backoff, passed on the worker's clock instead of waited out.
-    settings.backoff_base = Duration::from_secs(60);
-    settings.backoff_cap = Duration::from_secs(3600);
+    let settings = domain::settings_with(|settings| {
+        // Minutes of backoff, passed on the worker's clock instead of waited out.
+        settings
+            .max_attempts(4)
+            .backoff_base(Duration::from_secs(60))
+            .backoff_cap(Duration::from_secs(3600))
+    });
     let worker = domain::worker(pool, settings);
     let poison = accept_succeeded(pool, &config, "evt_p", "pi_p", "o_late", 1000, "usd").await;
 
@@ -1485,9 +1489,9 @@ async fn a_poison_receipt_fails_after_max_attempts_on_schedule_and_a_replay_appl
             [Attempt::Retrying { delay_ms, .. }] if attempt < 4 => {
                 delays.push(*delay_ms);
                 let delay = Duration::from_millis(u64::try_from(*delay_ms).expect("ms"));
-                worker.clock.advance(delay - Duration::from_secs(1));
+                worker.clock().advance(delay - Duration::from_secs(1));
                 assert!(step(&worker).await.is_empty(), "claimed before its delay");
-                worker.clock.advance(Duration::from_secs(2));
+                worker.clock().advance(Duration::from_secs(2));
             }
             [Attempt::Failed { error }] if attempt == 4 => {
                 assert!(error.contains("o_late does not exist"))
@@ -1540,9 +1544,8 @@ async fn a_replay_naming_an_unknown_receipt_or_a_done_one_is_refused() {
     let database = TestDatabase::create().await;
     let pool = database.pool();
     let config = domain::config();
-    let mut settings = domain::settings();
     // Failed at its first attempt, its order not created yet.
-    settings.max_attempts = 1;
+    let settings = domain::settings_with(|settings| settings.max_attempts(1));
     let worker = domain::worker(pool, settings);
     let poison = accept_succeeded(pool, &config, "evt_p", "pi_p", "o_late", 1000, "usd").await;
     let attempts = step(&worker).await;

@@ -156,7 +156,7 @@ impl IdentityPolicy {
 /// [`MAX_NAME_CHARS`] characters, with no control or invisible character (`al\u{200b}ice`
 /// is another person who reads as `alice` in every tool but this one) and no comma.
 pub fn person_name(value: &[u8]) -> Option<String> {
-    crate::output::person_name(std::str::from_utf8(value).ok()?, MAX_NAME_CHARS)
+    inbound_core::display::person_name(std::str::from_utf8(value).ok()?, MAX_NAME_CHARS)
 }
 
 /// The CSRF key of this process: tokens of an earlier process are refused (the form is

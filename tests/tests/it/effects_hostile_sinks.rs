@@ -94,10 +94,11 @@ breaker_pause_secs = 300
 }
 
 fn settings() -> WorkerSettings {
-    let mut settings = domain::settings();
-    settings.backoff_base = Duration::from_secs(1);
-    settings.backoff_cap = Duration::from_secs(60);
-    settings
+    domain::settings_with(|settings| {
+        settings
+            .backoff_base(Duration::from_secs(1))
+            .backoff_cap(Duration::from_secs(60))
+    })
 }
 
 async fn start() -> Harness {
@@ -202,9 +203,9 @@ async fn outcomes_are_recorded_while_the_pool_is_exhausted() {
     harness.intent("fulfillment", "busy").await;
     let recorder = inbound_worker::test_hooks::Recorder::start(
         harness.pool(),
-        &domain::settings().session,
-        &harness.worker.clock,
-        domain::settings().statement_limit,
+        domain::settings().session(),
+        harness.worker.clock(),
+        domain::settings().statement_limit(),
     );
     let claimed = {
         let mut connection = harness.pool().acquire().await.expect("conn");
@@ -326,13 +327,9 @@ async fn a_hanging_sink_does_not_starve_the_others() {
         harness.intent("fulfillment", &format!("f{n}")).await;
     }
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(inbound_worker::run(
-        harness.worker.clone(),
-        harness.client.clone(),
-        async move {
-            let _ = stopped.await;
-        },
-    ));
+    let running = tokio::spawn(inbound_worker::run(harness.worker.clone(), async move {
+        let _ = stopped.await;
+    }));
     // Within the hanging sink's 5 s timeout: its breaker never opens, so only its share
     // of the slots can leave room for the healthy sink.
     let deadline = tokio::time::Instant::now() + Duration::from_millis(4500);
@@ -452,8 +449,11 @@ async fn the_verdict_on_a_lost_attempt_reports_that_it_was_recorded() {
 /// gets a bounded number of requests, each after a delay, and the effect ends in review.
 #[tokio::test]
 async fn a_failing_idempotent_sink_gets_bounded_delayed_requests_then_review() {
-    let mut settings = settings();
-    settings.max_attempts = 3;
+    let settings = settings()
+        .to_builder()
+        .max_attempts(3)
+        .build()
+        .expect("settings");
     let harness = Harness::start(config, settings).await;
     harness
         .sink
@@ -541,7 +541,7 @@ async fn purge_keeps_receipts_whose_effects_are_not_closed() {
 async fn a_second_payment_after_a_refund_makes_a_second_effect() {
     let harness = start().await;
     let pool = harness.pool();
-    let config = &harness.worker.config;
+    let config = harness.worker.config();
     domain::seed_order(pool, "o1", "pi_1", 1000, "usd").await;
     domain::accept_event(
         pool,
@@ -598,7 +598,7 @@ async fn an_intent_colliding_with_another_operations_key_is_an_error() {
         .intent("fulfillment", "order.paid:acme:o1:pi_1")
         .await;
     harness.intent("fulfillment", "order.paid:acme:o1").await;
-    let receipt = domain::order_with_pending_payment(pool, &harness.worker.config).await;
+    let receipt = domain::order_with_pending_payment(pool, harness.worker.config()).await;
     inbound_worker::test_hooks::run_once(&harness.worker)
         .await
         .expect("apply");

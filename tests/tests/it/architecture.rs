@@ -46,10 +46,14 @@ fn spans(line: &str) -> impl Iterator<Item = &str> {
     line.split('`').skip(1).step_by(2)
 }
 
-/// The test suites by name: every `tests/<name>.rs` of the workspace's packages.
+/// The test suites by name: every `tests/<name>.rs` of the workspace's packages, and the
+/// modules of the one integration binary (`tests/tests/it/<name>.rs`).
 fn suites() -> BTreeMap<String, PathBuf> {
     let root = root();
-    let mut directories = vec![root.join("tests/tests"), root.join("tests/programs/tests")];
+    let mut directories = vec![
+        root.join("tests/tests/it"),
+        root.join("tests/programs/tests"),
+    ];
     for parent in ["crates", "examples"] {
         for entry in std::fs::read_dir(root.join(parent)).expect("packages") {
             let tests = entry.expect("an entry").path().join("tests");

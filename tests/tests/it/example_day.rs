@@ -234,8 +234,8 @@ async fn a_day_of_subscription_traffic_needs_no_person() {
         "two unrouted events and one redelivery are not stored"
     );
 
-    let mut settings = domain::settings();
-    settings.backoff_base = Duration::from_millis(10);
+    let settings =
+        domain::settings_with(|settings| settings.backoff_base(Duration::from_millis(10)));
     let worker = Arc::new(Worker::new(
         pool.clone(),
         Arc::new(config.clone()),

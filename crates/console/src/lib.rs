@@ -1,9 +1,26 @@
-//! `inboundctl console`: the on-call person's console in a browser. Server-rendered pages
+//! `inbound-console`: the on-call person's console in a browser. Server-rendered pages
 //! (templates checked at compile time, CSS inside the binary, no script) over the same
 //! store reads and decisions as the CLI: an overview, receipts and effects by filter (keyset
 //! pages), one receipt or effect with its audit trail, and the review queue. Decisions are
 //! POSTs from the console's own pages with the session's token, made by a named person
-//! ([`guard`]); everything a sender wrote is shown as inert text ([`view`]).
+//! (`guard`); everything a sender wrote is shown as inert text (`view`).
+//!
+//! What a program uses: [`serve`], which runs the console from values — [`ConsoleSettings`]
+//! (who acts, which origins may post, the page timeout), the configuration when there is
+//! one, a pool and a bound listener — until a shutdown; `inboundctl console` is the
+//! process over it. The modules behind it are private:
+//!
+//! - `guard`: who acts, and whether a state-changing request may act.
+//! - `pages`: every GET, a module per resource (`overview`, `receipts`, `effects`, `review`).
+//! - `actions`: the decisions (two POSTs each).
+//! - `respond`: every response's headers and bodies.
+//! - `view`: text shown as text, payloads indented within a bound.
+//!
+//! # Errors
+//!
+//! A page that cannot be answered is a page that says why: a bad filter or form (400), an
+//! unknown id (404), a refused decision (403, 409), the database (503). [`serve`]'s own
+//! error is a start-up refusal (settings that would show payloads to nobody in particular).
 
 mod actions;
 mod guard;
@@ -11,12 +28,12 @@ mod pages;
 mod respond;
 mod view;
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::Args;
 use http::{Method, Request, Response};
 use hyper::body::Incoming;
 use inbound_core::config::Config;
@@ -24,72 +41,90 @@ use inbound_runtime::http::Body;
 use inbound_runtime::server::{PeerAddr, ServerLimits};
 use ipnet::IpNet;
 use sqlx::PgPool;
+use tokio::net::TcpListener;
 
-use crate::operate::DatabaseArgs;
-use crate::selection::ConfigArg;
 use guard::{Actor, CsrfKey, Hosts, IdentityPolicy, SessionCookie};
 
-/// `inboundctl console`.
-#[derive(Debug, Args)]
-pub struct ConsoleArgs {
-    #[command(flatten)]
-    database: DatabaseArgs,
-    #[command(flatten)]
-    config: ConfigArg,
-    /// Address to listen on. Loopback by default: to serve others, put an authenticating
-    /// proxy in front (docs/console.md) and give --user-header and --trusted-proxy.
-    #[arg(long, env = "INBOUND_CONSOLE_LISTEN", default_value = "127.0.0.1:8090")]
-    listen: SocketAddr,
-    /// The header an authenticating proxy sets to the signed-in person (oauth2-proxy:
-    /// X-Forwarded-User or X-Auth-Request-User); believed only from --trusted-proxy.
-    #[arg(
-        long,
-        env = "INBOUND_CONSOLE_USER_HEADER",
-        requires = "trusted_proxies"
-    )]
-    user_header: Option<http::HeaderName>,
-    /// An address or network of the authenticating proxy (repeatable, or comma-separated).
-    #[arg(long = "trusted-proxy", env = "INBOUND_CONSOLE_TRUSTED_PROXIES", value_delimiter = ',',
-          value_parser = parse_network, requires = "user_header")]
-    trusted_proxies: Vec<IpNet>,
-    /// A local session's person: decisions are recorded with this name. Without it (and
-    /// without --user-header) the console is read-only.
-    #[arg(long, conflicts_with = "user_header")]
-    by: Option<String>,
-    /// Show everything, decide nothing, whoever asks.
-    #[arg(long)]
-    read_only: bool,
-    /// An origin the browser shows besides the console's own host (the proxy's public
-    /// URL, e.g. https://inbound.example.com), from which decisions may be posted.
-    #[arg(long = "allowed-origin", value_parser = parse_origin)]
-    allowed_origins: Vec<String>,
-    /// Log format; JSON when stderr is not a terminal.
-    #[arg(long, env = "INBOUND_LOG_FORMAT", value_enum)]
-    log_format: Option<inbound_runtime::logging::LogFormat>,
-    /// Database connections the console holds at most (each page takes one briefly): with
-    /// --page-timeout-secs, the most of the database the console can take from the
-    /// ingress that shares it.
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=32))]
-    max_connections: u32,
-    /// Cancel any one statement of a page or decision after this many seconds (1 to 60):
-    /// every page reads a bounded amount, so one that takes longer is a database in
-    /// trouble, and the console gives its connection back rather than add to it.
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=60))]
-    page_timeout_secs: u64,
+pub use guard::person_name;
+
+/// Who the console believes, and what it lets them do.
+#[derive(Debug, Clone)]
+pub enum Identity {
+    /// An authenticating proxy names the person in `header`, believed only from
+    /// `trusted` addresses (any other peer is refused).
+    Proxy {
+        /// The header the proxy sets (oauth2-proxy: `X-Forwarded-Email`).
+        header: http::HeaderName,
+        /// The proxy's addresses or networks.
+        trusted: Vec<IpNet>,
+    },
+    /// One person for whoever reaches a loopback console (`--by`).
+    Local(String),
+    /// Nobody: the console shows what holds no payload and decides nothing.
+    Nobody,
 }
 
-/// An address (`10.0.0.7`) or a network (`10.0.0.0/8`).
-fn parse_network(text: &str) -> Result<IpNet, String> {
-    text.parse::<IpNet>()
-        .or_else(|_| text.parse::<std::net::IpAddr>().map(IpNet::from))
-        .map_err(|_| {
-            format!("{text:?} is neither an address (10.0.0.7) nor a network (10.0.0.0/8)")
+/// How a console serves: who acts, which origins may post decisions, how long a page's
+/// statements may run. Built with [`ConsoleSettings::new`], which checks them against the
+/// address the console listens on.
+#[derive(Debug, Clone)]
+pub struct ConsoleSettings {
+    identity: Identity,
+    read_only: bool,
+    allowed_origins: Vec<String>,
+    page_timeout: Duration,
+}
+
+impl ConsoleSettings {
+    /// Settings for a console listening on `listen`, refused when they would let anyone
+    /// who reaches it read payloads or decide without a name: `Local` only on loopback,
+    /// and no console beyond loopback without a proxy that names the person. Each origin
+    /// is `http` or `https`, `://`, a host and perhaps a port (no path). `page_timeout` is
+    /// the server's bound on each statement of a page or decision.
+    pub fn new(
+        listen: SocketAddr,
+        identity: Identity,
+        read_only: bool,
+        allowed_origins: Vec<String>,
+        page_timeout: Duration,
+    ) -> anyhow::Result<Self> {
+        if let Identity::Local(name) = &identity {
+            anyhow::ensure!(
+                person_name(name.as_bytes()).is_some(),
+                "--by must be a printable name of at most 200 characters, with no invisible character"
+            );
+            anyhow::ensure!(
+                listen.ip().is_loopback(),
+                "--by names whoever reaches the console, so it listens on loopback only (127.0.0.1 or ::1); to serve others, put an authenticating proxy in front and give --user-header and --trusted-proxy"
+            );
+        }
+        if !matches!(identity, Identity::Proxy { .. }) {
+            anyhow::ensure!(
+                listen.ip().is_loopback(),
+                "the console shows every payload to whoever reaches it: it listens on loopback only (127.0.0.1 or ::1) unless an authenticating proxy names the person (--user-header and --trusted-proxy)"
+            );
+        }
+        let allowed_origins = allowed_origins
+            .iter()
+            .map(|origin| parse_origin(origin))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|error| anyhow::anyhow!(error))?;
+        anyhow::ensure!(
+            !page_timeout.is_zero(),
+            "the page timeout must be at least 1 ms"
+        );
+        Ok(Self {
+            identity,
+            read_only,
+            allowed_origins,
+            page_timeout,
         })
+    }
 }
 
 /// An origin as a browser sends it: `http` or `https`, `://`, a host and perhaps a port,
 /// nothing else (no path, no trailing slash), lowercased.
-fn parse_origin(text: &str) -> Result<String, String> {
+pub fn parse_origin(text: &str) -> Result<String, String> {
     let lower = text.to_ascii_lowercase();
     let authority = lower
         .strip_prefix("https://")
@@ -125,65 +160,40 @@ pub(crate) struct Console {
     limit: Duration,
 }
 
-/// Serves the console until SIGTERM or SIGINT.
-pub async fn run(args: ConsoleArgs) -> anyhow::Result<()> {
-    inbound_runtime::logging::init_logging(args.log_format);
-    if let Some(by) = &args.by
-        && guard::person_name(by.as_bytes()).is_none()
-    {
-        anyhow::bail!("--by must be a printable name of at most 200 characters");
-    }
-    if args.by.is_some() && !args.listen.ip().is_loopback() {
-        anyhow::bail!(
-            "--by names whoever reaches the console, so it listens on loopback only (127.0.0.1 or ::1); to serve others, put an authenticating proxy in front and give --user-header and --trusted-proxy"
-        );
-    }
-    if args.user_header.is_none() && !args.listen.ip().is_loopback() {
-        anyhow::bail!(
-            "the console shows every payload to whoever reaches it: it listens on loopback only (127.0.0.1 or ::1) unless an authenticating proxy names the person (--user-header and --trusted-proxy)"
-        );
-    }
-    // Ids, owners and routes only: the console needs none of the secrets.
-    let config = args
-        .config
-        .config
-        .as_deref()
-        .map(|path| {
-            crate::sign::load_for_reading(path).with_context(|| format!("{}", path.display()))
-        })
-        .transpose()?;
-    let (pool, limit) = args
-        .database
-        .pool(
-            args.max_connections,
-            Duration::from_secs(args.page_timeout_secs),
-            "inboundctl-console",
-        )
-        .await?;
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", args.listen))?;
-    let local = listener.local_addr()?;
+/// Serves the console on `listener` until `shutdown` resolves: pages over `pool` (the
+/// operator role's: it reads everything and decides only through the database's audited
+/// functions), with `config`'s ids, owners and routes when given. Each unit of a page's
+/// database work is one transaction whose statements the server cancels after the
+/// settings' page timeout, and which the console gives up on after that and a margin.
+pub async fn serve(
+    settings: ConsoleSettings,
+    config: Option<Config>,
+    pool: PgPool,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let local = listener.local_addr().context("the console's address")?;
+    let (user_header, local_person) = match settings.identity {
+        Identity::Proxy { header, trusted } => (Some((header, trusted)), None),
+        Identity::Local(name) => (None, Some(name.trim().to_owned())),
+        Identity::Nobody => (None, None),
+    };
     let console = Arc::new(Console {
         pool,
         config,
         identity: IdentityPolicy {
-            user_header: args
-                .user_header
-                .map(|header| (header, args.trusted_proxies.clone())),
-            local_person: args.by.map(|by| by.trim().to_owned()),
-            read_only: args.read_only,
+            user_header,
+            local_person,
+            read_only: settings.read_only,
         },
-        hosts: Hosts::new(local, &args.allowed_origins),
-        cookie: SessionCookie::for_origins(&args.allowed_origins),
-        statement_timeout: limit.saturating_sub(inbound_store::bounded::STATEMENT_MARGIN),
-        allowed_origins: args.allowed_origins,
+        hosts: Hosts::new(local, &settings.allowed_origins),
+        cookie: SessionCookie::for_origins(&settings.allowed_origins),
+        allowed_origins: settings.allowed_origins,
         csrf: CsrfKey::random(),
-        limit,
+        statement_timeout: settings.page_timeout,
+        limit: settings.page_timeout + inbound_store::bounded::STATEMENT_MARGIN,
     });
-    // A test or a script reads this line to learn the port of --listen 127.0.0.1:0.
-    crate::output::out!("console listening on http://{local}");
-    tracing::info!(%local, read_only = args.read_only, "console listening");
+    tracing::info!(%local, read_only = settings.read_only, "console listening");
     let limits = ServerLimits {
         header_read_timeout: Duration::from_secs(10),
         max_connections: 64,
@@ -195,7 +205,7 @@ pub async fn run(args: ConsoleArgs) -> anyhow::Result<()> {
         listener,
         limits,
         move |request| handle(Arc::clone(&console), request),
-        inbound_runtime::signals::shutdown_signal(),
+        shutdown,
     )
     .await;
     Ok(())

@@ -5,7 +5,7 @@
 
 use chrono::{DateTime, Utc};
 
-use crate::output::terminal_safe;
+use inbound_core::display::terminal_safe;
 
 /// The most of a payload's stored text a page reads, and the most it shows once indented,
 /// in characters: PostgreSQL cuts the stored text (rendered once, never pretty-printed
