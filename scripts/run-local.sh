@@ -62,7 +62,9 @@ echo "make run: building the debug binaries (after make test, which builds them 
 cargo build -p inbound-ingress -p inbound-stock-worker -p inboundctl
 bin="${CARGO_TARGET_DIR:-target}/debug"
 
-"$bin/inboundctl" migrate --create-database --example
+"$bin/inboundctl" migrate --create-database
+# The stock worker carries the reference domain's tables (schema inbound_example).
+"$bin/inbound-worker" migrate
 "$bin/inboundctl" check-config
 # The example event pays this order (a business creates its orders with the PaymentIntent id).
 psql -q "$DATABASE_URL" -c "INSERT INTO inbound_example.orders (tenant_id, id, provider_payment_id, total_minor, currency)

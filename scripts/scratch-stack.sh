@@ -26,7 +26,8 @@ scratch_stack() {
   export INBOUND_CONFIG="$work/config.toml"
 
   psql -q "$admin_url" -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $name WITH (FORCE)"
-  "$bin/inboundctl" migrate --example --create-database >/dev/null
+  "$bin/inboundctl" migrate --create-database >/dev/null
+  "$bin/inbound-worker" migrate >/dev/null
   RUST_LOG="${RUST_LOG:-warn}" "$bin/inbound-ingress" --listen "$listen" --metrics-listen "$ingress_metrics" 2>"$work/ingress.log" &
   scratch_pids+=($!)
   RUST_LOG="${RUST_LOG:-warn}" "$bin/inbound-worker" --metrics-listen "$worker_metrics" --poll-interval-ms 100 "$@" 2>"$work/worker.log" &

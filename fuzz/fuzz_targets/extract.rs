@@ -8,6 +8,7 @@ use arbitrary::Arbitrary;
 use inbound_core::config::Config;
 use inbound_core::event::{self, Extracted};
 use inbound_core::headers::Headers;
+use inbound_core::provider;
 use libfuzzer_sys::fuzz_target;
 
 const HEADER_NAMES: &[&str] = &[
@@ -78,7 +79,7 @@ fuzz_target!(|delivered: Delivered<'_>| {
         })
         .collect();
     for integration in config().integrations() {
-        if let Ok(Extracted::Event(event)) = event::extract(integration, &headers, delivered.body) {
+        if let Ok(Extracted::Event(event)) = provider::extract(integration, &headers, delivered.body) {
             assert!(!event.event_id.as_str().is_empty());
             serde_json::from_str::<serde_json::Value>(&event.payload_json)
                 .expect("an accepted payload is JSON");

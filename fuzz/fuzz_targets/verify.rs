@@ -5,7 +5,8 @@
 use arbitrary::Arbitrary;
 use inbound_core::headers::Headers;
 use inbound_core::secret::Secret;
-use inbound_core::verify::{self, Provider, VerifyContext};
+use inbound_core::verify::{Provider, VerifyContext};
+use inbound_core::provider;
 use libfuzzer_sys::fuzz_target;
 
 const HEADER_NAMES: &[&str] = &[
@@ -47,6 +48,6 @@ fuzz_target!(|request: Request<'_>| {
         now_unix_secs: request.now,
     };
     for provider in Provider::ALL {
-        assert!(verify::verify(provider, &headers, request.body, context).is_err());
+        assert!(provider::verify(provider, &headers, request.body, context).is_err());
     }
 });

@@ -8,6 +8,7 @@ use std::time::Duration;
 use inbound_core::config::Config;
 use inbound_core::event::{self, Extracted};
 use inbound_core::headers::Headers;
+use inbound_core::provider;
 use inbound_core::states::{ReceiptOutcome, ReceiptStatus};
 use inbound_store as store;
 use inbound_store::handlers::Registry;
@@ -194,7 +195,8 @@ pub async fn accept_with_headers(
 ) -> Option<Option<i64>> {
     let integration = config.integration(integration).expect("integration");
     let headers: Headers = headers.iter().copied().collect();
-    let Ok(Extracted::Event(event)) = event::extract(integration, &headers, body.as_bytes()) else {
+    let Ok(Extracted::Event(event)) = provider::extract(integration, &headers, body.as_bytes())
+    else {
         panic!("fixture event does not extract: {body}");
     };
     let (route_key, _) = event::find_route(integration, &event)?;

@@ -1,6 +1,7 @@
 //! Signed deliveries as each provider sends them, built with core's signers.
 
 use bytes::Bytes;
+use inbound_core::provider;
 use inbound_core::secret::Secret;
 use inbound_core::verify;
 
@@ -45,7 +46,7 @@ pub fn stripe_headers(secret: &str, body: impl AsRef<[u8]>, age_secs: i64) -> He
         pair("content-type", "application/json"),
         pair(
             "stripe-signature",
-            verify::sign_stripe(&secret, now() - age_secs, body.as_ref()),
+            provider::sign_stripe(&secret, now() - age_secs, body.as_ref()),
         ),
     ]
 }
@@ -63,7 +64,7 @@ pub fn github_headers(
         pair("content-type", "application/json"),
         pair(
             "x-hub-signature-256",
-            verify::sign_github(&secret, body.as_bytes()),
+            provider::sign_github(&secret, body.as_bytes()),
         ),
         pair("x-github-delivery", delivery),
         pair("x-github-event", event),
@@ -79,7 +80,7 @@ pub fn slack_headers(secret: &str, body: &str, age_secs: i64) -> HeaderList {
         pair("content-type", "application/json"),
         pair(
             "x-slack-signature",
-            verify::sign_slack(&secret, timestamp, body.as_bytes()),
+            provider::sign_slack(&secret, timestamp, body.as_bytes()),
         ),
         pair("x-slack-request-timestamp", timestamp.to_string()),
     ]
@@ -95,7 +96,7 @@ pub fn standard_headers(whsec: &str, id: &str, body: &str, age_secs: i64) -> Hea
         pair("webhook-timestamp", timestamp.to_string()),
         pair(
             "webhook-signature",
-            verify::sign_standard(&key, id, timestamp, body.as_bytes()),
+            provider::sign_standard(&key, id, timestamp, body.as_bytes()),
         ),
     ]
 }
@@ -107,7 +108,7 @@ pub fn paddle_headers(secret: &str, body: &str, age_secs: i64) -> HeaderList {
         pair("content-type", "application/json"),
         pair(
             "paddle-signature",
-            verify::sign_paddle(&secret, now() - age_secs, body.as_bytes()),
+            provider::sign_paddle(&secret, now() - age_secs, body.as_bytes()),
         ),
     ]
 }
@@ -146,7 +147,7 @@ pub fn zoom_headers(secret: &str, body: &str, age_secs: i64) -> HeaderList {
         pair("content-type", "application/json"),
         pair(
             "x-zm-signature",
-            verify::sign_zoom(&secret, timestamp, body.as_bytes()),
+            provider::sign_zoom(&secret, timestamp, body.as_bytes()),
         ),
         pair("x-zm-request-timestamp", timestamp.to_string()),
     ]
@@ -166,7 +167,7 @@ pub fn shopify_headers(
         pair("content-type", "application/json"),
         pair(
             "x-shopify-hmac-sha256",
-            verify::sign_shopify(&secret, body.as_bytes()),
+            provider::sign_shopify(&secret, body.as_bytes()),
         ),
         pair("x-shopify-event-id", event_id),
         pair("x-shopify-webhook-id", format!("webhook-{event_id}")),

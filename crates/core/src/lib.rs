@@ -6,7 +6,9 @@
 //! - [`config`]: the TOML configuration, validated, with secrets resolved from references.
 //! - [`secret`]: secret references (`env:` / `file:`) and the redacted [`secret::Secret`].
 //! - [`sender`]: a delivery's headers signed as an integration's sender signs them.
-//! - [`verify`]: the provider signature verifiers (and matching signers), pure functions.
+//! - [`provider`]: one home per provider — its signature, what its deliveries mean, the
+//!   headers its sender sends, its timeouts and horizons, the event types it sends.
+//! - [`verify`]: signature verification, the machinery providers share, the cost caps.
 //! - [`event`]: shape validation, event id/type extraction, source scope and routing.
 //! - [`effects`]: the effect delivery rules (pure), the sink request and its signature.
 //! - [`keys`]: the receipt key's newtypes.
@@ -36,6 +38,7 @@ pub mod event;
 pub mod headers;
 pub mod keys;
 pub mod payload;
+pub mod provider;
 pub mod secret;
 pub mod selection;
 pub mod sender;

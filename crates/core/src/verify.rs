@@ -1,6 +1,8 @@
-//! Provider signature verifiers over the raw body bytes, and the matching signers.
-//!
-//! Each provider module is a pair of pure functions, `verify` and `sign`, over plain data.
+//! Signature verification over the raw body bytes: the machinery the providers share
+//! (`mac`, `listed`, `v0`, the configurable schemes of [`custom`]), the caps on what an
+//! unauthenticated request can cost, and [`Provider`], the senders the configuration
+//! names. Each provider's own `verify` and `sign`, pure functions over plain data, are in
+//! its home, and `crate::provider::verify` dispatches to them.
 //! Every comparison of a computed MAC with a received one is constant-time (`mac`), and
 //! an integration's several secrets (rotation) are all tried: any one that matches
 //! verifies. Errors say which check failed so operators can read the log; the ingress
@@ -18,30 +20,16 @@
 //! bound is larger than [`INLINE_COST_LIMIT`] off its async threads.
 
 pub mod custom;
-mod github;
-mod listed;
-mod mac;
-mod paddle;
-mod shopify;
-mod slack;
-mod standard;
-mod stripe;
-mod v0;
-mod zoom;
+pub(crate) mod listed;
+pub(crate) mod mac;
+mod standard_keys;
+pub(crate) mod v0;
 
-use crate::headers::Headers;
 use crate::secret::Secret;
 
-pub use github::sign as sign_github;
-pub use paddle::sign as sign_paddle;
-pub use shopify::sign as sign_shopify;
-pub use slack::sign as sign_slack;
-pub use standard::{
+pub use standard_keys::{
     decode_public_key as decode_standard_public_key, decode_secret as decode_standard_secret,
-    sign as sign_standard,
 };
-pub use stripe::sign as sign_stripe;
-pub use zoom::{encrypted_token as zoom_encrypted_token, sign as sign_zoom};
 
 /// The most signatures one header may list, for every scheme that accepts several (Stripe
 /// `v1`, Paddle `h1`, Standard Webhooks `v1` and `v1a`, a configured `separator`).
@@ -70,7 +58,11 @@ pub const MAX_KEYS: usize = 4;
 /// not.
 pub const INLINE_COST_LIMIT: u64 = 3 * 512 * 1024;
 
-/// The webhook senders inbound understands.
+/// The webhook senders inbound understands: what the configuration names (`provider =
+/// "stripe"`) and the facts it reads while validating (the answer timeout). Everything
+/// else a provider is — its signature, what its deliveries mean, what its sender sends,
+/// how long it redelivers, the event types it sends — lives in its home,
+/// `crate::provider::<name>`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Provider {
     /// `Stripe-Signature: t=…,v1=…`.
@@ -139,39 +131,6 @@ impl Provider {
         }
     }
 
-    /// How long after an event the provider may still deliver it again, by itself or at
-    /// an operator's request: a receipt key purged sooner lets that redelivery be accepted
-    /// as new (the business key still refuses a second transition). `inboundctl purge`
-    /// keeps keys at least this long unless forced. Each from the provider's own words:
-    /// - Stripe resends undelivered events "for up to three days", and events can be
-    ///   listed (and resent) for 30 (<https://docs.stripe.com/webhooks/process-undelivered-events>).
-    /// - GitHub never retries, but "you can redeliver webhook deliveries that occurred in
-    ///   the past 3 days" (7 on GitHub Enterprise Server 3.16+, which a github.com
-    ///   integration never is): <https://docs.github.com/webhooks/testing-and-troubleshooting-webhooks/redelivering-webhooks>.
-    /// - Slack retries 3 times within minutes (immediately, after 1 and 5 minutes); 1 day
-    ///   leaves a margin.
-    /// - Svix "retains all message payloads … for 90 days" and replays them on request
-    ///   (<https://docs.svix.com/retention>); its retries end after about 28 hours
-    ///   (<https://docs.svix.com/retries>). Standard Webhooks senders: 90.
-    /// - Shopify retries "8 times over 4 hours" (changelog, 2024-09-10); 1 day leaves a
-    ///   margin.
-    /// - Zoom retries 3 times: 5 minutes after the first attempt, then 20 and 60 minutes
-    ///   after each retry, about 85 minutes in all (<https://developers.zoom.us/blog/webhook-delays>);
-    ///   1 day leaves a margin.
-    /// - Paddle retries for 3 days (live), and a notification can be replayed through its
-    ///   API with the same `event_id` for 90 days ("Notifications older than 90 days
-    ///   aren't retained": <https://developer.paddle.com/api-reference/notifications/replay-notification>).
-    /// - The configurable schemes: senders differ and none is named, so the longest any
-    ///   known sender documents, 90.
-    pub fn redelivery_horizon_days(self) -> u32 {
-        match self {
-            Self::Standard | Self::Paddle | Self::Hmac | Self::Token => 90,
-            Self::Stripe => 30,
-            Self::Github => 3,
-            Self::Slack | Self::Shopify | Self::Zoom => 1,
-        }
-    }
-
     /// Parses a configuration name.
     pub(crate) fn from_name(name: &str) -> Option<Self> {
         Self::ALL
@@ -223,59 +182,6 @@ pub struct VerifyContext<'a> {
     pub now_unix_secs: i64,
 }
 
-/// Verifies one request for `provider` over the raw `body` bytes (a configurable scheme:
-/// [`verify_with`]).
-pub fn verify(
-    provider: Provider,
-    headers: &Headers<'_>,
-    body: &[u8],
-    context: VerifyContext<'_>,
-) -> Result<(), VerifyError> {
-    verify_with(provider, None, headers, body, context)
-}
-
-/// [`verify`], with the integration's configurable scheme for [`Provider::Hmac`] and
-/// [`Provider::Token`] (without one they verify nothing).
-pub fn verify_with(
-    provider: Provider,
-    scheme: Option<&custom::CustomVerifier>,
-    headers: &Headers<'_>,
-    body: &[u8],
-    context: VerifyContext<'_>,
-) -> Result<(), VerifyError> {
-    match provider {
-        Provider::Hmac | Provider::Token => match scheme {
-            Some(scheme) => custom::verify(scheme, headers, body, context),
-            None => Err(VerifyError::NoMatchingSignature),
-        },
-        Provider::Stripe => stripe::verify(headers, body, context),
-        Provider::Github => github::verify(headers, body, context),
-        Provider::Slack => slack::verify(headers, body, context),
-        Provider::Standard => standard::verify(headers, body, context),
-        Provider::Shopify => shopify::verify(headers, body, context),
-        Provider::Paddle => paddle::verify(headers, body, context),
-        Provider::Zoom => zoom::verify(headers, body, context),
-    }
-}
-
-/// The first of `context.secrets` that verifies the request on its own: the one to answer
-/// a challenge with (Zoom's endpoint validation is answered under the signing secret).
-pub fn matching_secret<'a>(
-    provider: Provider,
-    headers: &Headers<'_>,
-    body: &[u8],
-    context: VerifyContext<'a>,
-) -> Option<&'a Secret> {
-    context.secrets.iter().find(|secret| {
-        let alone = VerifyContext {
-            secrets: std::slice::from_ref(*secret),
-            public_keys: &[],
-            ..context
-        };
-        verify(provider, headers, body, alone).is_ok()
-    })
-}
-
 /// An upper bound on the work of verifying one request whose signed bytes (body and
 /// header parts) are `signed_len` long, whatever its headers say, in bytes of SHA-256
 /// work: a SHA-512 byte counts three (it runs at a third of SHA-256's speed where SHA-256
@@ -316,7 +222,7 @@ pub fn worst_case_cost(
 }
 
 /// Refuses a header listing more than [`MAX_SIGNATURES_PER_HEADER`] signatures.
-fn check_signature_count(count: usize) -> Result<(), VerifyError> {
+pub(crate) fn check_signature_count(count: usize) -> Result<(), VerifyError> {
     if count > MAX_SIGNATURES_PER_HEADER {
         Err(VerifyError::TooManySignatures)
     } else {
@@ -325,7 +231,7 @@ fn check_signature_count(count: usize) -> Result<(), VerifyError> {
 }
 
 /// Parses a decimal Unix timestamp and checks it is within tolerance of now, both ways.
-fn check_freshness(
+pub(crate) fn check_freshness(
     header: &'static str,
     timestamp: &str,
     context: VerifyContext<'_>,
@@ -346,8 +252,3 @@ fn check_freshness(
         Ok(())
     }
 }
-
-#[cfg(test)]
-mod limits;
-#[cfg(test)]
-mod vectors;

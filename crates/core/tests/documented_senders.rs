@@ -7,6 +7,7 @@ use hmac::{Hmac, KeyInit, Mac};
 use inbound_core::config::{Config, Integration};
 use inbound_core::event::{self, Extracted};
 use inbound_core::headers::Headers;
+use inbound_core::provider;
 use inbound_core::secret::Secret;
 use inbound_core::verify::{self, VerifyContext, VerifyError};
 
@@ -163,7 +164,7 @@ fn verify_with_secrets(
         tolerance_secs: integration.tolerance_secs,
         now_unix_secs: NOW,
     };
-    verify::verify_with(integration.provider, scheme, headers, body, context)
+    provider::verify_with(integration.provider, scheme, headers, body, context)
 }
 
 /// The request verifies, also with a rotated secret list, and not with another secret or
@@ -203,7 +204,7 @@ fn assert_verifies_only_as_sent(integration: &Integration, sent: &Sent) {
 fn assert_extracts_what_it_sends(integration: &Integration, sent: &Sent) {
     let name = &integration.id;
     let Ok(Extracted::Event(event)) =
-        event::extract(integration, &headers_of(sent), sent.body.as_bytes())
+        provider::extract(integration, &headers_of(sent), sent.body.as_bytes())
     else {
         panic!("{name}: no event extracted");
     };
@@ -247,7 +248,7 @@ fn a_signed_timestamp_outside_the_tolerance_is_refused() {
             tolerance_secs: 300,
             now_unix_secs: now,
         };
-        verify::verify_with(
+        provider::verify_with(
             integration.provider,
             scheme,
             &headers,

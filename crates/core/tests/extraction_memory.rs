@@ -7,8 +7,9 @@ use std::alloc::System;
 
 use cap::Cap;
 use inbound_core::config::Config;
-use inbound_core::event::{self, Extracted};
+use inbound_core::event::Extracted;
 use inbound_core::headers::Headers;
+use inbound_core::provider;
 
 #[global_allocator]
 static ALLOCATOR: Cap<System> = Cap::new(System, usize::MAX);
@@ -47,7 +48,7 @@ url = "http://sink.internal/"
     );
     let headers = Headers::default();
     let before = ALLOCATOR.total_allocated();
-    let extracted = event::extract(integration, &headers, body.as_bytes());
+    let extracted = provider::extract(integration, &headers, body.as_bytes());
     let allocated_bytes = ALLOCATOR.total_allocated() - before;
     let Ok(Extracted::Event(event)) = extracted else {
         panic!("extracted: {extracted:?}");

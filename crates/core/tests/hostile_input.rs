@@ -7,6 +7,7 @@
 use inbound_core::config::{Config, Integration};
 use inbound_core::event::{self, ExtractError, Extracted};
 use inbound_core::headers::Headers;
+use inbound_core::provider;
 use inbound_core::verify::{self, Provider, VerifyContext};
 use proptest::prelude::*;
 
@@ -157,7 +158,7 @@ fn verify(
         now_unix_secs: now,
     };
     let scheme = integration.custom.as_ref().map(|custom| &custom.verifier);
-    verify::verify_with(integration.provider, scheme, headers, body, context)
+    provider::verify_with(integration.provider, scheme, headers, body, context)
 }
 
 /// The headers the sender of `integration` would send for `body` at `now`, signed with
@@ -165,10 +166,10 @@ fn verify(
 fn signed_headers(integration: &Integration, body: &[u8], now: i64) -> Vec<(&'static str, String)> {
     let secret = &integration.secrets[0];
     match integration.provider {
-        Provider::Stripe => vec![("stripe-signature", verify::sign_stripe(secret, now, body))],
-        Provider::Github => vec![("x-hub-signature-256", verify::sign_github(secret, body))],
+        Provider::Stripe => vec![("stripe-signature", provider::sign_stripe(secret, now, body))],
+        Provider::Github => vec![("x-hub-signature-256", provider::sign_github(secret, body))],
         Provider::Slack => vec![
-            ("x-slack-signature", verify::sign_slack(secret, now, body)),
+            ("x-slack-signature", provider::sign_slack(secret, now, body)),
             ("x-slack-request-timestamp", now.to_string()),
         ],
         Provider::Standard => vec![
@@ -176,13 +177,16 @@ fn signed_headers(integration: &Integration, body: &[u8], now: i64) -> Vec<(&'st
             ("webhook-timestamp", now.to_string()),
             (
                 "webhook-signature",
-                verify::sign_standard(secret, "msg_1", now, body),
+                provider::sign_standard(secret, "msg_1", now, body),
             ),
         ],
-        Provider::Shopify => vec![("x-shopify-hmac-sha256", verify::sign_shopify(secret, body))],
-        Provider::Paddle => vec![("paddle-signature", verify::sign_paddle(secret, now, body))],
+        Provider::Shopify => vec![(
+            "x-shopify-hmac-sha256",
+            provider::sign_shopify(secret, body),
+        )],
+        Provider::Paddle => vec![("paddle-signature", provider::sign_paddle(secret, now, body))],
         Provider::Zoom => vec![
-            ("x-zm-signature", verify::sign_zoom(secret, now, body)),
+            ("x-zm-signature", provider::sign_zoom(secret, now, body)),
             ("x-zm-request-timestamp", now.to_string()),
         ],
         Provider::Hmac => {
@@ -256,8 +260,8 @@ proptest! {
         let headers = view(&owned);
         prop_assert_eq!(config.integrations().len(), Provider::ALL.len(), "one integration per scheme");
         for integration in config.integrations() {
-            let _ = event::extract(integration, &headers, &body);
-            let _ = event::extract(integration, &headers, text.as_bytes());
+            let _ = provider::extract(integration, &headers, &body);
+            let _ = provider::extract(integration, &headers, text.as_bytes());
         }
     }
 
@@ -293,7 +297,7 @@ proptest! {
         } else {
             None
         };
-        match (event::extract(stripe, &Headers::default(), text.as_bytes()), expected_refusal) {
+        match (provider::extract(stripe, &Headers::default(), text.as_bytes()), expected_refusal) {
             (Ok(Extracted::Event(event)), None) => {
                 prop_assert_eq!(Some(event.event_id.as_str()), id.as_deref());
                 prop_assert_eq!(Some(event.event_type.as_str()), event_type.as_deref());

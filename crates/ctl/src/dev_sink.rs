@@ -17,8 +17,9 @@ use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use inbound_core::clock::{Clock, SystemClock};
 use inbound_core::headers::Headers;
+use inbound_core::provider;
 use inbound_core::secret::Secret;
-use inbound_core::verify::{self, Provider, VerifyContext};
+use inbound_core::verify::{Provider, VerifyContext};
 use inbound_runtime::http::{Body, json_response};
 use inbound_runtime::{ServerLimits, serve};
 use serde_json::json;
@@ -154,7 +155,7 @@ fn check_signature(
         tolerance_secs: 300,
         now_unix_secs: SystemClock.now_unix_secs(),
     };
-    match verify::verify(Provider::Standard, &headers, body, context) {
+    match provider::verify(Provider::Standard, &headers, body, context) {
         Ok(()) => Some("valid"),
         Err(error) => {
             out!("rejected a request: signature {error}");

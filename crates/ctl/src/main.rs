@@ -1,7 +1,7 @@
 //! `inboundctl`: the operators' tool. Each subcommand is a small function over core.
 //!
-//! - `migrate [--create-database] [--example]`: apply the embedded migrations into the
-//!   schema (`--schema`, default `inbound`), and with `--example` the reference domain's.
+//! - `migrate [--create-database]`: apply inbound's embedded migrations into the schema
+//!   (`--schema`, default `inbound`); a worker's business tables are its own `migrate`'s.
 //! - `check-config --config F [--handlers a,b]`: validate a configuration; exits 1 with a
 //!   one-line error (with `--handlers`, also when a route names another handler).
 //! - `sign-event --config F --integration ID --body JSON`: print a ready-to-paste `curl`
@@ -28,14 +28,12 @@ mod receipt_text;
 mod receipts_cmd;
 mod selection;
 mod sign;
-mod stripe_api;
 mod stripe_cmd;
 
 use output::{out, out_exact};
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::str::FromStr;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -187,10 +185,6 @@ struct MigrateArgs {
     /// Create the database first when it does not exist.
     #[arg(long)]
     create_database: bool,
-    /// Also install the reference domain of the stock worker (`orders.*`,
-    /// `entitlements.grant`) in schema `inbound_example`.
-    #[arg(long)]
-    example: bool,
     /// Give up connecting after this many seconds.
     #[arg(long, default_value_t = 10)]
     connect_timeout_secs: u64,
@@ -200,7 +194,7 @@ struct MigrateArgs {
     #[arg(long)]
     create_roles: bool,
     /// With `--create-roles`: a schema of your handlers' tables, granted to the worker
-    /// role (repeatable; `--example` adds `inbound_example`).
+    /// role (repeatable).
     #[arg(long = "grant-schema")]
     grant_schemas: Vec<store::Schema>,
     /// The roles' name prefix (`inbound_` gives `inbound_ingress`, …).
@@ -224,7 +218,6 @@ impl MigrateArgs {
             &self.schema,
             MigrateOptions {
                 create_database: self.create_database,
-                example: self.example,
                 connect_timeout: Duration::from_secs(self.connect_timeout_secs),
                 roles: self.create_roles.then_some(self.role_prefix),
                 grant_schemas: self.grant_schemas,
@@ -411,7 +404,6 @@ fn check_config(
 /// What `inboundctl migrate` does besides applying inbound's migrations.
 struct MigrateOptions {
     create_database: bool,
-    example: bool,
     connect_timeout: Duration,
     /// Create and grant the per-process roles with this prefix.
     roles: Option<store::roles::RolePrefix>,
@@ -483,17 +475,7 @@ async fn migrate(
             newer.join(", ")
         );
     }
-    let mut business_schemas = options.grant_schemas;
-    if options.example {
-        inbound_example::migrate(&connect_options)
-            .await
-            .context("migration of the example domain failed")?;
-        out!(
-            "example domain applied (schema {})",
-            inbound_example::SCHEMA
-        );
-        business_schemas.push(store::Schema::from_str(inbound_example::SCHEMA)?);
-    }
+    let business_schemas = options.grant_schemas;
     if let Some(prefix) = options.roles {
         let missing = store::roles::missing_schemas(&mut probe, &business_schemas).await?;
         if let Some(first) = missing.first() {

@@ -122,7 +122,7 @@ pub fn curl_command(
     }
     // A GitHub hook that sends forms sends the JSON in its `payload` field, signed as sent.
     let (content_type, body) = inbound_core::sender::body_as_sent(integration, body);
-    let headers = inbound_core::sender::signed_headers(
+    let headers = inbound_core::provider::signed_headers(
         integration,
         body.as_bytes(),
         SystemClock.now_unix_secs(),

@@ -29,6 +29,7 @@ use inbound_core::event::{self, ExtractError, Extracted};
 use inbound_core::headers::Headers;
 use inbound_core::keys::ReceiptId;
 use inbound_core::keys::{EventId, SourceScope};
+use inbound_core::provider;
 use inbound_core::verify::Provider;
 use inbound_store::{self as store, InsertOutcome, NewReceipt};
 use serde_json::Value;
@@ -36,8 +37,8 @@ use serde_json::Value;
 use crate::operate::DatabaseArgs;
 use crate::output::{out, out_exact};
 use crate::provider_api;
+use crate::provider_api::stripe::{Acting, Chronological, KeyAccount, Listing, StripeApi};
 use crate::selection::{parse_time, secret_from};
-use crate::stripe_api::{Acting, Chronological, KeyAccount, Listing, StripeApi};
 
 /// `inboundctl stripe …`.
 #[derive(Debug, Subcommand)]
@@ -296,7 +297,7 @@ fn sort_events(
             );
             continue;
         }
-        let event = match event::extract(integration, &no_headers, json.as_bytes()) {
+        let event = match provider::extract(integration, &no_headers, json.as_bytes()) {
             Ok(Extracted::Event(event)) => event,
             Ok(Extracted::OutOfScope(_)) => {
                 summary.other_scope += 1;

@@ -17,7 +17,8 @@ use inbound_core::config::Integration;
 use inbound_core::event::{self, ExtractError, Extracted};
 use inbound_core::headers::Headers;
 use inbound_core::keys::{self, EventId};
-use inbound_core::verify::{self, VerifyContext};
+use inbound_core::provider;
+use inbound_core::verify::VerifyContext;
 use inbound_runtime::failpoint;
 use inbound_store::{InsertOutcome, NewReceipt};
 use tokio::time::Instant;
@@ -140,16 +141,16 @@ pub async fn receive(
     } else {
         None
     };
-    let mut event = match event::extract(integration, &headers, body) {
+    let mut event = match provider::extract(integration, &headers, body) {
         Ok(Extracted::UrlVerification { challenge }) => return Reply::Challenge(challenge),
         Ok(Extracted::ZoomUrlValidation { plain_token }) => {
             // Answered under the secret that signed it (the request verified, so one did).
             let Some(secret) =
-                verify::matching_secret(integration.provider, &headers, body, context)
+                provider::matching_secret(integration.provider, &headers, body, context)
             else {
                 return Reply::Unauthorized;
             };
-            let encrypted_token = verify::zoom_encrypted_token(secret, &plain_token);
+            let encrypted_token = provider::zoom_encrypted_token(secret, &plain_token);
             return Reply::ZoomUrlValidation {
                 plain_token,
                 encrypted_token,

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use inbound_core::config::{Config, Integration};
 use inbound_core::headers::Headers;
+use inbound_core::provider;
 use inbound_core::verify::{self, VerifyContext, VerifyError};
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
@@ -133,7 +134,7 @@ fn check(
         now_unix_secs,
     };
     let scheme = integration.custom.as_ref().map(|custom| &custom.verifier);
-    verify::verify_with(integration.provider, scheme, &headers, body, context)
+    provider::verify_with(integration.provider, scheme, &headers, body, context)
 }
 
 #[cfg(test)]
@@ -180,7 +181,7 @@ secrets = ["env:STRIPE"]
 
         let standard = config.integration("std").expect("std");
         let large = Bytes::from(format!(r#"{{"pad":"{}"}}"#, "x".repeat(600 * 1024)));
-        let signature = verify::sign_standard(&standard.secrets[0], "msg_1", now, &large);
+        let signature = provider::sign_standard(&standard.secrets[0], "msg_1", now, &large);
         let headers: http::HeaderMap = [
             ("webhook-id", "msg_1".to_owned()),
             ("webhook-timestamp", now.to_string()),
@@ -205,7 +206,7 @@ secrets = ["env:STRIPE"]
 
         let stripe = config.integration("stripe").expect("stripe");
         let small = Bytes::from_static(br#"{"id":"evt_1"}"#);
-        let signed = verify::sign_stripe(&Secret::new(b"stripe-secret".to_vec()), now, &small);
+        let signed = provider::sign_stripe(&Secret::new(b"stripe-secret".to_vec()), now, &small);
         let headers: http::HeaderMap = [(
             http::HeaderName::from_static("stripe-signature"),
             http::HeaderValue::from_str(&signed).expect("header"),

@@ -52,6 +52,11 @@ pub struct MigrateArgs {
     /// Give up connecting after this many seconds.
     #[arg(long, default_value_t = 10)]
     pub connect_timeout_secs: u64,
+    /// Accept a database a newer release migrated (a rollback, or an older pod started
+    /// mid-rollout: migrations only add, so the older release runs on it) instead of
+    /// refusing it as a build that may have missed a migration file.
+    #[arg(long)]
+    pub accept_newer: bool,
 }
 
 /// Whether the command line asks for `migrate` (its first argument).
@@ -130,12 +135,12 @@ pub async fn run(
         store::migrations::migrate_with(&options, &args.schema, store::migrations::MAX_RUNS)
             .await
             .context("inbound's migrations failed")?;
-    done.push(report(&args.schema, &inbound)?);
+    done.push(report(&args.schema, &inbound, args.accept_newer)?);
     for team in migrations {
         let migrated = store::migrate_schema(&options, team.migrator, &team.schema)
             .await
             .with_context(|| format!("the migrations of schema {} failed", team.schema))?;
-        done.push(report(&team.schema, &migrated)?);
+        done.push(report(&team.schema, &migrated, args.accept_newer)?);
     }
     if args.create_roles {
         let schemas: Vec<Schema> = migrations.iter().map(|team| team.schema.clone()).collect();
@@ -156,12 +161,16 @@ pub async fn run(
 
 /// One schema's line: the version it is at and what this run applied; refused when the
 /// database holds versions this binary does not know (a newer build migrated it, or this
-/// one was built before a migration file was added).
-fn report(schema: &Schema, migrated: &store::Migrated) -> anyhow::Result<String> {
-    if !migrated.newer.is_empty() {
-        let versions: Vec<String> = migrated.newer.iter().map(i64::to_string).collect();
+/// one was built before a migration file was added) unless `accept_newer` (a rollback).
+fn report(
+    schema: &Schema,
+    migrated: &store::Migrated,
+    accept_newer: bool,
+) -> anyhow::Result<String> {
+    let versions: Vec<String> = migrated.newer.iter().map(i64::to_string).collect();
+    if !versions.is_empty() && !accept_newer {
         anyhow::bail!(
-            "schema {schema} holds migration version(s) {} that this binary does not carry: a newer build migrated it, or this one was built before those files were added (cargo rebuilds a crate for a new migration only when its build.rs says `cargo:rerun-if-changed=migrations`); run the build that carries them",
+            "schema {schema} holds migration version(s) {} that this binary does not carry: a newer build migrated it, or this one was built before those files were added (cargo rebuilds a crate for a new migration only when its build.rs says `cargo:rerun-if-changed=migrations`); run the build that carries them (or, for a rollback, pass --accept-newer)",
             versions.join(", ")
         );
     }
@@ -179,7 +188,17 @@ fn report(schema: &Schema, migrated: &store::Migrated) -> anyhow::Result<String>
             .collect::<Vec<_>>()
             .join(", ")
     };
-    Ok(format!("schema {schema}: at {at}; applied now: {now}"))
+    let ahead = if versions.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; ahead of this build (version(s) {} of a newer one, accepted)",
+            versions.join(", ")
+        )
+    };
+    Ok(format!(
+        "schema {schema}: at {at}; applied now: {now}{ahead}"
+    ))
 }
 
 /// Refuses a binary that does not carry every migration file beside it: `sqlx::migrate!`

@@ -490,7 +490,7 @@ impl TestStack {
             .as_secs();
         // A GitHub hook that sends forms sends the JSON in its `payload` field.
         let (content_type, body) = inbound_core::sender::body_as_sent(configured, body);
-        let headers = inbound_core::sender::signed_headers(
+        let headers = inbound_core::provider::signed_headers(
             configured,
             body.as_bytes(),
             i64::try_from(now)?,

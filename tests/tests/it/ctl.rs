@@ -335,19 +335,26 @@ async fn a_teams_database() -> (String, String, sqlx::PgPool) {
     (name, url, pool)
 }
 
-/// `migrate --example` on `url`, which must apply inbound's migrations and the example's.
+/// The stock worker's `migrate` on `url`, which must apply inbound's migrations and the
+/// example domain's.
 fn migrate_example(url: &str) {
-    let output = inboundctl(
-        &["migrate", "--example"],
-        &[("DATABASE_URL".to_owned(), url.to_owned())],
-    );
+    let output = worker_migrate(url);
     assert!(output.status.success(), "{}", text(&output.stderr));
     let stdout = text(&output.stdout);
+    assert!(stdout.contains("schema inbound: at version 1;"), "{stdout}");
     assert!(
-        stdout.contains("migrations applied (schema inbound)"),
+        stdout.contains("schema inbound_example: at version 1;"),
         "{stdout}"
     );
-    assert!(stdout.contains("example domain applied"), "{stdout}");
+}
+
+/// `inbound-worker migrate` on `url`.
+fn worker_migrate(url: &str) -> Output {
+    Command::new(binary("inbound-worker"))
+        .arg("migrate")
+        .env("DATABASE_URL", url)
+        .output()
+        .expect("inbound-worker migrate")
 }
 
 #[tokio::test]
@@ -1590,10 +1597,7 @@ async fn migrate_works_for_a_role_that_is_no_superuser_and_may_not_create_schema
     let mut as_role: sqlx::postgres::PgConnectOptions = url.parse().expect("url");
     as_role = as_role.username(&role);
     let role_url = as_role.to_url_lossy().to_string();
-    let output = inboundctl(
-        &["migrate", "--example"],
-        &[("DATABASE_URL".to_owned(), role_url)],
-    );
+    let output = worker_migrate(&role_url);
     let stderr = text(&output.stderr);
     drop_database(&name).await;
     sqlx::query(sqlx::AssertSqlSafe(format!("DROP ROLE {role}")))
@@ -1601,7 +1605,7 @@ async fn migrate_works_for_a_role_that_is_no_superuser_and_may_not_create_schema
         .await
         .expect("drop role");
     assert!(output.status.success(), "{stderr}");
-    assert!(text(&output.stdout).contains("example domain applied"));
+    assert!(text(&output.stdout).contains("schema inbound_example: at version 1; applied now: 1"));
 }
 
 /// Granting inbound's own schema to the worker as if it were a handlers' schema would

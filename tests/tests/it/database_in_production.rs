@@ -352,13 +352,12 @@ async fn create_a_teams_own_tables(database: &TestDatabase) {
     .expect("a team's own schema");
 }
 
-/// `inboundctl migrate --example --create-roles` with roles named `prefix…`, granting the
+/// `inboundctl migrate --create-roles` with roles named `prefix…`, granting the
 /// worker the team's schemas.
 fn migrate_creating_roles(database: &TestDatabase, prefix: &str) -> Output {
     inboundctl(
         &[
             "migrate",
-            "--example",
             "--create-roles",
             "--role-prefix",
             prefix,

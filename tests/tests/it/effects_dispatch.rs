@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use inbound_core::config::Config;
 use inbound_core::headers::Headers;
+use inbound_core::provider;
 use inbound_core::states::EffectStatus;
 use inbound_core::verify::{self, Provider, VerifyContext};
 use inbound_tests::dispatcher::Harness;
@@ -116,7 +117,7 @@ async fn success_completes_with_the_key_the_body_and_a_verifiable_signature() {
         now_unix_secs: now,
     };
     assert_eq!(
-        verify::verify(Provider::Standard, &headers, &request.body, context),
+        provider::verify(Provider::Standard, &headers, &request.body, context),
         Ok(())
     );
     // The unsigned sink sends no signature headers.

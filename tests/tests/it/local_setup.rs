@@ -165,9 +165,15 @@ fn the_local_setup_works_under_debians_stock_authentication() {
     // The URL is good for what `make run` does with it: create and migrate its database.
     let database = format!("{}/inbound", url.rsplit_once('/').expect("a URL path").0);
     let migrate = Inboundctl::new().run(&words(&format!(
-        "migrate --create-database --example --database-url {database}"
+        "migrate --create-database --database-url {database}"
     )));
     assert!(migrate.status.success(), "{}", text(&migrate));
+    let example = std::process::Command::new(inbound_tests::process::binary("inbound-worker"))
+        .arg("migrate")
+        .env("DATABASE_URL", &database)
+        .output()
+        .expect("inbound-worker migrate");
+    assert!(example.status.success(), "{}", text(&example));
 
     // A stale password in the file (the cluster was rebuilt) is replaced, not reported.
     let stale = kept.replace(&url, &url.replace("inbound_dev:", "inbound_dev:0"));

@@ -351,7 +351,7 @@ async fn zoom_url_validation_is_answered_only_when_verified() {
         answer.json,
         serde_json::json!({
             "plainToken": "qgg8vlvZRS6UYooatFL8Aw",
-            "encryptedToken": inbound_core::verify::zoom_encrypted_token(&secret, "qgg8vlvZRS6UYooatFL8Aw"),
+            "encryptedToken": inbound_core::provider::zoom_encrypted_token(&secret, "qgg8vlvZRS6UYooatFL8Aw"),
         })
     );
     let answer = stack.deliver(&signed("not-the-token")).await;

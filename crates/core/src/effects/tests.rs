@@ -400,7 +400,7 @@ fn signature_headers_verify_with_our_verifier_and_every_secret() {
             now_unix_secs: 1_700_000_000,
         };
         assert_eq!(
-            crate::verify::verify(Provider::Standard, &view, body, context),
+            crate::provider::verify(Provider::Standard, &view, body, context),
             Ok(())
         );
     }

@@ -4,7 +4,6 @@
 use serde_json::{Value, json};
 
 use crate::secret::Secret;
-use crate::verify;
 
 /// The JSON body POSTed to a sink.
 pub fn request_body(
@@ -28,7 +27,7 @@ pub fn signature_headers(
 ) -> Vec<(&'static str, String)> {
     let signatures: Vec<String> = secrets
         .iter()
-        .map(|secret| verify::sign_standard(secret, operation_key, timestamp, body))
+        .map(|secret| crate::provider::sign_standard(secret, operation_key, timestamp, body))
         .collect();
     vec![
         ("webhook-id", operation_key.to_owned()),

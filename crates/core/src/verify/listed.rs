@@ -9,7 +9,7 @@ use crate::secret::Secret;
 /// A header that lists a timestamp and signatures as `key=value` items (Stripe's
 /// `t=…,v1=…`, Paddle's `ts=…;h1=…`): an HMAC-SHA256 hex of
 /// `"{timestamp}{joiner}{body}"`, any listed signature matching.
-pub(super) struct Listed {
+pub(crate) struct Listed {
     /// The header (lower case).
     pub header: &'static str,
     /// Between items.
@@ -24,7 +24,7 @@ pub(super) struct Listed {
 
 impl Listed {
     /// Verifies a request whose `header` lists its timestamp and signatures.
-    pub(super) fn verify(
+    pub(crate) fn verify(
         &self,
         headers: &Headers<'_>,
         body: &[u8],
@@ -76,7 +76,7 @@ impl Listed {
     }
 
     /// The header value for `body` at `timestamp`, with one signature.
-    pub(super) fn sign(&self, secret: &Secret, timestamp: i64, body: &[u8]) -> String {
+    pub(crate) fn sign(&self, secret: &Secret, timestamp: i64, body: &[u8]) -> String {
         let timestamp = timestamp.to_string();
         let signature =
             mac::hmac_sha256(secret.expose(), &[timestamp.as_bytes(), self.joiner, body]);

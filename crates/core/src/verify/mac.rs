@@ -7,10 +7,10 @@ use subtle::ConstantTimeEq;
 use crate::secret::Secret;
 
 /// HMAC-SHA256 output length in bytes.
-pub(super) const MAC_LEN: usize = 32;
+pub(crate) const MAC_LEN: usize = 32;
 
 /// HMAC-SHA256 of the concatenation of `parts` under `key`.
-pub(super) fn hmac_sha256(key: &[u8], parts: &[&[u8]]) -> [u8; MAC_LEN] {
+pub(crate) fn hmac_sha256(key: &[u8], parts: &[&[u8]]) -> [u8; MAC_LEN] {
     // HMAC accepts keys of any length (long keys are hashed), so this cannot fail.
     let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(key)
         .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
@@ -24,7 +24,7 @@ pub(super) fn hmac_sha256(key: &[u8], parts: &[&[u8]]) -> [u8; MAC_LEN] {
 ///
 /// Every pair is compared, in constant time, with no early exit on a match, so timing
 /// reveals neither which secret matched nor how much of a signature was right.
-pub(super) fn any_matches(secrets: &[Secret], parts: &[&[u8]], candidates: &[Vec<u8>]) -> bool {
+pub(crate) fn any_matches(secrets: &[Secret], parts: &[&[u8]], candidates: &[Vec<u8>]) -> bool {
     let mut matched = subtle::Choice::from(0);
     for secret in secrets {
         let expected = hmac_sha256(secret.expose(), parts);

@@ -7,7 +7,7 @@ use crate::headers::Headers;
 use crate::secret::Secret;
 
 /// One provider's header names for the `v0` scheme.
-pub(super) struct V0 {
+pub(crate) struct V0 {
     /// The signature header (lower case).
     pub signature: &'static str,
     /// The timestamp header (lower case).
@@ -17,7 +17,7 @@ pub(super) struct V0 {
 impl V0 {
     /// Verifies a request: both headers present, the timestamp fresh, the signature hex
     /// of an HMAC's length, matching under any secret.
-    pub(super) fn verify(
+    pub(crate) fn verify(
         &self,
         headers: &Headers<'_>,
         body: &[u8],
@@ -44,7 +44,7 @@ impl V0 {
     }
 
     /// The signature header's value for `body` at `timestamp`.
-    pub(super) fn sign(secret: &Secret, timestamp: i64, body: &[u8]) -> String {
+    pub(crate) fn sign(secret: &Secret, timestamp: i64, body: &[u8]) -> String {
         let timestamp = timestamp.to_string();
         let signature =
             mac::hmac_sha256(secret.expose(), &[b"v0:", timestamp.as_bytes(), b":", body]);

@@ -17,8 +17,8 @@ use bytes::Bytes;
 use clap::Parser;
 use hdrhistogram::Histogram;
 use http_body_util::{BodyExt, Full};
+use inbound_core::provider;
 use inbound_core::secret::Secret;
-use inbound_core::verify;
 use inbound_programs::cpu::process_ticks;
 use tokio::net::TcpStream;
 
@@ -152,7 +152,7 @@ fn sign_events(args: &Args, connection: usize) -> Vec<Event> {
             let body = format!(
                 r#"{{"id":"evt_{run}_{connection}_{index}","object":"event","type":"payment_intent.succeeded","livemode":false,"created":{now},"data":{{"object":{{"id":"pi_{connection}_{index}","object":"payment_intent","amount_received":2000,"currency":"usd","metadata":{{"order_id":"order_{connection}_{index}","note":"{padding}"}}}}}}}}"#
             );
-            Event { signature: verify::sign_stripe(&secret, now, body.as_bytes()), body: Bytes::from(body) }
+            Event { signature: provider::sign_stripe(&secret, now, body.as_bytes()), body: Bytes::from(body) }
         })
         .collect()
 }

@@ -7,6 +7,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use ed25519_dalek::Signer;
 
 use super::*;
+use crate::verify::*;
 
 const NOW: i64 = 1_700_000_000;
 const BODY: &[u8] = br#"{"id":"evt_1","type":"t"}"#;

@@ -1,25 +1,50 @@
-//! Standard Webhooks: `webhook-id`, `webhook-timestamp` and `webhook-signature` (a
+//! Standard Webhooks: its signature, what its deliveries mean, and what inbound knows of it.
+//!
+//! Signature: `webhook-id`, `webhook-timestamp` and `webhook-signature` (a
 //! space-separated list of `v1,<base64>` and `v1a,<base64>`; the `svix-*` names are
 //! accepted as aliases). `v1`: HMAC-SHA256 of `"{id}.{timestamp}.{body}"`, keyed by the
 //! base64 after `whsec_`. `v1a`: an Ed25519 signature of the same, checked against the
 //! `whpk_` public keys — the sender keeps the private key, so a leaked key forges nothing.
 
+use std::borrow::Cow;
+
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use serde::Deserialize;
 
-use super::{
+use super::{Signing, Spec, Verifier};
+use crate::config::Integration;
+use crate::event::{Event, ExtractError, Extracted, parse_fields, required_identifier};
+use crate::headers::Headers;
+use crate::keys::{EventId, SourceScope};
+use crate::secret::Secret;
+use crate::sender::SignError;
+use crate::verify::{
     MAX_ED25519_CHECKS, MAX_ED25519_SIGNATURES, PublicKey, VerifyContext, VerifyError,
     check_freshness, check_signature_count, mac,
 };
-use crate::headers::Headers;
-use crate::secret::Secret;
+
+/// What inbound knows of Standard Webhooks.
+///
+/// Redelivery horizon: Svix "retains all message payloads … for 90 days" and replays them
+/// on request (<https://docs.svix.com/retention>); its retries end after about 28 hours
+/// (<https://docs.svix.com/retries>). Standard Webhooks senders: 90.
+pub(crate) static SPEC: Spec = Spec {
+    verify: Verifier::Fixed(verify),
+    extract,
+    sign: signed_headers,
+    type_in_a_header: false,
+    redelivery_horizon_days: 90,
+    known_events: None,
+    free_form_actions: &[],
+};
 
 const ID_HEADERS: [&str; 2] = ["webhook-id", "svix-id"];
 const TIMESTAMP_HEADERS: [&str; 2] = ["webhook-timestamp", "svix-timestamp"];
 const SIGNATURE_HEADERS: [&str; 2] = ["webhook-signature", "svix-signature"];
 
 /// Verifies a Standard Webhooks delivery. `context.secrets` hold decoded key bytes.
-pub(super) fn verify(
+pub(crate) fn verify(
     headers: &Headers<'_>,
     body: &[u8],
     context: VerifyContext<'_>,
@@ -94,45 +119,6 @@ fn asymmetric_matches(
     })
 }
 
-/// The y-coordinates (sign bit cleared) of Ed25519's small-order points, with the
-/// non-canonical p and p + 1 — libsodium's list: a "public key" among them verifies
-/// signatures anyone can make, whatever its sign bit (verifiers ignore it, and accept
-/// y ≥ p).
-const SMALL_ORDER: [&str; 7] = [
-    "0000000000000000000000000000000000000000000000000000000000000000",
-    "0100000000000000000000000000000000000000000000000000000000000000",
-    "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05",
-    "c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a",
-    "ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
-    "edffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
-    "eeffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
-];
-
-/// Decodes a `whpk_<base64>` public key (32 bytes), refusing the small-order points.
-pub fn decode_public_key(key: &str) -> Result<PublicKey, base64::DecodeError> {
-    let encoded = key.strip_prefix("whpk_").unwrap_or(key);
-    let bytes = BASE64.decode(encoded)?;
-    let key: [u8; 32] = bytes
-        .try_into()
-        .map_err(|bytes: Vec<u8>| base64::DecodeError::InvalidLength(bytes.len()))?;
-    let mut y = key;
-    y[31] &= 0x7f;
-    if SMALL_ORDER.contains(&hex::encode(y).as_str()) {
-        return Err(base64::DecodeError::InvalidLength(0));
-    }
-    Ok(PublicKey(key))
-}
-
-/// Decodes a `whsec_<base64>` secret (the prefix is optional) into key bytes.
-pub fn decode_secret(secret: &str) -> Result<Secret, base64::DecodeError> {
-    let encoded = secret.strip_prefix("whsec_").unwrap_or(secret);
-    let bytes = BASE64.decode(encoded)?;
-    if bytes.is_empty() {
-        return Err(base64::DecodeError::InvalidLength(0));
-    }
-    Ok(Secret::new(bytes))
-}
-
 /// The `webhook-signature` value for `body` under decoded `key`.
 pub fn sign(key: &Secret, id: &str, timestamp: i64, body: &[u8]) -> String {
     let timestamp = timestamp.to_string();
@@ -141,4 +127,46 @@ pub fn sign(key: &Secret, id: &str, timestamp: i64, body: &[u8]) -> String {
         &[id.as_bytes(), b".", timestamp.as_bytes(), b".", body],
     );
     format!("v1,{}", BASE64.encode(signature))
+}
+
+/// The headers a Standard Webhooks sender sends with `body`, under a fresh message id.
+fn signed_headers(signing: &Signing<'_>) -> Result<Vec<(String, String)>, SignError> {
+    let id = format!("msg_{}", signing.unique);
+    Ok(vec![
+        (
+            "webhook-signature".into(),
+            sign(signing.secret, &id, signing.now, signing.body),
+        ),
+        ("webhook-timestamp".into(), signing.now.to_string()),
+        ("webhook-id".into(), id),
+    ])
+}
+
+#[derive(Deserialize)]
+struct StandardFields<'a> {
+    #[serde(borrow, rename = "type")]
+    event_type: Option<Cow<'a, str>>,
+}
+
+pub(crate) fn extract<'body>(
+    integration: &Integration,
+    headers: &Headers<'_>,
+    payload_json: &'body str,
+) -> Result<Extracted<'body>, ExtractError> {
+    let event_id = required_identifier(
+        headers
+            .get_any(&["webhook-id", "svix-id"])
+            .map(Cow::Borrowed),
+        "event id",
+    )?;
+    let fields: StandardFields = parse_fields(payload_json)?;
+    let event_type = required_identifier(fields.event_type, "event type")?;
+    Ok(Extracted::Event(Event {
+        event_id: EventId::new(event_id),
+        route_keys: vec![event_type.clone()],
+        event_type,
+        source_scope: SourceScope::from_parts([integration.id.as_str()]),
+        delivery: None,
+        payload_json: Cow::Borrowed(payload_json),
+    }))
 }

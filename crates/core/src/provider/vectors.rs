@@ -5,6 +5,7 @@
 use serde_json::Value;
 
 use super::*;
+use crate::verify::*;
 
 /// A vectors file of `testdata/`.
 fn load(file: &str) -> Value {

@@ -2,6 +2,8 @@
 
 use super::*;
 use crate::config::Config;
+use crate::event::*;
+use crate::keys::SourceScope;
 
 const CONFIG: &str = r#"
 [[integration]]

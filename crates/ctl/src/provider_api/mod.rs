@@ -1,6 +1,10 @@
-//! What the recovery commands share when they call a provider's API: one HTTP client
+//! The providers' APIs the recovery commands call — Stripe's events and accounts
+//! ([`stripe`]), GitHub's hook deliveries ([`github`]) — and what they share: one HTTP client
 //! (bounded connect and request times, no redirects — a credential never follows one) and
 //! answers read up to a bound.
+
+pub mod github;
+pub mod stripe;
 
 use std::time::Duration;
 
