@@ -105,23 +105,16 @@ impl App {
     ) -> Response<Body> {
         let started = Instant::now();
         let deadline = started + self.request_timeout;
-        let mut details = Details::default();
         let integration = self.config.integration(&integration_id);
-        let reply = if request.method() != Method::POST {
-            Reply::MethodNotAllowed("POST")
+        let (reply, details) = if request.method() != Method::POST {
+            (Reply::MethodNotAllowed("POST"), Details::default())
         } else if let Some(integration) = integration {
             let (parts, body) = request.into_parts();
-            receive::receive(
-                &self.pipeline,
-                integration,
-                &parts,
-                body,
-                deadline,
-                &mut details,
-            )
-            .await
+            let outcome =
+                receive::receive(&self.pipeline, integration, &parts, body, deadline).await;
+            (outcome.reply, outcome.details)
         } else {
-            Reply::UnknownIntegration
+            (Reply::UnknownIntegration, Details::default())
         };
         // Unknown ids come from the caller: never let them become label values.
         let label = integration.map_or("unknown", |integration| integration.id.as_str());

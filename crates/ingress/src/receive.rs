@@ -5,6 +5,10 @@
 //! coding) → shape, event id and type (400) → scope (200 ignored: out of scope) → route
 //! (200 ignored) → commit → 200. Nothing answers 2xx for an event until its batch's
 //! [`inbound_store::insert_receipts`] has returned, i.e. committed.
+//!
+//! [`receive`] is those checks as four stages — `read_and_verify`, `understand`, `route`,
+//! `commit` — each handing its result to the next or ending the request with an
+//! [`Outcome`]: the reply and what its log line says.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -14,7 +18,7 @@ use http::request::Parts;
 use hyper::body::Incoming;
 use inbound_core::clock::Clock;
 use inbound_core::config::Integration;
-use inbound_core::event::{self, ExtractError, Extracted};
+use inbound_core::event::{self, Event, ExtractError, Extracted};
 use inbound_core::headers::Headers;
 use inbound_core::keys::{self, EventId};
 use inbound_core::provider;
@@ -69,7 +73,7 @@ impl Pipeline {
     }
 }
 
-/// What the request log line needs besides the reply.
+/// What the request log line says besides the reply.
 #[derive(Debug, Default)]
 pub struct Details {
     /// The event id, once the request verified and had one.
@@ -83,25 +87,79 @@ pub struct Details {
     pub scope: Option<String>,
 }
 
-/// Runs the pipeline for one webhook request to a known integration.
+/// How one request ended: the reply, and what its log line says.
+#[derive(Debug)]
+pub struct Outcome {
+    /// What the sender is answered.
+    pub reply: Reply,
+    /// What the log line adds.
+    pub details: Details,
+}
+
+impl Outcome {
+    /// `reply`, with nothing more to log.
+    fn answer(reply: Reply) -> Self {
+        Self {
+            reply,
+            details: Details::default(),
+        }
+    }
+
+    /// The request ends here: a stage's `Err`.
+    fn into_box(self) -> Box<Self> {
+        Box::new(self)
+    }
+
+    /// `reply`, logged with `reason`.
+    fn refuse(reply: Reply, reason: impl Into<String>) -> Self {
+        let mut outcome = Self::answer(reply);
+        outcome.details.reason = Some(reason.into());
+        outcome
+    }
+}
+
+/// A stage's result: what the next stage takes, or how the request ended.
+type Stage<T> = Result<T, Box<Outcome>>;
+
+/// Runs the pipeline for one webhook request to a known integration, in the contract's
+/// order of checks; each stage either hands its result on or ends the request.
 pub async fn receive(
     pipeline: &Pipeline,
     integration: &Integration,
     parts: &Parts,
     body: Incoming,
     deadline: Instant,
-    details: &mut Details,
-) -> Reply {
-    let held = match read_body(pipeline, parts, body, integration.max_body_bytes, deadline).await {
-        Ok(held) => Arc::new(held),
-        Err(reply) => return reply,
+) -> Outcome {
+    let stages = async {
+        let verified = read_and_verify(pipeline, integration, parts, body, deadline).await?;
+        let headers = header_view(parts);
+        let event = understand(pipeline, integration, &headers, &verified)?;
+        let route_key = route(integration, &event)?;
+        Stage::Ok(commit(pipeline, integration, event, route_key, &verified, deadline).await)
     };
-    let body = held.bytes();
-    let headers: Headers = parts
-        .headers
-        .iter()
-        .map(|(name, value)| (name.as_str(), value.as_bytes()))
-        .collect();
+    stages.await.unwrap_or_else(|ended| *ended)
+}
+
+/// A body read whole within its limits, whose signature verified and whose declared
+/// encoding is the integration's.
+struct Verified {
+    held: Arc<HeldBody>,
+    now_unix_secs: i64,
+}
+
+/// Integration known, body within its limit (413) and the budget (503), signature and
+/// freshness (401; a busy verifier pool is 503), media type (415).
+async fn read_and_verify(
+    pipeline: &Pipeline,
+    integration: &Integration,
+    parts: &Parts,
+    body: Incoming,
+    deadline: Instant,
+) -> Stage<Verified> {
+    let held = read_body(pipeline, parts, body, integration.max_body_bytes, deadline)
+        .await
+        .map_err(|reply| Outcome::answer(reply).into_box())?;
+    let held = Arc::new(held);
     let now_unix_secs = pipeline.clock.now_unix_secs();
     let verified = pipeline
         .verification
@@ -110,83 +168,69 @@ pub async fn receive(
     match verified {
         Ok(()) => {}
         Err(Unverified::Refused(error)) => {
-            details.reason = Some(error.to_string());
-            return Reply::Unauthorized;
+            return Err(Outcome::refuse(Reply::Unauthorized, error.to_string()).into_box());
         }
         Err(Unverified::Busy) => {
-            details.reason = Some("every verification thread stayed busy".to_owned());
-            return Reply::Overloaded;
+            return Err(Outcome::refuse(
+                Reply::Overloaded,
+                "every verification thread stayed busy",
+            )
+            .into_box());
         }
     }
-    let context = VerifyContext {
-        secrets: &integration.secrets,
-        public_keys: &integration.public_keys,
-        tolerance_secs: integration.tolerance_secs,
-        now_unix_secs,
-    };
     if let Some(reason) = unsupported_media(&parts.headers, integration) {
-        details.reason = Some(reason);
-        return Reply::UnsupportedMediaType;
+        return Err(Outcome::refuse(Reply::UnsupportedMediaType, reason).into_box());
     }
+    Ok(Verified {
+        held,
+        now_unix_secs,
+    })
+}
+
+/// The request's headers as core reads them.
+fn header_view(parts: &Parts) -> Headers<'_> {
+    parts
+        .headers
+        .iter()
+        .map(|(name, value)| (name.as_str(), value.as_bytes()))
+        .collect()
+}
+
+/// A verified event, understood: what is stored, and the payload text read out of a form
+/// (held within the body budget).
+struct Understood<'body> {
+    event: Event<'body>,
+    read_out: Option<Arc<HeldText>>,
+}
+
+/// Shape, id and type (400), scope (200 ignored), and the deliveries answered without a
+/// receipt: Slack's and Zoom's endpoint checks, Slack's rate-limit notice, an unrouted
+/// configured event.
+fn understand<'body>(
+    pipeline: &Pipeline,
+    integration: &Integration,
+    headers: &Headers<'_>,
+    verified: &'body Verified,
+) -> Stage<Understood<'body>> {
+    let body = verified.held.bytes();
     // A form's payload, read out of the body, is held within the budget too (it is at
     // most as long as the body).
     let text_reservation = if event::reads_a_form(integration) {
-        match pipeline.body_budget.try_reserve(body.len()) {
-            Some(reservation) => Some(reservation),
-            None => {
-                details.reason = Some("the in-flight body budget is full".to_owned());
-                return Reply::Overloaded;
-            }
-        }
+        let reservation = pipeline
+            .body_budget
+            .try_reserve(body.len())
+            .ok_or_else(|| {
+                Outcome::refuse(Reply::Overloaded, "the in-flight body budget is full").into_box()
+            })?;
+        Some(reservation)
     } else {
         None
     };
-    let mut event = match provider::extract(integration, &headers, body) {
-        Ok(Extracted::UrlVerification { challenge }) => return Reply::Challenge(challenge),
-        Ok(Extracted::ZoomUrlValidation { plain_token }) => {
-            // Answered under the secret that signed it (the request verified, so one did).
-            let Some(secret) =
-                provider::matching_secret(integration.provider, &headers, body, context)
-            else {
-                return Reply::Unauthorized;
-            };
-            let encrypted_token = provider::zoom_encrypted_token(secret, &plain_token);
-            return Reply::ZoomUrlValidation {
-                plain_token,
-                encrypted_token,
-            };
-        }
-        Ok(Extracted::Event(event)) => event,
-        Ok(Extracted::OutOfScope(out)) => {
-            telemetry::record_out_of_scope(&integration.id, out.reason);
-            details.event_type = out.event_type;
-            details.reason = Some(format!("another {} than the integration's", out.reason));
-            details.scope = Some(out.found);
-            return Reply::OutOfScope;
-        }
-        Ok(Extracted::Unrouted { event_type }) => {
-            telemetry::record_ignored(&integration.id, &event_type);
-            details.event_type = Some(event_type);
-            return Reply::Ignored;
-        }
-        Ok(Extracted::SlackRateLimited { team_id }) => {
-            telemetry::record_slack_rate_limited(&integration.id, &team_id);
-            tracing::warn!(
-                integration = %integration.id,
-                team = %team_id,
-                "Slack sent app_rate_limited: it is dropping this app's events from the team \
-                 (over 30,000 an hour); see docs/operations.md"
-            );
-            details.scope = Some(team_id);
-            return Reply::SlackRateLimited;
-        }
-        Err(ExtractError::Malformed(reason)) => {
-            details.reason = Some(reason.to_string());
-            return Reply::Malformed(reason.into_owned());
-        }
-    };
-    details.event_id = Some(event.event_id.clone());
-    details.event_type = Some(event.event_type.clone());
+    let extracted = provider::extract(integration, headers, body).map_err(|error| {
+        let ExtractError::Malformed(reason) = error;
+        Outcome::refuse(Reply::Malformed(reason.to_string()), reason).into_box()
+    })?;
+    let mut event = event_to_store(integration, headers, verified, extracted)?;
     // A payload read out of the body moves into the commit queue as it is.
     let read_out = match (std::mem::take(&mut event.payload_json), text_reservation) {
         (Cow::Owned(text), Some(reservation)) => Some(Arc::new(HeldText::new(text, reservation))),
@@ -195,14 +239,97 @@ pub async fn receive(
             None
         }
     };
-    let Some((route_key, _route)) = event::find_route(integration, &event) else {
-        telemetry::record_ignored(&integration.id, &event.event_type);
-        return Reply::Ignored;
-    };
+    Ok(Understood { event, read_out })
+}
+
+/// The event to store, or how a verified delivery that stores nothing is answered.
+fn event_to_store<'body>(
+    integration: &Integration,
+    headers: &Headers<'_>,
+    verified: &Verified,
+    extracted: Extracted<'body>,
+) -> Stage<Event<'body>> {
+    Err(Box::new(match extracted {
+        Extracted::Event(event) => return Ok(event),
+        Extracted::UrlVerification { challenge } => Outcome::answer(Reply::Challenge(challenge)),
+        Extracted::ZoomUrlValidation { plain_token } => {
+            // Answered under the secret that signed it (the request verified, so one did).
+            let context = VerifyContext {
+                secrets: &integration.secrets,
+                public_keys: &integration.public_keys,
+                tolerance_secs: integration.tolerance_secs,
+                now_unix_secs: verified.now_unix_secs,
+            };
+            let body = verified.held.bytes();
+            match provider::matching_secret(integration.provider, headers, body, context) {
+                Some(secret) => Outcome::answer(Reply::ZoomUrlValidation {
+                    encrypted_token: provider::zoom_encrypted_token(secret, &plain_token),
+                    plain_token,
+                }),
+                None => Outcome::answer(Reply::Unauthorized),
+            }
+        }
+        Extracted::OutOfScope(out) => {
+            telemetry::record_out_of_scope(&integration.id, out.reason);
+            let mut outcome = Outcome::refuse(
+                Reply::OutOfScope,
+                format!("another {} than the integration's", out.reason),
+            );
+            outcome.details.event_type = out.event_type;
+            outcome.details.scope = Some(out.found);
+            outcome
+        }
+        Extracted::Unrouted { event_type } => {
+            telemetry::record_ignored(&integration.id, &event_type);
+            let mut outcome = Outcome::answer(Reply::Ignored);
+            outcome.details.event_type = Some(event_type);
+            outcome
+        }
+        Extracted::SlackRateLimited { team_id } => {
+            telemetry::record_slack_rate_limited(&integration.id, &team_id);
+            tracing::warn!(
+                integration = %integration.id,
+                team = %team_id,
+                "Slack sent app_rate_limited: it is dropping this app's events from the team \
+                 (over 30,000 an hour); see docs/operations.md"
+            );
+            let mut outcome = Outcome::answer(Reply::SlackRateLimited);
+            outcome.details.scope = Some(team_id);
+            outcome
+        }
+    }))
+}
+
+/// The route the event takes (200 ignored when none): the key it is configured under.
+fn route<'i>(integration: &'i Integration, understood: &Understood<'_>) -> Stage<&'i str> {
+    let event = &understood.event;
+    match event::find_route(integration, event) {
+        Some((route_key, _route)) => Ok(route_key),
+        None => {
+            telemetry::record_ignored(&integration.id, &event.event_type);
+            let mut outcome = Outcome::answer(Reply::Ignored);
+            outcome.details.event_id = Some(event.event_id.clone());
+            outcome.details.event_type = Some(event.event_type.clone());
+            Err(outcome.into_box())
+        }
+    }
+}
+
+/// Commits the receipt (200 accepted or duplicate once its statement returned; 503 when
+/// the database did not confirm it; 400 when PostgreSQL refused the event's own data).
+async fn commit(
+    pipeline: &Pipeline,
+    integration: &Integration,
+    understood: Understood<'_>,
+    route_key: &str,
+    verified: &Verified,
+    deadline: Instant,
+) -> Outcome {
+    let Understood { event, read_out } = understood;
     // GitHub signs no delivery id: with content_dedupe, the body itself is a second key.
     let digest = integration
         .content_dedupe
-        .then(|| keys::content_digest(body));
+        .then(|| keys::content_digest(verified.held.bytes()));
     let receipt = NewReceipt {
         integration: &integration.id,
         source_scope: &event.source_scope,
@@ -216,24 +343,23 @@ pub async fn receive(
         delivery_json: event.delivery.as_deref(),
     };
     let payload = CommitPayload {
-        body: Arc::clone(&held),
+        body: Arc::clone(&verified.held),
         read_out: read_out.clone(),
     };
-    match commit_receipt(pipeline, receipt, payload, deadline).await {
+    let mut outcome = match commit_receipt(pipeline, receipt, payload, deadline).await {
         Ok(InsertOutcome::Accepted(receipt_id)) => {
             failpoint::hit("after_receipt_commit");
-            Reply::Accepted(receipt_id)
+            Outcome::answer(Reply::Accepted(receipt_id))
         }
-        Ok(InsertOutcome::Duplicate) => Reply::Duplicate,
+        Ok(InsertOutcome::Duplicate) => Outcome::answer(Reply::Duplicate),
         Err(CommitError::Unstorable(reason)) => {
-            details.reason = Some(reason);
-            Reply::Malformed(UNSTORABLE.to_owned())
+            Outcome::refuse(Reply::Malformed(UNSTORABLE.to_owned()), reason)
         }
-        Err(CommitError::Unavailable(reason)) => {
-            details.reason = Some(reason);
-            Reply::Unavailable
-        }
-    }
+        Err(CommitError::Unavailable(reason)) => Outcome::refuse(Reply::Unavailable, reason),
+    };
+    outcome.details.event_id = Some(event.event_id);
+    outcome.details.event_type = Some(event.event_type);
+    outcome
 }
 
 /// Why a verified body is not one we read, judged by its headers: a declared
