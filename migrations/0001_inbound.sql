@@ -23,7 +23,7 @@ CREATE TABLE receipts (
     delivery       jsonb,
     status         text        NOT NULL DEFAULT 'pending'
                    CHECK (status IN ('pending', 'done', 'quarantined', 'failed')),
-    outcome        text        CHECK (outcome IN ('applied', 'duplicate', 'ignored')),
+    outcome        text        CHECK (outcome IN ('applied', 'duplicate', 'ignored', 'closed')),
     outcome_reason text,
     attempts       integer     NOT NULL DEFAULT 0,
     last_error     text,
@@ -108,7 +108,7 @@ CREATE TABLE receipt_replays (
 CREATE INDEX receipt_replays_by_receipt ON receipt_replays (receipt_id);
 
 -- Operators' decisions about receipts (`inboundctl receipts quarantine|fail|close`):
--- `close` ends a failed or quarantined receipt done/ignored, its key kept.
+-- `close` ends a failed or quarantined receipt done/closed, its key kept.
 CREATE TABLE receipt_resolutions (
     id              bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     receipt_id      bigint      NOT NULL,
@@ -345,7 +345,7 @@ BEGIN ATOMIC
     SELECT count(*) = 1 FROM taken;
 END;
 
--- A failed or quarantined receipt that will not be processed ended done/ignored with the
+-- A failed or quarantined receipt that will not be processed ended done/closed with the
 -- reason, its key kept, recorded as a close: the status it left, NULL when it was in
 -- neither.
 CREATE FUNCTION decision_close_receipt(receipt bigint, person text, why text)
@@ -360,8 +360,7 @@ BEGIN ATOMIC
         SELECT held.id, held.status, 'close', person, why FROM held
     ), closed AS (
         UPDATE receipts r
-        SET status = 'done', outcome = 'ignored',
-            outcome_reason = 'closed by an operator: ' || why, finished_at = now()
+        SET status = 'done', outcome = 'closed', outcome_reason = why, finished_at = now()
         FROM held WHERE r.id = held.id
         RETURNING held.status
     )

@@ -11,12 +11,12 @@ use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use inbound_core::keys::{EffectId, ReceiptId};
-use inbound_core::states::{EffectStatus, ReceiptStatus};
+use inbound_core::states::{EffectAction, EffectStatus, ReceiptAction, ReceiptStatus};
 use inbound_runtime::http::Body;
 use inbound_store::{admin, effects};
 
-use super::guard::{self, Actor, Refusal as Refused};
-use super::pages::{self, Context, EffectListRow, Frame, Query, ReceiptRow, Refusal};
+use super::guard::{self, Actor, Forbidden};
+use super::pages::{self, Context, EffectListRow, Frame, Problem, Query, ReceiptRow};
 use super::{Console, respond, view};
 
 /// The largest form body read.
@@ -38,7 +38,7 @@ pub async fn post(
     request: Request<Incoming>,
 ) -> Response<Body> {
     let Some(person) = actor.person() else {
-        return refused(context, Refused::NoIdentity);
+        return refused(context, Forbidden::NoIdentity);
     };
     if let Err(refusal) = guard::same_origin(request.headers(), &console.allowed_origins) {
         return refused(context, refusal);
@@ -52,7 +52,7 @@ pub async fn post(
         .csrf
         .verify(session, person, form.get("csrf").unwrap_or(""))
     {
-        return refused(context, Refused::BadToken);
+        return refused(context, Forbidden::BadToken);
     }
     let segments: Vec<&str> = path.split('/').filter(|part| !part.is_empty()).collect();
     // The path a confirmation is sealed for, however the request spelled it.
@@ -67,18 +67,18 @@ pub async fn post(
         ["effects", "bulk"] => effects_bulk(console, context, &who, &form).await,
         ["receipts", id, "decide"] => match id.parse::<ReceiptId>() {
             Ok(id) => decide_receipt(console, context, &who, id, &form).await,
-            Err(_) => Err(Refusal::NotFound(format!("no receipt has id {id:?}"))),
+            Err(_) => Err(Problem::NotFound(format!("no receipt has id {id:?}"))),
         },
         ["effects", id, "resolve"] => match id.parse::<EffectId>() {
             Ok(id) => resolve_effect(console, context, &who, id, &form).await,
-            Err(_) => Err(Refusal::NotFound(format!("no effect has id {id:?}"))),
+            Err(_) => Err(Problem::NotFound(format!("no effect has id {id:?}"))),
         },
-        _ => Err(Refusal::NotFound("no such decision".to_owned())),
+        _ => Err(Problem::NotFound("no such decision".to_owned())),
     };
     decided.unwrap_or_else(|refusal| refusal.page(context))
 }
 
-fn refused(context: &Context, refusal: Refused) -> Response<Body> {
+fn refused(context: &Context, refusal: Forbidden) -> Response<Body> {
     tracing::warn!(
         ?refusal,
         "a console decision was refused before its form was read"
@@ -88,7 +88,7 @@ fn refused(context: &Context, refusal: Refused) -> Response<Body> {
 
 /// The form of a POST: `application/x-www-form-urlencoded`, at most [`MAX_FORM_BYTES`],
 /// within [`FORM_TIMEOUT`].
-async fn read_form(request: Request<Incoming>) -> Result<Query, Refusal> {
+async fn read_form(request: Request<Incoming>) -> Result<Query, Problem> {
     let urlencoded = request
         .headers()
         .get(CONTENT_TYPE)
@@ -99,22 +99,22 @@ async fn read_form(request: Request<Incoming>) -> Result<Query, Refusal> {
                 .starts_with("application/x-www-form-urlencoded")
         });
     if !urlencoded {
-        return Err(Refusal::BadInput(
+        return Err(Problem::BadInput(
             "a decision is a form (application/x-www-form-urlencoded)".to_owned(),
         ));
     }
     let body = Limited::new(request.into_body(), MAX_FORM_BYTES);
     let collected = tokio::time::timeout(FORM_TIMEOUT, body.collect())
         .await
-        .map_err(|_| Refusal::BadInput("the form did not arrive in time".to_owned()))?
+        .map_err(|_| Problem::BadInput("the form did not arrive in time".to_owned()))?
         .map_err(|_| {
-            Refusal::BadInput(format!(
+            Problem::BadInput(format!(
                 "the form is over {MAX_FORM_BYTES} bytes or was cut"
             ))
         })?;
     let bytes = collected.to_bytes();
     let text = std::str::from_utf8(&bytes)
-        .map_err(|_| Refusal::BadInput("the form is not UTF-8".to_owned()))?;
+        .map_err(|_| Problem::BadInput("the form is not UTF-8".to_owned()))?;
     Ok(Query::parse(text))
 }
 
@@ -228,7 +228,7 @@ impl Who<'_> {
         form: &'f Query,
         action: &'f str,
         reason: &'f str,
-    ) -> Result<Shown<'f>, Refusal> {
+    ) -> Result<Shown<'f>, Problem> {
         let shown = Shown {
             action,
             reason,
@@ -244,13 +244,13 @@ impl Who<'_> {
             .csrf
             .verify_seal(self.session, self.person, &sealed, seal)
         {
-            return Err(Refusal::BadInput(
+            return Err(Problem::BadInput(
                 "not a confirmation this console showed (an old page, or one changed since): look again and decide on what is there".to_owned(),
             ));
         }
         let issued = issued.parse::<i64>().unwrap_or(0);
         if !fresh(issued, chrono::Utc::now().timestamp()) {
-            return Err(Refusal::BadInput(format!(
+            return Err(Problem::BadInput(format!(
                 "this confirmation is more than {} minutes old: look again and decide on what is there",
                 CONFIRMATION_LIFETIME_SECS / 60
             )));
@@ -279,27 +279,27 @@ fn digest(versions: &[String]) -> String {
 }
 
 /// The reason a decision records: required, at most [`MAX_REASON_CHARS`].
-fn reason(form: &Query) -> Result<String, Refusal> {
+fn reason(form: &Query) -> Result<String, Problem> {
     match form.get("reason") {
-        Some(reason) if reason.chars().any(char::is_control) => Err(Refusal::BadInput(
+        Some(reason) if reason.chars().any(char::is_control) => Err(Problem::BadInput(
             "a reason is one line of printable text".to_owned(),
         )),
         Some(reason) if reason.chars().count() <= MAX_REASON_CHARS => Ok(reason.to_owned()),
-        Some(_) => Err(Refusal::BadInput(format!(
+        Some(_) => Err(Problem::BadInput(format!(
             "a reason is at most {MAX_REASON_CHARS} characters"
         ))),
-        None => Err(Refusal::BadInput(
+        None => Err(Problem::BadInput(
             "say why: a decision needs a reason, recorded with your name".to_owned(),
         )),
     }
 }
 
 /// The status the person saw, which must still hold when the decision is taken.
-fn expected<T: std::str::FromStr>(shown: &Shown<'_>) -> Result<T, Refusal> {
+fn expected<T: std::str::FromStr>(shown: &Shown<'_>) -> Result<T, Problem> {
     shown
         .expected
         .parse()
-        .map_err(|_| Refusal::BadInput("the form does not say which status you saw".to_owned()))
+        .map_err(|_| Problem::BadInput("the form does not say which status you saw".to_owned()))
 }
 
 fn confirmed(form: &Query) -> bool {
@@ -326,27 +326,60 @@ pub struct Confirm {
     pub back: String,
 }
 
+/// The decision a form names.
+fn receipt_action(form: &Query) -> Result<ReceiptAction, Problem> {
+    let action = form.get("action").unwrap_or("");
+    action
+        .parse()
+        .map_err(|_| Problem::BadInput(format!("{action:?} is not a decision about a receipt")))
+}
+
 /// How a receipt decision reads to the person.
-fn receipt_change(action: &str, status: ReceiptStatus) -> Result<&'static str, Refusal> {
+fn receipt_change(action: ReceiptAction, status: ReceiptStatus) -> Result<&'static str, Problem> {
+    use ReceiptAction::{Close, Fail, Quarantine, Replay};
     use ReceiptStatus::{Failed, Pending, Quarantined};
     Ok(match (action, status) {
-        ("replay", Failed | Quarantined) => {
-            "goes back to pending: queued again now, attempts reset"
+        (Replay, Failed | Quarantined) => "goes back to pending: queued again now, attempts reset",
+        (Replay, Pending) => "is made due now if it waits out a retry delay (attempts kept)",
+        (Close, Failed | Quarantined) => {
+            "ends done (closed) with your reason: never processed; a redelivery stays a duplicate"
         }
-        ("replay", Pending) => "is made due now if it waits out a retry delay (attempts kept)",
-        ("close", Failed | Quarantined) => {
-            "ends done (ignored) with your reason: never processed; a redelivery stays a duplicate"
-        }
-        ("quarantine", Pending) => {
+        (Quarantine, Pending) => {
             "leaves the queue as quarantined until a person replays or closes it"
         }
-        ("fail", Pending) => "leaves the queue as failed, your reason as its error",
+        (Fail, Pending) => "leaves the queue as failed, your reason as its error",
         _ => {
-            return Err(Refusal::BadInput(format!(
-                "a {status} receipt cannot be sent to {action:?}"
+            return Err(Problem::BadInput(format!(
+                "a {status} receipt cannot be sent to {action}"
             )));
         }
     })
+}
+
+/// Takes `action` on `ids` (each still `expected`, for a replay or a close) in one
+/// transaction, or on none.
+async fn take_receipt_decision(
+    connection: &mut sqlx::PgConnection,
+    action: ReceiptAction,
+    ids: &[ReceiptId],
+    expected: ReceiptStatus,
+    person: &str,
+    reason: &str,
+) -> Result<(), Problem> {
+    let resolution = match action {
+        ReceiptAction::Replay => {
+            admin::replay(connection, ids, Some(expected), person, reason).await?;
+            return Ok(());
+        }
+        ReceiptAction::Close => {
+            admin::close(connection, ids, Some(expected), person, reason).await?;
+            return Ok(());
+        }
+        ReceiptAction::Quarantine => admin::PendingResolution::Quarantine,
+        ReceiptAction::Fail => admin::PendingResolution::Fail,
+    };
+    admin::resolve_pending(connection, ids, resolution, person, reason).await?;
+    Ok(())
 }
 
 /// A receipt as the person saw it: its status, attempts, when it finished and how many
@@ -354,7 +387,7 @@ fn receipt_change(action: &str, status: ReceiptStatus) -> Result<&'static str, R
 async fn receipt_version(
     console: &Console,
     id: ReceiptId,
-) -> Result<(admin::ReceiptDetail, String), Refusal> {
+) -> Result<(admin::ReceiptDetail, String), Problem> {
     let (detail, decisions) = console
         .db(async |connection| {
             Ok((
@@ -363,7 +396,7 @@ async fn receipt_version(
             ))
         })
         .await?;
-    let detail = detail.ok_or_else(|| Refusal::NotFound(format!("no receipt has id {id}")))?;
+    let detail = detail.ok_or_else(|| Problem::NotFound(format!("no receipt has id {id}")))?;
     let version = format!(
         "{}/{}/{:?}/{decisions}",
         detail.status, detail.attempts, detail.finished_at
@@ -372,8 +405,8 @@ async fn receipt_version(
 }
 
 /// 409 for a row that is not the one the person confirmed.
-fn changed_since(what: String) -> Result<Response<Body>, Refusal> {
-    Err(Refusal::Conflict(format!(
+fn changed_since(what: String) -> Result<Response<Body>, Problem> {
+    Err(Problem::Conflict(format!(
         "{what} changed since the confirmation: look again and decide on what is there; nothing was changed"
     )))
 }
@@ -384,19 +417,19 @@ async fn decide_receipt(
     who: &Who<'_>,
     id: ReceiptId,
     form: &Query,
-) -> Result<Response<Body>, Refusal> {
-    let action = form.get("action").unwrap_or("").to_owned();
+) -> Result<Response<Body>, Problem> {
+    let action = receipt_action(form)?;
     let reason = reason(form)?;
     if !confirmed(form) {
         let (detail, version) = receipt_version(console, id).await?;
-        let change = receipt_change(&action, detail.status)?;
+        let change = receipt_change(action, detail.status)?;
         let status = detail.status.as_str();
         return Ok(who.confirmation_page(
             console,
             context,
             Confirmation {
                 shown: Shown {
-                    action: &action,
+                    action: action.as_str(),
                     reason: &reason,
                     expected: status,
                     ids: "",
@@ -414,44 +447,22 @@ async fn decide_receipt(
             },
         ));
     }
-    let shown = who.confirmed(console, form, &action, &reason)?;
+    let shown = who.confirmed(console, form, action.as_str(), &reason)?;
     let expected: ReceiptStatus = expected(&shown)?;
-    receipt_change(&action, expected)?;
+    receipt_change(action, expected)?;
     // The row as the person saw it, or refused: a status that left and came back (a
     // replay that failed again) is another receipt to decide about.
     let (_, version) = receipt_version(console, id).await?;
     if version != shown.version {
         return changed_since(format!("receipt {id}"));
     }
-    let ids = [id];
     let person = who.person;
-    let decided = console
-        .db(async |connection| {
-            Ok(match action.as_str() {
-                "replay" => admin::replay(connection, &ids, Some(expected), person, &reason)
-                    .await
-                    .map_err(|error| error.to_string()),
-                "close" => admin::close(connection, &ids, Some(expected), person, &reason)
-                    .await
-                    .map_err(|error| error.to_string()),
-                "quarantine" | "fail" => {
-                    let resolution = if action == "fail" {
-                        admin::PendingResolution::Fail
-                    } else {
-                        admin::PendingResolution::Quarantine
-                    };
-                    admin::resolve_pending(connection, &ids, resolution, person, &reason)
-                        .await
-                        .map_err(|error| error.to_string())
-                }
-                _ => Err(format!("{action:?} is not a decision about a receipt")),
-            })
+    console
+        .decide(async |connection| {
+            take_receipt_decision(connection, action, &[id], expected, person, &reason).await
         })
         .await?;
-    if let Err(why) = decided {
-        return Err(Refusal::Conflict(why));
-    }
-    tracing::info!(person, action, receipt = %id, "an operator decided in the console");
+    tracing::info!(person, %action, receipt = %id, "an operator decided in the console");
     Ok(respond::see_other(&format!("/receipts/{id}?done={action}")))
 }
 
@@ -459,7 +470,7 @@ async fn decide_receipt(
 async fn effect_version(
     console: &Console,
     id: EffectId,
-) -> Result<(effects::EffectLine, String), Refusal> {
+) -> Result<(effects::EffectLine, String), Problem> {
     let (line, resolutions) = console
         .db(async |connection| {
             Ok((
@@ -468,7 +479,7 @@ async fn effect_version(
             ))
         })
         .await?;
-    let line = line.ok_or_else(|| Refusal::NotFound(format!("no effect has id {id}")))?;
+    let line = line.ok_or_else(|| Problem::NotFound(format!("no effect has id {id}")))?;
     let version = format!("{}/{}/{resolutions}", line.status, line.attempts);
     Ok((line, version))
 }
@@ -479,17 +490,16 @@ async fn resolve_effect(
     who: &Who<'_>,
     id: EffectId,
     form: &Query,
-) -> Result<Response<Body>, Refusal> {
+) -> Result<Response<Body>, Problem> {
     let action = form.get("action").unwrap_or("").to_owned();
-    let resolution = *effects::Resolution::ALL
-        .iter()
-        .find(|resolution| resolution.action() == action)
-        .ok_or_else(|| Refusal::BadInput(format!("{action:?} is not a resolution of an effect")))?;
+    let resolution: EffectAction = action
+        .parse()
+        .map_err(|_| Problem::BadInput(format!("{action:?} is not a resolution of an effect")))?;
     let note = reason(form)?;
     if !confirmed(form) {
         let (line, version) = effect_version(console, id).await?;
         if !resolution.allows(line.status) {
-            return Err(Refusal::BadInput(format!(
+            return Err(Problem::BadInput(format!(
                 "a {} effect cannot be resolved as {action}",
                 line.status
             )));
@@ -526,18 +536,11 @@ async fn resolve_effect(
         return changed_since(format!("effect {id}"));
     }
     let person = who.person;
-    let resolved = console
-        .db(async |connection| {
-            Ok(
-                effects::resolve(connection, id, resolution, Some(expected), person, &note)
-                    .await
-                    .map_err(|error| error.to_string()),
-            )
+    console
+        .decide(async |connection| {
+            effects::resolve(connection, id, resolution, Some(expected), person, &note).await
         })
         .await?;
-    if let Err(why) = resolved {
-        return Err(Refusal::Conflict(why));
-    }
     tracing::info!(person, action, effect = %id, "an operator decided in the console");
     Ok(respond::see_other(&format!("/effects/{id}?done={action}")))
 }
@@ -550,30 +553,30 @@ async fn bulk(
     context: &Context,
     who: &Who<'_>,
     form: &Query,
-) -> Result<Response<Body>, Refusal> {
-    let action = form.get("action").unwrap_or("").to_owned();
-    if !matches!(action.as_str(), "replay" | "close") {
-        return Err(Refusal::BadInput(format!(
-            "{action:?}: receipts are replayed or closed by filter"
+) -> Result<Response<Body>, Problem> {
+    let action = receipt_action(form)?;
+    if !matches!(action, ReceiptAction::Replay | ReceiptAction::Close) {
+        return Err(Problem::BadInput(format!(
+            "{action}: receipts are replayed or closed by filter"
         )));
     }
     let reason = reason(form)?;
     if confirmed(form) {
-        return bulk_confirmed(console, who, form, &action, &reason).await;
+        return bulk_confirmed(console, who, form, action, &reason).await;
     }
     let (mut filter, _, narrowed) = pages::receipt_filter(console, form)?;
     if !ReceiptStatus::NEEDS_A_PERSON.contains(&filter.status) || !narrowed {
-        return Err(Refusal::BadInput(
+        return Err(Problem::BadInput(
             "a decision by filter takes failed or quarantined receipts and a narrowing filter (integration, owner, type, since or until)".to_owned(),
         ));
     }
     let status = filter.status;
     filter.before_id = None;
     let selected = console
-        .db(async |connection| Ok(admin::list_receipts(connection, &filter, BULK_MAX).await?))
+        .db(async |connection| admin::list_receipts(connection, &filter, BULK_MAX).await)
         .await?;
     if selected.is_empty() {
-        return Err(Refusal::BadInput(format!(
+        return Err(Problem::BadInput(format!(
             "the filter selects no receipt: nothing to {action}"
         )));
     }
@@ -584,10 +587,10 @@ async fn bulk(
     } else {
         String::new()
     };
-    let change = receipt_change(&action, status)?;
+    let change = receipt_change(action, status)?;
     let listed: Vec<ReceiptId> = selected.iter().map(|row| row.id).collect();
     let versions = console
-        .db(async |connection| Ok(admin::receipt_versions(connection, &listed).await?))
+        .db(async |connection| admin::receipt_versions(connection, &listed).await)
         .await?;
     let version = digest(&versions);
     Ok(who.confirmation_page(
@@ -595,7 +598,7 @@ async fn bulk(
         context,
         Confirmation {
             shown: Shown {
-                action: &action,
+                action: action.as_str(),
                 reason: &reason,
                 expected: status.as_str(),
                 ids: &ids,
@@ -618,45 +621,34 @@ async fn bulk_confirmed(
     console: &Console,
     who: &Who<'_>,
     form: &Query,
-    action: &str,
+    action: ReceiptAction,
     reason: &str,
-) -> Result<Response<Body>, Refusal> {
-    let shown = who.confirmed(console, form, action, reason)?;
+) -> Result<Response<Body>, Problem> {
+    let shown = who.confirmed(console, form, action.as_str(), reason)?;
     let expected: ReceiptStatus = expected(&shown)?;
     let ids: Vec<ReceiptId> = shown
         .ids
         .split(',')
         .map(|id| id.trim().parse::<ReceiptId>())
         .collect::<Result<_, _>>()
-        .map_err(|_| Refusal::BadInput("the confirmed ids are not receipt ids".to_owned()))?;
+        .map_err(|_| Problem::BadInput("the confirmed ids are not receipt ids".to_owned()))?;
     let ids = inbound_store::in_lock_order(&ids);
     // Each as listed, or none: one replayed and failed again since is another receipt.
     let versions = console
-        .db(async |connection| Ok(admin::receipt_versions(connection, &ids).await?))
+        .db(async |connection| admin::receipt_versions(connection, &ids).await)
         .await?;
     if digest(&versions) != shown.version {
         return changed_since("one of these receipts".to_owned());
     }
     let person = who.person;
-    let decided = console
-        .db(async |connection| {
-            Ok(if action == "replay" {
-                admin::replay(connection, &ids, Some(expected), person, reason)
-                    .await
-                    .map_err(|error| error.to_string())
-            } else {
-                admin::close(connection, &ids, Some(expected), person, reason)
-                    .await
-                    .map_err(|error| error.to_string())
-            })
+    console
+        .decide(async |connection| {
+            take_receipt_decision(connection, action, &ids, expected, person, reason).await
         })
         .await?;
-    if let Err(why) = decided {
-        return Err(Refusal::Conflict(why));
-    }
     tracing::info!(
         person,
-        action,
+        %action,
         receipts = ids.len(),
         "an operator decided in the console by filter"
     );
@@ -668,20 +660,20 @@ async fn bulk_confirmed(
 /// How an effect resolution reads to the person, from the status it leaves (and the
 /// operation key a resend carries, for one effect).
 fn effect_change(
-    resolution: effects::Resolution,
+    resolution: EffectAction,
     status: EffectStatus,
     operation_key: Option<&str>,
 ) -> String {
     match (resolution, status) {
-        (effects::Resolution::Completed, _) => "becomes completed: never sent again".to_owned(),
-        (effects::Resolution::Retry, EffectStatus::Pending) => {
+        (EffectAction::Complete, _) => "becomes completed: never sent again".to_owned(),
+        (EffectAction::Retry, EffectStatus::Pending) => {
             "is made due now (its history unchanged)".to_owned()
         }
-        (effects::Resolution::Retry, _) => format!(
+        (EffectAction::Retry, _) => format!(
             "goes back to pending and is sent again with the same idempotency key{}; what an earlier attempt may have done no longer holds it back",
             operation_key.map_or_else(String::new, |key| format!(" ({})", view::text(key)))
         ),
-        (effects::Resolution::Abandon, _) => "becomes abandoned: never sent".to_owned(),
+        (EffectAction::Abandon, _) => "becomes abandoned: never sent".to_owned(),
     }
 }
 
@@ -694,12 +686,11 @@ async fn effects_bulk(
     context: &Context,
     who: &Who<'_>,
     form: &Query,
-) -> Result<Response<Body>, Refusal> {
+) -> Result<Response<Body>, Problem> {
     let action = form.get("action").unwrap_or("").to_owned();
-    let resolution = *effects::Resolution::ALL
-        .iter()
-        .find(|resolution| resolution.action() == action)
-        .ok_or_else(|| Refusal::BadInput(format!("{action:?} is not a resolution of an effect")))?;
+    let resolution: EffectAction = action
+        .parse()
+        .map_err(|_| Problem::BadInput(format!("{action:?} is not a resolution of an effect")))?;
     let note = reason(form)?;
     if confirmed(form) {
         let shown = who.confirmed(console, form, &action, &note)?;
@@ -709,34 +700,23 @@ async fn effects_bulk(
             .split(',')
             .map(|id| id.trim().parse::<EffectId>())
             .collect::<Result<_, _>>()
-            .map_err(|_| Refusal::BadInput("the confirmed ids are not effect ids".to_owned()))?;
+            .map_err(|_| Problem::BadInput("the confirmed ids are not effect ids".to_owned()))?;
         // Each as listed (a claim or a resolution since takes a new lease token), or none.
         let mut in_order = ids.clone();
         in_order.sort();
         let versions = console
-            .db(async |connection| Ok(effects::versions(connection, &in_order).await?))
+            .db(async |connection| effects::versions(connection, &in_order).await)
             .await?;
         if digest(&versions) != shown.version {
             return changed_since("one of these effects".to_owned());
         }
         let person = who.person;
-        let resolved = console
-            .db(async |connection| {
-                Ok(effects::resolve_all(
-                    connection,
-                    &ids,
-                    resolution,
-                    Some(expected),
-                    person,
-                    &note,
-                )
-                .await
-                .map_err(|error| error.to_string()))
+        console
+            .decide(async |connection| {
+                effects::resolve_all(connection, &ids, resolution, Some(expected), person, &note)
+                    .await
             })
             .await?;
-        if let Err(why) = resolved {
-            return Err(Refusal::Conflict(why));
-        }
         tracing::info!(
             person,
             action,
@@ -749,7 +729,7 @@ async fn effects_bulk(
     }
     let (mut filter, _, narrowed) = pages::effect_filter(console, form)?;
     if !narrowed || !resolution.allows(filter.status) {
-        return Err(Refusal::BadInput(format!(
+        return Err(Problem::BadInput(format!(
             "a resolution by filter takes effects it applies to and a narrowing filter (sink, owner, since or until); {action} does not apply to {}",
             filter.status
         )));
@@ -757,10 +737,10 @@ async fn effects_bulk(
     let status = filter.status;
     filter.before_id = None;
     let selected = console
-        .db(async |connection| Ok(effects::list(connection, &filter, BULK_MAX).await?))
+        .db(async |connection| effects::list(connection, &filter, BULK_MAX).await)
         .await?;
     if selected.is_empty() {
-        return Err(Refusal::BadInput(format!(
+        return Err(Problem::BadInput(format!(
             "the filter selects no effect: nothing to {action}"
         )));
     }
@@ -774,7 +754,7 @@ async fn effects_bulk(
     let change = effect_change(resolution, status, None);
     let listed: Vec<EffectId> = selected.iter().map(|line| line.id).collect();
     let versions = console
-        .db(async |connection| Ok(effects::versions(connection, &listed).await?))
+        .db(async |connection| effects::versions(connection, &listed).await)
         .await?;
     let version = digest(&versions);
     Ok(who.confirmation_page(

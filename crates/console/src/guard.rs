@@ -119,12 +119,12 @@ impl Actor {
 impl IdentityPolicy {
     /// Who the request from `peer` with `headers` acts for; behind a proxy, a request
     /// that did not come through it is refused outright (it could read every payload).
-    pub fn actor(&self, peer: IpAddr, headers: &HeaderMap) -> Result<Actor, Refusal> {
+    pub fn actor(&self, peer: IpAddr, headers: &HeaderMap) -> Result<Actor, Forbidden> {
         // An IPv4 client of a dual-stack listener arrives as ::ffff:a.b.c.d.
         let peer = peer.to_canonical();
         let named = if let Some((header, trusted)) = &self.user_header {
             if !trusted.iter().any(|net| net.contains(&peer)) {
-                return Err(Refusal::NotThroughTheProxy);
+                return Err(Forbidden::NotThroughTheProxy);
             }
             let mut values = headers.get_all(header).iter();
             match (values.next(), values.next()) {
@@ -284,7 +284,7 @@ impl Hosts {
 
 /// Why a state-changing request was refused before its form was read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
+pub enum Forbidden {
     /// Read-only, or nobody named.
     NoIdentity,
     /// From another site, or without an `Origin`.
@@ -295,7 +295,7 @@ pub enum Refusal {
     NotThroughTheProxy,
 }
 
-impl Refusal {
+impl Forbidden {
     /// What the refusal page says.
     pub fn explain(self) -> &'static str {
         match self {
@@ -321,10 +321,10 @@ impl Refusal {
 /// decides only when it names a site: then it must be the request's own host (or an
 /// allowed origin). A request that says neither (no `Sec-Fetch-Site`, no usable `Origin`)
 /// is refused: it did not come from a browser on the console's pages.
-pub fn same_origin(headers: &HeaderMap, allowed_origins: &[String]) -> Result<(), Refusal> {
+pub fn same_origin(headers: &HeaderMap, allowed_origins: &[String]) -> Result<(), Forbidden> {
     let fetched_from = headers.get("sec-fetch-site").map(|site| site.as_bytes());
     if fetched_from.is_some_and(|site| site != b"same-origin") {
-        return Err(Refusal::CrossSite);
+        return Err(Forbidden::CrossSite);
     }
     let origin = headers
         .get(ORIGIN)
@@ -334,7 +334,7 @@ pub fn same_origin(headers: &HeaderMap, allowed_origins: &[String]) -> Result<()
         return if fetched_from.is_some() {
             Ok(())
         } else {
-            Err(Refusal::CrossSite)
+            Err(Forbidden::CrossSite)
         };
     };
     if allowed_origins.iter().any(|allowed| allowed == origin) {
@@ -343,14 +343,14 @@ pub fn same_origin(headers: &HeaderMap, allowed_origins: &[String]) -> Result<()
     let host = headers
         .get(HOST)
         .and_then(|value| value.to_str().ok())
-        .ok_or(Refusal::CrossSite)?;
+        .ok_or(Forbidden::CrossSite)?;
     let own = origin
         .strip_prefix("http://")
         .or_else(|| origin.strip_prefix("https://"));
     if own == Some(host) {
         Ok(())
     } else {
-        Err(Refusal::CrossSite)
+        Err(Forbidden::CrossSite)
     }
 }
 
@@ -388,7 +388,7 @@ mod tests {
         );
         assert_eq!(
             policy.actor("192.168.1.1".parse().expect("ip"), &alice),
-            Err(Refusal::NotThroughTheProxy)
+            Err(Forbidden::NotThroughTheProxy)
         );
         assert!(matches!(
             policy.actor("10.1.2.3".parse().expect("ip"), &headers(&[])),
@@ -495,15 +495,15 @@ mod tests {
             ("host", "127.0.0.1:8090"),
             ("origin", "http://evil.example"),
         ]);
-        assert_eq!(same_origin(&other, &[]), Err(Refusal::CrossSite));
+        assert_eq!(same_origin(&other, &[]), Err(Forbidden::CrossSite));
         let none = headers(&[("host", "127.0.0.1:8090")]);
-        assert_eq!(same_origin(&none, &[]), Err(Refusal::CrossSite));
+        assert_eq!(same_origin(&none, &[]), Err(Forbidden::CrossSite));
         let fetched = headers(&[
             ("host", "127.0.0.1:8090"),
             ("origin", "http://127.0.0.1:8090"),
             ("sec-fetch-site", "cross-site"),
         ]);
-        assert_eq!(same_origin(&fetched, &[]), Err(Refusal::CrossSite));
+        assert_eq!(same_origin(&fetched, &[]), Err(Forbidden::CrossSite));
         // A browser's form under no-referrer: Origin null, Sec-Fetch-Site same-origin.
         let browser = headers(&[
             ("host", "127.0.0.1:8090"),
@@ -512,13 +512,13 @@ mod tests {
         ]);
         assert_eq!(same_origin(&browser, &[]), Ok(()));
         let null_alone = headers(&[("host", "127.0.0.1:8090"), ("origin", "null")]);
-        assert_eq!(same_origin(&null_alone, &[]), Err(Refusal::CrossSite));
+        assert_eq!(same_origin(&null_alone, &[]), Err(Forbidden::CrossSite));
         let lying = headers(&[
             ("host", "127.0.0.1:8090"),
             ("origin", "http://evil.example"),
             ("sec-fetch-site", "same-origin"),
         ]);
-        assert_eq!(same_origin(&lying, &[]), Err(Refusal::CrossSite));
+        assert_eq!(same_origin(&lying, &[]), Err(Forbidden::CrossSite));
         let proxied = headers(&[
             ("host", "console.internal:8090"),
             ("origin", "https://inbound.example.com"),

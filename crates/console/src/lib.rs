@@ -274,15 +274,23 @@ impl Console {
     /// then fails records nothing.
     pub(crate) async fn db<T>(
         &self,
-        work: impl AsyncFnOnce(&mut sqlx::PgConnection) -> anyhow::Result<T>,
-    ) -> anyhow::Result<T> {
+        work: impl AsyncFnOnce(&mut sqlx::PgConnection) -> Result<T, sqlx::Error>,
+    ) -> Result<T, pages::Problem> {
+        self.decide(work).await
+    }
+
+    /// [`Console::db`] for a decision, whose refusals (an unknown id, a row that moved)
+    /// are answered as what they are, and only its database errors as 503.
+    pub(crate) async fn decide<T, E>(
+        &self,
+        work: impl AsyncFnOnce(&mut sqlx::PgConnection) -> Result<T, E>,
+    ) -> Result<T, pages::Problem>
+    where
+        E: From<sqlx::Error> + Into<pages::Problem>,
+    {
         use sqlx::Connection;
         let bounded = async {
-            let mut connection = self
-                .pool
-                .acquire()
-                .await
-                .context("no database connection")?;
+            let mut connection = self.pool.acquire().await?;
             let mut transaction = connection.begin().await?;
             inbound_store::bounded::limit_statements_in_transaction(
                 &mut transaction,
@@ -291,11 +299,14 @@ impl Console {
             .await?;
             let done = work(&mut transaction).await?;
             transaction.commit().await?;
-            Ok(done)
+            Ok::<T, E>(done)
         };
-        tokio::time::timeout(self.limit, bounded)
-            .await
-            .map_err(|_| anyhow::anyhow!("the database gave no answer within {:?}", self.limit))?
+        match tokio::time::timeout(self.limit, bounded).await {
+            Ok(done) => done.map_err(Into::into),
+            Err(_elapsed) => Err(pages::Problem::Database(inbound_store::bounded::gave_up(
+                self.limit,
+            ))),
+        }
     }
 
     /// The configuration, when the console was given one.

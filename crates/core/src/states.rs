@@ -18,14 +18,14 @@ use sqlx::postgres::{PgArgumentBuffer, PgHasArrayType, PgTypeInfo, PgValueRef};
 #[cfg(feature = "sqlx")]
 use sqlx::{Decode, Encode, Postgres, Type};
 
-/// An enum stored as one of a fixed set of texts: `as_str`, `ALL`, `FromStr`, `Display`
-/// and (feature `sqlx`) the mapping to and from `text` (no PostgreSQL enum type: adding a
-/// value is a CHECK change, never a type change, and poolers see plain text).
+/// An enum stored as one of a fixed set of texts: `as_str`, `ALL`, `FromStr`, `Display`,
+/// `Serialize` (as stored) and (feature `sqlx`) the mapping to and from `text` (no
+/// PostgreSQL enum type: adding a value is a CHECK change, never a type change, and
+/// poolers see plain text).
 macro_rules! text_states {
     ($(#[$meta:meta])* pub enum $name:ident { $($(#[$variant_meta:meta])* $variant:ident => $text:literal,)+ }) => {
         $(#[$meta])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
-        #[serde(rename_all = "snake_case")]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
         pub enum $name {
             $($(#[$variant_meta])* $variant,)+
         }
@@ -59,6 +59,13 @@ macro_rules! text_states {
                         expected: Self::names().collect::<Vec<_>>().join(", "),
                     }),
                 }
+            }
+        }
+
+        // As stored, never the variant's name: `--json` and the database say one word.
+        impl serde::Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.serialize_str(self.as_str())
             }
         }
 
@@ -134,6 +141,24 @@ text_states! {
     }
 }
 
+text_states! {
+    /// Where an unfinished or stuck receipt stands as the queue gauge
+    /// (`inbound_receipts{state}`) and `inboundctl status` count it: a pending receipt is
+    /// claimable, leased or waiting out a retry delay.
+    pub enum QueueState {
+        /// Pending and claimable now (an expired lease included).
+        Pending => "pending",
+        /// Pending, held by a worker under a live lease.
+        Leased => "leased",
+        /// Pending, backing off after a transient failure.
+        Waiting => "waiting",
+        /// Needs a person: a permanent inconsistency.
+        Quarantined => "quarantined",
+        /// Needs a person: attempts exhausted, or failed by an operator.
+        Failed => "failed",
+    }
+}
+
 impl ReceiptStatus {
     /// The statuses that need a person (the alert's, and `receipts close`'s).
     pub const NEEDS_A_PERSON: &'static [Self] = &[Self::Failed, Self::Quarantined];
@@ -146,8 +171,68 @@ text_states! {
         Applied => "applied",
         /// The business key says it had happened already.
         Duplicate => "duplicate",
-        /// Nothing to do: outside the handler's domain, or closed by an operator.
+        /// Nothing to do: outside the handler's domain.
         Ignored => "ignored",
+        /// An operator decided it will not be processed (`receipts close`).
+        Closed => "closed",
+    }
+}
+
+text_states! {
+    /// What an operator decided about a receipt (`receipt_replays` are replays;
+    /// `receipt_resolutions.action` holds the others).
+    pub enum ReceiptAction {
+        /// Queued again (failed or quarantined), or made due now (pending).
+        Replay => "replay",
+        /// A pending receipt taken out as quarantined.
+        Quarantine => "quarantine",
+        /// A pending receipt taken out as failed.
+        Fail => "fail",
+        /// A failed or quarantined receipt ended `done` / `closed`.
+        Close => "close",
+    }
+}
+
+impl ReceiptAction {
+    /// What the action made of the receipt, as a past participle (`replayed`, …).
+    pub fn done(self) -> &'static str {
+        match self {
+            Self::Replay => "replayed",
+            Self::Quarantine => "quarantined",
+            Self::Fail => "failed",
+            Self::Close => "closed",
+        }
+    }
+}
+
+text_states! {
+    /// What an operator decided about an effect (`effect_resolutions.action`).
+    pub enum EffectAction {
+        /// Recorded as completed: the person checked the sink has it.
+        Complete => "completed",
+        /// Sent again (or made due now, when pending).
+        Retry => "retry",
+        /// Given up.
+        Abandon => "abandon",
+    }
+}
+
+impl EffectAction {
+    /// The statuses this action may start from: `in_flight` never (a delivery may be
+    /// running), `completed` and `abandoned` never (closed). A retry of a `pending`
+    /// effect only makes it due (its history stands).
+    pub fn allowed_from(self) -> &'static [EffectStatus] {
+        use EffectStatus::{Failed, Pending, Review, Uncertain};
+        match self {
+            Self::Complete => &[Uncertain, Review, Failed],
+            Self::Retry | Self::Abandon => &[Pending, Uncertain, Review, Failed],
+        }
+    }
+
+    /// Whether an effect in `status` may be resolved so (what the console offers; the
+    /// database's decision function checks again under the row lock).
+    pub fn allows(self, status: EffectStatus) -> bool {
+        self.allowed_from().contains(&status)
     }
 }
 
@@ -216,6 +301,35 @@ mod tests {
             serde_json::to_string(&EffectStatus::InFlight).expect("json"),
             "\"in_flight\""
         );
+    }
+
+    /// What `--json` prints is what the database stores: `effects show --json` says an
+    /// effect was resolved `completed`, as `effect_resolutions.action` holds it, not the
+    /// variant's name (`complete`).
+    #[test]
+    fn every_state_serialises_as_it_is_stored() {
+        fn as_json<T: serde::Serialize>(value: T) -> String {
+            serde_json::to_value(value)
+                .expect("json")
+                .as_str()
+                .expect("a string")
+                .to_owned()
+        }
+        for value in EffectAction::ALL {
+            assert_eq!(as_json(value), value.as_str());
+        }
+        for value in ReceiptAction::ALL {
+            assert_eq!(as_json(value), value.as_str());
+        }
+        for value in EffectStatus::ALL {
+            assert_eq!(as_json(value), value.as_str());
+        }
+        for value in ReceiptStatus::ALL {
+            assert_eq!(as_json(value), value.as_str());
+        }
+        for value in ReceiptOutcome::ALL {
+            assert_eq!(as_json(value), value.as_str());
+        }
     }
 
     #[test]

@@ -13,7 +13,8 @@ use anyhow::bail;
 use clap::{Args, Subcommand};
 use inbound_core::config::Config;
 use inbound_core::keys::EffectId;
-use inbound_store::effects::{self, Resolution};
+use inbound_core::states::EffectAction;
+use inbound_store::effects;
 use serde_json::json;
 use sqlx::PgConnection;
 
@@ -455,9 +456,9 @@ async fn resolve(args: ResolveArgs) -> anyhow::Result<()> {
         json,
     } = args;
     let resolution = match (completed, retry, abandon) {
-        (true, _, _) => Some(Resolution::Completed),
-        (_, true, _) => Some(Resolution::Retry),
-        (_, _, true) => Some(Resolution::Abandon),
+        (true, _, _) => Some(EffectAction::Complete),
+        (_, true, _) => Some(EffectAction::Retry),
+        (_, _, true) => Some(EffectAction::Abandon),
         _ => None,
     };
     check_bulk(status.is_some(), filter.narrows(), &confirmation)?;
@@ -503,10 +504,10 @@ async fn resolve(args: ResolveArgs) -> anyhow::Result<()> {
     })
     .await?;
     if json {
-        out_exact!("{}", json!({"effects": ids, "action": resolution.action()}));
+        out_exact!("{}", json!({"effects": ids, "action": resolution.as_str()}));
     } else {
         for id in &ids {
-            out!("effect {id}: {} (recorded for {by})", resolution.action());
+            out!("effect {id}: {} (recorded for {by})", resolution.as_str());
         }
         if status.is_some() {
             confirmation.more_may_match(ids.len(), false);

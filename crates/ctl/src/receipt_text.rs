@@ -77,12 +77,7 @@ pub fn print_receipt(
 
 fn print_decisions(history: &[admin::ReceiptDecision]) {
     for decision in history {
-        let done = match decision.action.as_str() {
-            "replay" => "replayed",
-            "quarantine" => "quarantined",
-            "close" => "closed",
-            _ => "failed",
-        };
+        let done = decision.action.done();
         out!(
             "  decision     {} {done} by {} as role {} (was {}): {}",
             decision.at,

@@ -97,7 +97,7 @@ pub enum ReceiptsCommand {
   inboundctl receipts replay --status failed --integration stripe-live --since 6h --yes --reason \"INC-42\"")]
     Replay(DecisionArgs),
     /// Close failed or quarantined receipts that will not be processed: each ends done
-    /// (outcome ignored, the reason kept), its key stays so a redelivery is a duplicate,
+    /// (outcome closed, the reason kept), its key stays so a redelivery is a duplicate,
     /// and the alert about it clears — by id, or every one in a status a filter selects.
     #[command(after_help = "Examples:
   inboundctl receipts close 81234 --reason \"test-mode event sent to live (INC-42); nothing to apply\"
@@ -264,7 +264,7 @@ async fn find(
 enum Decision {
     /// Back to pending (failed, quarantined), or due now (pending).
     Replay,
-    /// Done and ignored for good (failed, quarantined).
+    /// Done and closed for good (failed, quarantined).
     Close,
 }
 
@@ -472,11 +472,7 @@ async fn resolve_pending(
         Ok(admin::resolve_pending(connection, &args.ids, resolution, &by, &reason).await?)
     })
     .await?;
-    let verb = match resolution {
-        admin::PendingResolution::Quarantine => "quarantined",
-        admin::PendingResolution::Fail => "failed",
-    };
-    report(&args.ids, verb, args.json);
+    report(&args.ids, resolution.action().done(), args.json);
     Ok(())
 }
 

@@ -41,7 +41,7 @@ pub async fn refresh(worker: &Worker) -> Result<(), sqlx::Error> {
 async fn refresh_on(worker: &Worker, connection: &mut PgConnection) -> Result<(), sqlx::Error> {
     let counts = admin::receipt_counts(&mut *connection).await?;
     for (state, count) in counts.by_state() {
-        metrics::gauge!(RECEIPTS, "state" => state).set(count as f64);
+        metrics::gauge!(RECEIPTS, "state" => state.as_str()).set(count as f64);
     }
     queue_ages::export(&mut *connection, &worker.config).await?;
     // Counted for every configured integration and sink, and for any other the rows name:
@@ -155,7 +155,7 @@ pub fn initialise(worker: &Worker) {
     metrics::counter!(LEASE_RECLAIMS_TOTAL).increment(0);
     queue_ages::initialise(&worker.config);
     for (state, _) in admin::ReceiptCounts::default().by_state() {
-        metrics::gauge!(RECEIPTS, "state" => state).set(0.0);
+        metrics::gauge!(RECEIPTS, "state" => state.as_str()).set(0.0);
     }
     // The open states only: finished effects are counted as they finish
     // ([`EFFECTS_FINISHED_TOTAL`]).

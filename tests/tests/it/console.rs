@@ -461,8 +461,8 @@ async fn a_bulk_close_lists_exactly_what_it_changes_then_closes_those_and_only_t
             pool,
             id,
             ReceiptStatus::Done,
-            Some(ReceiptOutcome::Ignored),
-            "closed by an operator: test events",
+            Some(ReceiptOutcome::Closed),
+            "test events",
         )
         .await;
     }
@@ -1096,4 +1096,96 @@ async fn an_unnamed_viewer_is_shown_no_payload() {
         .await
         .expect("reads");
     assert_eq!(reads, 0);
+}
+
+/// An operator's close is told from a handler's `ignored` by the receipt's outcome, never
+/// by the words of its reason: a handler that ignores an event "closed by an operator: …"
+/// (its reason may quote what a sender sent) is still counted as ignored.
+#[tokio::test]
+async fn a_closed_receipt_is_told_from_an_ignored_one_by_its_outcome_not_its_reason() {
+    use inbound_core::keys::ReceiptId;
+    use inbound_store::admin;
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let ignored = domain::receipt_in(pool, "evt_ignored", "done").await;
+    sqlx::query(
+        "UPDATE receipts SET outcome = 'ignored',
+             outcome_reason = 'closed by an operator: the words of a sender' WHERE id = $1",
+    )
+    .bind(ignored)
+    .execute(pool)
+    .await
+    .expect("a handler's ignored receipt");
+    let closed = domain::receipt_in(pool, "evt_closed", "failed").await;
+    let mut connection = pool.acquire().await.expect("a connection");
+    admin::close(
+        &mut connection,
+        &[ReceiptId(closed)],
+        None,
+        "alice",
+        "test events",
+    )
+    .await
+    .expect("closed");
+    let recent = admin::recent_receipts(&mut connection, 100)
+        .await
+        .expect("recent receipts");
+    assert_eq!(recent.len(), 1, "{recent:?}");
+    assert_eq!(recent[0].count, 2);
+    assert_eq!(recent[0].ignored, 1, "the handler's ignored receipt counts");
+    domain::assert_ended(
+        pool,
+        closed,
+        ReceiptStatus::Done,
+        Some(ReceiptOutcome::Closed),
+        "test events",
+    )
+    .await;
+}
+
+/// A decision the database does not finish within the page timeout (another session holds
+/// the receipt's row) is answered 503, "the database failed or did not answer": the row has
+/// not moved, so it is no 409 conflict, and nothing changed.
+#[tokio::test]
+async fn a_decision_the_database_cannot_finish_in_time_is_a_503_not_a_conflict() {
+    use sqlx::Connection;
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let failed = domain::receipt_in(pool, "evt_locked", "failed").await;
+    let console = Console::start(
+        database.url(),
+        &["--by", "alice", "--page-timeout-secs", "1"],
+    );
+    let session = Session::open(&console).await;
+    let page = format!("/receipts/{failed}");
+    let token = session.token(&page).await.expect("a decision form");
+    let fields = [
+        ("csrf", token.as_str()),
+        ("action", "replay"),
+        ("reason", "order o1 created by hand"),
+    ];
+    let confirmation = session.post(&format!("{page}/decide"), &fields).await;
+    assert_eq!(confirmation.status, 200, "{}", text(&confirmation));
+    let mut holder = sqlx::PgConnection::connect(database.url())
+        .await
+        .expect("a second session");
+    let mut holding = holder.begin().await.expect("a transaction");
+    sqlx::query("SELECT 1 FROM inbound.receipts WHERE id = $1 FOR UPDATE")
+        .bind(failed)
+        .execute(&mut *holding)
+        .await
+        .expect("the row held");
+    let taken = session.submit(&confirmation, "confirm").await;
+    holding.rollback().await.expect("released");
+    assert_eq!(taken.status, 503, "{}", text(&taken));
+    assert!(
+        text(&taken).contains("the database failed or did not answer in time"),
+        "{}",
+        text(&taken)
+    );
+    assert_eq!(
+        domain::receipt_state(pool, failed).await.0,
+        ReceiptStatus::Failed
+    );
+    assert_eq!(audit_rows(pool).await, 0);
 }

@@ -352,7 +352,7 @@ async fn a_bulk_close_lists_what_it_will_change_and_closes_exactly_that() {
     for id in [first, second] {
         assert_eq!(
             domain::receipt_state(pool, id).await.1,
-            Some(ReceiptOutcome::Ignored)
+            Some(ReceiptOutcome::Closed)
         );
     }
     browser.close().await;

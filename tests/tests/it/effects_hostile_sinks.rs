@@ -518,7 +518,7 @@ async fn purge_keeps_receipts_whose_effects_are_not_closed() {
     store::resolve(
         &mut connection,
         inbound_core::keys::EffectId(id),
-        store::Resolution::Abandon,
+        inbound_core::states::EffectAction::Abandon,
         None,
         "alice",
         "never needed",
@@ -702,7 +702,7 @@ async fn an_operators_retry_ends_a_breakers_pause_with_a_probe_now() {
     store::resolve(
         &mut connection,
         inbound_core::keys::EffectId(id),
-        store::Resolution::Retry,
+        inbound_core::states::EffectAction::Retry,
         None,
         "alice",
         "the receiver is back",
@@ -757,7 +757,7 @@ async fn an_operator_decision_fences_out_a_reconciliation_in_progress() {
     store::resolve(
         &mut connection,
         claimed[0].id,
-        store::Resolution::Abandon,
+        inbound_core::states::EffectAction::Abandon,
         None,
         "alice",
         "checked with the receiver: never to be sent",

@@ -117,8 +117,8 @@ async fn receipts_are_closed_in_bulk_by_filter_after_a_dry_run() {
             domain::receipt_state(pool, id).await,
             (
                 ReceiptStatus::Done,
-                Some(ReceiptOutcome::Ignored),
-                Some("closed by an operator: test-mode events sent to live (INC-9)".into())
+                Some(ReceiptOutcome::Closed),
+                Some("test-mode events sent to live (INC-9)".into())
             )
         );
     }
@@ -410,7 +410,7 @@ async fn a_bulk_replay_needs_yes_and_a_narrowing_filter_and_ids_take_neither() {
 }
 
 #[tokio::test]
-async fn a_closed_receipt_ends_ignored_with_its_reason_and_nobody_decides_anonymously() {
+async fn a_closed_receipt_ends_closed_with_its_reason_and_nobody_decides_anonymously() {
     let Seeded {
         database,
         _scratch,
@@ -420,7 +420,7 @@ async fn a_closed_receipt_ends_ignored_with_its_reason_and_nobody_decides_anonym
         ..
     } = seeded().await;
     let pool = database.pool();
-    // Close: the quarantined receipt ends done/ignored with the reason, and says so.
+    // Close: the quarantined receipt ends done/closed with the reason, and says so.
     refused(
         &inboundctl(
             &database,
@@ -449,7 +449,7 @@ async fn a_closed_receipt_ends_ignored_with_its_reason_and_nobody_decides_anonym
             .expect("closed");
     assert_eq!(
         (state.as_str(), outcome.as_deref()),
-        ("done", Some("ignored"))
+        ("done", Some("closed"))
     );
     let history = inboundctl(&database, &["receipts", "show", &odd.to_string()], &[]);
     assert!(
@@ -593,7 +593,7 @@ async fn an_effect_that_moved_on_since_a_filter_chose_it_is_not_resolved_blindly
     let moved = inbound_store::effects::resolve(
         &mut connection,
         inbound_core::keys::EffectId(other),
-        inbound_store::effects::Resolution::Completed,
+        inbound_core::states::EffectAction::Complete,
         Some(inbound_core::states::EffectStatus::Review),
         "ops-test",
         "n",

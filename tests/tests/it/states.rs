@@ -55,24 +55,16 @@ async fn the_database_allows_exactly_the_states_the_code_knows() {
 /// Operators' decisions are recorded under the actions the code names.
 #[tokio::test]
 async fn the_database_records_exactly_the_decisions_the_code_makes() {
-    use inbound_store::{admin, effects};
+    use inbound_core::states::{EffectAction, ReceiptAction};
     let database = TestDatabase::create().await;
     assert_eq!(
         allowed_values(&database, "effect_resolutions", "action").await,
-        names(
-            effects::Resolution::ALL
-                .iter()
-                .map(|resolution| resolution.action())
-        )
+        names(EffectAction::names())
     );
+    // A replay is a row of `receipt_replays`; every other decision one of these.
     assert_eq!(
         allowed_values(&database, "receipt_resolutions", "action").await,
-        names(
-            admin::PendingResolution::ALL
-                .iter()
-                .map(|resolution| resolution.action())
-                .chain([admin::CLOSE_ACTION])
-        )
+        names(ReceiptAction::names().filter(|action| *action != ReceiptAction::Replay.as_str()))
     );
 }
 

@@ -46,12 +46,12 @@ pub struct Effects {
 pub fn effect_filter(
     console: &Console,
     query: &Query,
-) -> Result<(store_effects::EffectFilter, EffectForm, bool), Refusal> {
+) -> Result<(store_effects::EffectFilter, EffectForm, bool), Problem> {
     let status = query
         .parsed::<EffectStatus>("status")?
         .unwrap_or(EffectStatus::Review);
     let sinks = selection::sinks_selected(query.get("sink"), query.get("owner"), console.config())
-        .map_err(|error| Refusal::BadInput(format!("{error:#}")))?;
+        .map_err(|error| Problem::BadInput(format!("{error:#}")))?;
     let filter = store_effects::EffectFilter {
         status,
         sinks,
@@ -160,23 +160,23 @@ pub struct EffectPage {
 /// What may be decided about an effect in `status` (the store checks again under lock).
 pub fn effect_offers(status: EffectStatus) -> Vec<Offer> {
     let mut offers = Vec::new();
-    if store_effects::Resolution::Completed.allows(status) {
+    if EffectAction::Complete.allows(status) {
         offers.push(Offer {
-            action: "completed",
+            action: EffectAction::Complete.as_str(),
             label: "Completed",
             explains: "you confirmed with the sink that it happened: never sent again",
         });
     }
-    if store_effects::Resolution::Retry.allows(status) {
+    if EffectAction::Retry.allows(status) {
         offers.push(Offer {
-            action: "retry",
+            action: EffectAction::Retry.as_str(),
             label: "Retry",
             explains: "sent again now with the same idempotency key (a pending one: due now)",
         });
     }
-    if store_effects::Resolution::Abandon.allows(status) {
+    if EffectAction::Abandon.allows(status) {
         offers.push(Offer {
-            action: "abandon",
+            action: EffectAction::Abandon.as_str(),
             label: "Abandon",
             explains: "closed unsent: never sent again",
         });
@@ -200,7 +200,7 @@ pub(super) async fn effect(
         })
         .await?;
     let Some(line) = line else {
-        return Err(Refusal::NotFound(format!("no effect has id {id}")));
+        return Err(Problem::NotFound(format!("no effect has id {id}")));
     };
     let next = match line.status {
         EffectStatus::Pending => format!("sent at {}", view::time_or_dash(line.next_attempt_at)),
@@ -279,8 +279,8 @@ pub(super) async fn effect(
                 .into_iter()
                 .map(|resolution| DecisionRow {
                     at: view::time(resolution.resolved_at),
-                    action: view::text(&resolution.action),
-                    previous_status: view::text(&resolution.previous_status),
+                    action: view::text(resolution.action.as_str()),
+                    previous_status: view::text(resolution.previous_status.as_str()),
                     by: view::text(&resolution.resolved_by),
                     role: view::text(&resolution.database_role),
                     reason: view::text(&resolution.note),

@@ -8,7 +8,7 @@
 use askama::Template;
 use http::{Response, StatusCode};
 use inbound_core::keys::{EffectId, ReceiptId};
-use inbound_core::states::{EffectStatus, ReceiptStatus};
+use inbound_core::states::{EffectAction, EffectStatus, ReceiptStatus};
 use inbound_runtime::http::Body;
 use inbound_store::{admin, effects as store_effects};
 
@@ -75,7 +75,7 @@ impl Context {
 /// A page that says what went wrong (a bad filter, an unknown id, a refused decision).
 #[derive(Template)]
 #[template(path = "console/problem.html")]
-pub struct Problem {
+pub struct ProblemPage {
     pub frame: Frame,
     pub message: String,
 }
@@ -88,7 +88,7 @@ pub fn problem(
 ) -> Response<Body> {
     respond::page(
         status,
-        &Problem {
+        &ProblemPage {
             frame: context.frame("Not done"),
             message: view::text(&message.into()),
         },
@@ -109,32 +109,34 @@ pub async fn get(
         ["receipts"] => receipts::receipts(console, context, &query).await,
         ["receipts", id] => match id.parse::<ReceiptId>() {
             Ok(id) => receipts::receipt(console, context, id, &query).await,
-            Err(_) => Err(Refusal::NotFound(format!("no receipt has id {id:?}"))),
+            Err(_) => Err(Problem::NotFound(format!("no receipt has id {id:?}"))),
         },
         ["effects"] => effects::effects_page(console, context, &query).await,
         ["effects", id] => match id.parse::<EffectId>() {
             Ok(id) => effects::effect(console, context, id, &query).await,
-            Err(_) => Err(Refusal::NotFound(format!("no effect has id {id:?}"))),
+            Err(_) => Err(Problem::NotFound(format!("no effect has id {id:?}"))),
         },
         ["review"] => review::review(console, context).await,
-        _ => Err(Refusal::NotFound("no such page".to_owned())),
+        _ => Err(Problem::NotFound("no such page".to_owned())),
     };
     page.unwrap_or_else(|refusal| refusal.page(context))
 }
 
-/// Why a page is not shown.
-pub enum Refusal {
+/// Why a page is not shown: one kind of problem per answer, so a bad input or a missing
+/// row is never reported as the database failing.
+#[derive(Debug)]
+pub enum Problem {
     /// A bad filter or form value: 400 with what is wrong.
     BadInput(String),
     /// No such page or id: 404.
     NotFound(String),
     /// A decision the row's state no longer allows (moved since its confirmation): 409.
     Conflict(String),
-    /// The database failed or did not answer: 503.
-    Database(anyhow::Error),
+    /// The database failed or did not answer: 503. Only a `sqlx::Error` is one.
+    Database(sqlx::Error),
 }
 
-impl Refusal {
+impl Problem {
     pub fn page(self, context: &Context) -> Response<Body> {
         match self {
             Self::BadInput(message) => problem(context, StatusCode::BAD_REQUEST, message),
@@ -142,7 +144,7 @@ impl Refusal {
             Self::Conflict(message) => problem(context, StatusCode::CONFLICT, message),
             Self::Database(error) => {
                 // The details (host names, statements) stay in the log.
-                tracing::warn!(error = %format!("{error:#}"), "a console page failed");
+                tracing::warn!(%error, "a console page failed");
                 problem(
                     context,
                     StatusCode::SERVICE_UNAVAILABLE,
@@ -153,13 +155,43 @@ impl Refusal {
     }
 }
 
-impl From<anyhow::Error> for Refusal {
-    fn from(error: anyhow::Error) -> Self {
+impl From<sqlx::Error> for Problem {
+    fn from(error: sqlx::Error) -> Self {
         Self::Database(error)
     }
 }
 
-type Page = Result<Response<Body>, Refusal>;
+impl From<admin::ReplayError> for Problem {
+    fn from(error: admin::ReplayError) -> Self {
+        match error {
+            admin::ReplayError::Database(error) => Self::Database(error),
+            admin::ReplayError::Unknown(_) => Self::NotFound(error.to_string()),
+            refused => Self::Conflict(refused.to_string()),
+        }
+    }
+}
+
+impl From<admin::ReceiptResolveError> for Problem {
+    fn from(error: admin::ReceiptResolveError) -> Self {
+        match error {
+            admin::ReceiptResolveError::Database(error) => Self::Database(error),
+            admin::ReceiptResolveError::Unknown(_) => Self::NotFound(error.to_string()),
+            refused => Self::Conflict(refused.to_string()),
+        }
+    }
+}
+
+impl From<store_effects::EffectResolveError> for Problem {
+    fn from(error: store_effects::EffectResolveError) -> Self {
+        match error {
+            store_effects::EffectResolveError::Database(error) => Self::Database(error),
+            store_effects::EffectResolveError::Unknown(_) => Self::NotFound(error.to_string()),
+            refused => Self::Conflict(refused.to_string()),
+        }
+    }
+}
+
+type Page = Result<Response<Body>, Problem>;
 
 /// A query string's fields (the first of each name; empty values are absent).
 #[derive(Debug, Default)]
@@ -182,20 +214,20 @@ impl Query {
             .map(|(_, value)| value.trim())
     }
 
-    fn time(&self, name: &str) -> Result<Option<chrono::DateTime<chrono::Utc>>, Refusal> {
+    fn time(&self, name: &str) -> Result<Option<chrono::DateTime<chrono::Utc>>, Problem> {
         self.get(name)
             .map(|text| {
                 selection::parse_time(text)
-                    .map_err(|error| Refusal::BadInput(format!("{name}: {error}")))
+                    .map_err(|error| Problem::BadInput(format!("{name}: {error}")))
             })
             .transpose()
     }
 
-    fn parsed<T: std::str::FromStr>(&self, name: &str) -> Result<Option<T>, Refusal> {
+    fn parsed<T: std::str::FromStr>(&self, name: &str) -> Result<Option<T>, Problem> {
         self.get(name)
             .map(|text| {
                 text.parse::<T>()
-                    .map_err(|_| Refusal::BadInput(format!("{name}: {text:?} is not valid here")))
+                    .map_err(|_| Problem::BadInput(format!("{name}: {text:?} is not valid here")))
             })
             .transpose()
     }

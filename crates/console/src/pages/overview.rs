@@ -50,7 +50,7 @@ pub(super) async fn overview(console: &Console, context: &Context) -> Page {
         .unwrap_or_default();
     let model = console
         .db(async |connection| {
-            Ok(admin::overview(connection, &integrations, &sinks, NEWEST_LOOK_BACK).await?)
+            admin::overview(connection, &integrations, &sinks, NEWEST_LOOK_BACK).await
         })
         .await?;
     let integration_rows = model

@@ -47,7 +47,7 @@ pub struct Receipts {
 pub fn receipt_filter(
     console: &Console,
     query: &Query,
-) -> Result<(admin::ReceiptFilter, ReceiptForm, bool), Refusal> {
+) -> Result<(admin::ReceiptFilter, ReceiptForm, bool), Problem> {
     let status = query
         .parsed::<ReceiptStatus>("status")?
         .unwrap_or(ReceiptStatus::Failed);
@@ -56,7 +56,7 @@ pub fn receipt_filter(
         query.get("owner"),
         console.config(),
     )
-    .map_err(|error| Refusal::BadInput(format!("{error:#}")))?;
+    .map_err(|error| Problem::BadInput(format!("{error:#}")))?;
     let filter = admin::ReceiptFilter {
         status,
         integrations,
@@ -126,9 +126,7 @@ pub(super) async fn receipts(console: &Console, context: &Context, query: &Query
         }
         None => {
             console
-                .db(async |connection| {
-                    Ok(admin::list_receipts(connection, &filter, PAGE_ROWS).await?)
-                })
+                .db(async |connection| admin::list_receipts(connection, &filter, PAGE_ROWS).await)
                 .await?
         }
     };
@@ -203,7 +201,7 @@ pub fn receipt_offers(status: ReceiptStatus) -> Vec<Offer> {
             Offer {
                 action: "close",
                 label: "Close",
-                explains: "ends done (ignored) with your reason; never processed",
+                explains: "ends done (closed) with your reason; never processed",
             },
         ],
         ReceiptStatus::Pending => vec![
@@ -271,7 +269,7 @@ pub(super) async fn receipt(
         })
         .await?;
     let Some(detail) = detail else {
-        return Err(Refusal::NotFound(format!("no receipt has id {id}")));
+        return Err(Problem::NotFound(format!("no receipt has id {id}")));
     };
     let config = console.config();
     let state = match detail.outcome {
@@ -381,8 +379,8 @@ pub(super) async fn receipt(
                 .into_iter()
                 .map(|decision| DecisionRow {
                     at: view::time(decision.at),
-                    action: view::text(&decision.action),
-                    previous_status: view::text(&decision.previous_status),
+                    action: view::text(decision.action.as_str()),
+                    previous_status: view::text(decision.previous_status.as_str()),
                     by: view::text(&decision.by),
                     role: view::text(&decision.database_role),
                     reason: view::text(&decision.reason),

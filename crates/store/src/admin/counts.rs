@@ -5,7 +5,7 @@
 use serde::Serialize;
 use sqlx::PgConnection;
 
-use inbound_core::states::ReceiptStatus;
+use inbound_core::states::{QueueState, ReceiptStatus};
 
 /// Receipts by state, as `inbound_receipts{state}` and `inboundctl status` report them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -23,14 +23,14 @@ pub struct ReceiptCounts {
 }
 
 impl ReceiptCounts {
-    /// `(state label, count)` for every state, in a fixed order.
-    pub fn by_state(&self) -> [(&'static str, i64); 5] {
+    /// `(state, count)` for every state, in [`QueueState::ALL`]'s order.
+    pub fn by_state(&self) -> [(QueueState, i64); 5] {
         [
-            ("pending", self.pending),
-            ("leased", self.leased),
-            ("waiting", self.waiting),
-            ("quarantined", self.quarantined),
-            ("failed", self.failed),
+            (QueueState::Pending, self.pending),
+            (QueueState::Leased, self.leased),
+            (QueueState::Waiting, self.waiting),
+            (QueueState::Quarantined, self.quarantined),
+            (QueueState::Failed, self.failed),
         ]
     }
 }

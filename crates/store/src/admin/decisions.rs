@@ -8,7 +8,7 @@
 use sqlx::{Connection, PgConnection};
 
 use inbound_core::keys::ReceiptId;
-use inbound_core::states::ReceiptStatus;
+use inbound_core::states::{ReceiptAction, ReceiptStatus};
 
 /// Why a replay was refused. Nothing is replayed when any id is refused.
 #[derive(Debug, thiserror::Error)]
@@ -152,26 +152,22 @@ pub enum PendingResolution {
     Fail,
 }
 
-/// The `receipt_resolutions.action` of [`close`].
-pub const CLOSE_ACTION: &str = "close";
-
 impl PendingResolution {
-    /// Every resolution of a pending receipt (`receipt_resolutions.action` allows their
-    /// actions and [`CLOSE_ACTION`]).
+    /// Every resolution of a pending receipt.
     pub const ALL: &'static [Self] = &[Self::Quarantine, Self::Fail];
 
-    /// The `receipt_resolutions.action`.
-    pub fn action(self) -> &'static str {
+    /// The action recorded (`receipt_resolutions.action`).
+    pub fn action(self) -> ReceiptAction {
         match self {
-            Self::Quarantine => "quarantine",
-            Self::Fail => "fail",
+            Self::Quarantine => ReceiptAction::Quarantine,
+            Self::Fail => ReceiptAction::Fail,
         }
     }
 }
 
 /// Why a resolution was refused. Nothing is resolved when any id is refused.
 #[derive(Debug, thiserror::Error)]
-pub enum ResolveError {
+pub enum ReceiptResolveError {
     /// No receipt has this id.
     #[error("receipt {0} does not exist")]
     Unknown(ReceiptId),
@@ -218,14 +214,14 @@ pub async fn resolve_pending(
     resolution: PendingResolution,
     resolved_by: &str,
     reason: &str,
-) -> Result<(), ResolveError> {
+) -> Result<(), ReceiptResolveError> {
     let mut transaction = conn.begin().await?;
     for id in crate::in_lock_order(receipt_ids) {
         // The queue row first, as the worker's transaction locks it (then the receipt).
         let taken = sqlx::query_scalar!(
             r#"SELECT decision_take_receipt_out($1, $2, $3, $4) AS "taken!""#,
             id as ReceiptId,
-            resolution.action(),
+            resolution.action() as ReceiptAction,
             resolved_by,
             reason,
         )
@@ -233,8 +229,8 @@ pub async fn resolve_pending(
         .await?;
         if !taken {
             return Err(match locked_status(&mut transaction, id).await? {
-                None => ResolveError::Unknown(id),
-                Some(status) => ResolveError::WrongState { id, status },
+                None => ReceiptResolveError::Unknown(id),
+                Some(status) => ReceiptResolveError::WrongState { id, status },
             });
         }
     }
@@ -253,24 +249,24 @@ pub async fn close(
     expected: Option<ReceiptStatus>,
     closed_by: &str,
     reason: &str,
-) -> Result<(), ResolveError> {
+) -> Result<(), ReceiptResolveError> {
     let mut transaction = conn.begin().await?;
     for id in crate::in_lock_order(receipt_ids) {
         match locked_status(&mut transaction, id).await? {
-            None => return Err(ResolveError::Unknown(id)),
+            None => return Err(ReceiptResolveError::Unknown(id)),
             // Chosen by a filter on one status, and moved on since: not what was shown.
             Some(status)
                 if let Some(expected) = expected
                     && expected != status =>
             {
-                return Err(ResolveError::Moved {
+                return Err(ReceiptResolveError::Moved {
                     id,
                     status,
                     expected,
                 });
             }
             Some(status) if !ReceiptStatus::NEEDS_A_PERSON.contains(&status) => {
-                return Err(ResolveError::NotClosable { id, status });
+                return Err(ReceiptResolveError::NotClosable { id, status });
             }
             Some(status) => {
                 let left = sqlx::query_scalar!(
@@ -282,7 +278,7 @@ pub async fn close(
                 .fetch_one(&mut *transaction)
                 .await?;
                 if left != Some(status) {
-                    return Err(ResolveError::NotClosable { id, status });
+                    return Err(ReceiptResolveError::NotClosable { id, status });
                 }
             }
         }

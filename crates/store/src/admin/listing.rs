@@ -7,7 +7,7 @@ use sqlx::PgConnection;
 
 use crate::queue;
 use inbound_core::keys::{EffectId, ReceiptId};
-use inbound_core::states::{EffectStatus, ReceiptOutcome, ReceiptStatus};
+use inbound_core::states::{EffectStatus, ReceiptAction, ReceiptOutcome, ReceiptStatus};
 
 /// One line of `inboundctl receipts list`.
 #[derive(Debug, Clone, Serialize)]
@@ -184,10 +184,10 @@ pub async fn integrations_with_receipts(
 pub struct ReceiptDecision {
     /// When, by the database's clock.
     pub at: DateTime<Utc>,
-    /// `replay`, `quarantine`, `fail` or `close`.
-    pub action: String,
+    /// What was decided.
+    pub action: ReceiptAction,
     /// The status it left.
-    pub previous_status: String,
+    pub previous_status: ReceiptStatus,
     /// Who, as they named themselves.
     pub by: String,
     /// Why.
@@ -203,7 +203,8 @@ pub async fn receipt_history(
 ) -> Result<Vec<ReceiptDecision>, sqlx::Error> {
     sqlx::query_as!(
         ReceiptDecision,
-        r#"SELECT replayed_at AS "at!", 'replay' AS "action!", previous_status AS "previous_status!",
+        r#"SELECT replayed_at AS "at!", 'replay' AS "action!: ReceiptAction",
+                previous_status AS "previous_status!: ReceiptStatus",
                 replayed_by AS "by!", reason AS "reason!", database_role AS "database_role!"
          FROM receipt_replays WHERE receipt_id = $1
          UNION ALL

@@ -48,8 +48,8 @@ pub struct RecentReceipts {
     pub integration: String,
     /// When its newest receipt was accepted.
     pub newest_at: DateTime<Utc>,
-    /// How many of them its handlers found outside their domain (`done`, `ignored`, not
-    /// closed by an operator).
+    /// How many of them its handlers found outside their domain (`done`, `ignored`; an
+    /// operator's close is `closed`).
     pub ignored: i64,
     /// How many of them there are.
     pub count: i64,
@@ -66,9 +66,7 @@ pub async fn recent_receipts(
     sqlx::query_as!(
         RecentReceipts,
         r#"SELECT integration, max(received_at) AS "newest_at!",
-                count(*) FILTER (WHERE outcome = 'ignored'
-                                 AND outcome_reason NOT LIKE 'closed by an operator: %')
-                    AS "ignored!",
+                count(*) FILTER (WHERE outcome = 'ignored') AS "ignored!",
                 count(*) AS "count!"
          FROM receipts
          WHERE id > (SELECT coalesce(max(id), 0) FROM receipts) - $1

@@ -4,7 +4,7 @@
 use sqlx::PgConnection;
 
 use inbound_core::keys::{EffectId, ReceiptId};
-use inbound_core::states::EffectStatus;
+use inbound_core::states::{EffectAction, EffectStatus};
 
 /// One line of `inboundctl effects list`.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -261,9 +261,9 @@ pub async fn attempts(
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct ResolutionLine {
     /// The status before.
-    pub previous_status: String,
-    /// `completed`, `retry` or `abandon`.
-    pub action: String,
+    pub previous_status: EffectStatus,
+    /// What was decided.
+    pub action: EffectAction,
     /// Who, as they named themselves.
     pub resolved_by: String,
     /// Why.
@@ -281,108 +281,68 @@ pub async fn resolutions(
 ) -> Result<Vec<ResolutionLine>, sqlx::Error> {
     sqlx::query_as!(
         ResolutionLine,
-        "SELECT previous_status, action, resolved_by, note, resolved_at, database_role
-         FROM effect_resolutions WHERE effect_id = $1 ORDER BY id",
+        r#"SELECT previous_status AS "previous_status: EffectStatus",
+                action AS "action: EffectAction", resolved_by, note, resolved_at, database_role
+         FROM effect_resolutions WHERE effect_id = $1 ORDER BY id"#,
         effect_id as EffectId,
     )
     .fetch_all(conn)
     .await
 }
 
-/// What an operator decides about an effect.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Resolution {
-    /// It did happen (checked with the receiver): `completed`.
-    Completed,
-    /// Send it again, with the same key: `pending`, due now. From `pending` (waiting out
-    /// a retry delay) it only makes the effect due: its history stands.
-    Retry,
-    /// Give up without sending (again): `abandoned`, which retention may purge.
-    Abandon,
+/// Whether `action` may apply to effect `id` in `status` (chosen by a filter on
+/// `expected`).
+fn check(
+    action: EffectAction,
+    id: EffectId,
+    status: EffectStatus,
+    expected: Option<EffectStatus>,
+) -> Result<(), EffectResolveError> {
+    if let Some(expected) = expected
+        && expected != status
+    {
+        return Err(EffectResolveError::Moved {
+            id,
+            status,
+            expected,
+        });
+    }
+    if !action.allows(status) {
+        return Err(EffectResolveError::NotAllowed {
+            id,
+            status,
+            action,
+            allowed: allowed_names(action),
+        });
+    }
+    Ok(())
 }
 
-impl Resolution {
-    /// Every resolution (`effect_resolutions.action` allows exactly their actions).
-    pub const ALL: &'static [Self] = &[Self::Completed, Self::Retry, Self::Abandon];
-
-    /// The recorded action name.
-    pub fn action(self) -> &'static str {
-        match self {
-            Self::Completed => "completed",
-            Self::Retry => "retry",
-            Self::Abandon => "abandon",
-        }
-    }
-
-    /// Whether an effect in `status` may be resolved so (what the console offers; the
-    /// resolution checks again under the row lock).
-    pub fn allows(self, status: EffectStatus) -> bool {
-        self.allowed_from().contains(&status)
-    }
-
-    /// The statuses this resolution may start from. `in_flight` never (a delivery may be
-    /// running), `completed` and `abandoned` never (closed).
-    pub(crate) fn allowed_from(self) -> &'static [EffectStatus] {
-        use EffectStatus::{Failed, Pending, Review, Uncertain};
-        match self {
-            Self::Completed => &[Uncertain, Review, Failed],
-            Self::Retry | Self::Abandon => &[Pending, Uncertain, Review, Failed],
-        }
-    }
-
-    /// Whether it may apply to effect `id` in `status` (chosen by a filter on `expected`).
-    fn check(
-        self,
-        id: EffectId,
-        status: EffectStatus,
-        expected: Option<EffectStatus>,
-    ) -> Result<(), ResolveError> {
-        if let Some(expected) = expected
-            && expected != status
-        {
-            return Err(ResolveError::Moved {
-                id,
-                status,
-                expected,
-            });
-        }
-        if !self.allowed_from().contains(&status) {
-            return Err(ResolveError::NotAllowed {
-                id,
-                status,
-                action: self.action(),
-                allowed: self.allowed_names(),
-            });
-        }
-        Ok(())
-    }
-
-    /// The statuses it may start from, as a message lists them.
-    fn allowed_names(self) -> String {
-        let allowed: Vec<&str> = self
-            .allowed_from()
-            .iter()
-            .map(|status| status.as_str())
-            .collect();
-        allowed.join(", ")
-    }
+/// The statuses `action` may start from, as a message lists them.
+fn allowed_names(action: EffectAction) -> String {
+    let allowed: Vec<&str> = action
+        .allowed_from()
+        .iter()
+        .map(|status| status.as_str())
+        .collect();
+    allowed.join(", ")
 }
 
 /// Why a resolution was refused. Nothing is written then.
 #[derive(Debug, thiserror::Error)]
-pub enum ResolveError {
+pub enum EffectResolveError {
     /// No effect has this id.
     #[error("effect {0} does not exist")]
     Unknown(EffectId),
     /// The state machine forbids it.
-    #[error("effect {id} is {status}; --{action} applies only to {allowed}")]
+    #[error("effect {id} is {status}; {action} applies only to {allowed}")]
     NotAllowed {
         /// The effect.
         id: EffectId,
         /// Its status.
         status: EffectStatus,
         /// The action refused.
-        action: &'static str,
+        action: EffectAction,
         /// Where it may start from.
         allowed: String,
     },
@@ -408,12 +368,12 @@ pub enum ResolveError {
 pub async fn resolve(
     conn: &mut PgConnection,
     effect_id: EffectId,
-    resolution: Resolution,
+    action: EffectAction,
     expected: Option<EffectStatus>,
     by: &str,
     note: &str,
-) -> Result<(), ResolveError> {
-    resolve_all(conn, &[effect_id], resolution, expected, by, note).await
+) -> Result<(), EffectResolveError> {
+    resolve_all(conn, &[effect_id], action, expected, by, note).await
 }
 
 /// Resolves every one of `effect_ids` (in lock order) in one transaction, or none: a
@@ -423,15 +383,15 @@ pub async fn resolve(
 pub async fn resolve_all(
     conn: &mut PgConnection,
     effect_ids: &[EffectId],
-    resolution: Resolution,
+    action: EffectAction,
     expected: Option<EffectStatus>,
     by: &str,
     note: &str,
-) -> Result<(), ResolveError> {
+) -> Result<(), EffectResolveError> {
     use sqlx::Connection;
     let mut transaction = conn.begin().await?;
     for id in crate::in_lock_order(effect_ids) {
-        resolve_in(&mut transaction, id, resolution, expected, by, note).await?;
+        resolve_in(&mut transaction, id, action, expected, by, note).await?;
     }
     transaction.commit().await?;
     Ok(())
@@ -444,11 +404,11 @@ pub async fn resolve_all(
 pub async fn resolve_in(
     conn: &mut PgConnection,
     effect_id: EffectId,
-    resolution: Resolution,
+    action: EffectAction,
     expected: Option<EffectStatus>,
     by: &str,
     note: &str,
-) -> Result<(), ResolveError> {
+) -> Result<(), EffectResolveError> {
     // The row lock holds off a dispatcher's claim until the decision commits.
     let status = sqlx::query_scalar!(
         r#"SELECT decision_lock_effect($1) AS "status: EffectStatus""#,
@@ -457,26 +417,26 @@ pub async fn resolve_in(
     .fetch_one(&mut *conn)
     .await?;
     let Some(status) = status else {
-        return Err(ResolveError::Unknown(effect_id));
+        return Err(EffectResolveError::Unknown(effect_id));
     };
-    resolution.check(effect_id, status, expected)?;
+    check(action, effect_id, status, expected)?;
     // The database's decision checks the state machine again, writes the change and its
     // audit row (migrations/0001_inbound.sql): the operator role writes no effect itself.
     let left = sqlx::query_scalar!(
         r#"SELECT decision_resolve_effect($1, $2, $3, $4) AS "left: EffectStatus""#,
         effect_id as EffectId,
-        resolution.action(),
+        action as EffectAction,
         by,
         note,
     )
     .fetch_one(&mut *conn)
     .await?;
     if left != Some(status) {
-        return Err(ResolveError::NotAllowed {
+        return Err(EffectResolveError::NotAllowed {
             id: effect_id,
             status,
-            action: resolution.action(),
-            allowed: resolution.allowed_names(),
+            action,
+            allowed: allowed_names(action),
         });
     }
     Ok(())
