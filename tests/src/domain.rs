@@ -249,6 +249,35 @@ pub async fn order_with_pending_payment(pool: &PgPool, config: &Config) -> i64 {
     .await
 }
 
+/// Where most handler tests start: a fresh database with the reference domain's tables and
+/// its configuration ([`config`]).
+pub struct Fixture {
+    /// The scratch database.
+    pub database: crate::TestDatabase,
+    /// The reference domain's configuration.
+    pub config: Config,
+}
+
+impl Fixture {
+    /// A fresh database and [`config`].
+    pub async fn new() -> Self {
+        Self {
+            database: crate::TestDatabase::create().await,
+            config: config(),
+        }
+    }
+
+    /// The database's pool.
+    pub fn pool(&self) -> &PgPool {
+        self.database.pool()
+    }
+
+    /// An in-process worker over the database with the test [`settings`].
+    pub fn worker(&self) -> Arc<Worker> {
+        worker(self.pool(), settings())
+    }
+}
+
 /// Settings for an in-process worker: small, fast, and deterministic enough for tests.
 pub fn settings() -> WorkerSettings {
     settings_with(|settings| settings)

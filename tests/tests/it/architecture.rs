@@ -16,6 +16,20 @@ fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|error| panic!("{}: {error}", path.display()))
 }
 
+/// A suite's source: its file, or every file of its directory.
+fn suite_source(path: &Path) -> String {
+    if !path.is_dir() {
+        return read(path);
+    }
+    let mut files: Vec<PathBuf> = std::fs::read_dir(path)
+        .expect("a suite directory")
+        .map(|entry| entry.expect("an entry").path())
+        .filter(|file| file.extension().is_some_and(|extension| extension == "rs"))
+        .collect();
+    files.sort();
+    files.iter().map(|file| read(file)).collect()
+}
+
 /// The documents whose citations are held to the tree.
 fn documents() -> Vec<PathBuf> {
     let root = root();
@@ -66,7 +80,11 @@ fn suites() -> BTreeMap<String, PathBuf> {
     for directory in directories {
         for entry in std::fs::read_dir(directory).expect("a suite directory") {
             let path = entry.expect("an entry").path();
-            if path.extension().is_some_and(|extension| extension == "rs") {
+            // A suite is a file, or a directory of files (`worker_handlers/mod.rs` and the
+            // modules beside it) whose tests are cited by the suite's name alone.
+            let is_suite = path.extension().is_some_and(|extension| extension == "rs")
+                || path.join("mod.rs").is_file();
+            if is_suite {
                 let name = path
                     .file_stem()
                     .expect("a name")
@@ -132,7 +150,7 @@ fn every_path_and_test_the_docs_cite_exists() {
     let suites = suites();
     let sources: BTreeMap<&String, String> = suites
         .iter()
-        .map(|(name, path)| (name, read(path)))
+        .map(|(name, path)| (name, suite_source(path)))
         .collect();
     let mut missing = Vec::new();
     let mut checked = 0;
