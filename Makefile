@@ -22,7 +22,8 @@ test: postgres pgbouncer
 	$(CARGO) build --workspace --bins $(TEST_FEATURES)
 	@url="$$(scripts/ensure-postgres.sh)" && export DATABASE_URL="$$url" && \
 	if command -v cargo-nextest >/dev/null 2>&1; then \
-		$(CARGO) nextest run --workspace $(TEST_FEATURES) --no-fail-fast; \
+		$(CARGO) nextest run --workspace $(TEST_FEATURES) --no-fail-fast && \
+		$(CARGO) test --doc $(addprefix -p ,$(LIBRARIES)) --features inbound-worker/testing; \
 	else \
 		$(CARGO) test --workspace $(TEST_FEATURES) --no-fail-fast; \
 	fi

@@ -79,7 +79,9 @@ fuzz_target!(|delivered: Delivered<'_>| {
         })
         .collect();
     for integration in config().integrations() {
-        if let Ok(Extracted::Event(event)) = provider::extract(integration, &headers, delivered.body) {
+        if let Ok(Extracted::Event(event)) =
+            provider::extract(integration, &headers, delivered.body)
+        {
             assert!(!event.event_id.as_str().is_empty());
             serde_json::from_str::<serde_json::Value>(&event.payload_json)
                 .expect("an accepted payload is JSON");

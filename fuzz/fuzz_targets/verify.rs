@@ -4,9 +4,9 @@
 
 use arbitrary::Arbitrary;
 use inbound_core::headers::Headers;
+use inbound_core::provider;
 use inbound_core::secret::Secret;
 use inbound_core::verify::{Provider, VerifyContext};
-use inbound_core::provider;
 use libfuzzer_sys::fuzz_target;
 
 const HEADER_NAMES: &[&str] = &[

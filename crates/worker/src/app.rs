@@ -231,6 +231,22 @@ impl WorkerBuilder {
 }
 
 /// A worker that runs: its ops port's address, and how to stop it.
+///
+/// ```no_run
+/// use std::time::Duration;
+///
+/// use inbound_worker::{Config, WorkerBuilder, WorkerSettings};
+///
+/// # async fn run() -> anyhow::Result<()> {
+/// let config = Config::load("inbound.toml".as_ref())?;
+/// let settings = WorkerSettings::builder().batch_size(20).build()?;
+/// let worker = WorkerBuilder::new()
+///     .start(config, settings, "postgres://inbound_worker@db/app", None)
+///     .await?;
+/// // Claims until the future resolves, then drains what is in flight.
+/// worker.run_until(tokio::time::sleep(Duration::from_secs(60))).await
+/// # }
+/// ```
 #[must_use = "a worker runs until it is shut down or dropped with its runtime"]
 pub struct RunningWorker {
     ops_address: Option<SocketAddr>,

@@ -92,6 +92,9 @@ pub mod handlers {
 /// The configuration a worker and its handlers read, and the providers it names.
 pub use inbound_core::config::{Config, ConfigError, Integration};
 pub use inbound_core::verify::Provider;
+/// The ops port [`WorkerBuilder::start`] serves when given one: a bound listener and the
+/// handle of the recorder the process installed.
+pub use inbound_runtime::ops::OpsPort;
 /// Where a worker's sessions connect: inbound's schema, and whether a transaction
 /// pooler is in between.
 pub use inbound_store::{Pooler, Schema, SessionTarget};

@@ -107,6 +107,22 @@ pub fn operation_key(kind: &str, business_key: &[&str]) -> String {
 
 /// How a receipt ends when its handler succeeds.
 ///
+/// ```
+/// use inbound_store::handlers::{Transition, effect_to, quarantine};
+///
+/// // Applied, with one intent towards the sink `billing`, keyed by the order and the
+/// // payment (one instance of the transition, whichever event id carried it).
+/// let paid = Transition::Applied {
+///     effects: vec![effect_to("billing", "order.paid", &["o_1", "pi_1"], serde_json::json!({"order": "o_1"}))],
+/// };
+/// let Transition::Applied { effects } = &paid else { unreachable!() };
+/// assert_eq!(effects[0].operation_key, "order.paid:o_1:pi_1");
+///
+/// // A permanent inconsistency for a person to decide.
+/// let wrong = quarantine("amount 900 differs from the order's 1000");
+/// assert!(matches!(wrong, Transition::Quarantine { .. }));
+/// ```
+///
 /// Only `Applied` commits what the handler wrote: the worker runs every handler call in a
 /// savepoint and rolls it back for any other verdict (the receipt still ends as the
 /// verdict says, with its reason). A handler that must keep a record while changing no

@@ -13,6 +13,28 @@ use inbound_core::verify::Provider;
 /// A Stripe business handler: `H` with the checks above. Register
 /// `StripeHandler(YourHandler)`; the worker then refuses to start on a route to it from
 /// another provider's integration, or from one that does not pin `expect.livemode`.
+///
+/// ```
+/// use inbound_store::handlers::{Handler, HandlerError, HandlerInput, Registry, StripeHandler, Transition};
+/// use inbound_core::verify::Provider;
+///
+/// struct Fulfil;
+///
+/// impl Handler for Fulfil {
+///     async fn apply(
+///         &self,
+///         _transaction: &mut sqlx::PgConnection,
+///         _input: HandlerInput<'_>,
+///     ) -> Result<Transition, HandlerError> {
+///         Ok(Transition::Applied { effects: Vec::new() })
+///     }
+/// }
+///
+/// let guarded = StripeHandler(Fulfil);
+/// assert_eq!(guarded.providers(), Some(&[Provider::Stripe][..]));
+/// let mut registry = Registry::default();
+/// registry.register("orders.fulfil", guarded);
+/// ```
 pub struct StripeHandler<H>(pub H);
 
 impl<H: Handler> Handler for StripeHandler<H> {
