@@ -141,7 +141,7 @@ pub(crate) fn read_delivery<'body>(
     understand(integration, headers, payload_json)
 }
 
-/// Whether [`read_delivery`] reads this integration's bodies as GitHub's form encoding (its
+/// Whether `read_delivery` reads this integration's bodies as GitHub's form encoding (its
 /// `payload` field is the event, at most as long as the body).
 pub fn reads_a_form(integration: &Integration) -> bool {
     integration.github_content_type == Some(GithubContentType::Form)

@@ -127,7 +127,7 @@ pub fn matching_secret<'a>(
 }
 
 /// Understands one verified request for `integration`: its body read as its sender sends
-/// it ([`crate::event::read_delivery`]: the JSON, or a GitHub form's `payload` field, and
+/// it (`event::read_delivery`: the JSON, or a GitHub form's `payload` field, and
 /// storable), then by its provider.
 pub fn extract<'body>(
     integration: &Integration,

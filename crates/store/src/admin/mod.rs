@@ -1,8 +1,9 @@
 //! What operators read and change, by concern: [`counts`] (the gauges and `inboundctl
 //! status`), [`listing`] (receipts by filter, by event id, in detail), [`decisions`]
-//! (replay, quarantine, fail, close), [`review`] (the console's overview and review
-//! queue), [`overview`] (the console's overview as one read model), [`reads`] (who read which payload) and [`purge`] (retention). Everything is
-//! re-exported here, so callers name `store::admin::…`.
+//! (replay, quarantine, fail, close), [`review`] (the console's review queue and its
+//! counts), [`overview`](mod@overview) (the console's overview as one read model),
+//! [`reads`] (who read which payload) and [`purge`] (retention). Everything is re-exported
+//! here, so callers name `store::admin::…`.
 
 pub mod counts;
 pub mod decisions;
