@@ -115,7 +115,7 @@ async fn read_form(request: Request<Incoming>) -> Result<Query, Problem> {
     let bytes = collected.to_bytes();
     let text = std::str::from_utf8(&bytes)
         .map_err(|_| Problem::BadInput("the form is not UTF-8".to_owned()))?;
-    Ok(Query::parse(text))
+    Query::parse(text)
 }
 
 /// Who decides, in which session, on which path: what a confirmation is sealed for.

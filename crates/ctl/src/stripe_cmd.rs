@@ -1,7 +1,7 @@
 //! `inboundctl stripe backfill`: Stripe retries a delivery for days, but an endpoint that
 //! was disabled, misconfigured or down past its retries misses events for good. This reads
 //! Stripe's events API over a window — `/v1/events` for snapshot events, `/v2/core/events`
-//! for the thin events an event destination sends — oldest first ([`crate::stripe_api`]),
+//! for the thin events an event destination sends — oldest first ([`crate::provider_api::stripe`]),
 //! and stores, as pending receipts, the events the integration routes and inbound does not
 //! hold, marked `provenance = 'api'` (fetched with the account's key, not delivered
 //! signed), so the worker processes them exactly like delivered ones and in the order they

@@ -8,7 +8,7 @@
 //!   business handler makes (Stripe signers, the mode pinned, no unpinned Connect
 //!   account), from the library, as a team's own handlers use it.
 //! - [`store`]: the SQL, on tables in schema [`SCHEMA`] (installed by [`migrate`], which
-//!   `inboundctl migrate --example` runs). Statements name their tables qualified: a
+//!   the stock `inbound-worker migrate` runs). Statements name their tables qualified: a
 //!   worker's sessions see only inbound's schema.
 //!
 //! Nothing in inbound's core depends on this crate.

@@ -90,6 +90,12 @@ async fn every_page_carries_a_strict_policy_and_a_get_changes_nothing() {
     let bad_filter = session.get("/receipts?since=yesterday").await;
     assert_eq!(bad_filter.status, 400);
     assert!(text(&bad_filter).contains("neither an RFC 3339 time"));
+    // A NUL is no stored text's: a bad input, never "the database failed" (503).
+    for nul in ["/receipts?event_id=evt%00", "/receipts?type=a%00b", "/effects?sink=%00"] {
+        let refused = session.get(nul).await;
+        assert_eq!(refused.status, 400, "{nul}: {}", text(&refused));
+        assert!(text(&refused).contains("NUL"), "{nul}: {}", text(&refused));
+    }
     assert_eq!(audit_rows(pool).await, 0, "GETs decide nothing");
     assert_eq!(
         domain::receipt_state(pool, failed).await.0,

@@ -102,7 +102,10 @@ pub async fn get(
     segments: &[&str],
     query: &str,
 ) -> Response<Body> {
-    let query = Query::parse(query);
+    let query = match Query::parse(query) {
+        Ok(query) => query,
+        Err(refusal) => return refusal.page(context),
+    };
     let page = match segments {
         [] => overview::overview(console, context).await,
         ["static", "console.css"] => return respond::stylesheet(),
@@ -198,13 +201,24 @@ type Page = Result<Response<Body>, Problem>;
 pub struct Query(Vec<(String, String)>);
 
 impl Query {
-    pub fn parse(query: &str) -> Self {
-        Self(
-            form_urlencoded::parse(query.as_bytes())
-                .into_owned()
-                .filter(|(_, value)| !value.trim().is_empty())
-                .collect(),
-        )
+    /// The fields of a query string or form. A NUL is refused here, as a bad input: no
+    /// stored text holds one, and PostgreSQL would refuse the statement it reached (which
+    /// the page would report as the database failing).
+    pub fn parse(query: &str) -> Result<Self, Problem> {
+        let fields: Vec<(String, String)> = form_urlencoded::parse(query.as_bytes())
+            .into_owned()
+            .filter(|(_, value)| !value.trim().is_empty())
+            .collect();
+        if let Some((name, _)) = fields
+            .iter()
+            .find(|(name, value)| name.contains('\0') || value.contains('\0'))
+        {
+            return Err(Problem::BadInput(format!(
+                "{}: contains a NUL character, which no stored text holds",
+                name.replace('\0', "\\0")
+            )));
+        }
+        Ok(Self(fields))
     }
 
     pub fn get(&self, name: &str) -> Option<&str> {

@@ -104,7 +104,7 @@ mod tests {
         );
         assert_eq!(window_floor(Some(150_000), Some(1_000_000)), None);
         assert_eq!(window_floor(None, None), None);
-        let query = Query::parse("status=done&type=never.sent&before=500000");
+        let query = Query::parse("status=done&type=never.sent&before=500000").expect("no NUL");
         // A full page continues below its last row.
         let (next, searched) = continuation(&query, Some(499_950), Some(300_000), Some(500_000));
         assert_eq!(
