@@ -205,6 +205,10 @@ struct MigrateArgs {
     /// the schema): `transaction` is refused with a message saying so.
     #[arg(long, env = "INBOUND_DB_POOLER", default_value = "none")]
     db_pooler: store::Pooler,
+    /// Run on a database a newer build migrated (a rollback): its extra migrations are
+    /// left as they are. Without it, such a database is refused, naming the versions.
+    #[arg(long)]
+    accept_newer: bool,
 }
 
 impl MigrateArgs {
@@ -221,6 +225,7 @@ impl MigrateArgs {
                 connect_timeout: Duration::from_secs(self.connect_timeout_secs),
                 roles: self.create_roles.then_some(self.role_prefix),
                 grant_schemas: self.grant_schemas,
+                accept_newer: self.accept_newer,
             },
         )
         .await
@@ -409,6 +414,8 @@ struct MigrateOptions {
     roles: Option<store::roles::RolePrefix>,
     /// Business schemas granted to the worker role.
     grant_schemas: Vec<store::Schema>,
+    /// Run on a database a newer build migrated (a rollback).
+    accept_newer: bool,
 }
 
 async fn migrate(
@@ -467,14 +474,7 @@ async fn migrate(
         store::migrations::migrate_with(&connect_options, schema, store::migrations::MAX_RUNS)
             .await
             .context("migration failed")?;
-    out!("migrations applied (schema {schema})");
-    if !migrated.newer.is_empty() {
-        let newer: Vec<String> = migrated.newer.iter().map(i64::to_string).collect();
-        out!(
-            "the database is ahead of this release (migrations {} of a newer one): left as they are",
-            newer.join(", ")
-        );
-    }
+    out!("{}", migrated.report(schema, options.accept_newer)?);
     let business_schemas = options.grant_schemas;
     if let Some(prefix) = options.roles {
         let missing = store::roles::missing_schemas(&mut probe, &business_schemas).await?;

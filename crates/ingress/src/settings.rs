@@ -33,6 +33,13 @@ pub struct IngressSettings {
     pub(crate) gauge_interval: Duration,
 }
 
+/// The most pooled database connections (PostgreSQL's own `max_connections` is far lower
+/// on any machine this runs on).
+const MAX_DB_CONNECTIONS: u32 = 1000;
+
+/// The most connections served at once (each holds a task and its buffers).
+const MAX_CONNECTIONS: usize = 65_536;
+
 /// A setting out of its range: which one (as the builder names it) and the rule.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{setting} must be {rule}")]
@@ -141,7 +148,7 @@ impl IngressSettingsBuilder {
         self
     }
 
-    /// Database connections in the pool: at least 1.
+    /// Database connections in the pool: 1 to 1000.
     pub fn db_max_connections(mut self, connections: u32) -> Self {
         self.0.db_max_connections = connections;
         self
@@ -171,7 +178,7 @@ impl IngressSettingsBuilder {
         self
     }
 
-    /// Connections served at once: at least 1.
+    /// Connections served at once: 1 to 65536.
     pub fn max_connections(mut self, connections: usize) -> Self {
         self.0.max_connections = connections;
         self
@@ -216,9 +223,9 @@ impl IngressSettingsBuilder {
         let minute = Duration::from_secs(60);
         let checks: [(bool, &'static str, &'static str); 11] = [
             (
-                settings.db_max_connections >= 1,
+                (1..=MAX_DB_CONNECTIONS).contains(&settings.db_max_connections),
                 "db_max_connections",
-                "at least 1",
+                "between 1 and 1000",
             ),
             (
                 (millisecond..=minute).contains(&settings.db_acquire_timeout),
@@ -241,9 +248,9 @@ impl IngressSettingsBuilder {
                 "between 1 s and 10 minutes",
             ),
             (
-                settings.max_connections >= 1,
+                (1..=MAX_CONNECTIONS).contains(&settings.max_connections),
                 "max_connections",
-                "at least 1",
+                "between 1 and 65536",
             ),
             (
                 (1..=1024).contains(&settings.commit_batch_max),
@@ -275,5 +282,31 @@ impl IngressSettingsBuilder {
             Some((_, setting, rule)) => Err(InvalidSetting { setting, rule }),
             None => Ok(settings),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What would panic when the ingress starts (a semaphore of usize::MAX permits) is
+    /// refused when the settings are built.
+    #[test]
+    fn every_limit_is_held_when_the_settings_are_built() {
+        let refused = |builder: IngressSettingsBuilder| builder.build().expect_err("refused");
+        let base = IngressSettings::builder;
+        assert_eq!(
+            refused(base().max_connections(usize::MAX)).setting,
+            "max_connections"
+        );
+        assert_eq!(
+            refused(base().db_max_connections(u32::MAX)).setting,
+            "db_max_connections"
+        );
+        assert_eq!(
+            refused(base().db_statement_timeout(Duration::MAX)).setting,
+            "db_statement_timeout"
+        );
+        assert!(base().max_connections(65_536).build().is_ok());
     }
 }

@@ -224,6 +224,12 @@ impl RunningIngress {
         self.ops_address
     }
 
+    /// Whether it has ended by itself (a session check that refused the database);
+    /// [`RunningIngress::shutdown`] then returns why.
+    pub fn is_finished(&self) -> bool {
+        self.task.is_finished()
+    }
+
     /// Stops accepting, lets open requests finish (within the settings' grace), closes
     /// the pool and returns how the ingress ended.
     pub async fn shutdown(self) -> anyhow::Result<()> {

@@ -78,7 +78,7 @@ pub mod session;
 #[doc(hidden)]
 pub use clock::StatementClock;
 #[doc(hidden)]
-pub use migrations::{Migrated, MigrationError, migrate, migrate_schema};
+pub use migrations::{Migrated, MigrationError, NewerThanThisBuild, migrate, migrate_schema};
 #[doc(hidden)]
 pub use receipts::{InsertOutcome, NewReceipt, insert_receipt, insert_receipts};
 #[doc(hidden)]

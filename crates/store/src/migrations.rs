@@ -70,6 +70,61 @@ pub struct Migrated {
     pub newer: Vec<i64>,
 }
 
+/// A schema holds migrations this build does not carry (see [`Migrated::report`]).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "schema {schema} holds migration version(s) {versions} that this binary does not carry: a newer build migrated it, or this one was built before those files were added (cargo rebuilds a crate for a new migration only when its build.rs says `cargo:rerun-if-changed=migrations`); run the build that carries them (or, for a rollback, pass --accept-newer)"
+)]
+pub struct NewerThanThisBuild {
+    /// The schema.
+    pub schema: Schema,
+    /// The versions it holds that this build does not carry, comma-separated.
+    pub versions: String,
+}
+
+impl Migrated {
+    /// One line for `migrate`'s output — the schema's version and what this run applied —
+    /// or, when the schema holds versions this build does not carry and `accept_newer`
+    /// (a rollback) is not given, the refusal naming them.
+    pub fn report(
+        &self,
+        schema: &Schema,
+        accept_newer: bool,
+    ) -> Result<String, NewerThanThisBuild> {
+        let joined = |versions: &[i64]| {
+            versions
+                .iter()
+                .map(i64::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let newer = joined(&self.newer);
+        if !self.newer.is_empty() && !accept_newer {
+            return Err(NewerThanThisBuild {
+                schema: schema.clone(),
+                versions: newer,
+            });
+        }
+        let at = self.version.map_or_else(
+            || "no migration".to_owned(),
+            |version| format!("version {version}"),
+        );
+        let now = if self.applied_now.is_empty() {
+            "none".to_owned()
+        } else {
+            joined(&self.applied_now)
+        };
+        let ahead = if self.newer.is_empty() {
+            String::new()
+        } else {
+            format!("; ahead of this build (version(s) {newer} of a newer one, accepted)")
+        };
+        Ok(format!(
+            "schema {schema}: at {at}; applied now: {now}{ahead}"
+        ))
+    }
+}
+
 /// Applies every pending migration of inbound's own into `schema`, creating it (see the
 /// module doc for how interruptions and locks are handled).
 pub async fn migrate(pool: &PgPool, schema: &Schema) -> Result<Migrated, MigrationError> {
@@ -398,7 +453,39 @@ fn is_rebuild_leftover(name: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::is_rebuild_leftover;
+    use super::{Migrated, Schema, is_rebuild_leftover};
+
+    /// A schema holding versions this build does not carry is refused, naming them and
+    /// what to do, unless a rollback accepts it; what was applied is named either way.
+    #[test]
+    fn a_report_names_the_versions_and_refuses_newer_ones_unless_accepted() {
+        let schema: Schema = "inbound".parse().expect("a schema");
+        let fresh = Migrated {
+            applied_now: vec![1, 2],
+            version: Some(2),
+            newer: Vec::new(),
+        };
+        assert_eq!(
+            fresh.report(&schema, false).expect("current"),
+            "schema inbound: at version 2; applied now: 1, 2"
+        );
+        let ahead = Migrated {
+            applied_now: Vec::new(),
+            version: Some(3),
+            newer: vec![3],
+        };
+        let refused = ahead.report(&schema, false).expect_err("newer").to_string();
+        assert!(
+            refused.contains("holds migration version(s) 3 that this binary does not carry")
+                && refused.contains("--accept-newer"),
+            "{refused}"
+        );
+        assert_eq!(
+            ahead.report(&schema, true).expect("accepted"),
+            "schema inbound: at version 3; applied now: none; ahead of this build \
+             (version(s) 3 of a newer one, accepted)"
+        );
+    }
 
     #[test]
     fn leftovers_of_interrupted_rebuilds_are_recognised() {

@@ -260,6 +260,12 @@ impl RunningWorker {
         self.ops_address
     }
 
+    /// Whether it has ended by itself (a session check that refused the database);
+    /// [`RunningWorker::shutdown`] then returns why.
+    pub fn is_finished(&self) -> bool {
+        self.task.is_finished()
+    }
+
     /// Stops claiming, lets what is in flight finish (within the settings' grace), closes
     /// the pool and returns how the worker ended.
     pub async fn shutdown(self) -> anyhow::Result<()> {

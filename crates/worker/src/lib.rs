@@ -91,6 +91,8 @@ pub mod handlers {
 
 /// The configuration a worker and its handlers read, and the providers it names.
 pub use inbound_core::config::{Config, ConfigError, Integration};
+/// Where a receipt stands and how it ended (what the testing kit's `Outcome` reports).
+pub use inbound_core::states::{ReceiptOutcome, ReceiptStatus};
 pub use inbound_core::verify::Provider;
 /// The ops port [`WorkerBuilder::start`] serves when given one: a bound listener and the
 /// handle of the recorder the process installed.

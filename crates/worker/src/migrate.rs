@@ -135,12 +135,12 @@ pub async fn run(
         store::migrations::migrate_with(&options, &args.schema, store::migrations::MAX_RUNS)
             .await
             .context("inbound's migrations failed")?;
-    done.push(report(&args.schema, &inbound, args.accept_newer)?);
+    done.push(inbound.report(&args.schema, args.accept_newer)?);
     for team in migrations {
         let migrated = store::migrate_schema(&options, team.migrator, &team.schema)
             .await
             .with_context(|| format!("the migrations of schema {} failed", team.schema))?;
-        done.push(report(&team.schema, &migrated, args.accept_newer)?);
+        done.push(migrated.report(&team.schema, args.accept_newer)?);
     }
     if args.create_roles {
         let schemas: Vec<Schema> = migrations.iter().map(|team| team.schema.clone()).collect();
@@ -157,48 +157,6 @@ pub async fn run(
     }
     connection.close().await.ok();
     Ok(done)
-}
-
-/// One schema's line: the version it is at and what this run applied; refused when the
-/// database holds versions this binary does not know (a newer build migrated it, or this
-/// one was built before a migration file was added) unless `accept_newer` (a rollback).
-fn report(
-    schema: &Schema,
-    migrated: &store::Migrated,
-    accept_newer: bool,
-) -> anyhow::Result<String> {
-    let versions: Vec<String> = migrated.newer.iter().map(i64::to_string).collect();
-    if !versions.is_empty() && !accept_newer {
-        anyhow::bail!(
-            "schema {schema} holds migration version(s) {} that this binary does not carry: a newer build migrated it, or this one was built before those files were added (cargo rebuilds a crate for a new migration only when its build.rs says `cargo:rerun-if-changed=migrations`); run the build that carries them (or, for a rollback, pass --accept-newer)",
-            versions.join(", ")
-        );
-    }
-    let at = migrated.version.map_or_else(
-        || "no migration".to_owned(),
-        |version| format!("version {version}"),
-    );
-    let now = if migrated.applied_now.is_empty() {
-        "none".to_owned()
-    } else {
-        migrated
-            .applied_now
-            .iter()
-            .map(i64::to_string)
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let ahead = if versions.is_empty() {
-        String::new()
-    } else {
-        format!(
-            "; ahead of this build (version(s) {} of a newer one, accepted)",
-            versions.join(", ")
-        )
-    };
-    Ok(format!(
-        "schema {schema}: at {at}; applied now: {now}{ahead}"
-    ))
 }
 
 /// Refuses a binary that does not carry every migration file beside it: `sqlx::migrate!`
@@ -239,4 +197,43 @@ fn check_embedded(team: &SchemaMigrations) -> anyhow::Result<()> {
         missing.join(", "),
         if missing.len() == 1 { "is" } else { "are" }
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A migration file added beside the migrations a binary embedded (cargo did not
+    /// rebuild it) is named and refused before anything is applied; a directory that
+    /// matches, or one that is gone (an image), passes.
+    #[test]
+    fn a_binary_built_before_a_migration_file_was_added_is_refused() {
+        static EMBEDDED: Migrator = sqlx::migrate!("../example/migrations");
+        let directory = std::env::temp_dir().join(format!(
+            "inbound-migrate-check-{}-{}",
+            std::process::id(),
+            rand::random::<u32>()
+        ));
+        std::fs::create_dir_all(&directory).expect("a directory");
+        std::fs::write(directory.join("0001_domain.sql"), "SELECT 1;").expect("a file");
+        let source: &'static str = directory.to_string_lossy().into_owned().leak();
+        let team = |source| SchemaMigrations {
+            schema: "team".parse().expect("a schema"),
+            migrator: &EMBEDDED,
+            source,
+        };
+        check_embedded(&team(Some(source))).expect("every file embedded");
+        std::fs::write(directory.join("0002_added.sql"), "SELECT 2;").expect("a file");
+        let refused = check_embedded(&team(Some(source)))
+            .expect_err("a file the binary lacks")
+            .to_string();
+        assert!(
+            refused.contains("schema team: 0002_added.sql in")
+                && refused.contains("is not in this binary"),
+            "{refused}"
+        );
+        std::fs::remove_dir_all(&directory).expect("cleaned up");
+        check_embedded(&team(Some(source))).expect("no directory to compare with");
+        check_embedded(&team(None)).expect("no directory named");
+    }
 }

@@ -9,6 +9,10 @@ use inbound_store::SessionTarget;
 
 use crate::{MAX_BATCH_SIZE, Role};
 
+/// The most receipt transactions, or effects, in flight at once: each may hold a
+/// database connection, and PostgreSQL's own `max_connections` is far lower.
+const MAX_CONCURRENCY: usize = 1024;
+
 /// How a worker claims and retries. Read it with the getters; build it with
 /// [`WorkerSettings::builder`], whose defaults are the flags' defaults.
 ///
@@ -213,7 +217,7 @@ impl WorkerSettings {
 }
 
 impl WorkerSettingsBuilder {
-    /// Business transactions in flight at once: at least 1.
+    /// Business transactions in flight at once: 1 to 1024.
     pub fn concurrency(mut self, concurrency: usize) -> Self {
         self.0.concurrency = concurrency;
         self
@@ -227,7 +231,7 @@ impl WorkerSettingsBuilder {
         self
     }
 
-    /// Effects delivered or reconciled at once: at least 1.
+    /// Effects delivered or reconciled at once: 1 to 1024.
     pub fn effect_concurrency(mut self, effect_concurrency: usize) -> Self {
         self.0.effect_concurrency = effect_concurrency;
         self
@@ -242,7 +246,7 @@ impl WorkerSettingsBuilder {
     /// The server's statement timeout the worker's sessions carry; a statement is given
     /// up on after it and a margin. 1 ms to 1 hour.
     pub fn statement_timeout(mut self, timeout: Duration) -> Self {
-        self.0.statement_limit = timeout + inbound_store::bounded::STATEMENT_MARGIN;
+        self.0.statement_limit = timeout.saturating_add(inbound_store::bounded::STATEMENT_MARGIN);
         self
     }
 
@@ -289,7 +293,7 @@ impl WorkerSettingsBuilder {
         self
     }
 
-    /// Claims only these integrations (`None`: all).
+    /// Claims only these integrations, at least one (`None`: all).
     pub fn integrations(mut self, integrations: Option<Vec<String>>) -> Self {
         self.0.integrations = integrations;
         self
@@ -335,11 +339,14 @@ impl WorkerSettingsBuilder {
         if !(1..=MAX_BATCH_SIZE).contains(&settings.batch_size) {
             return refuse("batch_size", &format!("between 1 and {MAX_BATCH_SIZE}"));
         }
-        if settings.concurrency < 1 {
-            return refuse("concurrency", "at least 1");
+        if !(1..=MAX_CONCURRENCY).contains(&settings.concurrency) {
+            return refuse("concurrency", &format!("between 1 and {MAX_CONCURRENCY}"));
         }
-        if settings.effect_concurrency < 1 {
-            return refuse("effect_concurrency", "at least 1");
+        if !(1..=MAX_CONCURRENCY).contains(&settings.effect_concurrency) {
+            return refuse(
+                "effect_concurrency",
+                &format!("between 1 and {MAX_CONCURRENCY}"),
+            );
         }
         if !(second..=Duration::from_secs(86_400)).contains(&settings.lease) {
             return refuse("lease", "between 1 s and 1 day");
@@ -373,9 +380,17 @@ impl WorkerSettingsBuilder {
                 "between 1 s and 1 hour and at least the backoff base",
             );
         }
-        let id = settings.worker_id.trim();
-        if id.is_empty() || id.chars().count() > 200 || id.chars().any(char::is_control) {
+        let id = &settings.worker_id;
+        if id.trim().is_empty() || id.chars().count() > 200 || id.chars().any(char::is_control) {
             return refuse("worker_id", "1 to 200 printable characters");
+        }
+        if let Some(names) = &settings.integrations
+            && (names.is_empty() || names.iter().any(|name| name.trim().is_empty()))
+        {
+            return refuse(
+                "integrations",
+                "at least one integration id when given (none given claims them all)",
+            );
         }
         if settings.shutdown_grace > hour {
             return refuse("shutdown_grace", "at most 1 hour");
@@ -418,6 +433,29 @@ mod tests {
         assert_eq!(
             refused(base().batch_size(500)).as_flag(),
             "--batch-size must be between 1 and 64"
+        );
+        // What would panic later (a semaphore of usize::MAX permits, a duration overflow)
+        // or claim nothing for ever (an empty list) is refused here.
+        assert_eq!(
+            refused(base().concurrency(usize::MAX)).setting,
+            "concurrency"
+        );
+        assert_eq!(
+            refused(base().effect_concurrency(usize::MAX)).setting,
+            "effect_concurrency"
+        );
+        assert_eq!(
+            refused(base().statement_timeout(Duration::MAX)).setting,
+            "statement_timeout"
+        );
+        assert_eq!(refused(base().worker_id("\tkit\n")).setting, "worker_id");
+        assert_eq!(
+            refused(base().integrations(Some(Vec::new()))).setting,
+            "integrations"
+        );
+        assert_eq!(
+            refused(base().integrations(Some(vec![" ".to_owned()]))).setting,
+            "integrations"
         );
         let built = base().batch_size(64).build().expect("the largest batch");
         assert_eq!(built.batch_size(), 64);

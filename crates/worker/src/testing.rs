@@ -185,7 +185,8 @@ impl Drop for ScratchDatabase {
 pub struct Outcome {
     /// `done`, `quarantined` or `failed`.
     pub status: ReceiptStatus,
-    /// `applied`, `duplicate` or `ignored` for a done receipt.
+    /// `applied`, `duplicate` or `ignored` (by its handler) or `closed` (by a person) for
+    /// a done receipt.
     pub outcome: Option<ReceiptOutcome>,
     /// Why (a verdict's reason, or the last error; at most 200 characters).
     pub reason: Option<String>,
@@ -205,6 +206,13 @@ pub enum Verdict {
     /// Verified, but no route takes it, or it is out of the integration's scope: nothing
     /// stored.
     Ignored,
+    /// A handshake answered, not an event: a URL-verification challenge (Slack's
+    /// `url_verification`, Zoom's `endpoint.url_validation`) echoed in a 200; nothing
+    /// stored.
+    Handshake {
+        /// The answer's body, as the provider reads it.
+        body: String,
+    },
     /// Answered otherwise: the status and the body's `error` (`unauthorized`,
     /// `malformed`, `unsupported_media_type`, …).
     Refused {
@@ -361,12 +369,24 @@ impl TestStackBuilder<'_> {
         )
         .await
         .context("the ingress")?;
+        let claims = Claims {
+            receipts: settings
+                .role()
+                .runs_receipts()
+                .then(|| settings.integrations().map(<[String]>::to_vec)),
+            effects_of: if settings.role().runs_effects() {
+                config.sinks().iter().map(|sink| sink.id.clone()).collect()
+            } else {
+                Vec::new()
+            },
+        };
         let worker = self
             .worker
             .start(config.clone(), settings, &worker_url, None)
             .await
             .context("the worker")?;
         Ok(TestStack {
+            claims,
             listen: ingress.local_addr(),
             ingress: Some(ingress),
             worker: Some(worker),
@@ -406,6 +426,14 @@ async fn create_roles(
     Ok(roles)
 }
 
+/// What the stack's worker takes: what [`TestStack::drain`] waits for.
+struct Claims {
+    /// Receipts of these integrations (`Some(None)`: all; `None`: its role claims none).
+    receipts: Option<Option<Vec<String>>>,
+    /// Effects towards these sinks (none when its role dispatches none).
+    effects_of: Vec<String>,
+}
+
 /// inbound's ingress and a team's worker, in-process on a [`ScratchDatabase`].
 pub struct TestStack {
     // Dropped in this order: the processes, the database, then the roles (a role with
@@ -413,6 +441,7 @@ pub struct TestStack {
     ingress: Option<inbound_ingress::RunningIngress>,
     worker: Option<RunningWorker>,
     config: Config,
+    claims: Claims,
     listen: SocketAddr,
     database: ScratchDatabase,
     /// Held only to be dropped last (the roles go with it).
@@ -515,14 +544,26 @@ impl TestStack {
     }
 
     /// Waits (at most `limit`) until the receipt of `event_id` is no longer pending. When
-    /// no receipt holds `event_id` — the ingress answered `duplicate`, `ignored` or a
-    /// refusal, or nothing was sent — it says so at once rather than waiting out `limit`.
+    /// no receipt holds `event_id` — the ingress answered `ignored` or a refusal, or
+    /// nothing was sent — it says so at once rather than waiting out `limit`; a
+    /// `duplicate` is the receipt that holds the event already. An event id two
+    /// integrations both hold is refused as ambiguous.
     pub async fn outcome(&self, event_id: &str, limit: Duration) -> anyhow::Result<Outcome> {
         let started = Instant::now();
         loop {
             let mut connection = self.pool().acquire().await?;
             let found = admin::receipts_by_event_id(&mut connection, event_id).await?;
             drop(connection);
+            let integrations: std::collections::BTreeSet<&str> = found
+                .iter()
+                .map(|receipt| receipt.integration.as_str())
+                .collect();
+            if integrations.len() > 1 {
+                bail!(
+                    "{event_id} is held by receipts of several integrations ({}): which one is meant is ambiguous",
+                    integrations.into_iter().collect::<Vec<_>>().join(", ")
+                );
+            }
             let Some(receipt) = found.into_iter().next() else {
                 bail!(
                     "no receipt holds {event_id}: the ingress stored nothing for it (send says what it answered: duplicate, ignored or a refusal)"
@@ -543,21 +584,34 @@ impl TestStack {
         }
     }
 
-    /// Waits (at most `limit`) until nothing is claimable or being applied: every
-    /// receipt sent so far is finished, or waiting out a retry delay. Send a burst, drain,
-    /// then read the final state, which does not depend on the order the worker applied
-    /// them in.
+    /// Waits (at most `limit`) until nothing the stack's worker takes is claimable or in
+    /// hand: every receipt of the integrations it claims is finished or waiting out a
+    /// retry delay, and every effect towards a configured sink (when its role dispatches)
+    /// is closed, in review or waiting for its next attempt. Send a burst, drain, then read
+    /// the final state, which does not depend on the order the worker applied them in.
     pub async fn drain(&self, limit: Duration) -> anyhow::Result<()> {
         let started = Instant::now();
         loop {
             let mut connection = self.pool().acquire().await?;
-            let busy = admin::claimable_or_leased(&mut connection).await?;
+            let receipts = match &self.claims.receipts {
+                Some(integrations) => {
+                    admin::claimable_or_leased(&mut connection, integrations.as_deref()).await?
+                }
+                None => 0,
+            };
+            let effects = if self.claims.effects_of.is_empty() {
+                0
+            } else {
+                admin::effects_due_or_in_flight(&mut connection, &self.claims.effects_of).await?
+            };
             drop(connection);
-            if busy == 0 {
+            if receipts == 0 && effects == 0 {
                 return Ok(());
             }
             if started.elapsed() > limit {
-                bail!("{busy} receipt(s) still claimable or being applied after {limit:?}");
+                bail!(
+                    "after {limit:?}, {receipts} receipt(s) still claimable or being applied and {effects} effect(s) due or being delivered"
+                );
             }
             self.fail_if_stopped()?;
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -578,11 +632,20 @@ impl TestStack {
         ingress.and(worker)
     }
 
+    /// An error when the stack was stopped, or when the ingress or the worker ended by
+    /// itself (a session check that refused the database): waiting on would only wait out
+    /// the limit. `stop` returns how it ended.
     fn fail_if_stopped(&self) -> anyhow::Result<()> {
-        if self.ingress.is_none() || self.worker.is_none() {
-            bail!("the stack was stopped");
+        match (&self.ingress, &self.worker) {
+            (None, _) | (_, None) => bail!("the stack was stopped"),
+            (Some(ingress), _) if ingress.is_finished() => {
+                bail!("the ingress ended by itself: stop() returns why")
+            }
+            (_, Some(worker)) if worker.is_finished() => {
+                bail!("the worker ended by itself: stop() returns why")
+            }
+            _ => Ok(()),
         }
-        Ok(())
     }
 }
 
@@ -603,6 +666,13 @@ fn verdict_of(answer: &str) -> anyhow::Result<Verdict> {
         },
         (200..=299, Some("duplicate")) => Verdict::Duplicate,
         (200..=299, Some("ignored")) => Verdict::Ignored,
+        (200..=299, None)
+            if json.get("challenge").is_some() || json.get("plainToken").is_some() =>
+        {
+            Verdict::Handshake {
+                body: body.to_owned(),
+            }
+        }
         _ => Verdict::Refused {
             status,
             error: json["error"]

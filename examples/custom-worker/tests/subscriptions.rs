@@ -11,7 +11,7 @@ use std::time::Duration;
 use custom_worker::{MIGRATOR, SCHEMA, SUBSCRIPTIONS_SYNC, configure, handler};
 use inbound_worker::handlers::Transition;
 use inbound_worker::testing::{Outcome, ScratchDatabase, TestStack, Verdict, apply};
-use inbound_worker::{Config, Role, WorkerBuilder, WorkerSettings};
+use inbound_worker::{Config, ReceiptOutcome, Role, WorkerBuilder, WorkerSettings};
 use serde_json::json;
 use sqlx::postgres::PgPool;
 
@@ -160,8 +160,8 @@ async fn late_events_never_regress_and_repeated_updates_are_not_duplicates() {
         );
         let finished = outcome(&stack, event_id).await;
         assert_eq!(
-            finished.outcome.map(|outcome| outcome.as_str()),
-            Some(expected),
+            finished.outcome,
+            Some(expected.parse::<ReceiptOutcome>().expect("an outcome")),
             "{event_id}: {finished:?}"
         );
     }

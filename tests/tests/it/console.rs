@@ -91,7 +91,11 @@ async fn every_page_carries_a_strict_policy_and_a_get_changes_nothing() {
     assert_eq!(bad_filter.status, 400);
     assert!(text(&bad_filter).contains("neither an RFC 3339 time"));
     // A NUL is no stored text's: a bad input, never "the database failed" (503).
-    for nul in ["/receipts?event_id=evt%00", "/receipts?type=a%00b", "/effects?sink=%00"] {
+    for nul in [
+        "/receipts?event_id=evt%00",
+        "/receipts?type=a%00b",
+        "/effects?sink=%00",
+    ] {
         let refused = session.get(nul).await;
         assert_eq!(refused.status, 400, "{nul}: {}", text(&refused));
         assert!(text(&refused).contains("NUL"), "{nul}: {}", text(&refused));

@@ -28,5 +28,6 @@ mod silent_database;
 mod states;
 mod status_table;
 mod storability;
+mod testing_kit;
 mod worker_e2e;
 mod worker_handlers;

@@ -114,13 +114,36 @@ pub async fn queued_integrations(conn: &mut PgConnection) -> Result<Vec<String>,
         .await
 }
 
-/// How many receipts a worker could claim now or is applying now (a queue row due, or one
-/// leased): zero when every receipt is finished or waiting out a retry delay. A bounded
-/// read of the queue, which holds only unfinished receipts (the testing kit's `drain`).
-pub async fn claimable_or_leased(conn: &mut PgConnection) -> Result<i64, sqlx::Error> {
+/// How many receipts of `integrations` (`None`: all) a worker could claim now or is
+/// applying now (a queue row due, or one leased): zero when every such receipt is finished
+/// or waiting out a retry delay. A bounded read of the queue, which holds only unfinished
+/// receipts (the testing kit's `drain`).
+pub async fn claimable_or_leased(
+    conn: &mut PgConnection,
+    integrations: Option<&[String]>,
+) -> Result<i64, sqlx::Error> {
     sqlx::query_scalar!(
         r#"SELECT count(*) AS "busy!" FROM receipt_queue
-         WHERE visible_at <= now() OR leased_by IS NOT NULL"#
+         WHERE (visible_at <= now() OR leased_by IS NOT NULL)
+           AND ($1::text[] IS NULL OR integration = ANY($1))"#,
+        integrations as Option<&[String]>
+    )
+    .fetch_one(conn)
+    .await
+}
+
+/// How many effects towards `sinks` a dispatcher could take now or is delivering now (due,
+/// or `in_flight`): zero when each is closed, in review, or waiting for its next attempt
+/// (the testing kit's `drain`). Reads the open effects of each sink by index.
+pub async fn effects_due_or_in_flight(
+    conn: &mut PgConnection,
+    sinks: &[String],
+) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT count(*) AS "busy!" FROM effects
+         WHERE sink = ANY($1) AND status IN ('pending', 'in_flight', 'uncertain')
+           AND (visible_at <= now() OR status = 'in_flight')"#,
+        sinks
     )
     .fetch_one(conn)
     .await

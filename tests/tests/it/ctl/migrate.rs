@@ -122,6 +122,47 @@ async fn migrate_lives_beside_a_teams_own_tables_and_creates_nothing_in_public()
     drop_database(&name).await;
 }
 
+/// `inboundctl migrate` names the version it left the schema at and what it applied, and
+/// refuses a database a newer build migrated — naming the versions — unless told it is a
+/// rollback (`--accept-newer`), as the worker's `migrate` does.
+#[tokio::test]
+async fn inboundctl_migrate_names_its_versions_and_refuses_a_newer_database_unless_accepted() {
+    let (name, url, pool) = a_teams_database().await;
+    let env = [("DATABASE_URL".to_owned(), url.clone())];
+    let again = inboundctl(&["migrate"], &env);
+    assert!(again.status.success(), "{}", text(&again.stderr));
+    assert_eq!(
+        text(&again.stdout).trim(),
+        "schema inbound: at version 1; applied now: none"
+    );
+    // A newer build's migration, as its history records one.
+    sqlx::query(
+        "INSERT INTO inbound._sqlx_migrations (version, description, success, checksum, execution_time)
+         VALUES (9001, 'a newer build', true, '\\x00', 1)",
+    )
+    .execute(&pool)
+    .await
+    .expect("a newer version");
+    let refused = inboundctl(&["migrate"], &env);
+    assert_eq!(refused.status.code(), Some(1), "{}", text(&refused.stdout));
+    let said = text(&refused.stderr);
+    assert!(
+        said.contains("holds migration version(s) 9001 that this binary does not carry")
+            && said.contains("--accept-newer"),
+        "{said}"
+    );
+    let accepted = inboundctl(&["migrate", "--accept-newer"], &env);
+    assert!(accepted.status.success(), "{}", text(&accepted.stderr));
+    assert!(
+        text(&accepted.stdout)
+            .contains("ahead of this build (version(s) 9001 of a newer one, accepted)"),
+        "{}",
+        text(&accepted.stdout)
+    );
+    pool.close().await;
+    drop_database(&name).await;
+}
+
 /// Another schema name serves a second installation in the same database: the team's
 /// tables and their migration history are left alone.
 #[tokio::test]
