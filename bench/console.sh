@@ -17,7 +17,7 @@ trap bench_cleanup EXIT
 receipts="${BENCH_CONSOLE_RECEIPTS:-5000000}"
 effects="${BENCH_CONSOLE_EFFECTS:-1000000}"
 runs=20
-cargo build --release -q -p inboundctl
+cargo build --release -q -p inboundctl -p inbound-stock-worker
 url=$(bench_db inbound_bench_console)
 db() { psql -Atq -v ON_ERROR_STOP=1 "$url" "$@"; }
 

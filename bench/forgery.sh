@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 results="${1:-}"
 DATABASE_URL=$(scripts/ensure-postgres.sh)
 export DATABASE_URL
-cargo build --quiet --release -p inbound-ingress -p inboundctl
+cargo build --quiet --release -p inbound-ingress -p inboundctl -p inbound-stock-worker
 cargo build --quiet --release -p inbound-programs --bin inbound-forgery
 # shellcheck source=bench/lib.sh
 source bench/lib.sh

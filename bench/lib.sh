@@ -24,7 +24,8 @@ bench_cleanup() {
 bench_db() {
   psql -q "$bench_admin_url" -c "SET client_min_messages = warning" \
     -c "DROP DATABASE IF EXISTS $1 WITH (FORCE)" -c "CREATE DATABASE $1" >/dev/null
-  "$bench_bin/inboundctl" migrate --example --database-url "${bench_admin_url%/*}/$1" >/dev/null
+  # The stock worker's migrate: inbound's schema and the reference domain's.
+  "$bench_bin/inbound-worker" migrate --database-url "${bench_admin_url%/*}/$1" >/dev/null
   echo "${bench_admin_url%/*}/$1"
 }
 
