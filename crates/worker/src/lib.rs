@@ -97,14 +97,14 @@ pub use inbound_core::verify::Provider;
 /// The ops port [`WorkerBuilder::start`] serves when given one: a bound listener and the
 /// handle of the recorder the process installed.
 pub use inbound_runtime::ops::OpsPort;
+/// Where a worker's sessions connect: inbound's schema, and whether a transaction
+/// pooler is in between.
+pub use inbound_store::{Pooler, Schema, SessionTarget};
 /// Installs the process's Prometheus recorder with the worker's buckets and HELP text and
 /// returns the handle an [`OpsPort`] renders `/metrics` with — for an embedding that
 /// serves the ops port itself. [`main`] does it for a worker's binary; a later call in the
 /// same process returns the recorder installed first.
 pub use telemetry::install_metrics as install_metrics_recorder;
-/// Where a worker's sessions connect: inbound's schema, and whether a transaction
-/// pooler is in between.
-pub use inbound_store::{Pooler, Schema, SessionTarget};
 
 /// The largest `batch_size`: a batch rerun with a savepoint per receipt stays within
 /// PostgreSQL's per-backend cache of 64 subtransactions (overflowing it slows every
