@@ -17,7 +17,7 @@
   scrapes is selected by one. (A selector that matches nothing fails silently in a
   cluster: nothing scraped, nothing protected, nothing scaled.)
 - Migrations run on every apply: every pod running an inbound process first runs
-  `inboundctl migrate` with its own image (an init container), and no Job is rendered (a
+  `migrate` (the worker's, or inboundctl's) with its own image (an init container), and no Job is rendered (a
   Job's template is immutable: the next apply with a new image fails).
 - The public entrance fits the ingress: an Ingress's backend is a Service port that
   exists; its body limit is at least the largest `max_body_bytes` (a smaller one answers
@@ -226,12 +226,13 @@ for document in documents:
         binary = container.get("command", [""])[0].rsplit("/", 1)[-1]
         if binary not in DEFAULTS:
             continue
+        # The worker's own `migrate` (inbound's schema and the worker's business tables;
+        # a team's image runs its worker's), or `inboundctl migrate` (inbound's alone).
         migrators = [init for init in spec.get("initContainers", [])
-                     if init.get("command", [""])[0].endswith("/inboundctl")
-                     and "migrate" in init.get("command", [])[1:2]]
+                     if "migrate" in init.get("command", [])[1:2]]
         if not migrators:
             problems.append(f"Deployment {name}: {container['name']} starts without migrating first "
-                            "(no init container running `inboundctl migrate`)")
+                            "(no init container running `<worker> migrate` or `inboundctl migrate`)")
         elif migrators[0].get("image") != container.get("image"):
             problems.append(f"Deployment {name}: its migrate init container runs {migrators[0].get('image')}, "
                             f"not its own image {container.get('image')}")
