@@ -6,8 +6,9 @@
 # sender can make: Shopify's shop header is unsigned) — and 1,000,000 effects (3 sinks,
 # 3,600 open or in review, one attempt each) — with the plan
 # of each page's main statement. A benchmark, not a test: the target is ≤ 200 ms a page on
-# this machine. BENCH_CONSOLE_RECEIPTS and BENCH_CONSOLE_EFFECTS scale it down
-# (e.g. 200000 and 40000 for a quick look); BENCH_CONSOLE_KEEP=1 keeps the database.
+# this machine. BENCH_CONSOLE_RECEIPTS and BENCH_CONSOLE_EFFECTS scale it (e.g. 200000
+# and 40000 for a quick look, 20000000 for a year's history), BENCH_CONSOLE_PENDING sets
+# the backlog; BENCH_CONSOLE_KEEP=1 keeps the database.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=bench/lib.sh
@@ -15,6 +16,8 @@ source bench/lib.sh
 trap bench_cleanup EXIT
 
 receipts="${BENCH_CONSOLE_RECEIPTS:-5000000}"
+# The newest receipts still queued (a backlog: 124,000 is what a day of history met).
+pending="${BENCH_CONSOLE_PENDING:-10000}"
 effects="${BENCH_CONSOLE_EFFECTS:-1000000}"
 runs=20
 cargo build --release -q -p inboundctl -p inbound-stock-worker
@@ -58,7 +61,7 @@ for ((first = 1; first <= receipts; first += batch)); do
                               (ARRAY['payment_intent.succeeded', 'charge.refunded', 'invoice.paid',
                                      'customer.subscription.updated'])[1 + n % 4] AS t) x"
 done
-# What needs a person, spread over the table; the newest 10,000 still queued.
+# What needs a person, spread over the table; the newest $pending still queued.
 db -c "UPDATE receipts SET status = 'failed', outcome = NULL, attempts = 8,
          last_error = (ARRAY['order does not exist', 'handler timed out', 'deadlock detected'])[1 + id % 3]
        WHERE id % 2000 = 7" \
@@ -68,7 +71,7 @@ db -c "UPDATE receipts SET status = 'failed', outcome = NULL, attempts = 8,
        WHERE id % 10000 = 11" \
    -c "WITH queued AS (
          UPDATE receipts SET status = 'pending', outcome = NULL, finished_at = NULL
-         WHERE id > (SELECT max(id) FROM receipts) - 10000 RETURNING id, integration, received_at)
+         WHERE id > (SELECT max(id) FROM receipts) - $pending RETURNING id, integration, received_at)
        INSERT INTO receipt_queue (receipt_id, integration, visible_at, enqueued_at, payload_bytes, leased_by, last_error)
        SELECT id, integration,
               CASE WHEN id % 10 = 0 THEN now() + interval '5 min' ELSE received_at END, received_at, 400,
@@ -155,6 +158,13 @@ for entry in "${pages[@]}"; do
   awk -v name="$name" '{ t[NR] = $2 * 1000 } END {
       n = asort(t); printf "| %s | %.1f | %.1f |\n", name, t[int((n + 1) / 2)], t[n] }' <<<"$times"
 done
+
+# What `inboundctl status` costs beside the pages (a process each time, as on call).
+times=$(for _ in $(seq 1 $runs); do
+  /usr/bin/time -f '%e' "$bench_bin/inboundctl" status --database-url "$url" 2>&1 >/dev/null | tail -1
+done)
+awk '{ t[NR] = $1 * 1000 } END {
+    n = asort(t); printf "| inboundctl status (a process) | %.1f | %.1f |\n", t[int((n + 1) / 2)], t[n] }' <<<"$times"
 
 echo
 echo "== plans (EXPLAIN ANALYZE) of the statements the pages lean on"
