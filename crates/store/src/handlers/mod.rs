@@ -33,6 +33,23 @@ pub use stripe::StripeHandler;
 pub const BUILTIN_HANDLERS: &[&str] = &[FORWARD];
 
 /// What a handler sees of the receipt it transitions.
+///
+/// ```
+/// use inbound_store::handlers::{EffectIntent, HandlerInput, text_at};
+///
+/// /// The intent a paid order sends to the route's sink: keyed by the order and the
+/// /// payment, so a redelivery or a second event id for the same payment maps to the
+/// /// same Idempotency-Key (`None` when the route names no sink).
+/// fn order_paid(input: &HandlerInput<'_>) -> Option<EffectIntent> {
+///     let order = text_at(input.payload, "/data/object/metadata/order_id")?;
+///     let payment = text_at(input.payload, "/data/object/id")?;
+///     input.effect(
+///         "order.paid",
+///         &[&input.integration.tenant, order, payment],
+///         serde_json::json!({ "order": order, "event": input.event_id }),
+///     )
+/// }
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct HandlerInput<'a> {
     /// The receipt being applied.
