@@ -17,7 +17,8 @@
   scrapes is selected by one. (A selector that matches nothing fails silently in a
   cluster: nothing scraped, nothing protected, nothing scaled.)
 - Migrations run on every apply: every pod running an inbound process first runs
-  `migrate` (the worker's, or inboundctl's) with its own image (an init container), and no Job is rendered (a
+  `migrate --accept-newer` (the worker's, or inboundctl's) with its own image (an init
+  container; a rollback's pods run on a database the newer release migrated), and no Job is rendered (a
   Job's template is immutable: the next apply with a new image fails).
 - The public entrance fits the ingress: an Ingress's backend is a Service port that
   exists; its body limit is at least the largest `max_body_bytes` (a smaller one answers
@@ -233,6 +234,9 @@ for document in documents:
         if not migrators:
             problems.append(f"Deployment {name}: {container['name']} starts without migrating first "
                             "(no init container running `<worker> migrate` or `inboundctl migrate`)")
+        elif "--accept-newer" not in migrators[0].get("command", []):
+            problems.append(f"Deployment {name}: its migrate init container lacks --accept-newer "
+                            "(a rollback's pods would stay in Init on a database the newer release migrated)")
         elif migrators[0].get("image") != container.get("image"):
             problems.append(f"Deployment {name}: its migrate init container runs {migrators[0].get('image')}, "
                             f"not its own image {container.get('image')}")

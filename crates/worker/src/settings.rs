@@ -64,7 +64,12 @@ pub struct InvalidSetting {
 impl InvalidSetting {
     /// The same refusal in the words of the flag that sets it (`--batch-size must be …`).
     pub fn as_flag(&self) -> String {
-        format!("--{} must be {}", self.setting.replace('_', "-"), self.rule)
+        // One setting takes a list its flag gives an entry at a time.
+        let flag = match self.setting {
+            "integrations" => "integration".to_owned(),
+            setting => setting.replace('_', "-"),
+        };
+        format!("--{flag} must be {}", self.rule)
     }
 }
 
@@ -389,7 +394,7 @@ impl WorkerSettingsBuilder {
         {
             return refuse(
                 "integrations",
-                "at least one integration id when given (none given claims them all)",
+                "a non-empty integration id, and at least one when given (none given claims them all)",
             );
         }
         if settings.shutdown_grace > hour {

@@ -369,17 +369,10 @@ impl TestStackBuilder<'_> {
         )
         .await
         .context("the ingress")?;
-        let claims = Claims {
-            receipts: settings
-                .role()
-                .runs_receipts()
-                .then(|| settings.integrations().map(<[String]>::to_vec)),
-            effects_of: if settings.role().runs_effects() {
-                config.sinks().iter().map(|sink| sink.id.clone()).collect()
-            } else {
-                Vec::new()
-            },
-        };
+        let claims = settings
+            .role()
+            .runs_receipts()
+            .then(|| settings.integrations().map(<[String]>::to_vec));
         let worker = self
             .worker
             .start(config.clone(), settings, &worker_url, None)
@@ -426,13 +419,9 @@ async fn create_roles(
     Ok(roles)
 }
 
-/// What the stack's worker takes: what [`TestStack::drain`] waits for.
-struct Claims {
-    /// Receipts of these integrations (`Some(None)`: all; `None`: its role claims none).
-    receipts: Option<Option<Vec<String>>>,
-    /// Effects towards these sinks (none when its role dispatches none).
-    effects_of: Vec<String>,
-}
+/// The receipts the stack's worker claims, which [`TestStack::drain`] waits for: those
+/// of these integrations (`Some(None)`: all; `None`: its role claims none).
+type Claims = Option<Option<Vec<String>>>;
 
 /// inbound's ingress and a team's worker, in-process on a [`ScratchDatabase`].
 pub struct TestStack {
@@ -546,22 +535,23 @@ impl TestStack {
     /// Waits (at most `limit`) until the receipt of `event_id` is no longer pending. When
     /// no receipt holds `event_id` — the ingress answered `ignored` or a refusal, or
     /// nothing was sent — it says so at once rather than waiting out `limit`; a
-    /// `duplicate` is the receipt that holds the event already. An event id two
-    /// integrations both hold is refused as ambiguous.
+    /// `duplicate` is the receipt that holds the event already. An event id several
+    /// receipts hold (two integrations, or two scopes of one: two shops) is refused as
+    /// ambiguous: [`TestStack::receipt_outcome`] takes the receipt `send` answered with.
     pub async fn outcome(&self, event_id: &str, limit: Duration) -> anyhow::Result<Outcome> {
         let started = Instant::now();
         loop {
             let mut connection = self.pool().acquire().await?;
             let found = admin::receipts_by_event_id(&mut connection, event_id).await?;
             drop(connection);
-            let integrations: std::collections::BTreeSet<&str> = found
-                .iter()
-                .map(|receipt| receipt.integration.as_str())
-                .collect();
-            if integrations.len() > 1 {
+            if found.len() > 1 {
+                let holders: Vec<String> = found
+                    .iter()
+                    .map(|receipt| format!("{} of {}", receipt.id, receipt.integration))
+                    .collect();
                 bail!(
-                    "{event_id} is held by receipts of several integrations ({}): which one is meant is ambiguous",
-                    integrations.into_iter().collect::<Vec<_>>().join(", ")
+                    "{event_id} is held by several receipts ({}): which one is meant is ambiguous; receipt_outcome takes the receipt send answered with",
+                    holders.join(", ")
                 );
             }
             let Some(receipt) = found.into_iter().next() else {
@@ -584,34 +574,61 @@ impl TestStack {
         }
     }
 
-    /// Waits (at most `limit`) until nothing the stack's worker takes is claimable or in
-    /// hand: every receipt of the integrations it claims is finished or waiting out a
-    /// retry delay, and every effect towards a configured sink (when its role dispatches)
-    /// is closed, in review or waiting for its next attempt. Send a burst, drain, then read
-    /// the final state, which does not depend on the order the worker applied them in.
+    /// Waits (at most `limit`) until the receipt `receipt_id` (what `send` answered
+    /// `Accepted` with) is no longer pending; an error at once when no receipt has it.
+    pub async fn receipt_outcome(
+        &self,
+        receipt_id: i64,
+        limit: Duration,
+    ) -> anyhow::Result<Outcome> {
+        let started = Instant::now();
+        loop {
+            let mut connection = self.pool().acquire().await?;
+            let found =
+                admin::receipt_detail(&mut connection, inbound_core::keys::ReceiptId(receipt_id))
+                    .await?;
+            drop(connection);
+            let Some(receipt) = found else {
+                bail!("no receipt has id {receipt_id}");
+            };
+            if receipt.status != ReceiptStatus::Pending {
+                let reason = receipt.outcome_reason.or(receipt.last_error);
+                return Ok(Outcome {
+                    status: receipt.status,
+                    outcome: receipt.outcome,
+                    reason: reason.map(|reason| reason.chars().take(200).collect()),
+                });
+            }
+            if started.elapsed() > limit {
+                bail!("receipt {receipt_id} was still pending after {limit:?}");
+            }
+            self.fail_if_stopped()?;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Waits (at most `limit`) until no receipt the stack's worker claims is claimable
+    /// or being applied: every receipt of its integrations is finished or waiting out a
+    /// retry delay (none for a worker whose role dispatches effects only). Send a burst,
+    /// drain, then read the final state, which does not depend on the order the worker
+    /// applied them in. Effects are not waited for: one towards a sink that is down
+    /// stays due for as long as its breaker is open; read them with the pool.
     pub async fn drain(&self, limit: Duration) -> anyhow::Result<()> {
         let started = Instant::now();
         loop {
             let mut connection = self.pool().acquire().await?;
-            let receipts = match &self.claims.receipts {
+            let receipts = match &self.claims {
                 Some(integrations) => {
                     admin::claimable_or_leased(&mut connection, integrations.as_deref()).await?
                 }
                 None => 0,
             };
-            let effects = if self.claims.effects_of.is_empty() {
-                0
-            } else {
-                admin::effects_due_or_in_flight(&mut connection, &self.claims.effects_of).await?
-            };
             drop(connection);
-            if receipts == 0 && effects == 0 {
+            if receipts == 0 {
                 return Ok(());
             }
             if started.elapsed() > limit {
-                bail!(
-                    "after {limit:?}, {receipts} receipt(s) still claimable or being applied and {effects} effect(s) due or being delivered"
-                );
+                bail!("{receipts} receipt(s) still claimable or being applied after {limit:?}");
             }
             self.fail_if_stopped()?;
             tokio::time::sleep(Duration::from_millis(50)).await;

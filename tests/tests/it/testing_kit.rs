@@ -1,6 +1,7 @@
 //! The testing kit a team's handler tests use (`inbound_worker::testing`), held to what its
 //! documentation says: `send` names a handshake as one, `drain` waits only for what the
-//! stack's worker takes, and `outcome` refuses an event id two integrations hold.
+//! stack's worker claims, and `outcome` refuses an event id several receipts hold
+//! (`receipt_outcome` takes the receipt `send` answered with).
 
 use std::time::Duration;
 
@@ -75,6 +76,7 @@ async fn drain_waits_for_what_the_worker_takes_and_a_handshake_is_named() {
         .start()
         .await
         .expect("the stack starts");
+    let mut shared_in_a = None;
     for (integration, event_id) in [
         ("stripe-a", "evt_a"),
         ("stripe-b", "evt_b"),
@@ -85,10 +87,12 @@ async fn drain_waits_for_what_the_worker_takes_and_a_handshake_is_named() {
             .send(integration, &event(event_id), None)
             .await
             .expect("an answer");
-        assert!(
-            matches!(verdict, Verdict::Accepted { .. }),
-            "{integration} {event_id}: {verdict:?}"
-        );
+        let Verdict::Accepted { receipt_id } = verdict else {
+            panic!("{integration} {event_id}: {verdict:?}");
+        };
+        if (integration, event_id) == ("stripe-a", "evt_shared") {
+            shared_in_a = Some(receipt_id);
+        }
     }
     stack
         .drain(Duration::from_secs(20))
@@ -109,11 +113,20 @@ async fn drain_waits_for_what_the_worker_takes_and_a_handshake_is_named() {
         .await
         .expect_err("two integrations hold it");
     assert!(
-        ambiguous
-            .to_string()
-            .contains("several integrations (stripe-a, stripe-b)"),
+        ambiguous.to_string().contains("held by several receipts (")
+            && ambiguous.to_string().contains("of stripe-a")
+            && ambiguous.to_string().contains("of stripe-b"),
         "{ambiguous}"
     );
+    // The receipt `send` answered with says which is meant.
+    let shared = stack
+        .receipt_outcome(
+            shared_in_a.expect("stripe-a's receipt"),
+            Duration::from_secs(1),
+        )
+        .await
+        .expect("stripe-a's receipt finished");
+    assert_eq!(shared.status, ReceiptStatus::Done);
     let challenge =
         serde_json::json!({"type": "url_verification", "token": "t", "challenge": "c-42"})
             .to_string();

@@ -131,20 +131,3 @@ pub async fn claimable_or_leased(
     .fetch_one(conn)
     .await
 }
-
-/// How many effects towards `sinks` a dispatcher could take now or is delivering now (due,
-/// or `in_flight`): zero when each is closed, in review, or waiting for its next attempt
-/// (the testing kit's `drain`). Reads the open effects of each sink by index.
-pub async fn effects_due_or_in_flight(
-    conn: &mut PgConnection,
-    sinks: &[String],
-) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar!(
-        r#"SELECT count(*) AS "busy!" FROM effects
-         WHERE sink = ANY($1) AND status IN ('pending', 'in_flight', 'uncertain')
-           AND (visible_at <= now() OR status = 'in_flight')"#,
-        sinks
-    )
-    .fetch_one(conn)
-    .await
-}
