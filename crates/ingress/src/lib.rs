@@ -44,6 +44,11 @@ pub use args::IngressArgs;
 pub use inbound_runtime::ops::OpsPort;
 pub use settings::{IngressSettings, IngressSettingsBuilder, InvalidSetting};
 pub use start::{RunningIngress, main, start};
+/// Installs the process's Prometheus recorder with the ingress's buckets and HELP text and
+/// returns the handle an [`OpsPort`] renders `/metrics` with — for an embedding that
+/// serves the ops port itself. [`main`] does it for the binary; a later call in the same
+/// process returns the recorder installed first.
+pub use telemetry::install_metrics as install_metrics_recorder;
 
 /// The parts the workspace's own tests drive directly. Not part of the API: hidden from
 /// the documentation, and may change in any release.
