@@ -580,15 +580,9 @@ async fn bulk(
             "the filter selects no receipt: nothing to {action}"
         )));
     }
-    let ids: Vec<String> = selected.iter().map(|row| row.id.to_string()).collect();
-    let ids = ids.join(",");
-    let capped = if selected.len() as i64 == BULK_MAX {
-        format!(" (at most {BULK_MAX} at a time: decide again for the rest)")
-    } else {
-        String::new()
-    };
     let change = receipt_change(action, status)?;
     let listed: Vec<ReceiptId> = selected.iter().map(|row| row.id).collect();
+    let (ids, capped) = bulk_selection(&listed);
     let versions = console
         .db(async |connection| admin::receipt_versions(connection, &listed).await)
         .await?;
@@ -614,6 +608,18 @@ async fn bulk(
             back: "/receipts".to_owned(),
         },
     ))
+}
+
+/// What a bulk confirmation seals of its selection, the ids comma-separated, and, when
+/// the selection filled the cap, the note that the rest need another decision.
+fn bulk_selection<T: std::fmt::Display>(listed: &[T]) -> (String, String) {
+    let ids: Vec<String> = listed.iter().map(ToString::to_string).collect();
+    let capped = if ids.len() as i64 == BULK_MAX {
+        format!(" (at most {BULK_MAX} at a time: decide again for the rest)")
+    } else {
+        String::new()
+    };
+    (ids.join(","), capped)
 }
 
 /// The second step of [`bulk`]: exactly the sealed ids, each still in the sealed status.
@@ -744,15 +750,9 @@ async fn effects_bulk(
             "the filter selects no effect: nothing to {action}"
         )));
     }
-    let ids: Vec<String> = selected.iter().map(|line| line.id.to_string()).collect();
-    let ids = ids.join(",");
-    let capped = if selected.len() as i64 == BULK_MAX {
-        format!(" (at most {BULK_MAX} at a time: decide again for the rest)")
-    } else {
-        String::new()
-    };
     let change = effect_change(resolution, status, None);
     let listed: Vec<EffectId> = selected.iter().map(|line| line.id).collect();
+    let (ids, capped) = bulk_selection(&listed);
     let versions = console
         .db(async |connection| effects::versions(connection, &listed).await)
         .await?;

@@ -73,13 +73,23 @@ pub struct Migrated {
 /// A schema holds migrations this build does not carry (see [`Migrated::report`]).
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "schema {schema} holds migration version(s) {versions} that this binary does not carry: a newer build migrated it, or this one was built before those files were added (cargo rebuilds a crate for a new migration only when its build.rs says `cargo:rerun-if-changed=migrations`); run the build that carries them (or, for a rollback, pass --accept-newer)"
+    "schema {schema} holds migration version(s) {} that this binary does not carry: a newer build migrated it, or this one was built before those files were added (cargo rebuilds a crate for a new migration only when its build.rs says `cargo:rerun-if-changed=migrations`); run the build that carries them (or, for a rollback, pass --accept-newer)",
+    joined(versions)
 )]
 pub struct NewerThanThisBuild {
     /// The schema.
     pub schema: Schema,
-    /// The versions it holds that this build does not carry, comma-separated.
-    pub versions: String,
+    /// The versions it holds that this build does not carry, in order.
+    pub versions: Vec<i64>,
+}
+
+/// `1, 2, 3`.
+fn joined(versions: &[i64]) -> String {
+    versions
+        .iter()
+        .map(i64::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 impl Migrated {
@@ -91,18 +101,10 @@ impl Migrated {
         schema: &Schema,
         accept_newer: bool,
     ) -> Result<String, NewerThanThisBuild> {
-        let joined = |versions: &[i64]| {
-            versions
-                .iter()
-                .map(i64::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        let newer = joined(&self.newer);
         if !self.newer.is_empty() && !accept_newer {
             return Err(NewerThanThisBuild {
                 schema: schema.clone(),
-                versions: newer,
+                versions: self.newer.clone(),
             });
         }
         let at = self.version.map_or_else(
@@ -117,7 +119,10 @@ impl Migrated {
         let ahead = if self.newer.is_empty() {
             String::new()
         } else {
-            format!("; ahead of this build (version(s) {newer} of a newer one, accepted)")
+            format!(
+                "; ahead of this build (version(s) {} of a newer one, accepted)",
+                joined(&self.newer)
+            )
         };
         Ok(format!(
             "schema {schema}: at {at}; applied now: {now}{ahead}"

@@ -119,6 +119,51 @@ async fn what_jsonb_cannot_store_is_refused_alone_and_its_batch_commits() {
     );
 }
 
+/// A queued receipt of `event_id` whose payload is `extra` inside a Stripe event, stored
+/// as an ingress without the storability contract stored it (straight into `jsonb`): its id.
+async fn stored_without_the_storability_contract(
+    pool: &PgPool,
+    event_id: &str,
+    extra: &str,
+) -> i64 {
+    sqlx::query_scalar(
+        "WITH stored AS (
+             INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key, payload)
+             VALUES ('stripe-acme', 'stripe-acme/acct_123/live', $1,
+                     'payment_intent.succeeded', 'payment_intent.succeeded', $2::jsonb)
+             RETURNING id, integration, received_at
+         ), queued AS (
+             INSERT INTO receipt_queue (receipt_id, integration, visible_at, enqueued_at)
+             SELECT id, integration, received_at, received_at FROM stored
+         )
+         SELECT id FROM stored",
+    )
+    .bind(event_id)
+    .bind(raw_stripe_event(event_id, extra))
+    .fetch_one(pool)
+    .await
+    .expect("stored as before the contract")
+}
+
+/// Orders `o0`… awaiting 1000 usd and an accepted payment of each: the neighbours a bad
+/// receipt must not hold up.
+async fn neighbours_awaiting_payment(
+    pool: &PgPool,
+    config: &inbound_core::config::Config,
+    count: usize,
+) {
+    for n in 0..count {
+        let (order, payment) = (format!("o{n}"), format!("pi_{n}"));
+        domain::seed_order(pool, &order, &payment, 1000, "usd").await;
+        let body = stripe_event(
+            &format!("evt_{n}"),
+            "payment_intent.succeeded",
+            domain::payment_intent(&payment, &order, 1000, "usd", "succeeded"),
+        );
+        domain::accept(pool, config, &body).await.expect("new");
+    }
+}
+
 fn worker_options(database_url: &str, args: &[&str]) -> ServiceOptions {
     let mut options = fixtures::ingress_options(database_url);
     options.args = ["--poll-interval-ms", "50"]
@@ -136,32 +181,8 @@ async fn a_stored_payload_the_worker_cannot_decode_is_quarantined_alone() {
     let config = domain::config();
     // As an ingress without the storability contract stored it: jsonb keeps 1e400 as a
     // 401-digit integer, which no double holds.
-    let poison: i64 = sqlx::query_scalar(
-        "WITH stored AS (
-             INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key, payload)
-             VALUES ('stripe-acme', 'stripe-acme/acct_123/live', 'evt_poison',
-                     'payment_intent.succeeded', 'payment_intent.succeeded', $1::jsonb)
-             RETURNING id, integration, received_at
-         ), queued AS (
-             INSERT INTO receipt_queue (receipt_id, integration, visible_at, enqueued_at)
-             SELECT id, integration, received_at, received_at FROM stored
-         )
-         SELECT id FROM stored",
-    )
-    .bind(raw_stripe_event("evt_poison", "1e400"))
-    .fetch_one(pool)
-    .await
-    .expect("store the poison");
-    for n in 0..10 {
-        let (order, payment) = (format!("o{n}"), format!("pi_{n}"));
-        domain::seed_order(pool, &order, &payment, 1000, "usd").await;
-        let body = stripe_event(
-            &format!("evt_{n}"),
-            "payment_intent.succeeded",
-            domain::payment_intent(&payment, &order, 1000, "usd", "succeeded"),
-        );
-        domain::accept(pool, &config, &body).await.expect("new");
-    }
+    let poison = stored_without_the_storability_contract(pool, "evt_poison", "1e400").await;
+    neighbours_awaiting_payment(pool, &config, 10).await;
 
     let _worker = Service::worker(&worker_options(database.url(), &[]));
     eventually(
@@ -445,32 +466,10 @@ async fn a_stored_payload_postgres_cannot_render_is_quarantined_alone() {
     let pool = database.pool();
     let config = domain::config();
     let numbers = vec!["1e-16383"; 66_000].join(",");
-    let amplified: i64 = sqlx::query_scalar(
-        "WITH stored AS (
-             INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key, payload)
-             VALUES ('stripe-acme', 'stripe-acme/acct_123/live', 'evt_amplified',
-                     'payment_intent.succeeded', 'payment_intent.succeeded', $1::jsonb)
-             RETURNING id, integration, received_at
-         ), queued AS (
-             INSERT INTO receipt_queue (receipt_id, integration, visible_at, enqueued_at)
-             SELECT id, integration, received_at, received_at FROM stored
-         )
-         SELECT id FROM stored",
-    )
-    .bind(raw_stripe_event("evt_amplified", &format!("[{numbers}]")))
-    .fetch_one(pool)
-    .await
-    .expect("store it");
-    for n in 0..3 {
-        let (order, payment) = (format!("o{n}"), format!("pi_{n}"));
-        domain::seed_order(pool, &order, &payment, 1000, "usd").await;
-        let body = stripe_event(
-            &format!("evt_{n}"),
-            "payment_intent.succeeded",
-            domain::payment_intent(&payment, &order, 1000, "usd", "succeeded"),
-        );
-        domain::accept(pool, &config, &body).await.expect("new");
-    }
+    let amplified =
+        stored_without_the_storability_contract(pool, "evt_amplified", &format!("[{numbers}]"))
+            .await;
+    neighbours_awaiting_payment(pool, &config, 3).await;
 
     let _worker = Service::worker(&worker_options(database.url(), &[]));
     // A bound, not a timing: rendering the amplified payload takes seconds alone and
