@@ -88,8 +88,9 @@ pub async fn audit(pool: &PgPool, acknowledged: &[String]) -> Audit {
             + scalar(
                 conn,
                 "SELECT count(*) FROM (
-                     SELECT payload #>> '{data,object,metadata,order_id}'
-                     FROM receipts WHERE outcome = 'applied' AND event_type = 'payment_intent.succeeded'
+                     SELECT p.payload #>> '{data,object,metadata,order_id}'
+                     FROM receipts r JOIN receipt_payloads p ON p.receipt_id = r.id
+                     WHERE r.outcome = 'applied' AND r.event_type = 'payment_intent.succeeded'
                      GROUP BY 1 HAVING count(*) > 1) AS paid_twice",
             )
             .await
@@ -123,13 +124,14 @@ pub async fn audit(pool: &PgPool, acknowledged: &[String]) -> Audit {
                               'same payment:', (
                                   SELECT string_agg(concat_ws(' ', p.event_id, p.event_type, p.status,
                                                               p.outcome, p.outcome_reason), '; ')
-                                  FROM receipts p
+                                  FROM receipts p JOIN receipt_payloads pp ON pp.receipt_id = p.id
                                   WHERE p.id <> r.id
-                                    AND coalesce(p.payload #>> '{data,object,payment_intent}',
-                                                 p.payload #>> '{data,object,id}')
-                                      = coalesce(r.payload #>> '{data,object,payment_intent}',
-                                                 r.payload #>> '{data,object,id}')))
+                                    AND coalesce(pp.payload #>> '{data,object,payment_intent}',
+                                                 pp.payload #>> '{data,object,id}')
+                                      = coalesce(rp.payload #>> '{data,object,payment_intent}',
+                                                 rp.payload #>> '{data,object,id}')))
              FROM receipts r LEFT JOIN receipt_queue q ON q.receipt_id = r.id
+             LEFT JOIN receipt_payloads rp ON rp.receipt_id = r.id
              WHERE r.status <> 'done' ORDER BY r.id LIMIT 5",
         )
         .fetch_all(&mut *conn)

@@ -451,17 +451,3 @@ pub async fn effect_in(pool: &sqlx::PgPool, key: &str, status: &str) -> i64 {
     .await
     .expect("effect")
 }
-
-/// Moves every receipt `days` into the past (accepted and finished then), as if that long
-/// had passed: retention's rule is the database's own, with the database's clock, which a
-/// test cannot move.
-pub async fn age_receipts(pool: &sqlx::PgPool, days: i32) {
-    sqlx::query(
-        "UPDATE receipts SET received_at = received_at - make_interval(days => $1),
-                             finished_at = finished_at - make_interval(days => $1)",
-    )
-    .bind(days)
-    .execute(pool)
-    .await
-    .expect("age the receipts");
-}

@@ -237,24 +237,20 @@ impl MigrateArgs {
 struct PurgeArgs {
     #[command(flatten)]
     database: operate::DatabaseArgs,
-    /// Drop payloads of receipts done more than this many days ago.
+    /// Drop the payloads of days wholly older than this many days (payloads leave by
+    /// the day they were accepted; a receipt not done, or with an effect not closed,
+    /// keeps its payload until it is).
     #[arg(long)]
     payloads_older_than_days: u32,
-    /// Delete receipt rows (their keys) done more than this many days ago; at least
-    /// the payload age. Omit to keep every key.
+    /// Drop the 90-day key periods wholly older than this many days — their receipt
+    /// rows, effects and keys — never the current or previous period (deduplication
+    /// reads them); at least the payload age. Omit to keep every period.
     #[arg(long)]
     keys_older_than_days: Option<u32>,
-    /// Rows per batch (one short transaction each).
-    #[arg(long, default_value_t = 1000)]
-    batch_size: i64,
-    /// Count what would be purged; remove nothing.
+    /// List what would be dropped; remove nothing.
     #[arg(long)]
     dry_run: bool,
-    /// Stop after this many seconds, between batches (for a CronJob: the next run
-    /// continues); progress goes to stderr every 10 s.
-    #[arg(long)]
-    time_budget_secs: Option<u64>,
-    /// Delete keys younger than a provider's redelivery horizon (Paddle, Standard
+    /// Drop keys younger than a provider's redelivery horizon (Paddle, Standard
     /// Webhooks, hmac and token 90 days, Stripe 30, GitHub 3, Slack, Shopify and Zoom 1:
     /// of the configured integrations with --config, else the longest).
     #[arg(long)]
@@ -271,9 +267,7 @@ impl PurgeArgs {
         let options = operate::PurgeOptions {
             payload_days: self.payloads_older_than_days,
             key_days: self.keys_older_than_days,
-            batch_size: self.batch_size,
             dry_run: self.dry_run,
-            time_budget: self.time_budget_secs.map(Duration::from_secs),
             force: self.force,
             config: self.config.load()?,
         };

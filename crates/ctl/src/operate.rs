@@ -177,16 +177,12 @@ pub async fn status(
 
 /// What `inboundctl purge` may remove, and how it runs.
 pub struct PurgeOptions {
-    /// Drop payloads of receipts done more than this many days ago.
+    /// Drop the payloads of days wholly older than this many days.
     pub payload_days: u32,
-    /// Delete receipt rows done more than this many days ago.
+    /// Drop the key periods (receipt rows, effects, keys) wholly older than this many days.
     pub key_days: Option<u32>,
-    /// Rows per batch (one short transaction each).
-    pub batch_size: i64,
-    /// Count, remove nothing.
+    /// List what would go; remove nothing.
     pub dry_run: bool,
-    /// Stop after this long (the rest waits for the next run).
-    pub time_budget: Option<Duration>,
     /// Purge keys younger than a provider's redelivery horizon.
     pub force: bool,
     /// Names the integrations (and so the providers) whose horizons apply.
@@ -250,13 +246,11 @@ fn check_purge(options: &PurgeOptions) -> anyhow::Result<()> {
             );
         }
     }
-    if options.batch_size < 1 {
-        bail!("--batch-size must be at least 1");
-    }
     Ok(())
 }
 
-/// `inboundctl purge`.
+/// `inboundctl purge`: payload days, then key periods, each partition dropped in a
+/// transaction of its own (what may not go yet is carried, not lost).
 pub async fn purge(
     database: &DatabaseArgs,
     options: PurgeOptions,
@@ -267,124 +261,95 @@ pub async fn purge(
     if options.dry_run {
         return preview_purge(&mut db, &options, as_json).await;
     }
-    let started = std::time::Instant::now();
-    let mut progress = Progress::new();
-    let (payloads, mut finished) =
-        purge_until_done(&mut db, &options, Purged::Payloads, started, |payloads| {
-            progress.report(payloads, 0)
-        })
-        .await?;
-    let mut keys = 0;
-    if let Some(key_days) = options.key_days
-        && finished
-    {
-        (keys, finished) =
-            purge_until_done(&mut db, &options, Purged::Keys(key_days), started, |keys| {
-                progress.report(payloads, keys)
-            })
-            .await?;
-    }
-    if as_json {
-        out_exact!(
-            "{}",
-            json!({"payloads_purged": payloads, "keys_purged": keys, "finished": finished})
-        );
-    } else {
-        out!("purged {payloads} payload(s) and {keys} receipt key row(s)");
-        if !finished {
-            out!("stopped at the time budget; the next run continues where this one stopped");
-        }
-    }
-    Ok(())
-}
-
-/// `purge --dry-run`: what a purge would remove now.
-async fn preview_purge(db: &mut Db, options: &PurgeOptions, as_json: bool) -> anyhow::Result<()> {
-    let (payloads, keys) = db
+    let days = db
         .run(async |connection| {
-            Ok(admin::purge_preview(connection, options.payload_days, options.key_days).await?)
+            Ok(admin::drop_payload_days(connection, options.payload_days, None).await?)
         })
         .await?;
+    let periods = match options.key_days {
+        Some(key_days) => {
+            db.run(
+                async |connection| Ok(admin::drop_key_periods(connection, key_days, None).await?),
+            )
+            .await?
+        }
+        None => Vec::new(),
+    };
     if as_json {
+        let listed = |dropped: &[admin::Dropped]| {
+            dropped
+                .iter()
+                .map(|dropped| json!({"first_day": dropped.first_day, "carried": dropped.carried}))
+                .collect::<Vec<_>>()
+        };
         out_exact!(
             "{}",
-            json!({"dry_run": true, "payloads": payloads, "keys": keys})
+            json!({"payload_days": listed(&days), "key_periods": listed(&periods)})
         );
     } else {
-        out!("would purge {payloads} payload(s) and {keys} receipt key row(s); nothing changed");
+        for dropped in &days {
+            out!(
+                "dropped the payloads of {} ({} kept: their receipts are not done or have an effect not closed)",
+                dropped.first_day,
+                dropped.carried
+            );
+        }
+        for dropped in &periods {
+            out!(
+                "dropped the key period from {} (receipts, effects, keys; {} receipt(s) kept: not done or with an effect not closed)",
+                dropped.first_day,
+                dropped.carried
+            );
+        }
+        out!(
+            "dropped {} payload day(s) and {} key period(s)",
+            days.len(),
+            periods.len()
+        );
     }
     Ok(())
 }
 
-/// What a run of batches removes.
-#[derive(Debug, Clone, Copy)]
-enum Purged {
-    /// Payloads of receipts done longer than `--payloads-older-than-days`.
-    Payloads,
-    /// Receipt rows done longer than this many days.
-    Keys(u32),
-}
-
-/// Purges `what` batch by batch until a batch comes back short (nothing older is left)
-/// or the time budget is spent; `(rows purged, whether it finished)`. `report` sees the
-/// running total after each batch.
-async fn purge_until_done(
-    db: &mut Db,
-    options: &PurgeOptions,
-    what: Purged,
-    started: std::time::Instant,
-    mut report: impl FnMut(u64),
-) -> anyhow::Result<(u64, bool)> {
-    let mut total = 0;
-    loop {
-        if options
-            .time_budget
-            .is_some_and(|budget| started.elapsed() >= budget)
-        {
-            return Ok((total, false));
-        }
-        // Each batch is its own transaction, and its own bounded unit of work.
-        let purged = db
-            .run(async |connection| {
-                Ok(match what {
-                    Purged::Payloads => {
-                        admin::purge_payloads_batch(
-                            connection,
-                            options.payload_days,
-                            options.batch_size,
-                        )
-                        .await?
-                    }
-                    Purged::Keys(days) => {
-                        admin::purge_keys_batch(connection, days, options.batch_size).await?
-                    }
+/// `purge --dry-run`: what a purge would drop now, with the planner's row estimates.
+async fn preview_purge(db: &mut Db, options: &PurgeOptions, as_json: bool) -> anyhow::Result<()> {
+    let partitions = db
+        .run(async |connection| {
+            Ok(
+                admin::retention_preview(connection, options.payload_days, options.key_days)
+                    .await?,
+            )
+        })
+        .await?;
+    if as_json {
+        let listed: Vec<_> = partitions
+            .iter()
+            .map(|partition| {
+                json!({
+                    "table": partition.parent,
+                    "first_day": partition.first_day,
+                    "end_day": partition.end_day,
+                    "estimated_rows": partition.estimated_rows,
                 })
             })
-            .await?;
-        total += purged;
-        report(total);
-        if purged < options.batch_size as u64 {
-            return Ok((total, true));
+            .collect();
+        out_exact!("{}", json!({"dry_run": true, "partitions": listed}));
+    } else {
+        for partition in &partitions {
+            let what = if partition.parent == "receipt_payloads" {
+                "the payloads of"
+            } else {
+                "the key period (receipts, effects, keys) from"
+            };
+            out!(
+                "would drop {what} {} (about {} row(s))",
+                partition.first_day,
+                partition.estimated_rows
+            );
         }
+        out!(
+            "would drop {} partition(s); nothing changed",
+            partitions.len()
+        );
     }
-}
-
-/// A progress line on stderr every 10 s of a long purge (stdout keeps the result alone).
-struct Progress {
-    last: std::time::Instant,
-}
-
-impl Progress {
-    fn new() -> Self {
-        Self {
-            last: std::time::Instant::now(),
-        }
-    }
-
-    fn report(&mut self, payloads: u64, keys: u64) {
-        if self.last.elapsed() >= Duration::from_secs(10) {
-            self.last = std::time::Instant::now();
-            eprintln!("inboundctl purge: {payloads} payload(s) and {keys} key row(s) so far");
-        }
-    }
+    Ok(())
 }

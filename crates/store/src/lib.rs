@@ -80,7 +80,9 @@ pub use clock::StatementClock;
 #[doc(hidden)]
 pub use migrations::{Migrated, MigrationError, NewerThanThisBuild, migrate, migrate_schema};
 #[doc(hidden)]
-pub use receipts::{InsertOutcome, NewReceipt, insert_receipt, insert_receipts};
+pub use receipts::{
+    InsertOutcome, NewReceipt, insert_receipt, insert_receipts, insert_receipts_at,
+};
 #[doc(hidden)]
 pub use schema::{DEFAULT_SCHEMA, InvalidSchema, Schema};
 use session::durable_sessions;
@@ -311,7 +313,7 @@ mod tests {
                 "receipts/insert.sql",
                 include_str!("../queries/receipts/insert.sql"),
                 include_str!("receipts.rs"),
-                "pub async fn insert_receipts<",
+                "pub async fn insert_receipts_at<",
             ),
             (
                 "queue/finish.sql",

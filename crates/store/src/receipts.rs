@@ -3,6 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
 
 use inbound_core::keys::{EventId, ReceiptId, SourceScope};
@@ -63,6 +64,17 @@ pub async fn insert_receipts<'a>(
     conn: &mut PgConnection,
     receipts: &[NewReceipt<'a>],
 ) -> Result<Vec<InsertOutcome>, sqlx::Error> {
+    insert_receipts_at(conn, receipts, None).await
+}
+
+/// [`insert_receipts`] with the clock that decides the receipt keys' period: `None` is the
+/// database's `now()` (what the ingress passes); a test passes a time beside a period's
+/// boundary. The receipts' ids and `received_at` are always the database's now.
+pub async fn insert_receipts_at<'a>(
+    conn: &mut PgConnection,
+    receipts: &[NewReceipt<'a>],
+    at: Option<DateTime<Utc>>,
+) -> Result<Vec<InsertOutcome>, sqlx::Error> {
     let batch = UniqueBatch::of(receipts);
     let inserted = sqlx::query_file!(
         "queries/receipts/insert.sql",
@@ -74,6 +86,7 @@ pub async fn insert_receipts<'a>(
         batch.column(|receipt| receipt.payload_json) as Vec<&str>,
         batch.digests() as Vec<Option<&[u8]>>,
         batch.deliveries() as Vec<Option<&str>>,
+        at,
     )
     .fetch_all(&mut *conn)
     .await?;
@@ -84,9 +97,8 @@ pub async fn insert_receipts<'a>(
 /// stripe backfill`) as [`insert_receipts`] stores deliveries, through the database's
 /// `backfill_receipts` (migrations/0001_inbound.sql): marked `api`, their ids in input
 /// order — the order the worker claims them in. The operator role inserts no receipt
-/// itself, so it can never make one look like a verified delivery. Beside concurrent
-/// writers this order can deadlock on a receipt key: PostgreSQL then aborts the
-/// statement, which the caller may rerun.
+/// itself, so it can never make one look like a verified delivery. Keys are claimed in
+/// key order, as the ingress claims them.
 pub async fn backfill_receipts<'a>(
     conn: &mut PgConnection,
     receipts: &[NewReceipt<'a>],
@@ -167,8 +179,9 @@ impl<'r, 'a> UniqueBatch<'r, 'a> {
     }
 }
 
-/// Which of the receipt keys `(source_scope, event_id)` are held (in any state), through
-/// the receipt-key index: what a backfill's dry run would skip.
+/// Which of the receipt keys `(source_scope, event_id)` are held now — in this key period
+/// or the previous one, as the ingress decides — through receipt_keys' primary key: what
+/// a backfill's dry run would skip.
 pub async fn held_keys(
     conn: &mut PgConnection,
     keys: &[(SourceScope, EventId)],
@@ -178,7 +191,8 @@ pub async fn held_keys(
     let rows = sqlx::query!(
         "SELECT r.source_scope, r.event_id
          FROM unnest($1::text[], $2::text[]) AS k(source_scope, event_id)
-         JOIN receipts r ON r.source_scope = k.source_scope AND r.event_id = k.event_id",
+         JOIN receipt_keys r ON r.source_scope = k.source_scope AND r.event_id = k.event_id
+         WHERE r.period IN (key_period(now()), key_period(now()) - 90)",
         scopes as Vec<&str>,
         event_ids as Vec<&str>,
     )

@@ -28,7 +28,12 @@ const GRANTS: &[(Process, &[&str])] = &[
             // RETURNING, only what identifies the rows it inserted. Only the columns it
             // writes: an id or an acceptance time is the database's, never the caller's
             // (an id taken ahead would turn a later receipt into a silent duplicate).
-            "GRANT INSERT (integration, source_scope, event_id, event_type, route_key, payload, content_digest, delivery) ON {schema}.receipts TO {role}",
+            "GRANT INSERT (integration, source_scope, event_id, event_type, route_key, content_digest, delivery) ON {schema}.receipts TO {role}",
+            "GRANT INSERT ON {schema}.receipt_payloads TO {role}",
+            // A receipt's id is its day and the next of these (the column's default).
+            "GRANT USAGE ON SEQUENCE {schema}.receipt_serials TO {role}",
+            // Keys are claimed (claim_receipt_keys) by looking in the previous period first.
+            "GRANT SELECT, INSERT ON {schema}.receipt_keys TO {role}",
             "GRANT INSERT (receipt_id, integration, visible_at, enqueued_at, payload_bytes) ON {schema}.receipt_queue TO {role}",
             "GRANT SELECT (id, integration, source_scope, event_id, received_at) ON {schema}.receipts TO {role}",
             // The queue ages that page and scale, which the ingress exports so that they
@@ -44,13 +49,17 @@ const GRANTS: &[(Process, &[&str])] = &[
             // never rewritten; queue rows are fenced away and released; intents are
             // written and, with `--role all`, delivered. Operators' decisions it only
             // reads (an operator's retry ends a sink's breaker pause).
-            "GRANT SELECT ON {schema}.receipts TO {role}",
+            "GRANT SELECT ON {schema}.receipts, {schema}.receipt_payloads TO {role}",
             "GRANT UPDATE (status, outcome, outcome_reason, attempts, last_error, finished_at) ON {schema}.receipts TO {role}",
             "GRANT SELECT, UPDATE, DELETE ON {schema}.receipt_queue TO {role}",
             "GRANT SELECT, INSERT, UPDATE ON {schema}.effects, {schema}.effect_attempts TO {role}",
             // An operator's retry of a paused sink's effect ends its breaker's pause.
             "GRANT SELECT ON {schema}.effect_resolutions TO {role}",
             "GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {schema} TO {role}",
+            // Partitions are created ahead by the workers (the function is the owner's).
+            "GRANT EXECUTE ON FUNCTION {schema}.ensure_history_partitions(timestamptz, integer) TO {role}",
+            // The gauge of rows a missing partition left in a default one.
+            "GRANT SELECT ON {schema}.receipts_default, {schema}.receipt_payloads_default, {schema}.effects_default, {schema}.receipt_keys_default TO {role}",
         ],
     ),
     (
@@ -73,7 +82,7 @@ const GRANTS: &[(Process, &[&str])] = &[
             // queue row or effect is written by the role itself, so no decision goes
             // unrecorded and nothing leaves but by retention's rule. The audit trail's
             // time and database role are the server's (column defaults).
-            "GRANT SELECT ON {schema}.receipts, {schema}.receipt_queue, {schema}.effects, {schema}.effect_attempts TO {role}",
+            "GRANT SELECT ON {schema}.receipts, {schema}.receipt_payloads, {schema}.receipt_keys, {schema}.receipt_queue, {schema}.effects, {schema}.effect_attempts TO {role}",
             "GRANT SELECT ON {schema}.receipt_replays, {schema}.receipt_resolutions, {schema}.effect_resolutions, {schema}.payload_reads TO {role}",
             "GRANT INSERT (receipt_id, read_by, surface) ON {schema}.payload_reads TO {role}",
             "GRANT EXECUTE ON FUNCTION {operator_functions} TO {role}",
@@ -84,8 +93,8 @@ const GRANTS: &[(Process, &[&str])] = &[
 /// The database's functions the operator role calls: retention, decisions and backfill
 /// (migrations/0001_inbound.sql; `EXECUTE` is revoked from `PUBLIC` there).
 const OPERATOR_FUNCTIONS: &[&str] = &[
-    "purge_receipt_payloads(integer, integer)",
-    "purge_receipt_keys(integer, integer)",
+    "drop_payload_days(integer)",
+    "drop_key_periods(integer)",
     "decision_lock_receipt(bigint)",
     "decision_make_receipt_due(bigint, text, text)",
     "decision_requeue_receipt(bigint, text, text)",

@@ -16,9 +16,9 @@ use sqlx::PgConnection;
 
 use crate::Worker;
 use crate::telemetry::{
-    EFFECTS, EFFECTS_FAILED, EFFECTS_FINISHED_TOTAL, EFFECTS_FOR_UNKNOWN_SINKS,
-    LEASE_RECLAIMS_TOTAL, OLDEST_DUE_EFFECT_WAIT_SECONDS, OLDEST_EFFECT_AGE_SECONDS, RECEIPTS,
-    RECEIPTS_FOR_REVIEW,
+    EFFECTS, EFFECTS_FAILED, EFFECTS_FINISHED_TOTAL, EFFECTS_FOR_UNKNOWN_SINKS, HISTORY_DAYS_AHEAD,
+    HISTORY_UNPARTITIONED_ROWS, LEASE_RECLAIMS_TOTAL, OLDEST_DUE_EFFECT_WAIT_SECONDS,
+    OLDEST_EFFECT_AGE_SECONDS, RECEIPTS, RECEIPTS_FOR_REVIEW,
 };
 
 /// The end states the dispatcher reaches (an operator's `abandoned` is not its own).
@@ -39,6 +39,9 @@ pub async fn refresh(worker: &Worker) -> Result<(), sqlx::Error> {
 }
 
 async fn refresh_on(worker: &Worker, connection: &mut PgConnection) -> Result<(), sqlx::Error> {
+    if worker.settings.role().runs_receipts() {
+        maintain_history(&mut *connection).await?;
+    }
     let counts = admin::receipt_counts(&mut *connection).await?;
     for (state, count) in counts.by_state() {
         metrics::gauge!(RECEIPTS, "state" => state.as_str()).set(count as f64);
@@ -118,6 +121,49 @@ async fn refresh_on(worker: &Worker, connection: &mut PgConnection) -> Result<()
     Ok(())
 }
 
+/// The days of history partitions kept ready ahead of now.
+const HISTORY_DAYS_READY: i32 = 7;
+
+/// How often a worker creates the history partitions ahead (each refresh exports what
+/// is missing): hourly, and at its first refresh.
+const HISTORY_MAINTENANCE_EVERY: Duration = Duration::from_secs(3600);
+
+static HISTORY_MAINTAINED: Mutex<Option<std::time::Instant>> = Mutex::new(None);
+
+/// Creates the history partitions a week ahead (hourly; idempotent, and no writer waits
+/// for it), then exports the rows a missing partition left in a default one and how far
+/// ahead the payload days reach.
+async fn maintain_history(connection: &mut PgConnection) -> Result<(), sqlx::Error> {
+    let due = HISTORY_MAINTAINED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .is_none_or(|last| last.elapsed() >= HISTORY_MAINTENANCE_EVERY);
+    if due {
+        let created =
+            admin::ensure_history_partitions(&mut *connection, None, HISTORY_DAYS_READY).await?;
+        if created > 0 {
+            tracing::info!(created, "created history partitions ahead");
+        }
+        *HISTORY_MAINTAINED
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(std::time::Instant::now());
+    }
+    let misplaced = admin::unpartitioned_rows(&mut *connection).await?;
+    for parent in HISTORY_TABLES {
+        let rows = misplaced
+            .iter()
+            .find(|(table, _)| table == parent)
+            .map_or(0, |(_, rows)| *rows);
+        metrics::gauge!(HISTORY_UNPARTITIONED_ROWS, "table" => parent).set(rows as f64);
+    }
+    let ahead = admin::history_days_ahead(&mut *connection).await?;
+    metrics::gauge!(HISTORY_DAYS_AHEAD).set(ahead);
+    Ok(())
+}
+
+/// The partitioned tables whose default partitions the gauge watches.
+const HISTORY_TABLES: [&str; 4] = ["receipts", "receipt_payloads", "effects", "receipt_keys"];
+
 /// The keys (integration or sink) a refresh exported besides the configured ones: set to
 /// 0 once their rows are gone, never left at their last count.
 static REVIEW_SEEN: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
@@ -183,6 +229,11 @@ pub fn initialise(worker: &Worker) {
         metrics::gauge!(OLDEST_DUE_EFFECT_WAIT_SECONDS, "sink" => sink.id.clone()).set(0.0);
     }
     metrics::gauge!(EFFECTS_FOR_UNKNOWN_SINKS).set(0.0);
+    if worker.settings.role().runs_receipts() {
+        for parent in HISTORY_TABLES {
+            metrics::gauge!(HISTORY_UNPARTITIONED_ROWS, "table" => parent).set(0.0);
+        }
+    }
     worker.sink_gates().initialise_metrics();
 }
 

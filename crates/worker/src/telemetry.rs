@@ -41,6 +41,13 @@ pub const SINK_CIRCUIT_OPEN: &str = "inbound_sink_circuit_open";
 /// for a worker that does: a rolling deploy adding a sink, or a sink removed too early).
 pub const EFFECTS_FOR_UNKNOWN_SINKS: &str = "inbound_effects_for_unknown_sinks";
 
+/// Gauge: rows of the last day in a default partition because their history partition
+/// is missing, per partitioned table (`InboundHistoryPartitionMissing`).
+pub const HISTORY_UNPARTITIONED_ROWS: &str = "inbound_history_unpartitioned_rows";
+/// Gauge: days from now to the end of the last payload partition created ahead (the
+/// worker keeps a week ahead; below a day, partition maintenance is failing).
+pub const HISTORY_DAYS_AHEAD: &str = "inbound_history_days_ahead";
+
 /// From a fast commit to a receipt retried for an hour.
 const ACCEPT_TO_DONE_BUCKETS_SECONDS: &[f64] = &[
     0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0,
@@ -90,6 +97,14 @@ fn describe_receipt_metrics() {
     metrics::describe_counter!(
         LEASE_RECLAIMS_TOTAL,
         "Claims that took over a receipt whose lease had expired."
+    );
+    metrics::describe_gauge!(
+        HISTORY_UNPARTITIONED_ROWS,
+        "Rows of the last day in a default partition because their history partition is missing, by table (the worker creates it and moves them)."
+    );
+    metrics::describe_gauge!(
+        HISTORY_DAYS_AHEAD,
+        "Days from now to the end of the last payload partition created ahead (a week when maintenance works)."
     );
     metrics::describe_counter!(
         BATCHES_TOTAL,

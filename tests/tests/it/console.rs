@@ -663,7 +663,7 @@ async fn a_large_payload_is_cut_with_its_size_said_and_its_numbers_kept() {
     let payload = format!(
         r#"{{"amount": 10.50, "id": 123456789012345678901234567890, "deep": {deep}, "filler": [{filler}]}}"#
     );
-    sqlx::query("UPDATE receipts SET payload = $2::jsonb WHERE id = $1")
+    sqlx::query("UPDATE receipt_payloads SET payload = $2::jsonb WHERE receipt_id = $1")
         .bind(receipt)
         .bind(&payload)
         .execute(pool)
@@ -983,7 +983,7 @@ async fn a_payload_too_deep_to_pretty_print_whole_is_shown_from_its_start() {
         vec!["0"; zeros].join(","),
         "]".repeat(depth)
     );
-    sqlx::query("UPDATE receipts SET payload = $2::jsonb WHERE id = $1")
+    sqlx::query("UPDATE receipt_payloads SET payload = $2::jsonb WHERE receipt_id = $1")
         .bind(receipt)
         .bind(&payload)
         .execute(pool)

@@ -229,7 +229,7 @@ const REWRITE_AUDIT: [&str; 8] = [
 /// What each process must not do, statement by statement.
 fn refused_statements() -> Vec<(Process, &'static str)> {
     let ingress = [
-        "SELECT payload FROM receipts",
+        "SELECT payload FROM receipt_payloads",
         "SELECT * FROM receipts",
         "UPDATE receipts SET status = 'done'",
         "DELETE FROM receipt_queue",
@@ -243,8 +243,12 @@ fn refused_statements() -> Vec<(Process, &'static str)> {
         "DROP TABLE receipts",
         // The id and the acceptance time are the database's: an id taken ahead would make
         // a later delivery's insert a silent "duplicate".
-        "INSERT INTO receipts (id, integration, source_scope, event_id, event_type, route_key, payload) OVERRIDING SYSTEM VALUE VALUES (999999, 'i', 's', 'e', 't', 't', '{}')",
-        "INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key, payload, received_at) VALUES ('i', 's', 'e2', 't', 't', '{}', now())",
+        "INSERT INTO receipts (id, integration, source_scope, event_id, event_type, route_key) VALUES (999999, 'i', 's', 'e', 't', 't')",
+        "INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key, received_at) VALUES ('i', 's', 'e2', 't', 't', now())",
+        // Nor does it drop or rewrite what it stored, or the keys that make it new.
+        "DELETE FROM receipt_keys",
+        "UPDATE receipt_payloads SET payload = '{}'",
+        "DELETE FROM receipt_payloads",
     ];
     let worker = [
         "DROP TABLE receipts",
@@ -254,21 +258,26 @@ fn refused_statements() -> Vec<(Process, &'static str)> {
         "CREATE TABLE inbound.sneaky (x int)",
         // Only purge, an operator's command, removes receipts, by retention's rule.
         "DELETE FROM receipts",
-        "SELECT purge_receipt_keys(0, 1000)",
+        "SELECT * FROM drop_key_periods(1)",
+        "SELECT * FROM drop_key_periods_at(1, now() + interval '1 year')",
+        "DROP TABLE receipts_default",
         // What was received is not the worker's to rewrite either, nor an id its to pick.
-        "UPDATE receipts SET payload = NULL",
+        "UPDATE receipt_payloads SET payload = NULL",
+        "DELETE FROM receipt_payloads",
+        "DELETE FROM receipt_keys",
         "UPDATE receipts SET received_at = now() - interval '1 year'",
         "SELECT decision_close_receipt(1, 'w', 'r')",
         "INSERT INTO receipt_replays (receipt_id, previous_status, replayed_by, reason) VALUES (1, 'failed', 'w', 'r')",
     ];
     let dispatcher = [
-        "SELECT payload FROM receipts",
+        "SELECT payload FROM receipt_payloads",
         "UPDATE receipts SET status = 'done'",
         "SELECT * FROM inbound_example.orders",
         "DROP TABLE effects",
         "INSERT INTO effect_resolutions (effect_id, previous_status, action, resolved_by, note) VALUES (1, 'review', 'retry', 'd', 'n')",
         "INSERT INTO payload_reads (receipt_id, read_by, surface) VALUES (1, 'd', 'cli')",
-        "SELECT purge_receipt_keys(0, 1000)",
+        "SELECT * FROM drop_payload_days(1)",
+        "SELECT ensure_history_partitions(now(), 1)",
     ];
     let operator = [
         "DROP TABLE receipts",
@@ -280,7 +289,13 @@ fn refused_statements() -> Vec<(Process, &'static str)> {
         "DELETE FROM receipts",
         // What was received is evidence: its payload, key and acceptance time are not the
         // operator's to rewrite (only purge's rule drops a payload).
-        "UPDATE receipts SET payload = '{\"rewritten\": true}'",
+        "UPDATE receipt_payloads SET payload = '{\"rewritten\": true}'",
+        "DELETE FROM receipt_payloads",
+        "DELETE FROM receipt_keys",
+        // Retention is by the server's clock: a clock of the operator's could drop today.
+        "SELECT * FROM drop_payload_days_at(1, now() + interval '1 year')",
+        "SELECT * FROM drop_key_periods_at(1, now() + interval '1 year')",
+        "SELECT history_attach('receipts', 'id', 0, 1)",
         "UPDATE receipts SET event_id = 'evt_other'",
         "UPDATE receipts SET received_at = now() - interval '1 year'",
         // Every change an operator makes is a decision the database records: no status,
@@ -289,7 +304,7 @@ fn refused_statements() -> Vec<(Process, &'static str)> {
         // "may have landed" rewritten would be sent again).
         "UPDATE receipts SET status = 'done', outcome = 'ignored', finished_at = now() - interval '1 year'",
         "SELECT id FROM receipts FOR UPDATE",
-        "INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key, payload) VALUES ('i', 's', 'e', 't', 't', '{}')",
+        "INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key) VALUES ('i', 's', 'e', 't', 't')",
         "INSERT INTO receipt_queue (receipt_id, integration, enqueued_at) VALUES (1, 'i', now())",
         "DELETE FROM receipt_queue",
         "UPDATE effects SET status = 'abandoned'",
@@ -331,8 +346,10 @@ async fn each_role_is_refused_what_its_process_must_not_do() {
     // What the ingress does is allowed: a receipt in, its id back.
     let mut ingress = connect_as(&roles, &database, Process::Ingress).await;
     sqlx::raw_sql(
-        "WITH r AS (INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key, payload)
-                    VALUES ('stripe-acme', 's', 'evt_role', 't', 't', '{}') RETURNING id, integration, received_at)
+        "WITH k AS (SELECT * FROM claim_receipt_keys(ARRAY['stripe-acme'], ARRAY['s'], ARRAY['evt_role'], ARRAY[NULL::bytea], NULL)),
+              r AS (INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key)
+                    SELECT 'stripe-acme', 's', 'evt_role', 't', 't' FROM k RETURNING id, integration, received_at),
+              p AS (INSERT INTO receipt_payloads (receipt_id, payload) SELECT id, '{}' FROM r)
          INSERT INTO receipt_queue (receipt_id, integration, visible_at, enqueued_at, payload_bytes)
          SELECT id, integration, received_at, received_at, 2 FROM r",
     )
@@ -421,7 +438,7 @@ async fn migrate_creates_and_regrants_the_roles() {
         let reads_payloads = privilege(
             &database,
             format!(
-                "SELECT has_column_privilege('{prefix}ingress', 'inbound.receipts', 'payload', 'SELECT')"
+                "SELECT has_table_privilege('{prefix}ingress', 'inbound.receipt_payloads', 'SELECT')"
             ),
         )
         .await;
@@ -496,20 +513,21 @@ async fn operators_decide_and_purge_under_their_role() {
     let database = TestDatabase::create().await;
     let roles = TestRoles::create(&database).await;
     sqlx::raw_sql(
-        "INSERT INTO receipts (id, integration, source_scope, event_id, event_type, route_key, payload, status, attempts)
-         OVERRIDING SYSTEM VALUE VALUES
-           (1, 'stripe-acme', 's', 'evt_failed', 't', 't', '{}', 'failed', 10),
-           (2, 'stripe-acme', 's', 'evt_to_quarantine', 't', 't', '{}', 'pending', 0),
-           (3, 'stripe-acme', 's', 'evt_to_fail', 't', 't', '{}', 'pending', 0);
+        "INSERT INTO receipts (id, integration, source_scope, event_id, event_type, route_key, status, attempts)
+         VALUES
+           (1, 'stripe-acme', 's', 'evt_failed', 't', 't', 'failed', 10),
+           (2, 'stripe-acme', 's', 'evt_to_quarantine', 't', 't', 'pending', 0),
+           (3, 'stripe-acme', 's', 'evt_to_fail', 't', 't', 'pending', 0);
+         INSERT INTO receipt_payloads SELECT id, '{}' FROM receipts;
          INSERT INTO receipt_queue (receipt_id, integration, enqueued_at)
            SELECT id, integration, received_at FROM receipts WHERE status = 'pending';
-         INSERT INTO receipts (id, integration, source_scope, event_id, event_type, route_key, payload,
+         INSERT INTO receipts (id, integration, source_scope, event_id, event_type, route_key,
                                status, outcome, received_at, finished_at)
-         OVERRIDING SYSTEM VALUE VALUES
-           (4, 'stripe-acme', 's', 'evt_old', 't', 't', '{}', 'done', 'applied',
+         VALUES
+           (4, 'stripe-acme', 's', 'evt_old', 't', 't', 'done', 'applied',
             now() - interval '100 days', now() - interval '100 days');
-         INSERT INTO effects (receipt_id, operation_key, sink, kind, tenant, data, event, status)
-           VALUES (4, 'op-1', 'audit', 'forward', 'acme', '{}', '{}', 'review');",
+         INSERT INTO effects (id, receipt_id, operation_key, sink, kind, tenant, data, event, status)
+           VALUES (1, 4, 'op-1', 'audit', 'forward', 'acme', '{}', '{}', 'review');",
     )
     .execute(database.pool())
     .await
@@ -582,14 +600,15 @@ async fn the_audit_trail_outlives_what_it_explains_and_names_the_role_that_wrote
     let database = TestDatabase::create().await;
     let roles = TestRoles::create(&database).await;
     sqlx::raw_sql(
-        "INSERT INTO receipts (id, integration, source_scope, event_id, event_type, route_key, payload,
+        "INSERT INTO receipts (id, integration, source_scope, event_id, event_type, route_key,
                                status, outcome, received_at, finished_at)
-         OVERRIDING SYSTEM VALUE VALUES
-           (1, 'stripe-acme', 's', 'evt_old', 't', 't', '{}', 'done', 'applied',
+         VALUES
+           (1, 'stripe-acme', 's', 'evt_old', 't', 't', 'done', 'applied',
             now() - interval '100 days', now() - interval '100 days'),
-           (2, 'stripe-acme', 's', 'evt_fresh', 't', 't', '{}', 'done', 'applied', now(), now());
-         INSERT INTO effects (receipt_id, operation_key, sink, kind, tenant, data, event, status)
-           VALUES (1, 'op-audited', 'audit', 'forward', 'acme', '{}', '{}', 'review');",
+           (history_day(now())::bigint * 10000000000 + 2, 'stripe-acme', 's', 'evt_fresh', 't',
+            't', 'done', 'applied', now(), now());
+         INSERT INTO effects (id, receipt_id, operation_key, sink, kind, tenant, data, event, status)
+           VALUES (1, 1, 'op-audited', 'audit', 'forward', 'acme', '{}', '{}', 'review');",
     )
     .execute(database.pool())
     .await
@@ -625,18 +644,21 @@ async fn the_audit_trail_outlives_what_it_explains_and_names_the_role_that_wrote
     // and only what is done, closed and more than a day old goes — the old receipt, not
     // the one that finished now.
     let mut connection = connect_as(&roles, &database, Process::Operator).await;
-    let purged: i64 = sqlx::query_scalar("SELECT purge_receipt_keys(0, 1000)")
-        .fetch_one(&mut connection)
+    sqlx::query("SELECT * FROM drop_key_periods(0)")
+        .fetch_all(&mut connection)
         .await
         .expect("purge as the operator");
-    assert_eq!(purged, 1);
     let left: Vec<i64> = sqlx::query_scalar("SELECT id FROM receipts ORDER BY id")
         .fetch_all(database.pool())
         .await
         .expect("receipts");
+    let today: i64 = sqlx::query_scalar("SELECT history_day(now())::int8")
+        .fetch_one(database.pool())
+        .await
+        .expect("today");
     assert_eq!(
         left,
-        [2],
+        [today * 10_000_000_000 + 2],
         "the old receipt went by the rule; the fresh one stayed"
     );
     let decisions: i64 = sqlx::query_scalar("SELECT count(*) FROM effect_resolutions")

@@ -493,20 +493,28 @@ async fn purge_keeps_receipts_whose_effects_are_not_closed() {
         .execute(harness.pool())
         .await
         .expect("out of the queue");
-    // Purged as if 30 days had passed.
-    inbound_tests::domain::age_receipts(harness.pool(), 30).await;
+    // Retention 30 days on: the receipt and its payload are carried, not dropped.
+    let later = Some(chrono::Utc::now() + chrono::Duration::days(200));
     let mut connection = harness.pool().acquire().await.expect("conn");
-    let purged = inbound_store::admin::purge_keys_batch(&mut connection, 7, 100)
+    let periods = inbound_store::admin::drop_key_periods(&mut connection, 7, later)
         .await
         .expect("purge");
-    assert_eq!(purged, 0);
+    assert!(
+        periods.iter().any(|period| period.carried == 1),
+        "{periods:?}"
+    );
     assert_eq!(harness.effect("refused").await.0, EffectStatus::Failed);
     // Nor its payload: the person deciding about the effect reads the event behind it.
-    let payloads = inbound_store::admin::purge_payloads_batch(&mut connection, 7, 100)
+    let days = inbound_store::admin::drop_payload_days(&mut connection, 7, later)
         .await
         .expect("purge payloads");
+    assert!(days.iter().any(|day| day.carried == 1), "{days:?}");
+    let payloads: i64 = sqlx::query_scalar("SELECT count(*) FROM receipt_payloads")
+        .fetch_one(harness.pool())
+        .await
+        .expect("count");
     assert_eq!(
-        payloads, 0,
+        payloads, 1,
         "a payload whose effect is still open was purged"
     );
 
@@ -525,14 +533,20 @@ async fn purge_keeps_receipts_whose_effects_are_not_closed() {
     )
     .await
     .expect("abandon");
-    let payloads = inbound_store::admin::purge_payloads_batch(&mut connection, 7, 100)
+    inbound_store::admin::drop_payload_days(&mut connection, 7, later)
         .await
         .expect("purge payloads");
-    assert_eq!(payloads, 1);
-    let purged = inbound_store::admin::purge_keys_batch(&mut connection, 7, 100)
+    inbound_store::admin::drop_key_periods(&mut connection, 7, later)
         .await
         .expect("purge");
-    assert_eq!(purged, 1);
+    let left: (i64, i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM receipt_payloads), (SELECT count(*) FROM receipts),
+                (SELECT count(*) FROM effects)",
+    )
+    .fetch_one(harness.pool())
+    .await
+    .expect("count");
+    assert_eq!(left, (0, 0, 0));
 }
 
 /// Hole 13: an order paid again after a refund and a reopen is a new transition, with

@@ -252,8 +252,8 @@ async fn hold_the_plug_key(
 ) -> sqlx::Transaction<'static, sqlx::Postgres> {
     let mut held = database.pool().begin().await.expect("begin");
     sqlx::query(
-        "INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key, payload)
-         VALUES ('stripe-acme', $1, 'evt_plug', 't', 't', '{}')",
+        "INSERT INTO receipt_keys (period, source_scope, event_id, integration)
+         VALUES (key_period(now()), $1, 'evt_plug', 'stripe-acme')",
     )
     .bind(scope.as_str())
     .execute(&mut *held)

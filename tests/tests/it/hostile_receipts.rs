@@ -55,7 +55,8 @@ async fn escaped_backslash_u0000_is_ordinary_text_and_is_stored() {
     let answer = send_signed(&stack, body).await;
     assert_eq!(answer.json["status"], "accepted", "{answer:?}");
     let stored: String = sqlx::query_scalar(
-        "SELECT payload #>> '{data,object,extra}' FROM receipts WHERE event_id = 'evt_c'",
+        "SELECT p.payload #>> '{data,object,extra}' FROM receipts r
+         JOIN receipt_payloads p ON p.receipt_id = r.id WHERE r.event_id = 'evt_c'",
     )
     .fetch_one(stack.pool())
     .await
@@ -128,10 +129,12 @@ async fn stored_without_the_storability_contract(
 ) -> i64 {
     sqlx::query_scalar(
         "WITH stored AS (
-             INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key, payload)
+             INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key)
              VALUES ('stripe-acme', 'stripe-acme/acct_123/live', $1,
-                     'payment_intent.succeeded', 'payment_intent.succeeded', $2::jsonb)
+                     'payment_intent.succeeded', 'payment_intent.succeeded')
              RETURNING id, integration, received_at
+         ), payload AS (
+             INSERT INTO receipt_payloads (receipt_id, payload) SELECT id, $2::jsonb FROM stored
          ), queued AS (
              INSERT INTO receipt_queue (receipt_id, integration, visible_at, enqueued_at)
              SELECT id, integration, received_at, received_at FROM stored
@@ -317,8 +320,8 @@ async fn hold_keys(
     let mut transaction = database.pool().begin().await.expect("begin");
     for event_id in event_ids {
         sqlx::query(
-            "INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key, payload)
-             VALUES ('stripe-acme', 'stripe-acme/acct_123/live', $1, 't', 't', '{}')",
+            "INSERT INTO receipt_keys (period, source_scope, event_id, integration)
+             VALUES (key_period(now()), 'stripe-acme/acct_123/live', $1, 'stripe-acme')",
         )
         .bind(event_id)
         .execute(&mut *transaction)
@@ -575,11 +578,13 @@ expect = { repository_id = "42" }
     ];
     let statuses: Vec<u16> = answers.iter().map(|answer| answer.status).collect();
     assert_eq!(statuses, [200, 415, 400, 415, 200], "{answers:#?}");
-    let stored: Vec<(String, String, serde_json::Value)> =
-        sqlx::query_as("SELECT event_id, source_scope, payload FROM receipts ORDER BY id")
-            .fetch_all(stack.pool())
-            .await
-            .expect("receipts");
+    let stored: Vec<(String, String, serde_json::Value)> = sqlx::query_as(
+        "SELECT r.event_id, r.source_scope, p.payload FROM receipts r
+             JOIN receipt_payloads p ON p.receipt_id = r.id ORDER BY r.id",
+    )
+    .fetch_all(stack.pool())
+    .await
+    .expect("receipts");
     let parsed = |text: &str| serde_json::from_str::<serde_json::Value>(text).expect("json");
     assert_eq!(
         stored,

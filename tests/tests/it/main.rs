@@ -16,6 +16,7 @@ mod effects_hostile_sinks;
 mod example_day;
 mod group_commit;
 mod hardening;
+mod history;
 mod hostile_receipts;
 mod local_setup;
 mod migrations;

@@ -406,7 +406,11 @@ async fn wait_until_everything_is_judged(pool: &sqlx::PgPool) {
         if settled == 4 { Ok(()) } else { Err(settled) }
     })
     .await;
-    let (status, _, reason) = domain::receipt_state(pool, 2).await;
+    let second: i64 = sqlx::query_scalar("SELECT id FROM receipts ORDER BY id OFFSET 1 LIMIT 1")
+        .fetch_one(pool)
+        .await
+        .expect("the second receipt");
+    let (status, _, reason) = domain::receipt_state(pool, second).await;
     assert_eq!(
         status,
         inbound_core::states::ReceiptStatus::Quarantined,

@@ -609,27 +609,45 @@ async fn an_effect_that_moved_on_since_a_filter_chose_it_is_not_resolved_blindly
 }
 
 #[tokio::test]
-async fn purge_counts_first_keeps_keys_past_redelivery_and_stops_at_its_budget() {
+async fn purge_lists_first_and_keeps_keys_past_redelivery() {
     let database = TestDatabase::create().await;
     let pool = database.pool();
-    let old = domain::receipt_in(pool, "evt_old", "done_later").await;
-    sqlx::query(
-        "UPDATE receipts SET received_at = now() - interval '100 days',
-                             finished_at = now() - interval '100 days' WHERE id = $1",
+    // A done receipt accepted 300 days ago, in the partitions of its day and period.
+    sqlx::raw_sql(
+        "SELECT ensure_history_partitions(now() - interval '300 days', 0);
+         WITH old AS (
+             INSERT INTO receipts (id, integration, source_scope, event_id, event_type,
+                                   route_key, status, outcome, received_at, finished_at)
+             VALUES (history_day(now() - interval '300 days')::int8 * 10000000000 + 1,
+                     'stripe-acme', 'stripe-acme/acct_123/live', 'evt_old', 't', 't', 'done',
+                     'applied', now() - interval '300 days', now() - interval '300 days')
+             RETURNING id)
+         INSERT INTO receipt_payloads SELECT id, '{}' FROM old;",
     )
-    .bind(old)
     .execute(pool)
     .await
-    .expect("age it");
+    .expect("an old receipt");
 
     let preview = json_of(inboundctl(
         &database,
         &words("purge --payloads-older-than-days 30 --keys-older-than-days 95 --dry-run --json"),
         &[],
     ));
+    let tables: Vec<&str> = preview["partitions"]
+        .as_array()
+        .expect("partitions")
+        .iter()
+        .map(|partition| partition["table"].as_str().expect("table"))
+        .collect();
     assert_eq!(
-        preview,
-        serde_json::json!({"dry_run": true, "payloads": 1, "keys": 1})
+        tables,
+        [
+            "receipt_payloads",
+            "receipt_payloads",
+            "receipts",
+            "receipts"
+        ],
+        "{preview}"
     );
     assert_eq!(
         database.receipt_count().await,
@@ -655,24 +673,30 @@ async fn purge_counts_first_keeps_keys_past_redelivery_and_stops_at_its_budget()
         ),
         "redelivery horizon",
     );
-    // A budget already spent: nothing done, and the run says it did not finish.
-    let stopped = json_of(inboundctl(
-        &database,
-        &words("purge --payloads-older-than-days 30 --time-budget-secs 0 --json"),
-        &[],
-    ));
-    assert_eq!(stopped["finished"], false, "{stopped}");
-    assert_eq!(stopped["payloads_purged"], 0, "{stopped}");
     let forced = json_of(inboundctl(
         &database,
         &words("purge --payloads-older-than-days 1 --keys-older-than-days 7 --force --json"),
         &[],
     ));
     assert_eq!(
-        forced,
-        serde_json::json!({"payloads_purged": 1, "keys_purged": 1, "finished": true})
+        forced["payload_days"].as_array().map(Vec::len),
+        Some(2),
+        "{forced}"
+    );
+    assert_eq!(
+        forced["key_periods"].as_array().map(Vec::len),
+        Some(2),
+        "{forced}"
     );
     assert_eq!(database.receipt_count().await, 0);
+    // The current and previous key periods never go: deduplication reads them.
+    let periods: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM history_partitions() WHERE parent = 'receipt_keys'",
+    )
+    .fetch_one(pool)
+    .await
+    .expect("periods");
+    assert_eq!(periods, 2);
 }
 
 #[test]
@@ -858,22 +882,22 @@ async fn an_event_id_is_found_in_a_few_scans_however_many_scopes_senders_made() 
     let database = TestDatabase::create().await;
     let pool = database.pool();
     sqlx::raw_sql(
-        "INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key, payload,
+        "INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key,
                                status, outcome, finished_at)
          SELECT 'shop-acme', 'shop-acme/shop' || g || '.myshopify.com/orders%2Fcreate', 'wh_' || g,
-                'orders/create', 'orders/create', '{}', 'done', 'applied', now()
+                'orders/create', 'orders/create', 'done', 'applied', now()
          FROM generate_series(1, 5000) g;
-         INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key, payload,
+         INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key,
                                status, outcome, finished_at)
-         SELECT 'stripe-acme', 'stripe-acme/acct_' || g || '/live', 'evt_' || g, 't', 't', '{}',
+         SELECT 'stripe-acme', 'stripe-acme/acct_' || g || '/live', 'evt_' || g, 't', 't',
                 'done', 'applied', now()
          FROM generate_series(1, 2000) g;
          -- An integration whose id the other extends: its bare scope sorts before
          -- `stripe-acme/…`, its own `stripe/…` after them.
-         INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key, payload,
+         INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key,
                                status, outcome, finished_at)
-         VALUES ('stripe', 'stripe', 'evt_bare', 't', 't', '{}', 'done', 'applied', now()),
-                ('stripe', 'stripe/acct_1/live', 'evt_own', 't', 't', '{}', 'done', 'applied', now());
+         VALUES ('stripe', 'stripe', 'evt_bare', 't', 't', 'done', 'applied', now()),
+                ('stripe', 'stripe/acct_1/live', 'evt_own', 't', 't', 'done', 'applied', now());
          ANALYZE receipts;",
     )
     .execute(pool)

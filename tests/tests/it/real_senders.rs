@@ -281,7 +281,7 @@ expect = { repository_id = "42" }
     };
     let answer = stack.deliver(&form_request("d-form", &form)).await;
     assert_eq!(answer.json["status"], "accepted", "{answer:?}");
-    let payloads = stored(&stack, "SELECT payload FROM receipts").await;
+    let payloads = stored(&stack, "SELECT payload FROM receipt_payloads").await;
     assert_eq!(
         payloads,
         vec![serde_json::from_str::<serde_json::Value>(json).expect("json")]

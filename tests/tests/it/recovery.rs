@@ -807,12 +807,17 @@ async fn github_redeliver_asks_again_for_a_408_by_default_and_other_4xx_on_reque
     assert!(!nonsense.status.success());
 }
 
-/// How many times the receipt key's index was scanned in this transaction so far.
+/// How many times the receipts' indexes (every partition's) were scanned in this
+/// transaction so far.
 async fn receipt_key_scans(connection: &mut sqlx::PgConnection) -> i64 {
-    sqlx::query_scalar("SELECT pg_stat_get_xact_numscans('receipts_receipt_key'::regclass)")
-        .fetch_one(connection)
-        .await
-        .expect("index statistics")
+    sqlx::query_scalar(
+        "SELECT coalesce(sum(pg_stat_get_xact_numscans(i.indexrelid)), 0)::int8
+         FROM pg_index i JOIN pg_inherits p ON p.inhrelid = i.indrelid
+         WHERE p.inhparent = 'receipts'::regclass",
+    )
+    .fetch_one(connection)
+    .await
+    .expect("index statistics")
 }
 
 /// `github redeliver` asks which deliveries inbound holds by walking the receipt key's

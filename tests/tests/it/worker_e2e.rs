@@ -772,12 +772,11 @@ async fn failed_effects_are_gauged_until_a_person_closes_them() {
     let pool = database.pool();
     sqlx::raw_sql(
         "INSERT INTO receipts (id, integration, source_scope, event_id, event_type, route_key,
-                               payload, status, outcome)
-         OVERRIDING SYSTEM VALUE VALUES
-           (1, 'stripe-acme', 's', 'evt_1', 't', 't', '{}', 'done', 'applied');
-         INSERT INTO effects (receipt_id, operation_key, sink, kind, tenant, data, event, status)
-           VALUES (1, 'op-1', 'audit', 'forward', 'acme', '{}', '{}', 'failed'),
-                  (1, 'op-2', 'audit', 'forward', 'acme', '{}', '{}', 'failed');",
+                               status, outcome)
+         VALUES (1, 'stripe-acme', 's', 'evt_1', 't', 't', 'done', 'applied');
+         INSERT INTO effects (id, receipt_id, operation_key, sink, kind, tenant, data, event, status)
+           VALUES (1, 1, 'op-1', 'audit', 'forward', 'acme', '{}', '{}', 'failed'),
+                  (2, 1, 'op-2', 'audit', 'forward', 'acme', '{}', '{}', 'failed');",
     )
     .execute(pool)
     .await

@@ -1,9 +1,10 @@
 -- Accepts a batch of receipts in one autocommitted statement (the ingress's group commit;
 -- `stripe backfill` stores through the database's `backfill_receipts` instead): each new
--- receipt key gets its receipt and its queue row, a key already held gets nothing; returns
--- the input position and id of each new one.
--- Uses: the receipt-key constraint receipts_receipt_key (and receipts_content_key for a
---   content_dedupe integration) to find conflicts; no scan.
+-- receipt key gets its receipt, its payload and its queue row, a key already held gets
+-- nothing; returns the input position and id of each new one. $9 is the clock (NULL:
+-- now()), which decides the key period (tests move it).
+-- Uses: receipt_keys' primary key (and receipt_keys_content for a content_dedupe
+--   integration) in this key period and the previous one (claim_receipt_keys); no scan.
 -- Locks: the inserted rows, and the key-index entries of conflicting keys until commit,
 --   taken in receipt-key order, so two batches never deadlock on a receipt key.
 -- Durable: joins the `durable` CTE (store::DURABLE) — a 2xx rests on this commit.
@@ -13,21 +14,25 @@ WITH input AS (
         WITH ORDINALITY AS input (integration, source_scope, event_id, event_type,
                                   route_key, payload, content_digest, delivery,
                                   position)
+), new AS (
+    -- A repeated content key (content_dedupe) is a duplicate too — and since that key
+    -- has its own order, two batches can still deadlock on it; the group commit then
+    -- commits their members one by one.
+    SELECT * FROM claim_receipt_keys($1, $2, $3, $7, $9)
 ), inserted AS (
-    -- In receipt-key order: two batches holding the same receipt keys then wait
-    -- for each other instead of deadlocking. No conflict target: a repeated
-    -- content key (content_dedupe) is a duplicate too — and since that key has
-    -- its own order, two batches can still deadlock on it; the group commit then
-    -- commits their members one by one. (The ingress's role inserts only these
-    -- columns: the id is the sequence's, so no insert can take one a later
-    -- receipt needs and turn it into a silent "duplicate".)
+    -- (The ingress's role inserts only these columns: the id is the day's and the
+    -- sequence's, so no insert can take one a later receipt needs.)
     INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key,
-                          payload, content_digest, delivery)
-    SELECT integration, source_scope, event_id, event_type, route_key, payload::jsonb,
-           content_digest, delivery::jsonb
-    FROM input ORDER BY source_scope, event_id
-    ON CONFLICT DO NOTHING
+                          content_digest, delivery)
+    SELECT input.integration, input.source_scope, input.event_id, input.event_type,
+           input.route_key, input.content_digest, input.delivery::jsonb
+    FROM input JOIN new USING (source_scope, event_id)
+    ORDER BY input.source_scope, input.event_id
     RETURNING id, integration, source_scope, event_id, received_at
+), stored AS (
+    INSERT INTO receipt_payloads (receipt_id, payload)
+    SELECT inserted.id, input.payload::jsonb
+    FROM inserted JOIN input USING (source_scope, event_id)
 ), queued AS (
     INSERT INTO receipt_queue (receipt_id, integration, visible_at, enqueued_at,
                                payload_bytes)

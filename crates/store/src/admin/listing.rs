@@ -355,8 +355,8 @@ pub async fn receipt_payload_excerpt(
     let read = sqlx::query!(
         r#"SELECT left(rendered.text, $2) AS "text!", length(rendered.text) > $2 AS "truncated!",
                 octet_length(rendered.text) AS "bytes!"
-         FROM receipts r, LATERAL (SELECT r.payload::text AS text OFFSET 0) rendered
-         WHERE r.id = $1 AND r.payload IS NOT NULL"#,
+         FROM receipt_payloads p, LATERAL (SELECT p.payload::text AS text OFFSET 0) rendered
+         WHERE p.receipt_id = $1"#,
         receipt_id as ReceiptId,
         max_chars,
     )
@@ -389,7 +389,8 @@ async fn read_receipt_detail(
                 COALESCE(q.last_error, r.last_error) AS last_error,
                 r.received_at, r.finished_at, q.visible_at AS "visible_at?",
                 q.leased_by AS "leased_by?",
-                CASE WHEN $2 THEN r.payload::text END AS payload,
+                CASE WHEN $2 THEN (SELECT p.payload::text FROM receipt_payloads p
+                                   WHERE p.receipt_id = $1) END AS payload,
                 NULL::text AS payload_unreadable
          FROM receipts r LEFT JOIN receipt_queue q ON q.receipt_id = r.id
          WHERE r.id = $1"#,

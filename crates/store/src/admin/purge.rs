@@ -1,83 +1,207 @@
-//! Retention: payloads of done receipts, then their key rows, in bounded batches that
-//! lock with SKIP LOCKED (purge runs beside the workers), never a receipt with an effect
-//! that is not closed; and the dry run that counts what a purge would remove. The rule
-//! lives in the database (`purge_receipt_payloads`, `purge_receipt_keys`): a role may call
-//! it, and no role may delete a receipt or write a payload any other way.
+//! Retention by partition: payloads leave by day, receipt rows with their effects,
+//! attempts and keys by key period, each a `DROP` of whole partitions (never a bulk
+//! `DELETE` or `UPDATE`), carrying what may not go yet (a receipt not done, an effect not
+//! closed) into the default partition first; and the dry run that lists what would go.
+//! The rule lives in the database (`drop_payload_days`, `drop_key_periods`,
+//! migrations/0001_inbound.sql): a role may call it, and no role may delete a receipt or
+//! its payload any other way.
 
-use inbound_core::states::EffectStatus;
+use chrono::{DateTime, NaiveDate, Utc};
 use sqlx::PgConnection;
 
-/// What a purge with these ages would remove now: payloads dropped and receipt rows
-/// (keys) deleted, by the same rules as the batches below (a dry run; it reads the done
-/// receipts through the finished-at index).
-pub async fn purge_preview(
+/// One dated partition of inbound's history (`history_partitions()`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistoryPartition {
+    /// The partitioned table: `receipts`, `receipt_payloads`, `receipt_keys`, `effects`
+    /// or `effect_attempts`.
+    pub parent: String,
+    /// The partition's name, `{parent}_{yyyymmdd}` of its first day.
+    pub partition: String,
+    /// The first day of its range.
+    pub first_day: NaiveDate,
+    /// The day after its last (a day for payloads, a 90-day key period for the rest).
+    pub end_day: NaiveDate,
+    /// The planner's estimate of its rows (0 before it was first analysed): not a count.
+    pub estimated_rows: i64,
+}
+
+/// Every dated partition, by table then day.
+pub async fn history_partitions(
+    conn: &mut PgConnection,
+) -> Result<Vec<HistoryPartition>, sqlx::Error> {
+    sqlx::query_as!(
+        HistoryPartition,
+        r#"SELECT parent AS "parent!", partition AS "partition!", first_day AS "first_day!",
+                end_day AS "end_day!", estimated_rows AS "estimated_rows!"
+         FROM history_partitions()"#
+    )
+    .fetch_all(conn)
+    .await
+}
+
+/// What retention with these ages would drop now: the payload days and the key periods
+/// (their receipts partitions), with the planner's row estimates — a dry run that reads
+/// the catalogue only, by the same rule as [`drop_payload_days`] and
+/// [`drop_key_periods`].
+pub async fn retention_preview(
     conn: &mut PgConnection,
     payload_days: u32,
     key_days: Option<u32>,
-) -> Result<(i64, i64), sqlx::Error> {
-    let counts = sqlx::query!(
-        r#"SELECT
-             (SELECT count(*) FROM receipts r
-              WHERE r.status = 'done' AND r.payload IS NOT NULL
-                AND r.finished_at < now() - make_interval(days => $1)
-                AND r.received_at < now() - make_interval(days => $1)
-                AND NOT EXISTS (SELECT 1 FROM effects e WHERE e.receipt_id = r.id
-                                AND e.status <> ALL ($3))) AS "payloads!",
-             (SELECT count(*) FROM receipts r
-              WHERE $2::int IS NOT NULL AND r.status = 'done'
-                AND r.finished_at < now() - make_interval(days => $2)
-                AND r.received_at < now() - make_interval(days => $2)
-                AND NOT EXISTS (SELECT 1 FROM effects e WHERE e.receipt_id = r.id
-                                AND e.status <> ALL ($3))
-                AND NOT EXISTS (SELECT 1 FROM receipt_queue q
-                                WHERE q.receipt_id = r.id)) AS "keys!""#,
+) -> Result<Vec<HistoryPartition>, sqlx::Error> {
+    sqlx::query_as!(
+        HistoryPartition,
+        r#"SELECT parent AS "parent!", partition AS "partition!", first_day AS "first_day!",
+                end_day AS "end_day!", estimated_rows AS "estimated_rows!"
+         FROM history_partitions() h
+         WHERE (h.parent = 'receipt_payloads'
+                AND h.end_day <= date '1970-01-01' + history_day(now()) - least(greatest($1, 1), 36500))
+            OR (h.parent = 'receipts' AND $2::int IS NOT NULL
+                AND h.end_day <= date '1970-01-01' + history_day(now()) - least(greatest($2, 1), 36500)
+                AND h.first_day < key_period(now()) - 90)"#,
         i32::try_from(payload_days).unwrap_or(i32::MAX),
         key_days.map(|days| i32::try_from(days).unwrap_or(i32::MAX)),
-        EffectStatus::CLOSED as &[EffectStatus],
     )
-    .fetch_one(conn)
-    .await?;
-    Ok((counts.payloads, counts.keys))
+    .fetch_all(conn)
+    .await
 }
 
-/// Drops the payloads of up to `batch` done receipts accepted and finished more than
-/// `days` ago, except those with an effect that is not closed (as [`purge_keys_batch`]);
-/// returns how many. Call until it returns less than `batch`. The rule is the database's
-/// (`purge_receipt_payloads`, migrations/0001_inbound.sql), run with its clock.
-pub async fn purge_payloads_batch(
-    conn: &mut PgConnection,
-    days: u32,
-    batch: i64,
-) -> Result<u64, sqlx::Error> {
-    let purged = sqlx::query_scalar!(
-        r#"SELECT purge_receipt_payloads($1, $2) AS "purged!""#,
-        i32::try_from(days).unwrap_or(i32::MAX),
-        i32::try_from(batch).unwrap_or(i32::MAX),
-    )
-    .fetch_one(conn)
-    .await?;
-    Ok(u64::try_from(purged).unwrap_or_default())
+/// One partition retention dropped: its first day, and how many rows it carried into the
+/// default partition because they may not go yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Dropped {
+    /// The first day of the dropped range (a day, or a key period's first day).
+    pub first_day: NaiveDate,
+    /// Payloads (of a day) or receipts (of a period) kept in the default partition.
+    pub carried: i64,
 }
 
-/// Deletes up to `batch` done receipt rows (their keys) accepted and finished more than
-/// `days` ago, keeping any with an effect that is not closed — closed means `completed`,
-/// or `abandoned` by an operator; a `failed` effect stays (an operator may still retry
-/// it), and so does one in review. Both closed states are final (no transition leaves
-/// them), so what the statement saw cannot be reopened before the delete; the cascade
-/// deletes only closed effects and their attempts, and the audit trail stays. Returns how
-/// many. The rule is the database's (`purge_receipt_keys`): no role may delete a receipt
-/// any other way.
-pub async fn purge_keys_batch(
+/// Drops the payloads of every day wholly older than `days` days, except those of
+/// receipts not done or with an effect not closed (carried into the default partition),
+/// each day in one transaction. `at` is the clock: `None` is the server's, the only one
+/// the operator role may use (`Some` is the table owner's, for tests).
+pub async fn drop_payload_days(
     conn: &mut PgConnection,
     days: u32,
-    batch: i64,
-) -> Result<u64, sqlx::Error> {
-    let purged = sqlx::query_scalar!(
-        r#"SELECT purge_receipt_keys($1, $2) AS "purged!""#,
-        i32::try_from(days).unwrap_or(i32::MAX),
-        i32::try_from(batch).unwrap_or(i32::MAX),
+    at: Option<DateTime<Utc>>,
+) -> Result<Vec<Dropped>, sqlx::Error> {
+    let days = i32::try_from(days).unwrap_or(i32::MAX);
+    let rows = match at {
+        None => sqlx::query!(
+            r#"SELECT day AS "day!", carried AS "carried!" FROM drop_payload_days($1)"#,
+            days
+        )
+        .fetch_all(conn)
+        .await?
+        .into_iter()
+        .map(|row| (row.day, row.carried))
+        .collect::<Vec<_>>(),
+        Some(at) => sqlx::query!(
+            r#"SELECT day AS "day!", carried AS "carried!" FROM drop_payload_days_at($1, $2)"#,
+            days,
+            at
+        )
+        .fetch_all(conn)
+        .await?
+        .into_iter()
+        .map(|row| (row.day, row.carried))
+        .collect(),
+    };
+    Ok(dropped(rows))
+}
+
+/// Drops every key period wholly older than `days` days except the current and the
+/// previous one: its receipts, their effects and attempts, and its receipt keys, except
+/// the receipts not done or with an effect not closed (carried, with all their effects,
+/// into the default partitions). `at` as in [`drop_payload_days`].
+pub async fn drop_key_periods(
+    conn: &mut PgConnection,
+    days: u32,
+    at: Option<DateTime<Utc>>,
+) -> Result<Vec<Dropped>, sqlx::Error> {
+    let days = i32::try_from(days).unwrap_or(i32::MAX);
+    let rows = match at {
+        None => sqlx::query!(
+            r#"SELECT period AS "period!", carried AS "carried!" FROM drop_key_periods($1)"#,
+            days
+        )
+        .fetch_all(conn)
+        .await?
+        .into_iter()
+        .map(|row| (row.period, row.carried))
+        .collect::<Vec<_>>(),
+        Some(at) => sqlx::query!(
+            r#"SELECT period AS "period!", carried AS "carried!" FROM drop_key_periods_at($1, $2)"#,
+            days,
+            at
+        )
+        .fetch_all(conn)
+        .await?
+        .into_iter()
+        .map(|row| (row.period, row.carried))
+        .collect(),
+    };
+    Ok(dropped(rows))
+}
+
+fn dropped(rows: Vec<(NaiveDate, i64)>) -> Vec<Dropped> {
+    rows.into_iter()
+        .map(|(first_day, carried)| Dropped { first_day, carried })
+        .collect()
+}
+
+/// Creates the history partitions from yesterday to `days_ahead` days after `at` (`None`:
+/// now) that are missing, moving into each the rows its default partition took while it
+/// was missing; returns how many it created. The worker calls it hourly.
+pub async fn ensure_history_partitions(
+    conn: &mut PgConnection,
+    at: Option<DateTime<Utc>>,
+    days_ahead: i32,
+) -> Result<i32, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT ensure_history_partitions(coalesce($1, now()), $2) AS "created!""#,
+        at,
+        days_ahead
     )
     .fetch_one(conn)
+    .await
+}
+
+/// Rows of the last day that sit in a default partition because their partition is
+/// missing, per partitioned table (zero rows are left out): what
+/// `inbound_history_unpartitioned_rows` exports. Older rows there are the ones retention
+/// carried, and are not counted.
+pub async fn unpartitioned_rows(
+    conn: &mut PgConnection,
+) -> Result<Vec<(String, i64)>, sqlx::Error> {
+    let rows = sqlx::query!(
+        r#"WITH since AS (SELECT (history_day(now()) - 1)::bigint * 10000000000 AS id)
+         SELECT 'receipts' AS "parent!", count(*) AS "rows!" FROM receipts_default, since
+           WHERE receipts_default.id >= since.id
+         UNION ALL
+         SELECT 'receipt_payloads', count(*) FROM receipt_payloads_default, since
+           WHERE receipt_payloads_default.receipt_id >= since.id
+         UNION ALL
+         SELECT 'effects', count(*) FROM effects_default, since
+           WHERE effects_default.id >= since.id
+         UNION ALL
+         SELECT 'receipt_keys', count(*) FROM receipt_keys_default
+           WHERE receipt_keys_default.period >= key_period(now()) - 90"#
+    )
+    .fetch_all(conn)
     .await?;
-    Ok(u64::try_from(purged).unwrap_or_default())
+    Ok(rows
+        .into_iter()
+        .filter(|row| row.rows > 0)
+        .map(|row| (row.parent, row.rows))
+        .collect())
+}
+
+/// Days from now to the end of the newest payload partition (negative: today has none).
+pub async fn history_days_ahead(conn: &mut PgConnection) -> Result<f64, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT coalesce(extract(epoch FROM max(end_day) - now()) / 86400, -1)::float8 AS "ahead!"
+         FROM history_partitions() WHERE parent = 'receipt_payloads'"#
+    )
+    .fetch_one(conn)
+    .await
 }

@@ -46,6 +46,11 @@ pub struct KeyCollision {
     pub receipt_id: ReceiptId,
 }
 
+/// The first key of the advisory locks that serialise intents with one operation key
+/// (`pg_advisory_xact_lock(OPERATION_KEY_LOCKS, hashtext(key))`): "ib" and 1, apart from
+/// any lock a team's own code may take with one key.
+const OPERATION_KEY_LOCKS: i32 = 0x6962_0001;
+
 /// Records `intent` for `receipt_id`. `Ok(Err(collision))` when an intent with the same
 /// operation key already exists: nothing is written, and the caller must not treat the
 /// transition as complete (its intent would silently never be sent).
@@ -64,11 +69,21 @@ pub async fn insert_intent(
     if let Some(delivery) = event.delivery {
         event_json["delivery"] = delivery.clone();
     }
-    // The key's UNIQUE index decides: a concurrent twin waits for this transaction.
+    // The operation key is unique across the effects' partitions (a few key periods): a
+    // transaction-scoped lock on the key makes a concurrent twin wait for this
+    // transaction, and the look in every partition's operation-key index comes after it,
+    // in a statement of its own, so it sees what a twin committed.
+    sqlx::query!(
+        "SELECT pg_advisory_xact_lock($1, hashtext($2))",
+        OPERATION_KEY_LOCKS,
+        &intent.operation_key,
+    )
+    .execute(&mut *conn)
+    .await?;
     let inserted = sqlx::query_scalar!(
-        r#"INSERT INTO effects (receipt_id, operation_key, sink, kind, tenant, data, event)
-         VALUES ($1, $2, $3, $4, $5, $6, $7)
-         ON CONFLICT (operation_key) DO NOTHING
+        r#"INSERT INTO effects (id, receipt_id, operation_key, sink, kind, tenant, data, event)
+         SELECT effect_id_for($1), $1, $2, $3, $4, $5, $6, $7
+         WHERE NOT EXISTS (SELECT 1 FROM effects WHERE operation_key = $2)
          RETURNING id AS "id: EffectId""#,
         receipt_id as ReceiptId,
         &intent.operation_key,
@@ -85,7 +100,7 @@ pub async fn insert_intent(
     }
     let holder = sqlx::query!(
         r#"SELECT id AS "effect_id: EffectId", receipt_id AS "receipt_id: ReceiptId"
-         FROM effects WHERE operation_key = $1"#,
+         FROM effects WHERE operation_key = $1 LIMIT 1"#,
         &intent.operation_key,
     )
     .fetch_one(conn)

@@ -32,8 +32,9 @@ pub async fn receipt_names(
             sqlx::query_scalar!(
                 r#"SELECT EXISTS (
                  SELECT 1 FROM receipt_queue q JOIN receipts r ON r.id = q.receipt_id
+                 JOIN receipt_payloads p ON p.receipt_id = q.receipt_id
                  WHERE q.integration = $1 AND r.event_type = ANY ($2)
-                   AND r.payload #>> $3::text[] = $4) AS "found!""#,
+                   AND p.payload #>> $3::text[] = $4) AS "found!""#,
                 integration,
                 event_types as &[&str],
                 path as &[&str],
@@ -46,9 +47,9 @@ pub async fn receipt_names(
         ReceiptState::Unapplied => {
             sqlx::query_scalar!(
                 r#"SELECT EXISTS (
-                 SELECT 1 FROM receipts r
+                 SELECT 1 FROM receipts r JOIN receipt_payloads p ON p.receipt_id = r.id
                  WHERE r.status IN ('quarantined', 'failed') AND r.integration = $1
-                   AND r.event_type = ANY ($2) AND r.payload #>> $3::text[] = $4) AS "found!""#,
+                   AND r.event_type = ANY ($2) AND p.payload #>> $3::text[] = $4) AS "found!""#,
                 integration,
                 event_types as &[&str],
                 path as &[&str],

@@ -76,13 +76,21 @@ async fn payload_texts(
     conn: &mut PgConnection,
     receipt_ids: &[ReceiptId],
 ) -> Result<Vec<(ReceiptId, Option<String>)>, sqlx::Error> {
+    // `= ANY` of the ids: the planner keeps only their days' partitions.
     let rows = sqlx::query!(
-        r#"SELECT id AS "id: ReceiptId", payload::text FROM receipts WHERE id = ANY ($1)"#,
+        r#"SELECT receipt_id AS "id: ReceiptId", payload::text AS "payload!"
+         FROM receipt_payloads WHERE receipt_id = ANY ($1)"#,
         receipt_ids as &[ReceiptId],
     )
     .fetch_all(conn)
     .await?;
-    Ok(rows.into_iter().map(|row| (row.id, row.payload)).collect())
+    let mut texts: HashMap<ReceiptId, String> =
+        rows.into_iter().map(|row| (row.id, row.payload)).collect();
+    // No row: retention dropped the payload's day.
+    Ok(receipt_ids
+        .iter()
+        .map(|id| (*id, texts.remove(id)))
+        .collect())
 }
 
 /// Whether PostgreSQL refused to render a row's value for the row's own sake: a data

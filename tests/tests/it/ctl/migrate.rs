@@ -19,7 +19,7 @@ const TEAM_TABLES: &str = "CREATE TABLE public.orders (order_no integer PRIMARY 
 async fn relations_in(pool: &sqlx::PgPool, schema: &str) -> Vec<String> {
     sqlx::query_scalar(
         "SELECT c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-         WHERE n.nspname = $1 AND c.relkind IN ('r', 'S') ORDER BY 1",
+         WHERE n.nspname = $1 AND c.relkind IN ('r', 'p', 'S') ORDER BY 1",
     )
     .bind(schema)
     .fetch_all(pool)

@@ -117,6 +117,19 @@ async fn a_replay_naming_an_unknown_receipt_or_a_done_one_is_refused() {
     }));
 }
 
+/// The dropped key period that held today's receipts (the newest one dropped).
+fn todays_period(dropped: &[admin::Dropped]) -> admin::Dropped {
+    *dropped
+        .iter()
+        .max_by_key(|dropped| dropped.first_day)
+        .expect("a period dropped")
+}
+
+/// The clock `days` days from now, for retention: what it drops is decided against it.
+fn days_ahead(days: i64) -> Option<chrono::DateTime<chrono::Utc>> {
+    Some(chrono::Utc::now() + chrono::Duration::days(days))
+}
+
 #[tokio::test]
 async fn purge_drops_payloads_then_keys_and_duplicates_stay_detected_until_then() {
     let fixture = domain::Fixture::new().await;
@@ -125,21 +138,23 @@ async fn purge_drops_payloads_then_keys_and_duplicates_stay_detected_until_then(
     let body = succeeded("evt_1", "pi_1", "o1", 1000, "usd");
     let receipt = domain::accept(pool, config, &body).await.expect("new");
     step(&worker).await;
-    // The effect is completed by the dispatcher in production; here by hand, so the key
-    // row becomes purgeable.
+    // The effect is completed by the dispatcher in production; here by hand, so the
+    // receipt may leave.
     sqlx::query("UPDATE effects SET status = 'completed'")
         .execute(pool)
         .await
         .expect("complete");
-    // Purged as if 10 days had passed.
-    domain::age_receipts(pool, 10).await;
 
     let mut connection = pool.acquire().await.expect("conn");
-    assert_eq!(
-        admin::purge_payloads_batch(&mut connection, 7, 100)
-            .await
-            .expect("purge"),
-        1
+    let dropped = admin::drop_payload_days(&mut connection, 7, days_ahead(10))
+        .await
+        .expect("purge");
+    let today = chrono::Utc::now().date_naive();
+    assert!(
+        dropped
+            .iter()
+            .any(|day| day.first_day == today && day.carried == 0),
+        "{dropped:?}"
     );
     let detail = admin::receipt_detail(&mut connection, inbound_core::keys::ReceiptId(receipt))
         .await
@@ -149,21 +164,21 @@ async fn purge_drops_payloads_then_keys_and_duplicates_stay_detected_until_then(
     assert_eq!(
         domain::accept(pool, config, &body).await,
         None,
-        "the key row still detects the duplicate"
+        "the key still detects the duplicate"
     );
+    // 20 days on, today's key period is the current or the previous one: deduplication
+    // still reads it.
     assert_eq!(
-        admin::purge_keys_batch(&mut connection, 30, 100)
+        admin::drop_key_periods(&mut connection, 7, days_ahead(20))
             .await
             .expect("purge"),
-        0,
+        vec![],
         "not old enough"
     );
-    assert_eq!(
-        admin::purge_keys_batch(&mut connection, 7, 100)
-            .await
-            .expect("purge"),
-        1
-    );
+    let dropped = admin::drop_key_periods(&mut connection, 7, days_ahead(200))
+        .await
+        .expect("purge");
+    assert_eq!(todays_period(&dropped).carried, 0, "{dropped:?}");
     assert!(
         admin::receipt_detail(&mut connection, inbound_core::keys::ReceiptId(receipt))
             .await
@@ -177,9 +192,9 @@ async fn purge_drops_payloads_then_keys_and_duplicates_stay_detected_until_then(
     );
 }
 
-/// No foreign key ties a queue row to its receipt (migration 0004: it cost the hot insert
-/// a trigger per row): purge itself never deletes a receipt that still has one, however
-/// it got there, so no queue row is ever left without its receipt.
+/// No foreign key ties a queue row to its receipt (it cost the hot insert a trigger per
+/// row): retention carries a receipt that still has one, however it got there, so no
+/// queue row is ever left without its receipt.
 #[tokio::test]
 async fn purge_never_strands_a_queue_row() {
     let fixture = domain::Fixture::new().await;
@@ -189,24 +204,15 @@ async fn purge_never_strands_a_queue_row() {
         .expect("new");
     // A done receipt that still has its queue row: no statement of inbound's leaves one,
     // so it is made by hand.
-    sqlx::query(
-        "UPDATE receipts SET status = 'done', outcome = 'ignored', finished_at = now() - interval '30 days',
-                             received_at = now() - interval '30 days'",
-    )
-    .execute(pool)
-    .await
-    .expect("done by hand");
-    let mut connection = pool.acquire().await.expect("conn");
-    let (_, keys) = admin::purge_preview(&mut connection, 7, Some(7))
+    sqlx::query("UPDATE receipts SET status = 'done', outcome = 'ignored', finished_at = now()")
+        .execute(pool)
         .await
-        .expect("preview");
-    assert_eq!(keys, 0, "the dry run counts what purge would delete");
-    assert_eq!(
-        admin::purge_keys_batch(&mut connection, 7, 100)
-            .await
-            .expect("purge"),
-        0
-    );
+        .expect("done by hand");
+    let mut connection = pool.acquire().await.expect("conn");
+    let dropped = admin::drop_key_periods(&mut connection, 7, days_ahead(200))
+        .await
+        .expect("purge");
+    assert_eq!(todays_period(&dropped).carried, 1, "carried, not dropped");
     let queued: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM receipt_queue q JOIN receipts r ON r.id = q.receipt_id WHERE r.id = $1",
     )
@@ -218,20 +224,39 @@ async fn purge_never_strands_a_queue_row() {
 }
 
 #[tokio::test]
-async fn key_rows_with_undelivered_effects_are_kept() {
+async fn receipts_with_undelivered_effects_are_carried_past_their_period() {
     let fixture = domain::Fixture::new().await;
     let (pool, config, worker) = (fixture.pool(), &fixture.config, fixture.worker());
     domain::seed_order(pool, "o1", "pi_1", 1000, "usd").await;
-    accept_succeeded(pool, config, "evt_1", "pi_1", "o1", 1000, "usd").await;
+    let receipt = accept_succeeded(pool, config, "evt_1", "pi_1", "o1", 1000, "usd").await;
     step(&worker).await;
-    domain::age_receipts(pool, 10).await;
     let mut connection = pool.acquire().await.expect("conn");
+    let dropped = admin::drop_key_periods(&mut connection, 7, days_ahead(200))
+        .await
+        .expect("purge");
     assert_eq!(
-        admin::purge_keys_batch(&mut connection, 7, 100)
-            .await
-            .expect("purge"),
-        0,
+        todays_period(&dropped).carried,
+        1,
         "its effect is still pending"
+    );
+    let effects = admin::receipt_effects(&mut connection, inbound_core::keys::ReceiptId(receipt))
+        .await
+        .expect("effects");
+    assert_eq!(effects.len(), 1, "carried with its receipt");
+    // Closed now, it goes with the next run.
+    sqlx::query("UPDATE effects SET status = 'completed'")
+        .execute(pool)
+        .await
+        .expect("complete");
+    admin::drop_key_periods(&mut connection, 7, days_ahead(200))
+        .await
+        .expect("purge");
+    assert!(
+        admin::receipt_detail(&mut connection, inbound_core::keys::ReceiptId(receipt))
+            .await
+            .expect("query")
+            .is_none(),
+        "the carried receipt left once its effect closed"
     );
 }
 
