@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make bench-console`: each console page's time on a large database — 5,000,000 receipts
-# (5 integrations, ~400-byte payloads, 2,500 failed or quarantined, 10,000 queued), and
+# accepted over 90 days (bench_seed_history: 5 integrations, ~400-byte payloads, 2,500
+# failed or quarantined, 10,000 queued), and
 # beside them the worst payload the ingress accepts at its default limits (1 MiB of zeros
 # 62 levels deep) and 200,000 receipts of one integration in as many scopes (what a
 # sender can make: Shopify's shop header is unsigned) — and 1,000,000 effects (3 sinks,
@@ -26,84 +27,28 @@ db() { psql -Atq -v ON_ERROR_STOP=1 "$url" "$@"; }
 
 echo "== seeding $receipts receipts and $effects effects"
 started=$(date +%s)
-# First, so that the pages reading the newest receipts read what they read before: the
-# worst payload the default limits take: 1,048,576 bytes at most, nested at most 64
+bench_seed_history "$url" "$receipts" "$pending" "$effects"
+# The worst payload the default limits take: 1,048,576 bytes at most, nested at most 64
 # deep (the outer object and 62 arrays), every element a zero (rendering it indented would
 # be 133 MB); failed, so the review queue leads the on-call person to it.
-db -c "INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key, payload,
-                             status, attempts, last_error, finished_at)
-       SELECT 'stripe-live', 'stripe-live/platform/live', 'evt_deep', 'payment_intent.succeeded',
-              'payment_intent.succeeded',
-              ('{\"x\": ' || repeat('[', 62) || array_to_string(array_fill(0, ARRAY[524000]), ',')
-               || repeat(']', 62) || '}')::jsonb,
-              'failed', 8, 'handler failed', now()"
+db -c "WITH deep AS (
+         INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key,
+                               status, attempts, last_error, finished_at)
+         VALUES ('stripe-live', 'stripe-live/platform/live', 'evt_deep', 'payment_intent.succeeded',
+                 'payment_intent.succeeded', 'failed', 8, 'handler failed', now())
+         RETURNING id)
+       INSERT INTO receipt_payloads (receipt_id, payload)
+       SELECT id, ('{\"x\": ' || repeat('[', 62) || array_to_string(array_fill(0, ARRAY[524000]), ',')
+                   || repeat(']', 62) || '}')::jsonb FROM deep"
 # Scopes a sender made: one receipt each.
-db -c "INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key, payload,
-                             status, outcome, finished_at)
-       SELECT 'shopify-shop', 'shopify-shop/shop' || g || '.myshopify.com/orders%2Fcreate',
-              'wh_' || g, 'orders/create', 'orders/create', '{}', 'done', 'applied', now()
-       FROM generate_series(1, 200000) g"
-batch=1000000
-for ((first = 1; first <= receipts; first += batch)); do
-  last=$((first + batch - 1 < receipts ? first + batch - 1 : receipts))
-  db -c "INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key, payload,
-                               status, outcome, attempts, received_at, finished_at)
-         SELECT i, i || '/acct_' || (n % 7) || '/live', 'evt_' || n, t, t,
-                jsonb_build_object('id', 'evt_' || n, 'type', t, 'livemode', true,
-                  'data', jsonb_build_object('object', jsonb_build_object('id', 'pi_' || n,
-                    'object', 'payment_intent', 'status', 'succeeded', 'amount_received', 2000,
-                    'currency', 'usd', 'metadata', jsonb_build_object('order_id', 'o' || n,
-                    'note', repeat('x', 200))))),
-                'done', 'applied', 1,
-                now() - ($receipts - n) * interval '50 ms', now() - ($receipts - n) * interval '50 ms'
-         FROM generate_series($first, $last) n,
-              LATERAL (SELECT (ARRAY['stripe-live', 'stripe-eu', 'github-app', 'shopify-shop', 'slack-app'])[1 + n % 5] AS i,
-                              (ARRAY['payment_intent.succeeded', 'charge.refunded', 'invoice.paid',
-                                     'customer.subscription.updated'])[1 + n % 4] AS t) x"
-done
-# What needs a person, spread over the table; the newest $pending still queued.
-db -c "UPDATE receipts SET status = 'failed', outcome = NULL, attempts = 8,
-         last_error = (ARRAY['order does not exist', 'handler timed out', 'deadlock detected'])[1 + id % 3]
-       WHERE id % 2000 = 7" \
-   -c "UPDATE receipts SET status = 'quarantined', outcome = NULL,
-         outcome_reason = (ARRAY['PaymentIntent does not pay its order: the amount differs',
-                                 'invoice has no customer'])[1 + id % 2]
-       WHERE id % 10000 = 11" \
-   -c "WITH queued AS (
-         UPDATE receipts SET status = 'pending', outcome = NULL, finished_at = NULL
-         WHERE id > (SELECT max(id) FROM receipts) - $pending RETURNING id, integration, received_at)
-       INSERT INTO receipt_queue (receipt_id, integration, visible_at, enqueued_at, payload_bytes, leased_by, last_error)
-       SELECT id, integration,
-              CASE WHEN id % 10 = 0 THEN now() + interval '5 min' ELSE received_at END, received_at, 400,
-              CASE WHEN id % 20 = 0 THEN 'worker-1' END,
-              CASE WHEN id % 10 = 0 AND id % 20 <> 0 THEN 'order does not exist' END
-       FROM queued" \
-   -c "INSERT INTO receipt_replays (receipt_id, previous_status, replayed_by, reason)
-       SELECT id, 'failed', 'alice', 'fixed' FROM receipts WHERE id % 4000 = 7" \
-   -c "INSERT INTO receipt_resolutions (receipt_id, previous_status, action, resolved_by, reason)
-       SELECT id, 'failed', 'close', 'bob', 'test event' FROM receipts WHERE id % 8000 = 7"
-db -c "INSERT INTO effects (receipt_id, operation_key, sink, kind, tenant, data, event, status,
-                           attempts, visible_at, created_at, completed_at, last_error, maybe_delivered)
-       SELECT n, 'order.paid:o' || n || ':pi_' || n, (ARRAY['fulfillment', 'audit', 'crm'])[1 + n % 3],
-              'order.paid', 'acme', jsonb_build_object('order_id', 'o' || n), '{}',
-              s, 1, now(), now() - ($effects - n) * interval '200 ms',
-              CASE WHEN s = 'completed' THEN now() - ($effects - n) * interval '200 ms' END,
-              CASE WHEN s IN ('review', 'failed') THEN (ARRAY['HTTP 302: redirects are never followed',
-                   'HTTP 422: unknown order', 'timed out after 10 s; no status_url'])[1 + n % 3] END,
-              s IN ('review', 'uncertain')
-       FROM generate_series(1, $effects) n,
-            LATERAL (SELECT CASE WHEN n % 1000 = 3 THEN 'review' WHEN n % 2000 = 5 THEN 'failed'
-                                 WHEN n % 500 = 9 THEN 'pending' WHEN n % 10000 = 13 THEN 'uncertain'
-                                 ELSE 'completed' END AS s) x" \
-   -c "INSERT INTO effect_attempts (effect_id, attempt, kind, started_at, finished_at, outcome, status_code, error)
-       SELECT id, 1, 'delivery', created_at, created_at + interval '80 ms',
-              CASE WHEN status = 'completed' THEN 'completed' ELSE 'retry' END,
-              CASE WHEN status = 'completed' THEN 200 ELSE 503 END,
-              CASE WHEN status = 'completed' THEN NULL ELSE 'HTTP 503' END
-       FROM effects" \
-   -c "INSERT INTO effect_resolutions (effect_id, previous_status, action, resolved_by, note)
-       SELECT id, 'review', 'completed', 'alice', 'confirmed with the sink'
-       FROM effects WHERE id % 5000 = 3"
+db -c "WITH scoped AS (
+         INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key,
+                               status, outcome, finished_at)
+         SELECT 'shopify-shop', 'shopify-shop/shop' || g || '.myshopify.com/orders%2Fcreate',
+                'wh_' || g, 'orders/create', 'orders/create', 'done', 'applied', now()
+         FROM generate_series(1, 200000) g
+         RETURNING id)
+       INSERT INTO receipt_payloads (receipt_id, payload) SELECT id, '{}' FROM scoped"
 db -c "VACUUM (ANALYZE)"
 echo "  seeded in $(( $(date +%s) - started )) s; $(db -c "SELECT pg_size_pretty(pg_database_size(current_database()))")"
 
@@ -113,11 +58,13 @@ bench_pids+=("$!")
 for _ in $(seq 1 100); do grep -q "console listening on" "$log" && break; sleep 0.1; done
 base=$(sed -n 's/^console listening on //p' "$log")
 
-mid=$((receipts / 2))
-effect_mid=$((effects / 2))
+# Receipt n's id (bench_seed_history): its day's, then 1,000,000 + n.
+mid_n=$((receipts / 2))
+mid=$(db -c "SELECT id FROM receipts WHERE event_id = 'evt_$mid_n' LIMIT 1")
+effect_mid=$(db -c "SELECT id FROM effects WHERE id % 10000000000 = $((effects / 2))")
 failed_id=$(db -c "SELECT id FROM receipts WHERE status = 'failed' AND event_id <> 'evt_deep' ORDER BY id DESC LIMIT 1")
 deep_id=$(db -c "SELECT id FROM receipts WHERE event_id = 'evt_deep'")
-deep_bytes=$(db -c "SELECT octet_length(payload::text) FROM receipts WHERE event_id = 'evt_deep'")
+deep_bytes=$(db -c "SELECT octet_length(payload::text) FROM receipt_payloads WHERE receipt_id = $deep_id")
 review_id=$(db -c "SELECT id FROM effects WHERE status = 'review' ORDER BY id DESC LIMIT 1")
 pages=(
   "overview|/"
@@ -128,7 +75,7 @@ pages=(
   "receipts: done, newest|/receipts?status=done"
   "receipts: done, a page deep in the table|/receipts?status=done&before=$mid"
   "receipts: done, integration and type|/receipts?status=done&integration=stripe-live&type=charge.refunded"
-  "receipts: by provider event id|/receipts?event_id=evt_$mid"
+  "receipts: by provider event id|/receipts?event_id=evt_$mid_n"
   "one receipt (done)|/receipts/$mid"
   "one receipt (failed, audited)|/receipts/$failed_id"
   "one receipt: the worst payload the ingress accepts ($deep_bytes bytes, 62 levels deep)|/receipts/$deep_id"
@@ -181,13 +128,13 @@ explain "review queue: receipts by reason (receipt_review_groups)" \
 explain "review queue: effects by reason (effect_review_groups)" \
   "SELECT sink, status, left(coalesce(last_error, ''), 160), count(*), min(id), min(created_at) FROM effects WHERE status IN ('review', 'failed') GROUP BY 1, 2, 3 ORDER BY min(created_at) LIMIT 100"
 explain "overview: what the newest receipts say per integration (recent_receipts)" \
-  "SELECT integration, max(received_at), count(*) FILTER (WHERE outcome = 'ignored'), count(*) FROM receipts WHERE id > (SELECT coalesce(max(id), 0) FROM receipts) - 100000 GROUP BY integration"
+  "SELECT integration, max(received_at), count(*) FILTER (WHERE outcome = 'ignored'), count(*) FROM (SELECT integration, received_at, outcome FROM receipts ORDER BY id DESC LIMIT 100000) newest GROUP BY integration"
 explain "receipts: done, a type never sent, one window (list_receipts with after_id)" \
-  "SELECT id FROM receipts WHERE status = 'done' AND event_type = 'never.sent' AND id < $receipts AND id > $receipts - 200000 ORDER BY id DESC LIMIT 50"
+  "SELECT id FROM receipts WHERE status = 'done' AND event_type = 'never.sent' AND id < $mid AND id > $mid - 200000 ORDER BY id DESC LIMIT 50"
 explain "receipts: by provider event id (receipts_by_event_id, one lookup of its index)" \
   "SELECT id FROM receipts WHERE event_id = 'wh_123456' ORDER BY id"
 explain "one receipt's payload excerpt (receipt_payload_excerpt: rendered once, cut, never pretty-printed)" \
-  "SELECT left(rendered.text, 65536), length(rendered.text) > 65536, octet_length(rendered.text) FROM receipts r, LATERAL (SELECT r.payload::text AS text OFFSET 0) rendered WHERE r.id = $deep_id AND r.payload IS NOT NULL"
+  "SELECT left(rendered.text, 65536), length(rendered.text) > 65536, octet_length(rendered.text) FROM receipt_payloads p, LATERAL (SELECT p.payload::text AS text OFFSET 0) rendered WHERE p.receipt_id = $deep_id"
 explain "one receipt's audit trail (receipt_history)" \
   "SELECT replayed_at FROM receipt_replays WHERE receipt_id = $failed_id UNION ALL SELECT resolved_at FROM receipt_resolutions WHERE receipt_id = $failed_id"
 

@@ -30,23 +30,123 @@ bench_db() {
 }
 
 # bench_seed_pending URL N [FIRST]: orders oFIRST..o(FIRST+N-1) awaiting payment and one
-# pending ~1 KB payment_intent.succeeded receipt for each.
+# pending ~1 KB payment_intent.succeeded receipt for each (with its payload and queue row).
 bench_seed_pending() {
   local first="${3:-1}"
   psql -Atq "$1" -c "INSERT INTO orders (tenant_id, id, provider_payment_id, total_minor, currency)
        SELECT 'bench', 'o' || n, 'pi_' || n, 2000, 'usd' FROM generate_series($first, $first + $2 - 1) n" \
-    -c "WITH inserted AS (
-         INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key, payload)
-         SELECT 'stripe-bench', 'stripe-bench/platform/test', 'evt_' || n, 'payment_intent.succeeded',
-                'payment_intent.succeeded',
-                jsonb_build_object('id', 'evt_' || n, 'type', 'payment_intent.succeeded', 'livemode', false,
+    -c "WITH input AS (
+         SELECT n, jsonb_build_object('id', 'evt_' || n, 'type', 'payment_intent.succeeded', 'livemode', false,
                   'data', jsonb_build_object('object', jsonb_build_object('id', 'pi_' || n, 'object', 'payment_intent',
                     'status', 'succeeded', 'amount_received', 2000, 'currency', 'usd',
-                    'metadata', jsonb_build_object('order_id', 'o' || n, 'note', repeat('x', 700)))))
+                    'metadata', jsonb_build_object('order_id', 'o' || n, 'note', repeat('x', 700))))) AS payload
          FROM generate_series($first, $first + $2 - 1) n
-         RETURNING id, integration, received_at, octet_length(payload::text) AS bytes)
+       ), inserted AS (
+         INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key)
+         SELECT 'stripe-bench', 'stripe-bench/platform/test', 'evt_' || n, 'payment_intent.succeeded',
+                'payment_intent.succeeded'
+         FROM input ORDER BY n
+         RETURNING id, integration, event_id, received_at
+       ), stored AS (
+         INSERT INTO receipt_payloads (receipt_id, payload)
+         SELECT inserted.id, input.payload FROM inserted JOIN input ON inserted.event_id = 'evt_' || input.n
+       )
        INSERT INTO receipt_queue (receipt_id, integration, visible_at, enqueued_at, payload_bytes)
-       SELECT id, integration, received_at, received_at, bytes FROM inserted" -c "VACUUM ANALYZE" >/dev/null
+       SELECT inserted.id, inserted.integration, inserted.received_at, inserted.received_at,
+              octet_length(input.payload::text)
+       FROM inserted JOIN input ON inserted.event_id = 'evt_' || input.n" -c "VACUUM ANALYZE" >/dev/null
+}
+
+# bench_seed_history URL RECEIPTS PENDING EFFECTS: a history as the ingress and workers
+# leave it — RECEIPTS receipts of 5 integrations accepted evenly over the last 90 days
+# (ids of their days, in their day's and key period's partitions, each with its key and a
+# ~400-byte payload), done except every 2,000th failed and every 10,000th quarantined, the
+# newest PENDING still queued (a backlog), audit rows, and EFFECTS effects of the oldest
+# receipts (3 sinks, 3,600 open or in review, one attempt each). Receipt n's id is its day's
+# times 10^10 plus 1,000,000 + n, so `id % 2000` picks every 2,000th.
+bench_seed_history() {
+  local url="$1" receipts="$2" pending="$3" effects="$4"
+  local db=(psql -Atq -v ON_ERROR_STOP=1 "$url")
+  local t0 step_us
+  t0=$("${db[@]}" -c "SELECT now()")
+  step_us=$(( 90 * 86400 * 1000000 / receipts ))
+  # n's acceptance time and id, as SQL over a column n.
+  local at="(timestamptz '$t0' - ($receipts - n) * interval '$step_us microseconds')"
+  local id="(history_day($at)::int8 * 10000000000 + 1000000 + n)"
+  "${db[@]}" -c "SELECT ensure_history_partitions(timestamptz '$t0' - interval '91 days', 98)" >/dev/null
+  local batch=1000000 first last
+  for ((first = 1; first <= receipts; first += batch)); do
+    last=$((first + batch - 1 < receipts ? first + batch - 1 : receipts))
+    "${db[@]}" -c "INSERT INTO receipts (id, integration, source_scope, event_id, event_type, route_key,
+                                        status, outcome, attempts, received_at, finished_at)
+         SELECT $id, i, i || '/acct_' || (n % 7) || '/live', 'evt_' || n, t, t,
+                'done', 'applied', 1, $at, $at
+         FROM generate_series($first, $last) n,
+              LATERAL (SELECT (ARRAY['stripe-live', 'stripe-eu', 'github-app', 'shopify-shop', 'slack-app'])[1 + n % 5] AS i,
+                              (ARRAY['payment_intent.succeeded', 'charge.refunded', 'invoice.paid',
+                                     'customer.subscription.updated'])[1 + n % 4] AS t) x" \
+      -c "INSERT INTO receipt_payloads (receipt_id, payload)
+         SELECT $id, jsonb_build_object('id', 'evt_' || n, 'type', 'payment_intent.succeeded', 'livemode', true,
+                  'data', jsonb_build_object('object', jsonb_build_object('id', 'pi_' || n,
+                    'object', 'payment_intent', 'status', 'succeeded', 'amount_received', 2000,
+                    'currency', 'usd', 'metadata', jsonb_build_object('order_id', 'o' || n,
+                    'note', repeat('x', 200)))))
+         FROM generate_series($first, $last) n" \
+      -c "INSERT INTO receipt_keys (period, source_scope, event_id, integration)
+         SELECT key_period($at), i || '/acct_' || (n % 7) || '/live', 'evt_' || n, i
+         FROM generate_series($first, $last) n,
+              LATERAL (SELECT (ARRAY['stripe-live', 'stripe-eu', 'github-app', 'shopify-shop', 'slack-app'])[1 + n % 5] AS i) x"
+  done
+  # New receipts take serials above the seeded ones (today's ids must not meet them).
+  "${db[@]}" -c "SELECT setval('receipt_serials', 1000000 + $receipts + 1)" \
+    -c "UPDATE receipts SET status = 'failed', outcome = NULL, attempts = 8,
+         last_error = (ARRAY['order does not exist', 'handler timed out', 'deadlock detected'])[1 + id % 3]
+       WHERE id % 2000 = 7" \
+    -c "UPDATE receipts SET status = 'quarantined', outcome = NULL,
+         outcome_reason = (ARRAY['PaymentIntent does not pay its order: the amount differs',
+                                 'invoice has no customer'])[1 + id % 2]
+       WHERE id % 10000 = 11" \
+    -c "WITH queued AS (
+         UPDATE receipts SET status = 'pending', outcome = NULL, finished_at = NULL
+         WHERE id % 10000000000 > 1000000 + $receipts - $pending
+           AND id >= history_day(timestamptz '$t0' - ($pending + 1) * interval '$step_us microseconds')::int8 * 10000000000
+         RETURNING id, integration, received_at)
+       INSERT INTO receipt_queue (receipt_id, integration, visible_at, enqueued_at, payload_bytes, leased_by, last_error)
+       SELECT id, integration,
+              CASE WHEN id % 10 = 0 THEN now() + interval '5 min' ELSE received_at END, received_at, 400,
+              CASE WHEN id % 20 = 0 THEN 'worker-1' END,
+              CASE WHEN id % 10 = 0 AND id % 20 <> 0 THEN 'order does not exist' END
+       FROM queued" \
+    -c "INSERT INTO receipt_replays (receipt_id, previous_status, replayed_by, reason)
+       SELECT id, 'failed', 'alice', 'fixed' FROM receipts WHERE id % 4000 = 7" \
+    -c "INSERT INTO receipt_resolutions (receipt_id, previous_status, action, resolved_by, reason)
+       SELECT id, 'failed', 'close', 'bob', 'test event' FROM receipts WHERE id % 8000 = 7" >/dev/null
+  if [ "$effects" -gt 0 ]; then
+    "${db[@]}" -c "INSERT INTO effects (id, receipt_id, operation_key, sink, kind, tenant, data, event, status,
+                           attempts, visible_at, created_at, completed_at, last_error, maybe_delivered)
+       SELECT $id - 1000000, $id, 'order.paid:o' || n || ':pi_' || n, (ARRAY['fulfillment', 'audit', 'crm'])[1 + n % 3],
+              'order.paid', 'acme', jsonb_build_object('order_id', 'o' || n), '{}',
+              s, 1, now(), $at,
+              CASE WHEN s = 'completed' THEN $at END,
+              CASE WHEN s IN ('review', 'failed') THEN (ARRAY['HTTP 302: redirects are never followed',
+                   'HTTP 422: unknown order', 'timed out after 10 s; no status_url'])[1 + n % 3] END,
+              s IN ('review', 'uncertain')
+       FROM generate_series(1, $effects) n,
+            LATERAL (SELECT CASE WHEN n % 1000 = 3 THEN 'review' WHEN n % 2000 = 5 THEN 'failed'
+                                 WHEN n % 500 = 9 THEN 'pending' WHEN n % 10000 = 13 THEN 'uncertain'
+                                 ELSE 'completed' END AS s) x" \
+      -c "SELECT setval('effect_serials', $effects + 1)" \
+      -c "INSERT INTO effect_attempts (effect_id, attempt, kind, started_at, finished_at, outcome, status_code, error)
+       SELECT id, 1, 'delivery', created_at, created_at + interval '80 ms',
+              CASE WHEN status = 'completed' THEN 'completed' ELSE 'retry' END,
+              CASE WHEN status = 'completed' THEN 200 ELSE 503 END,
+              CASE WHEN status = 'completed' THEN NULL ELSE 'HTTP 503' END
+       FROM effects" \
+      -c "INSERT INTO effect_resolutions (effect_id, previous_status, action, resolved_by, note)
+       SELECT id, 'review', 'completed', 'alice', 'confirmed with the sink'
+       FROM effects WHERE id % 5000 = 3" >/dev/null
+  fi
+  "${db[@]}" -c "VACUUM (ANALYZE)" >/dev/null
 }
 
 # The benchmark integration: Stripe, payments routed to orders.mark_paid; a sink for the

@@ -21,9 +21,11 @@
 #                      (bench/graphile.sh)
 #   recovery           SIGKILL of a loaded worker → its claims done by another
 #   dispatcher         effects delivered/s to a local 200 sink, --effect-concurrency 32
-#   growth             ingress accepted/s and worker applied/s, empty vs BENCH_GROWTH_ROWS
-#                      done receipts already in the database
-#   retention          inboundctl purge of all those done receipts: payloads, then keys
+#   history            ingress accepted/s and worker applied/s, empty vs BENCH_GROWTH_ROWS
+#                      (20 M) receipts accepted over 90 days (bench_seed_history), with
+#                      BENCH_HISTORY_PENDING (100,000) of them still queued; beside them the
+#                      console's overview and `inboundctl status`, and retention: the oldest
+#                      day's payloads dropped, then the oldest key period (statement time)
 #   memory             peak RSS under hostile inputs (bench/memory.sh)
 #   forgery            ingress CPU per forged request of each scheme at the largest head
 #                      and body the defaults allow (bench/forgery.sh)
@@ -33,7 +35,8 @@ cd "$(dirname "$0")/.."
 
 seconds="${BENCH_SECONDS:-10}"
 pending="${BENCH_PENDING:-50000}"
-growth_rows="${BENCH_GROWTH_ROWS:-5000000}"
+growth_rows="${BENCH_GROWTH_ROWS:-20000000}"
+history_pending="${BENCH_HISTORY_PENDING:-100000}"
 DATABASE_URL=$(scripts/ensure-postgres.sh)
 export DATABASE_URL
 cargo build --quiet --release -p inbound-ingress -p inbound-stock-worker -p inboundctl
@@ -352,31 +355,45 @@ growth_round() {
   kill -TERM "$bench_worker_pid"
   wait "$bench_worker_pid" 2>/dev/null || true
 }
-step "growth: empty database"
+step "history: empty database"
 url=$(bench_db inbound_bench_growth)
 growth_round empty 1
-step "growth: $growth_rows done receipts"
-psql -Atq "$url" -c "INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key, payload, status, outcome, attempts, received_at, finished_at)
-     SELECT 'stripe-bench', 'stripe-bench/platform/test', 'evt_old_' || n, 'payment_intent.succeeded', 'payment_intent.succeeded',
-            jsonb_build_object('id', 'evt_old_' || n), 'done', 'applied', 1, now() - interval '1 day', now() - interval '1 day'
-     FROM generate_series(1, $growth_rows) n" -c "VACUUM ANALYZE" >/dev/null
+step "history: $growth_rows receipts accepted over 90 days, $history_pending of them pending"
+bench_seed_history "$url" "$growth_rows" "$history_pending" $((growth_rows / 20))
 # The empty round started right after CREATE DATABASE, which checkpoints; so does this one
-# — otherwise it would pay for flushing the 5 M rows just written.
+# — otherwise it would pay for flushing the history just written.
 psql -q "$url" -c CHECKPOINT >/dev/null
 record growth_rows "$growth_rows"
+record history_pending "$history_pending"
 growth_round full $((pending + 1))
 
-step "retention: purge every done receipt's payload, then its key"
-purged=$(psql -Atq "$url" -c "SELECT count(*) FROM receipts WHERE status = 'done'")
-started=$(bench_now)
-"$bench_bin/inboundctl" purge --database-url "$url" --payloads-older-than-days 0 >/dev/null
-record purge_payloads "$(python3 -c "print(round($purged / ($(bench_now) - $started)))")"
-started=$(bench_now)
-"$bench_bin/inboundctl" purge --database-url "$url" --payloads-older-than-days 0 --keys-older-than-days 0 --force >/dev/null
-record purge_keys "$(python3 -c "print(round($purged / ($(bench_now) - $started)))")"
-record purged "$purged"
-left=$(psql -Atq "$url" -c "SELECT count(*) FROM receipts WHERE status = 'done'")
-[ "$left" = 0 ] || { echo "bench: purge left $left done receipts" >&2; exit 1; }
+step "history: the overview and inboundctl status beside it"
+# median_ms COMMAND…: the median wall time of 10 runs, in ms.
+median_ms() {
+  for _ in $(seq 1 10); do
+    /usr/bin/time -f '%e' "$@" 2>&1 >/dev/null | tail -1
+  done | sort -n | awk '{ t[NR] = $1 * 1000 } END { printf "%.0f", t[int((NR + 1) / 2)] }'
+}
+record history_status_ms "$(median_ms "$bench_bin/inboundctl" status --database-url "$url")"
+"$bench_bin/inboundctl" console --database-url "$url" --by bench --listen 127.0.0.1:0 \
+  >"$bench_work/console.log" 2>&1 &
+bench_pids+=("$!")
+for _ in $(seq 1 100); do grep -q "console listening on" "$bench_work/console.log" && break; sleep 0.1; done
+console=$(sed -n 's/^console listening on //p' "$bench_work/console.log")
+record history_overview_ms "$(median_ms curl -sf -o /dev/null "$console/")"
+
+step "history: retention drops the oldest day's payloads, then the oldest key period"
+# statement_ms SQL: the server-side time of one statement, in ms (psql's \timing).
+statement_ms() {
+  psql -q "$url" -c '\timing on' -c "$1" | sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' | tail -1
+}
+record history_day_rows $((growth_rows / 90))
+record history_drop_day_ms "$(statement_ms "SELECT * FROM drop_payload_days(89)")"
+oldest_period=$(psql -Atq "$url" -c "SELECT estimated_rows FROM history_partitions() WHERE parent = 'receipts' ORDER BY first_day LIMIT 1")
+record history_period_rows "$oldest_period"
+record history_drop_period_ms "$(statement_ms "SELECT * FROM drop_key_periods(1)")"
+left=$(psql -Atq "$url" -c "SELECT count(*) FROM history_partitions() WHERE parent = 'receipts' AND end_day <= key_period(now()) - 90")
+[ "$left" = 0 ] || { echo "bench: retention left $left key period(s) behind" >&2; exit 1; }
 
 # --- memory under hostile inputs ----------------------------------------------------------------
 step "memory: 1 MB bodies in 1-byte chunks; 500 KB payloads"

@@ -469,6 +469,19 @@ async fn migrate(
             .await
             .context("migration failed")?;
     out!("{}", migrated.report(schema, options.accept_newer)?);
+    // The history partitions of the coming week, as the workers keep them (hourly): a
+    // migration run after days without a worker makes them and moves what waited in a
+    // default partition.
+    let created = tokio::time::timeout(
+        options.connect_timeout,
+        store::admin::ensure_history_partitions(&mut probe, None, 7),
+    )
+    .await
+    .map_err(bounded("cannot create the history partitions"))?
+    .context("cannot create the history partitions")?;
+    if created > 0 {
+        out!("created {created} history partition(s) for the coming week");
+    }
     let business_schemas = options.grant_schemas;
     if let Some(prefix) = options.roles {
         let missing = store::roles::missing_schemas(&mut probe, &business_schemas).await?;

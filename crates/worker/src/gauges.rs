@@ -233,6 +233,7 @@ pub fn initialise(worker: &Worker) {
         for parent in HISTORY_TABLES {
             metrics::gauge!(HISTORY_UNPARTITIONED_ROWS, "table" => parent).set(0.0);
         }
+        metrics::gauge!(HISTORY_DAYS_AHEAD).set(0.0);
     }
     worker.sink_gates().initialise_metrics();
 }

@@ -95,14 +95,15 @@ pub(super) async fn effects_page(console: &Console, context: &Context, query: &Q
     let (mut filter, form, narrowed) = effect_filter(console, query)?;
     let (mut floor, mut top) = (None, None);
     if EffectStatus::CLOSED.contains(&filter.status) {
-        let newest = console
-            .db(async |connection| Ok(store_effects::newest_effect_id(connection).await?))
+        let before = filter.before_id;
+        let highest = console
+            .db(async |connection| Ok(store_effects::effect_id_below(connection, before).await?))
             .await?;
         top = filter
             .before_id
             .map(|id| id.0)
-            .or(newest.map(|id| id.0 + 1));
-        floor = window_floor(filter.before_id.map(|id| id.0), newest.map(|id| id.0));
+            .or(highest.map(|id| id.0 + 1));
+        floor = window_floor(highest.map(|id| id.0));
         filter.after_id = floor.map(EffectId);
     }
     let found = console

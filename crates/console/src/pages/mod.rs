@@ -290,11 +290,18 @@ pub struct Offer {
 /// a page; a window bounds each page's read, and "older" continues below it.
 const WINDOW_IDS: i64 = 200_000;
 
-/// The window below `before` (or the newest id) a page of a closed status reads: the ids
-/// above the returned one. `None` when the window reaches the first id.
-fn window_floor(before: Option<i64>, newest: Option<i64>) -> Option<i64> {
-    let top = before.or(newest.map(|newest| newest + 1))?;
-    let floor = top - WINDOW_IDS;
+/// Ids of one day: an id is its day times this, plus a serial (migrations/0001_inbound.sql).
+const IDS_PER_DAY: i64 = 10_000_000_000;
+
+/// The window a page of a closed status reads, from `highest`, the highest id below the
+/// page's cursor (or the newest): the ids above the returned one, at most
+/// [`WINDOW_IDS`] of them and never below `highest`'s day (ids jump between days; the
+/// next window starts at the previous day's last id). `None` when the window reaches the
+/// first id.
+fn window_floor(highest: Option<i64>) -> Option<i64> {
+    let highest = highest?;
+    let day_start = highest - highest.rem_euclid(IDS_PER_DAY);
+    let floor = (highest + 1 - WINDOW_IDS).max(day_start - 1);
     (floor > 0).then_some(floor)
 }
 

@@ -107,14 +107,15 @@ pub(super) async fn receipts(console: &Console, context: &Context, query: &Query
     let by_event_id = query.get("event_id").is_some();
     let (mut floor, mut top) = (None, None);
     if filter.status == ReceiptStatus::Done && !by_event_id {
-        let newest = console
-            .db(async |connection| Ok(admin::newest_receipt_id(connection).await?))
+        let before = filter.before_id;
+        let highest = console
+            .db(async |connection| Ok(admin::receipt_id_below(connection, before).await?))
             .await?;
         top = filter
             .before_id
             .map(|id| id.0)
-            .or(newest.map(|id| id.0 + 1));
-        floor = window_floor(filter.before_id.map(|id| id.0), newest.map(|id| id.0));
+            .or(highest.map(|id| id.0 + 1));
+        floor = window_floor(highest.map(|id| id.0));
         filter.after_id = floor.map(ReceiptId);
     }
     let found = match query.get("event_id") {

@@ -92,18 +92,19 @@ mod tests {
 
     #[test]
     fn a_page_of_a_closed_status_reads_a_window_and_continues_below_it() {
-        // The newest id is 1,000,000: the first page reads ids above 800,001.
+        // The highest id is 1,000,000: the page reads ids above 800,001.
+        assert_eq!(window_floor(Some(1_000_000)), Some(1_000_001 - WINDOW_IDS));
+        // Near the first id there is none.
+        assert_eq!(window_floor(Some(149_999)), None);
+        assert_eq!(window_floor(None), None);
+        // Never below the highest id's day: five ids into a day, the window is those
+        // five, and the next one starts at the previous day's last id.
+        let day = 20_427 * IDS_PER_DAY;
+        assert_eq!(window_floor(Some(day + 5)), Some(day - 1));
         assert_eq!(
-            window_floor(None, Some(1_000_000)),
-            Some(1_000_001 - WINDOW_IDS)
+            window_floor(Some(day + 1_000_000)),
+            Some(day + 1_000_001 - WINDOW_IDS)
         );
-        // Below a cursor, the window starts there; near the first id there is none.
-        assert_eq!(
-            window_floor(Some(500_000), Some(1_000_000)),
-            Some(500_000 - WINDOW_IDS)
-        );
-        assert_eq!(window_floor(Some(150_000), Some(1_000_000)), None);
-        assert_eq!(window_floor(None, None), None);
         let query = Query::parse("status=done&type=never.sent&before=500000").expect("no NUL");
         // A full page continues below its last row.
         let (next, searched) = continuation(&query, Some(499_950), Some(300_000), Some(500_000));

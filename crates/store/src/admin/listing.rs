@@ -135,11 +135,19 @@ pub async fn receipt_versions(
     .await
 }
 
-/// The newest receipt's id (`None`: no receipt), from the primary key's end.
-pub async fn newest_receipt_id(conn: &mut PgConnection) -> Result<Option<ReceiptId>, sqlx::Error> {
-    sqlx::query_scalar!(r#"SELECT max(id) AS "id: ReceiptId" FROM receipts"#)
-        .fetch_one(conn)
-        .await
+/// The highest receipt id below `before` (the newest without it): one descent of the
+/// primary key. Ids name their day, so the id below a day's first is the previous day's
+/// last, however far apart the two numbers are.
+pub async fn receipt_id_below(
+    conn: &mut PgConnection,
+    before: Option<ReceiptId>,
+) -> Result<Option<ReceiptId>, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT max(id) AS "id: ReceiptId" FROM receipts WHERE $1::int8 IS NULL OR id < $1"#,
+        before as Option<ReceiptId>
+    )
+    .fetch_one(conn)
+    .await
 }
 
 /// The integrations that hold receipts (the first part of every scope): a few descents

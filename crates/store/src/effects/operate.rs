@@ -185,11 +185,18 @@ pub async fn versions(
     .await
 }
 
-/// The newest effect's id (`None`: no effect), from the primary key's end.
-pub async fn newest_effect_id(conn: &mut PgConnection) -> Result<Option<EffectId>, sqlx::Error> {
-    sqlx::query_scalar!(r#"SELECT max(id) AS "id: EffectId" FROM effects"#)
-        .fetch_one(conn)
-        .await
+/// The highest effect id below `before` (the newest without it): one descent per
+/// partition of the primary key; the id below a day's first is an earlier day's last.
+pub async fn effect_id_below(
+    conn: &mut PgConnection,
+    before: Option<EffectId>,
+) -> Result<Option<EffectId>, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT max(id) AS "id: EffectId" FROM effects WHERE $1::int8 IS NULL OR id < $1"#,
+        before as Option<EffectId>
+    )
+    .fetch_one(conn)
+    .await
 }
 
 /// Whether any effect names `sink` (for a filter that matched nothing: a typo or a sink
