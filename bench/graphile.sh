@@ -80,9 +80,9 @@ node bench/graphile/bench.mjs migrate 2>>"$bench_work/graphile.log" || fail "gra
 # One add_jobs call (graphile's batch API) with every receipt's payload; inbound's own
 # queue is emptied, the receipts stay as the payloads' source.
 psql -Atq "$url" -c "SELECT count(*) FROM graphile_worker.add_jobs(ARRAY(
-       SELECT ROW('mark_paid', (payload || jsonb_build_object('receipt_id', id))::json,
+       SELECT ROW('mark_paid', (payload || jsonb_build_object('receipt_id', receipt_id))::json,
                   NULL, NULL, NULL, NULL, NULL, NULL)::graphile_worker.job_spec
-       FROM receipts ORDER BY id))" -c "TRUNCATE receipt_queue" -c "VACUUM ANALYZE" >/dev/null
+       FROM receipt_payloads ORDER BY receipt_id))" -c "TRUNCATE receipt_queue" -c "VACUUM ANALYZE" >/dev/null
 queued=$(psql -Atq "$url" -c "SELECT count(*) FROM graphile_worker._private_jobs")
 [ "$queued" = "$pending" ] || fail "$queued jobs queued, not $pending"
 

@@ -40,18 +40,26 @@ psql -Atq "$url" -c "INSERT INTO orders (tenant_id, id, provider_payment_id, tot
                   'currency', 'usd', 'description', 'Line ' || k || ' ' || repeat('d', 120),
                   'price', jsonb_build_object('id', 'price_' || (k % 7), 'unit_amount', k % 1000))) AS items
          FROM generate_series(1, 1900) k
-       ), inserted AS (
-         INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key, payload)
-         SELECT 'stripe-bench', 'stripe-bench/platform/test', 'evt_' || n, 'payment_intent.succeeded',
-                'payment_intent.succeeded',
-                jsonb_build_object('id', 'evt_' || n, 'type', 'payment_intent.succeeded', 'livemode', false,
+       ), input AS (
+         SELECT n, jsonb_build_object('id', 'evt_' || n, 'type', 'payment_intent.succeeded', 'livemode', false,
                   'data', jsonb_build_object('object', jsonb_build_object('id', 'pi_' || n, 'object', 'payment_intent',
                     'status', 'succeeded', 'amount_received', 2000, 'currency', 'usd',
-                    'metadata', jsonb_build_object('order_id', 'o' || n), 'lines', lines.items)))
+                    'metadata', jsonb_build_object('order_id', 'o' || n), 'lines', lines.items))) AS payload
          FROM generate_series(1, $receipts) n, lines
-         RETURNING id, integration, received_at, octet_length(payload::text) AS bytes)
+       ), inserted AS (
+         INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key)
+         SELECT 'stripe-bench', 'stripe-bench/platform/test', 'evt_' || n, 'payment_intent.succeeded',
+                'payment_intent.succeeded'
+         FROM input ORDER BY n
+         RETURNING id, integration, event_id, received_at
+       ), stored AS (
+         INSERT INTO receipt_payloads (receipt_id, payload)
+         SELECT inserted.id, input.payload FROM inserted JOIN input ON inserted.event_id = 'evt_' || input.n
+       )
        INSERT INTO receipt_queue (receipt_id, integration, visible_at, enqueued_at, payload_bytes)
-       SELECT id, integration, received_at, received_at, bytes FROM inserted" -c "VACUUM ANALYZE" >/dev/null
+       SELECT inserted.id, inserted.integration, inserted.received_at, inserted.received_at,
+              octet_length(input.payload::text)
+       FROM inserted JOIN input ON inserted.event_id = 'evt_' || input.n" -c "VACUUM ANALYZE" >/dev/null
 record worker_payload_kib "$(psql -Atq "$url" -c "SELECT round(avg(payload_bytes) / 1024) FROM receipt_queue")"
 started=$(bench_now)
 bench_start_worker "$url" 19198 bench-memory

@@ -346,8 +346,9 @@ CREATE INDEX effect_resolutions_by_effect ON effect_resolutions (effect_id, id);
 -- has an effect not closed (the person deciding reads the event behind it), and such a
 -- receipt's row with all its effects and their attempts. Each drop takes the parent's
 -- ACCESS EXCLUSIVE lock for a moment, waiting at most lock_timeout (1 s) for it — the
--- ingress and workers pause that long at most, and a drop that cannot get it is left
--- for the next run. Each function returns what it dropped and what it carried.
+-- ingress and workers pause that long at most, and a drop that cannot get it fails its
+-- call and is left for the next run. Each call drops at most one partition, in its own
+-- transaction, and returns what it dropped and what it carried.
 
 -- The dated partitions of inbound's partitioned tables: the parent, the partition, the
 -- first day of its range and the day after its last, and the planner's estimate of its
@@ -388,6 +389,10 @@ DECLARE
     period  integer;
     created integer := 0;
 BEGIN
+    -- One maker at a time (every worker calls this hourly); the others leave it to it.
+    IF NOT pg_try_advisory_xact_lock(1768030210, 1) THEN
+        RETURN 0;
+    END IF;
     PERFORM set_config('lock_timeout', '1000', true);
     FOR day IN today - 1 .. last LOOP
         created := created + history_attach('receipt_payloads', 'receipt_id', day, day + 1);
@@ -436,10 +441,11 @@ BEGIN
 END
 $$;
 
--- Drops the payload partitions of days wholly older than `older_than_days`, carrying the
--- payloads retention keeps (above) into the default partition, and removes from the
--- default partition the carried payloads that may now go; returns each day dropped with
--- how many payloads it carried.
+-- Removes from the default partition the carried payloads that may now go, then drops the
+-- oldest payload partition of a day wholly older than `older_than_days`, carrying the
+-- payloads retention keeps (above) into the default partition: that day with how many it
+-- carried, or no row. One day per call (each call a transaction of its own): the caller
+-- calls until no row comes back.
 CREATE FUNCTION drop_payload_days_at(older_than_days integer, at timestamptz)
     RETURNS TABLE (day date, carried bigint) LANGUAGE plpgsql SECURITY DEFINER
 AS $$
@@ -451,6 +457,12 @@ DECLARE
     high bigint;
 BEGIN
     PERFORM set_config('lock_timeout', '1000', true);
+    -- Payloads carried earlier whose receipts are now done with every effect closed.
+    DELETE FROM receipt_payloads_default d
+    WHERE d.receipt_id < (cutoff - date '1970-01-01')::bigint * 10000000000
+      AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.id = d.receipt_id AND r.status <> 'done')
+      AND NOT EXISTS (SELECT 1 FROM effects e WHERE e.receipt_id = d.receipt_id
+                      AND e.status NOT IN ('completed', 'abandoned'));
     FOR part IN SELECT * FROM history_partitions() h
                 WHERE h.parent = 'receipt_payloads' AND h.end_day <= cutoff LOOP
         low := (part.first_day - date '1970-01-01')::bigint * 10000000000;
@@ -466,13 +478,9 @@ BEGIN
         day := part.first_day;
         carried := (SELECT count(*) FROM pg_temp.carried_payloads);
         RETURN NEXT;
+        -- One day per call, so that each drop is a transaction of its own.
+        EXIT;
     END LOOP;
-    -- Payloads carried earlier whose receipts are now done with every effect closed.
-    DELETE FROM receipt_payloads_default d
-    WHERE d.receipt_id < (cutoff - date '1970-01-01')::bigint * 10000000000
-      AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.id = d.receipt_id AND r.status <> 'done')
-      AND NOT EXISTS (SELECT 1 FROM effects e WHERE e.receipt_id = d.receipt_id
-                      AND e.status NOT IN ('completed', 'abandoned'));
 END
 $$;
 
@@ -494,10 +502,12 @@ BEGIN ATOMIC
     WHERE q.receipt_id >= low AND q.receipt_id < high;
 END;
 
--- Drops the key periods wholly older than `older_than_days` (never the current or the
--- previous one): their receipts, effects, attempts and keys, carrying the receipts
--- retention keeps (with all their effects and attempts) into the default partitions;
--- returns each period dropped with how many receipts it carried.
+-- Removes from the default partitions the carried receipts that may now go (with their
+-- effects and attempts), then drops the oldest key period wholly older than
+-- `older_than_days` (never the current or the previous one): its receipts, effects,
+-- attempts and keys, carrying the receipts retention keeps (with all their effects and
+-- attempts) into the default partitions. That period with how many receipts it carried,
+-- or no row; one period per call, as drop_payload_days_at.
 CREATE FUNCTION drop_key_periods_at(older_than_days integer, at timestamptz)
     RETURNS TABLE (period date, carried bigint) LANGUAGE plpgsql SECURITY DEFINER
 AS $$
@@ -510,6 +520,20 @@ DECLARE
     high bigint;
 BEGIN
     PERFORM set_config('lock_timeout', '1000', true);
+    -- Receipts carried earlier that may now go, with their effects and attempts: the
+    -- default partition's few, row by row.
+    WITH going AS MATERIALIZED (
+        SELECT r.id FROM receipts_default r
+        WHERE r.id < least((cutoff - date '1970-01-01')::bigint,
+                           (probed - date '1970-01-01')::bigint) * 10000000000
+          AND r.id NOT IN (SELECT held_receipts(0, (probed - date '1970-01-01')::bigint * 10000000000))
+        FOR UPDATE
+    ), effects_going AS (
+        DELETE FROM effects e USING going WHERE e.receipt_id = going.id RETURNING e.id
+    ), attempts_going AS (
+        DELETE FROM effect_attempts a USING effects_going WHERE a.effect_id = effects_going.id
+    )
+    DELETE FROM receipts_default r USING going WHERE r.id = going.id;
     FOR part IN SELECT * FROM history_partitions() h
                 WHERE h.parent = 'receipts' AND h.end_day <= cutoff
                   AND h.first_day < probed LOOP
@@ -540,21 +564,9 @@ BEGIN
         period := part.first_day;
         carried := (SELECT count(*) FROM pg_temp.carried_receipts);
         RETURN NEXT;
+        -- One period per call, so that each drop is a transaction of its own.
+        EXIT;
     END LOOP;
-    -- Receipts carried earlier that may now go, with their effects and attempts: the
-    -- default partition's few, row by row.
-    WITH going AS MATERIALIZED (
-        SELECT r.id FROM receipts_default r
-        WHERE r.id < least((cutoff - date '1970-01-01')::bigint,
-                           (probed - date '1970-01-01')::bigint) * 10000000000
-          AND r.id NOT IN (SELECT held_receipts(0, (probed - date '1970-01-01')::bigint * 10000000000))
-        FOR UPDATE
-    ), effects_going AS (
-        DELETE FROM effects e USING going WHERE e.receipt_id = going.id RETURNING e.id
-    ), attempts_going AS (
-        DELETE FROM effect_attempts a USING effects_going WHERE a.effect_id = effects_going.id
-    )
-    DELETE FROM receipts_default r USING going WHERE r.id = going.id;
 END
 $$;
 
@@ -752,9 +764,8 @@ END;
 -- backfill`), stored as the ingress stores deliveries but marked `api` — the operator role
 -- inserts no receipt itself, so it can never make one look like a verified delivery — with
 -- ids in the given order (the order the worker claims them in). Returns the input position
--- and id of each new receipt; a key already held gets nothing. In the given order two
--- writers can deadlock on a receipt key: PostgreSQL then aborts one statement, which the
--- caller may rerun.
+-- and id of each new receipt; a key already held gets nothing. Keys are claimed in key
+-- order (claim_receipt_keys), as the ingress claims them.
 CREATE FUNCTION backfill_receipts(integrations text[], source_scopes text[], event_ids text[],
                                   event_types text[], route_keys text[], payloads text[],
                                   deliveries text[])

@@ -128,25 +128,45 @@ const HISTORY_DAYS_READY: i32 = 7;
 /// is missing): hourly, and at its first refresh.
 const HISTORY_MAINTENANCE_EVERY: Duration = Duration::from_secs(3600);
 
-static HISTORY_MAINTAINED: Mutex<Option<std::time::Instant>> = Mutex::new(None);
+/// After a failure, how soon partitions are tried again.
+const HISTORY_MAINTENANCE_RETRY: Duration = Duration::from_secs(60);
+
+/// When the partitions are next due (`None`: at the first refresh).
+static HISTORY_DUE: Mutex<Option<std::time::Instant>> = Mutex::new(None);
 
 /// Creates the history partitions a week ahead (hourly; idempotent, and no writer waits
 /// for it), then exports the rows a missing partition left in a default one and how far
 /// ahead the payload days reach.
 async fn maintain_history(connection: &mut PgConnection) -> Result<(), sqlx::Error> {
-    let due = HISTORY_MAINTAINED
+    let due = HISTORY_DUE
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .is_none_or(|last| last.elapsed() >= HISTORY_MAINTENANCE_EVERY);
+        .is_none_or(|due| std::time::Instant::now() >= due);
     if due {
-        let created =
-            admin::ensure_history_partitions(&mut *connection, None, HISTORY_DAYS_READY).await?;
-        if created > 0 {
-            tracing::info!(created, "created history partitions ahead");
-        }
-        *HISTORY_MAINTAINED
+        // A failure (a lock not had within 1 s) costs only this: the gauges below still
+        // refresh, and the partitions are tried again a minute later.
+        let next_try = match admin::ensure_history_partitions(
+            &mut *connection,
+            None,
+            HISTORY_DAYS_READY,
+        )
+        .await
+        {
+            Ok(created) => {
+                if created > 0 {
+                    tracing::info!(created, "created history partitions ahead");
+                }
+                HISTORY_MAINTENANCE_EVERY
+            }
+            Err(error) => {
+                tracing::warn!(%error, "could not create the history partitions ahead; trying again in a minute");
+                HISTORY_MAINTENANCE_RETRY
+            }
+        };
+        *HISTORY_DUE
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(std::time::Instant::now());
+            .unwrap_or_else(std::sync::PoisonError::into_inner) =
+            Some(std::time::Instant::now() + next_try);
     }
     let misplaced = admin::unpartitioned_rows(&mut *connection).await?;
     for parent in HISTORY_TABLES {

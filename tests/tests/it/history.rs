@@ -294,3 +294,46 @@ async fn a_day_leaves_while_the_ingress_writes() {
         "every payload accepted beside the drop is there"
     );
 }
+
+/// A lookup by id names its day, so however many days of payloads are kept, reading one
+/// locks only that day's partition — also once PostgreSQL has switched the prepared
+/// statement to a generic plan (PostgreSQL 15 locks every partition a generic plan names
+/// before pruning, and 400 days would fill the lock table beside a few workers).
+#[tokio::test]
+async fn a_payload_read_locks_only_its_days_partition_however_many_days_are_kept() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let mut connection = pool.acquire().await.expect("connection");
+    let created = admin::ensure_history_partitions(
+        &mut connection,
+        Some(Utc::now() - chrono::Duration::days(120)),
+        127,
+    )
+    .await
+    .expect("120 days of partitions");
+    assert!(created > 100, "{created}");
+    let InsertOutcome::Accepted(id) = accept_at(&database, "evt_read", Utc::now()).await else {
+        panic!("refused");
+    };
+    let mut transaction = sqlx::Connection::begin(&mut *connection)
+        .await
+        .expect("begin");
+    // Past the five custom plans after which PostgreSQL may choose a generic one.
+    for _ in 0..8 {
+        let shown = admin::receipt_payload_excerpt(&mut transaction, id, 100)
+            .await
+            .expect("read");
+        assert!(matches!(shown, admin::PayloadShown::Excerpt(_)));
+    }
+    let locked: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+         WHERE l.pid = pg_backend_pid() AND c.relname LIKE 'receipt\\_payloads\\_%'",
+    )
+    .fetch_one(&mut *transaction)
+    .await
+    .expect("locks");
+    assert!(
+        locked <= 4,
+        "{locked} payload partitions and indexes locked to read one payload"
+    );
+}

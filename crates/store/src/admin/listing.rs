@@ -303,16 +303,26 @@ pub async fn receipt_detail(
     conn: &mut PgConnection,
     receipt_id: ReceiptId,
 ) -> Result<Option<ReceiptDetail>, sqlx::Error> {
-    match read_receipt_detail(conn, receipt_id, true).await {
+    let Some(mut detail) = read_receipt_detail(conn, receipt_id).await? else {
+        return Ok(None);
+    };
+    // Planned for this id (never a generic plan, which would name — and lock — every
+    // day's payload partition): one partition read.
+    let payload = sqlx::query_scalar!(
+        r#"SELECT payload::text AS "payload!" FROM receipt_payloads WHERE receipt_id = $1"#,
+        receipt_id as ReceiptId,
+    )
+    .persistent(false)
+    .fetch_optional(conn)
+    .await;
+    match payload {
+        Ok(payload) => detail.payload = payload,
         Err(error) if queue::cannot_render_a_row(&error) => {
-            let mut detail = read_receipt_detail(conn, receipt_id, false).await?;
-            if let Some(detail) = &mut detail {
-                detail.payload_unreadable = Some(error.to_string());
-            }
-            Ok(detail)
+            detail.payload_unreadable = Some(error.to_string());
         }
-        read => read,
+        Err(error) => return Err(error),
     }
+    Ok(Some(detail))
 }
 
 /// [`receipt_detail`] without the payload (the console reads an excerpt instead,
@@ -321,7 +331,7 @@ pub async fn receipt_facts(
     conn: &mut PgConnection,
     receipt_id: ReceiptId,
 ) -> Result<Option<ReceiptDetail>, sqlx::Error> {
-    read_receipt_detail(conn, receipt_id, false).await
+    read_receipt_detail(conn, receipt_id).await
 }
 
 /// At most the first `max_chars` characters of a stored payload's text as PostgreSQL
@@ -360,22 +370,30 @@ pub async fn receipt_payload_excerpt(
 ) -> Result<PayloadShown, sqlx::Error> {
     // The rendering is a LATERAL subquery that is not flattened (OFFSET 0), so it runs
     // once for the excerpt, the cut and the size.
-    let read = sqlx::query!(
-        r#"SELECT left(rendered.text, $2) AS "text!", length(rendered.text) > $2 AS "truncated!",
-                octet_length(rendered.text) AS "bytes!"
+    // Planned for this id (never a generic plan, which would name — and lock — every
+    // day's payload partition). One text, `{bytes} {more: 0|1} {excerpt}`: a scalar is
+    // what a statement planned per call may return here.
+    let read = sqlx::query_scalar!(
+        r#"SELECT octet_length(rendered.text) || ' ' || (length(rendered.text) > $2)::int
+                  || ' ' || left(rendered.text, $2) AS "read!"
          FROM receipt_payloads p, LATERAL (SELECT p.payload::text AS text OFFSET 0) rendered
          WHERE p.receipt_id = $1"#,
         receipt_id as ReceiptId,
         max_chars,
     )
+    .persistent(false)
     .fetch_optional(conn)
     .await;
     match read {
-        Ok(Some(row)) => Ok(PayloadShown::Excerpt(PayloadExcerpt {
-            text: row.text,
-            truncated: row.truncated,
-            bytes: i64::from(row.bytes),
-        })),
+        Ok(Some(read)) => {
+            let (bytes, rest) = read.split_once(' ').unwrap_or_default();
+            let (more, text) = rest.split_once(' ').unwrap_or_default();
+            Ok(PayloadShown::Excerpt(PayloadExcerpt {
+                text: text.to_owned(),
+                truncated: more == "1",
+                bytes: bytes.parse().unwrap_or_default(),
+            }))
+        }
         Ok(None) => Ok(PayloadShown::Purged),
         Err(error) if queue::cannot_render_a_row(&error) => {
             Ok(PayloadShown::Unreadable(error.to_string()))
@@ -387,7 +405,6 @@ pub async fn receipt_payload_excerpt(
 async fn read_receipt_detail(
     conn: &mut PgConnection,
     receipt_id: ReceiptId,
-    with_payload: bool,
 ) -> Result<Option<ReceiptDetail>, sqlx::Error> {
     sqlx::query_as!(
         ReceiptDetail,
@@ -397,13 +414,11 @@ async fn read_receipt_detail(
                 COALESCE(q.last_error, r.last_error) AS last_error,
                 r.received_at, r.finished_at, q.visible_at AS "visible_at?",
                 q.leased_by AS "leased_by?",
-                CASE WHEN $2 THEN (SELECT p.payload::text FROM receipt_payloads p
-                                   WHERE p.receipt_id = $1) END AS payload,
+                NULL::text AS payload,
                 NULL::text AS payload_unreadable
          FROM receipts r LEFT JOIN receipt_queue q ON q.receipt_id = r.id
          WHERE r.id = $1"#,
         receipt_id as ReceiptId,
-        with_payload,
     )
     .fetch_optional(conn)
     .await

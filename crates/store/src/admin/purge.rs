@@ -76,77 +76,78 @@ pub struct Dropped {
 }
 
 /// Drops the payloads of every day wholly older than `days` days, except those of
-/// receipts not done or with an effect not closed (carried into the default partition),
-/// each day in one transaction. `at` is the clock: `None` is the server's, the only one
-/// the operator role may use (`Some` is the table owner's, for tests).
+/// receipts not done, queued or with an effect not closed (carried into the default
+/// partition), one day per statement — each its own transaction on a connection outside
+/// one — oldest first; first, payloads carried earlier that may now go leave. `at` is the
+/// clock: `None` is the server's, the only one the operator role may use (`Some` is the
+/// table owner's, for tests).
 pub async fn drop_payload_days(
     conn: &mut PgConnection,
     days: u32,
     at: Option<DateTime<Utc>>,
 ) -> Result<Vec<Dropped>, sqlx::Error> {
     let days = i32::try_from(days).unwrap_or(i32::MAX);
-    let rows = match at {
-        None => sqlx::query!(
-            r#"SELECT day AS "day!", carried AS "carried!" FROM drop_payload_days($1)"#,
-            days
-        )
-        .fetch_all(conn)
-        .await?
-        .into_iter()
-        .map(|row| (row.day, row.carried))
-        .collect::<Vec<_>>(),
-        Some(at) => sqlx::query!(
-            r#"SELECT day AS "day!", carried AS "carried!" FROM drop_payload_days_at($1, $2)"#,
-            days,
-            at
-        )
-        .fetch_all(conn)
-        .await?
-        .into_iter()
-        .map(|row| (row.day, row.carried))
-        .collect(),
-    };
-    Ok(dropped(rows))
+    let mut dropped = Vec::new();
+    loop {
+        let next = match at {
+            None => sqlx::query!(
+                r#"SELECT day AS "day!", carried AS "carried!" FROM drop_payload_days($1)"#,
+                days
+            )
+            .fetch_optional(&mut *conn)
+            .await?
+            .map(|row| (row.day, row.carried)),
+            Some(at) => sqlx::query!(
+                r#"SELECT day AS "day!", carried AS "carried!" FROM drop_payload_days_at($1, $2)"#,
+                days,
+                at
+            )
+            .fetch_optional(&mut *conn)
+            .await?
+            .map(|row| (row.day, row.carried)),
+        };
+        match next {
+            Some((first_day, carried)) => dropped.push(Dropped { first_day, carried }),
+            None => return Ok(dropped),
+        }
+    }
 }
 
 /// Drops every key period wholly older than `days` days except the current and the
-/// previous one: its receipts, their effects and attempts, and its receipt keys, except
-/// the receipts not done or with an effect not closed (carried, with all their effects,
-/// into the default partitions). `at` as in [`drop_payload_days`].
+/// previous one — its receipts, their effects and attempts, and its receipt keys — except
+/// the receipts not done, queued or with an effect not closed (carried, with all their
+/// effects, into the default partitions), one period per statement, oldest first; first,
+/// receipts carried earlier that may now go leave. `at` as in [`drop_payload_days`].
 pub async fn drop_key_periods(
     conn: &mut PgConnection,
     days: u32,
     at: Option<DateTime<Utc>>,
 ) -> Result<Vec<Dropped>, sqlx::Error> {
     let days = i32::try_from(days).unwrap_or(i32::MAX);
-    let rows = match at {
-        None => sqlx::query!(
-            r#"SELECT period AS "period!", carried AS "carried!" FROM drop_key_periods($1)"#,
-            days
-        )
-        .fetch_all(conn)
-        .await?
-        .into_iter()
-        .map(|row| (row.period, row.carried))
-        .collect::<Vec<_>>(),
-        Some(at) => sqlx::query!(
-            r#"SELECT period AS "period!", carried AS "carried!" FROM drop_key_periods_at($1, $2)"#,
-            days,
-            at
-        )
-        .fetch_all(conn)
-        .await?
-        .into_iter()
-        .map(|row| (row.period, row.carried))
-        .collect(),
-    };
-    Ok(dropped(rows))
-}
-
-fn dropped(rows: Vec<(NaiveDate, i64)>) -> Vec<Dropped> {
-    rows.into_iter()
-        .map(|(first_day, carried)| Dropped { first_day, carried })
-        .collect()
+    let mut dropped = Vec::new();
+    loop {
+        let next = match at {
+            None => sqlx::query!(
+                r#"SELECT period AS "period!", carried AS "carried!" FROM drop_key_periods($1)"#,
+                days
+            )
+            .fetch_optional(&mut *conn)
+            .await?
+            .map(|row| (row.period, row.carried)),
+            Some(at) => sqlx::query!(
+                r#"SELECT period AS "period!", carried AS "carried!" FROM drop_key_periods_at($1, $2)"#,
+                days,
+                at
+            )
+            .fetch_optional(&mut *conn)
+            .await?
+            .map(|row| (row.period, row.carried)),
+        };
+        match next {
+            Some((first_day, carried)) => dropped.push(Dropped { first_day, carried }),
+            None => return Ok(dropped),
+        }
+    }
 }
 
 /// Creates the history partitions from yesterday to `days_ahead` days after `at` (`None`:

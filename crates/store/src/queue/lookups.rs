@@ -26,38 +26,48 @@ pub async fn receipt_names(
     path: &[&str],
     value: &str,
 ) -> Result<bool, sqlx::Error> {
-    let found = match state {
+    // The candidates first, then their payloads by id: a join would name every day's
+    // payload partition, and a generic plan locks each one it names (PostgreSQL 15).
+    let candidates: Vec<i64> = match state {
         // Through the integration's queue rows only (receipt_queue_integration_age).
         ReceiptState::Unfinished => {
             sqlx::query_scalar!(
-                r#"SELECT EXISTS (
-                 SELECT 1 FROM receipt_queue q JOIN receipts r ON r.id = q.receipt_id
-                 JOIN receipt_payloads p ON p.receipt_id = q.receipt_id
-                 WHERE q.integration = $1 AND r.event_type = ANY ($2)
-                   AND p.payload #>> $3::text[] = $4) AS "found!""#,
+                r#"SELECT q.receipt_id AS "id!" FROM receipt_queue q
+                 JOIN receipts r ON r.id = q.receipt_id
+                 WHERE q.integration = $1 AND r.event_type = ANY ($2)"#,
                 integration,
                 event_types as &[&str],
-                path as &[&str],
-                value,
             )
-            .fetch_one(conn)
+            .fetch_all(&mut *conn)
             .await?
         }
         // Through receipts_status_received: the unapplied are few.
         ReceiptState::Unapplied => {
             sqlx::query_scalar!(
-                r#"SELECT EXISTS (
-                 SELECT 1 FROM receipts r JOIN receipt_payloads p ON p.receipt_id = r.id
+                r#"SELECT r.id AS "id!" FROM receipts r
                  WHERE r.status IN ('quarantined', 'failed') AND r.integration = $1
-                   AND r.event_type = ANY ($2) AND p.payload #>> $3::text[] = $4) AS "found!""#,
+                   AND r.event_type = ANY ($2)"#,
                 integration,
                 event_types as &[&str],
-                path as &[&str],
-                value,
             )
-            .fetch_one(conn)
+            .fetch_all(&mut *conn)
             .await?
         }
     };
+    if candidates.is_empty() {
+        return Ok(false);
+    }
+    let found = sqlx::query_scalar!(
+        r#"SELECT EXISTS (
+             SELECT 1 FROM receipt_payloads p
+             WHERE p.receipt_id = ANY ($1) AND p.payload #>> $2::text[] = $3) AS "found!""#,
+        &candidates,
+        path as &[&str],
+        value,
+    )
+    // Planned for these ids (never a generic plan): only their days' partitions.
+    .persistent(false)
+    .fetch_one(conn)
+    .await?;
     Ok(found)
 }

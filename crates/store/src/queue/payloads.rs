@@ -76,16 +76,27 @@ async fn payload_texts(
     conn: &mut PgConnection,
     receipt_ids: &[ReceiptId],
 ) -> Result<Vec<(ReceiptId, Option<String>)>, sqlx::Error> {
-    // `= ANY` of the ids: the planner keeps only their days' partitions.
-    let rows = sqlx::query!(
-        r#"SELECT receipt_id AS "id: ReceiptId", payload::text AS "payload!"
+    // `= ANY` of the ids, planned for them (never a generic plan, which would lock every
+    // day's partition): only their days' partitions are read and locked.
+    // Each row one text, `{receipt id} {payload}`: a scalar is what a statement planned
+    // per call may return here.
+    let rows = sqlx::query_scalar!(
+        r#"SELECT receipt_id || ' ' || payload::text AS "row!"
          FROM receipt_payloads WHERE receipt_id = ANY ($1)"#,
         receipt_ids as &[ReceiptId],
     )
+    .persistent(false)
     .fetch_all(conn)
     .await?;
-    let mut texts: HashMap<ReceiptId, String> =
-        rows.into_iter().map(|row| (row.id, row.payload)).collect();
+    let mut texts: HashMap<ReceiptId, String> = rows
+        .into_iter()
+        .filter_map(|mut row| {
+            let space = row.find(' ')?;
+            let id = ReceiptId(row[..space].parse().ok()?);
+            row.drain(..=space);
+            Some((id, row))
+        })
+        .collect();
     // No row: retention dropped the payload's day.
     Ok(receipt_ids
         .iter()
