@@ -333,8 +333,8 @@ url=$(bench_db inbound_bench_worker)
 bench_seed_pending "$url" "$pending"
 psql -Atq "$url" -c "WITH done AS (DELETE FROM receipt_queue RETURNING receipt_id)
      UPDATE receipts SET status = 'done', outcome = 'applied', finished_at = now() FROM done WHERE id = done.receipt_id" \
-  -c "INSERT INTO effects (receipt_id, operation_key, sink, kind, tenant, data, event)
-     SELECT id, 'order.paid:bench:' || id, 'bench-sink', 'order.paid', 'bench',
+  -c "INSERT INTO effects (id, receipt_id, operation_key, sink, kind, tenant, data, event)
+     SELECT effect_id_for(id), id, 'order.paid:bench:' || id, 'bench-sink', 'order.paid', 'bench',
             jsonb_build_object('order_id', 'o' || id), jsonb_build_object('integration', 'stripe-bench', 'id', event_id, 'type', event_type)
      FROM receipts" -c "VACUUM ANALYZE" >/dev/null
 "$bench_bin/inboundctl" dev-sink --listen "127.0.0.1:$bench_sink_port" >/dev/null 2>&1 &

@@ -250,9 +250,8 @@ CREATE INDEX payload_reads_by_time ON payload_reads (read_at);
 -- partitions by insert_intent's rule (store/effects): a transaction-scoped advisory lock
 -- on the key, then a look in every partition's operation-key index (a few periods).
 CREATE TABLE effects (
-    -- The worker gives effect_id_for(receipt); any other writer gets the day's.
-    id               bigint      NOT NULL
-                     DEFAULT history_day(now())::bigint * 10000000000 + nextval('effect_serials'),
+    -- effect_id_for(receipt_id): its receipt's day, then a serial.
+    id               bigint      NOT NULL,
     receipt_id       bigint      NOT NULL,
     operation_key    text        NOT NULL,
     sink             text        NOT NULL,
@@ -278,6 +277,9 @@ CREATE TABLE effects (
     reconciliations  integer     NOT NULL DEFAULT 0,
     uncertain_since  timestamptz,
     CONSTRAINT effects_pkey PRIMARY KEY (id),
+    -- An effect sits in its receipt's key period and leaves with it.
+    CONSTRAINT effects_id_names_its_receipts_day
+        CHECK (id / 10000000000 = receipt_id / 10000000000),
     CONSTRAINT effects_status_check CHECK (status IN
         ('pending', 'in_flight', 'completed', 'failed', 'uncertain', 'review', 'abandoned'))
 ) PARTITION BY RANGE (id);
@@ -342,31 +344,37 @@ CREATE INDEX effect_resolutions_by_effect ON effect_resolutions (effect_id, id);
 -- partition goes once its whole range is older than the age asked for (at least a day,
 -- at most 100 years, by the server's clock); the current and previous key periods never
 -- go (deduplication reads them). What may not go yet is carried into the default
--- partition first, in the same transaction: the payload of a receipt that is not done or
--- has an effect not closed (the person deciding reads the event behind it), and such a
--- receipt's row with all its effects and their attempts. Each drop takes the parent's
--- ACCESS EXCLUSIVE lock for a moment, waiting at most lock_timeout (1 s) for it — the
--- ingress and workers pause that long at most, and a drop that cannot get it fails its
--- call and is left for the next run. Each call drops at most one partition, in its own
--- transaction, and returns what it dropped and what it carried.
+-- partition in the same transaction: the payload of a receipt that is not done, queued,
+-- or has an effect not closed (the person deciding reads the event behind it), and such
+-- a receipt's row with all its effects and their attempts — at most 10,000 receipts a
+-- partition, or the drop is refused with the reason (they are a backlog for a person,
+-- not history). A drop takes its tables' ACCESS EXCLUSIVE locks before it reads what to
+-- carry (so no commit lands between the read and the drop), in the writers' order, each
+-- waited for at most lock_timeout (250 ms): the ingress and workers pause at most 1 s for
+-- a key period (four tables), 250 ms for a day, and a drop that cannot get its locks
+-- fails its call and is left for the next run. Each call drops at most one partition, in
+-- its own transaction, and returns what it dropped and what it carried; carried rows are
+-- kept in the function's own variables, never in a table a caller could have made.
 
 -- The dated partitions of inbound's partitioned tables: the parent, the partition, the
 -- first day of its range and the day after its last, and the planner's estimate of its
--- rows (no count: counting reads the partition). Named `{parent}_{yyyymmdd}` by
--- ensure_history_partitions, which alone creates them.
+-- rows (no count: counting reads the partition). Named `{parent}_{yyyymmdd}` of their
+-- first day by ensure_history_partitions, which alone creates them; a payload partition
+-- holds one day, any other runs to the end of its key period (one made after its period
+-- began starts later: see history_attach).
 CREATE FUNCTION history_partitions()
     RETURNS TABLE (parent text, partition text, first_day date, end_day date,
                    estimated_rows bigint)
     LANGUAGE sql STABLE
 BEGIN ATOMIC
-    SELECT parent.relname::text, child.relname::text,
-           to_date(right(child.relname, 8), 'YYYYMMDD'),
-           to_date(right(child.relname, 8), 'YYYYMMDD')
-               + CASE parent.relname WHEN 'receipt_payloads' THEN 1 ELSE 90 END,
+    SELECT parent.relname::text, child.relname::text, named.day,
+           CASE parent.relname WHEN 'receipt_payloads' THEN named.day + 1
+                ELSE named.day - (named.day - date '1970-01-01') % 90 + 90 END,
            greatest(child.reltuples, 0)::bigint
     FROM pg_inherits i
     JOIN pg_class parent ON parent.oid = i.inhparent
     JOIN pg_class child ON child.oid = i.inhrelid
+    CROSS JOIN LATERAL (SELECT to_date(right(child.relname, 8), 'YYYYMMDD') AS day) named
     WHERE parent.relname IN ('receipts', 'receipt_payloads', 'receipt_keys', 'effects',
                              'effect_attempts')
       AND parent.relnamespace = (SELECT c.relnamespace FROM pg_class c
@@ -377,9 +385,7 @@ END;
 
 -- Creates the partitions from yesterday to `days_ahead` days after `at` (at most 400):
 -- each day's payload partition and each key period's partitions, the previous period's
--- too; returns how many it created. A partition is created standalone and then attached
--- (SHARE UPDATE EXCLUSIVE on the parent: writers never wait), after moving into it any
--- rows the default partition took while it was missing.
+-- too; returns how many it created. One maker at a time: another caller returns 0.
 CREATE FUNCTION ensure_history_partitions(at timestamptz, days_ahead integer)
     RETURNS integer LANGUAGE plpgsql SECURITY DEFINER
 AS $$
@@ -389,11 +395,10 @@ DECLARE
     period  integer;
     created integer := 0;
 BEGIN
-    -- One maker at a time (every worker calls this hourly); the others leave it to it.
     IF NOT pg_try_advisory_xact_lock(1768030210, 1) THEN
         RETURN 0;
     END IF;
-    PERFORM set_config('lock_timeout', '1000', true);
+    PERFORM set_config('lock_timeout', '250', true);
     FOR day IN today - 1 .. last LOOP
         created := created + history_attach('receipt_payloads', 'receipt_id', day, day + 1);
     END LOOP;
@@ -409,78 +414,57 @@ BEGIN
 END
 $$;
 
--- Creates and attaches `parent`'s partition for days [first_day, end_day) (day numbers),
--- unless it exists: 1 when it created one. Ranges are ids (`day * 10^10`) except
--- receipt_keys', which are dates.
+-- Creates and attaches `parent`'s partition for days [first_day, end_day) (day numbers)
+-- unless one covers any of them: 1 when it created one. Ranges are ids (`day * 10^10`)
+-- except receipt_keys', which are dates. Rows are never moved under a lock: when the
+-- default partition holds rows of the range (its partition was missing while they were
+-- written), the partition starts after the newest of them — the next day — and those
+-- rows stay where they are (retention removes them by row, once they may go); a range
+-- of receipt keys cannot start later (it is one period), so that period's keys stay in
+-- the default partition. Attaching takes SHARE UPDATE EXCLUSIVE on the parent (no
+-- writer waits) and briefly ACCESS EXCLUSIVE on the default partition, to check it.
 CREATE FUNCTION history_attach(parent text, range_column text, first_day integer,
                                end_day integer)
     RETURNS integer LANGUAGE plpgsql SECURITY DEFINER
 AS $$
 DECLARE
-    partition text := parent || '_' || to_char(date '1970-01-01' + first_day, 'YYYYMMDD');
+    start integer := first_day;
+    newest bigint;
+    name text;
     low text;
     high text;
 BEGIN
-    IF to_regclass(format('%I', partition)) IS NOT NULL THEN
+    IF EXISTS (SELECT 1 FROM history_partitions() h
+               WHERE h.parent = history_attach.parent
+                 AND h.first_day < date '1970-01-01' + history_attach.end_day
+                 AND h.end_day > date '1970-01-01' + history_attach.first_day) THEN
         RETURN 0;
     END IF;
     IF parent = 'receipt_keys' THEN
+        IF EXISTS (SELECT 1 FROM receipt_keys_default k
+                   WHERE k.period = date '1970-01-01' + history_attach.first_day) THEN
+            RETURN 0;
+        END IF;
         low := quote_literal(date '1970-01-01' + first_day);
         high := quote_literal(date '1970-01-01' + end_day);
     ELSE
-        low := (first_day::bigint * 10000000000)::text;
+        EXECUTE format('SELECT max(%I) FROM %I WHERE %I >= $1 AND %I < $2', range_column,
+                       parent || '_default', range_column, range_column)
+            INTO newest USING first_day::bigint * 10000000000, end_day::bigint * 10000000000;
+        IF newest IS NOT NULL THEN
+            start := (newest / 10000000000)::integer + 1;
+            IF start >= end_day THEN
+                RETURN 0;
+            END IF;
+        END IF;
+        low := (start::bigint * 10000000000)::text;
         high := (end_day::bigint * 10000000000)::text;
     END IF;
-    EXECUTE format('CREATE TABLE %I (LIKE %I INCLUDING CONSTRAINTS)', partition, parent);
-    EXECUTE format('WITH moved AS (DELETE FROM %I WHERE %I >= %s AND %I < %s RETURNING *) '
-                   'INSERT INTO %I SELECT * FROM moved',
-                   parent || '_default', range_column, low, range_column, high, partition);
+    name := parent || '_' || to_char(date '1970-01-01' + start, 'YYYYMMDD');
+    EXECUTE format('CREATE TABLE %I (LIKE %I INCLUDING CONSTRAINTS)', name, parent);
     EXECUTE format('ALTER TABLE %I ATTACH PARTITION %I FOR VALUES FROM (%s) TO (%s)',
-                   parent, partition, low, high);
+                   parent, name, low, high);
     RETURN 1;
-END
-$$;
-
--- Removes from the default partition the carried payloads that may now go, then drops the
--- oldest payload partition of a day wholly older than `older_than_days`, carrying the
--- payloads retention keeps (above) into the default partition: that day with how many it
--- carried, or no row. One day per call (each call a transaction of its own): the caller
--- calls until no row comes back.
-CREATE FUNCTION drop_payload_days_at(older_than_days integer, at timestamptz)
-    RETURNS TABLE (day date, carried bigint) LANGUAGE plpgsql SECURITY DEFINER
-AS $$
-DECLARE
-    cutoff date := date '1970-01-01' + history_day(at)
-                   - least(greatest(older_than_days, 1), 36500);
-    part record;
-    low bigint;
-    high bigint;
-BEGIN
-    PERFORM set_config('lock_timeout', '1000', true);
-    -- Payloads carried earlier whose receipts are now done with every effect closed.
-    DELETE FROM receipt_payloads_default d
-    WHERE d.receipt_id < (cutoff - date '1970-01-01')::bigint * 10000000000
-      AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.id = d.receipt_id AND r.status <> 'done')
-      AND NOT EXISTS (SELECT 1 FROM effects e WHERE e.receipt_id = d.receipt_id
-                      AND e.status NOT IN ('completed', 'abandoned'));
-    FOR part IN SELECT * FROM history_partitions() h
-                WHERE h.parent = 'receipt_payloads' AND h.end_day <= cutoff LOOP
-        low := (part.first_day - date '1970-01-01')::bigint * 10000000000;
-        high := (part.end_day - date '1970-01-01')::bigint * 10000000000;
-        CREATE TEMPORARY TABLE IF NOT EXISTS carried_payloads
-            (receipt_id bigint, payload jsonb) ON COMMIT DROP;
-        TRUNCATE pg_temp.carried_payloads;
-        EXECUTE format('INSERT INTO pg_temp.carried_payloads SELECT p.* FROM %I p '
-                       'WHERE p.receipt_id IN (SELECT held_receipts($1, $2))', part.partition)
-            USING low, high;
-        EXECUTE format('DROP TABLE %I', part.partition);
-        INSERT INTO receipt_payloads SELECT * FROM pg_temp.carried_payloads;
-        day := part.first_day;
-        carried := (SELECT count(*) FROM pg_temp.carried_payloads);
-        RETURN NEXT;
-        -- One day per call, so that each drop is a transaction of its own.
-        EXIT;
-    END LOOP;
 END
 $$;
 
@@ -502,12 +486,99 @@ BEGIN ATOMIC
     WHERE q.receipt_id >= low AND q.receipt_id < high;
 END;
 
--- Removes from the default partitions the carried receipts that may now go (with their
--- effects and attempts), then drops the oldest key period wholly older than
--- `older_than_days` (never the current or the previous one): its receipts, effects,
--- attempts and keys, carrying the receipts retention keeps (with all their effects and
--- attempts) into the default partitions. That period with how many receipts it carried,
--- or no row; one period per call, as drop_payload_days_at.
+-- Retention's first step on each call: what the default partitions hold that may go
+-- now, at most 10,000 rows of each a call — payloads of receipts that may leave and are
+-- older than `payload_cutoff`; receipts (with their effects and attempts) older than
+-- `receipt_cutoff` that are no longer held; receipt keys of periods before
+-- `receipt_cutoff`'s that deduplication no longer reads. These are the rows retention
+-- carried, and those written while a partition was missing: few, so row by row.
+CREATE FUNCTION release_default_rows(payload_cutoff bigint, receipt_cutoff bigint)
+    RETURNS void LANGUAGE sql SECURITY DEFINER
+BEGIN ATOMIC
+    WITH payloads_going AS (
+        SELECT d.receipt_id FROM receipt_payloads_default d
+        WHERE d.receipt_id < payload_cutoff
+          AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.id = d.receipt_id AND r.status <> 'done')
+          AND NOT EXISTS (SELECT 1 FROM effects e WHERE e.receipt_id = d.receipt_id
+                          AND e.status NOT IN ('completed', 'abandoned'))
+          AND NOT EXISTS (SELECT 1 FROM receipt_queue q WHERE q.receipt_id = d.receipt_id)
+        LIMIT 10000
+    ), payloads_gone AS (
+        DELETE FROM receipt_payloads_default d USING payloads_going g
+        WHERE d.receipt_id = g.receipt_id
+    ), receipts_going AS MATERIALIZED (
+        SELECT r.id FROM receipts_default r
+        WHERE r.id < receipt_cutoff AND r.status = 'done'
+          AND NOT EXISTS (SELECT 1 FROM effects e WHERE e.receipt_id = r.id
+                          AND e.status NOT IN ('completed', 'abandoned'))
+          AND NOT EXISTS (SELECT 1 FROM receipt_queue q WHERE q.receipt_id = r.id)
+        LIMIT 10000
+        FOR UPDATE OF r
+    ), effects_gone AS (
+        DELETE FROM effects e USING receipts_going g WHERE e.receipt_id = g.id RETURNING e.id
+    ), attempts_gone AS (
+        DELETE FROM effect_attempts a USING effects_gone g WHERE a.effect_id = g.id
+    ), receipts_gone AS (
+        DELETE FROM receipts_default r USING receipts_going g WHERE r.id = g.id
+    ), keys_going AS (
+        SELECT k.period, k.source_scope, k.event_id FROM receipt_keys_default k
+        WHERE k.period < date '1970-01-01' + (receipt_cutoff / 10000000000)::integer - 90
+        LIMIT 10000
+    )
+    DELETE FROM receipt_keys_default k USING keys_going g
+    WHERE (k.period, k.source_scope, k.event_id) = (g.period, g.source_scope, g.event_id);
+END;
+
+-- Removes what the default partitions hold that may go (release_default_rows), then
+-- drops the oldest payload partition whose day is wholly older than `older_than_days`,
+-- carrying the payloads retention keeps into the default partition: that day with how
+-- many it carried, or no row. One day per call (each call a transaction of its own):
+-- the caller calls until no row comes back.
+CREATE FUNCTION drop_payload_days_at(older_than_days integer, at timestamptz)
+    RETURNS TABLE (day date, carried bigint) LANGUAGE plpgsql SECURITY DEFINER
+AS $$
+DECLARE
+    cutoff date := date '1970-01-01' + history_day(at)
+                   - least(greatest(older_than_days, 1), 36500);
+    part record;
+    kept receipt_payloads[];
+BEGIN
+    PERFORM set_config('lock_timeout', '250', true);
+    PERFORM release_default_rows((cutoff - date '1970-01-01')::bigint * 10000000000, 0);
+    SELECT h.* INTO part FROM history_partitions() h
+    WHERE h.parent = 'receipt_payloads' AND h.end_day <= cutoff
+    ORDER BY h.first_day LIMIT 1;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    -- The table's lock first, then what is kept is read: nothing written after the read
+    -- can be dropped with the partition.
+    LOCK TABLE ONLY receipt_payloads IN ACCESS EXCLUSIVE MODE;
+    SELECT array_agg(p) INTO kept FROM receipt_payloads p
+    WHERE p.tableoid = format('%I', part.partition)::regclass
+      AND p.receipt_id >= (part.first_day - date '1970-01-01')::bigint * 10000000000
+      AND p.receipt_id < (part.end_day - date '1970-01-01')::bigint * 10000000000
+      AND p.receipt_id IN (SELECT held_receipts(
+              (part.first_day - date '1970-01-01')::bigint * 10000000000,
+              (part.end_day - date '1970-01-01')::bigint * 10000000000));
+    IF cardinality(kept) > 10000 THEN
+        RAISE EXCEPTION 'the payloads of % are kept for % receipts that are not done, queued or have an effect not closed (more than 10,000): deal with them first (inboundctl receipts list, effects list)',
+            part.first_day, cardinality(kept);
+    END IF;
+    EXECUTE format('DROP TABLE %I', part.partition);
+    INSERT INTO receipt_payloads SELECT * FROM unnest(kept);
+    day := part.first_day;
+    carried := coalesce(cardinality(kept), 0);
+    RETURN NEXT;
+END
+$$;
+
+-- Removes what the default partitions hold that may go (release_default_rows), then
+-- drops the oldest key period wholly older than `older_than_days` (never the current or
+-- the previous one): its receipts, effects, attempts and keys, carrying the receipts
+-- retention keeps (with all their effects and attempts) into the default partitions.
+-- That period with how many receipts it carried, or no row; one period per call, as
+-- drop_payload_days_at.
 CREATE FUNCTION drop_key_periods_at(older_than_days integer, at timestamptz)
     RETURNS TABLE (period date, carried bigint) LANGUAGE plpgsql SECURITY DEFINER
 AS $$
@@ -515,58 +586,54 @@ DECLARE
     cutoff date := date '1970-01-01' + history_day(at)
                    - least(greatest(older_than_days, 1), 36500);
     probed date := key_period(at) - 90;
+    period_end date;
     part record;
-    low bigint;
-    high bigint;
+    held bigint[];
+    kept_receipts receipts[];
+    kept_effects effects[];
+    kept_attempts effect_attempts[];
 BEGIN
-    PERFORM set_config('lock_timeout', '1000', true);
-    -- Receipts carried earlier that may now go, with their effects and attempts: the
-    -- default partition's few, row by row.
-    WITH going AS MATERIALIZED (
-        SELECT r.id FROM receipts_default r
-        WHERE r.id < least((cutoff - date '1970-01-01')::bigint,
-                           (probed - date '1970-01-01')::bigint) * 10000000000
-          AND r.id NOT IN (SELECT held_receipts(0, (probed - date '1970-01-01')::bigint * 10000000000))
-        FOR UPDATE
-    ), effects_going AS (
-        DELETE FROM effects e USING going WHERE e.receipt_id = going.id RETURNING e.id
-    ), attempts_going AS (
-        DELETE FROM effect_attempts a USING effects_going WHERE a.effect_id = effects_going.id
-    )
-    DELETE FROM receipts_default r USING going WHERE r.id = going.id;
+    PERFORM set_config('lock_timeout', '250', true);
+    PERFORM release_default_rows(0, (least(cutoff, probed) - date '1970-01-01')::bigint * 10000000000);
+    SELECT min(h.end_day) INTO period_end FROM history_partitions() h
+    WHERE h.parent <> 'receipt_payloads' AND h.end_day <= cutoff AND h.end_day <= probed;
+    IF period_end IS NULL THEN
+        RETURN;
+    END IF;
+    -- The tables' locks first, then what is kept is read: a worker finishing a receipt
+    -- or recording an effect of this period commits before the read, or waits until the
+    -- drop is done — never between the two. The order is the writers': a worker records
+    -- an effect before it finishes its receipt, the dispatcher writes an effect before
+    -- its attempt, the ingress's statement locks receipts before it claims a key.
+    LOCK TABLE ONLY effects, ONLY effect_attempts, ONLY receipts, ONLY receipt_keys
+        IN ACCESS EXCLUSIVE MODE;
+    -- What is kept: the held receipts of the period, their effects (one whose receipt
+    -- already sits in a default partition too) and those effects' attempts, wherever
+    -- they are in this period's partitions.
+    held := ARRAY(SELECT held_receipts(
+              (period_end - 90 - date '1970-01-01')::bigint * 10000000000,
+              (period_end - date '1970-01-01')::bigint * 10000000000));
+    IF cardinality(held) > 10000 THEN
+        RAISE EXCEPTION 'the key period ending % keeps % receipts that are not done, queued or have an effect not closed (more than 10,000): deal with them first (inboundctl receipts list, effects list)',
+            period_end, cardinality(held);
+    END IF;
+    SELECT array_agg(r) INTO kept_receipts FROM receipts r
+    WHERE r.tableoid <> 'receipts_default'::regclass AND r.id = ANY (held);
+    SELECT array_agg(e) INTO kept_effects FROM effects e
+    WHERE e.tableoid <> 'effects_default'::regclass AND e.receipt_id = ANY (held);
+    SELECT array_agg(a) INTO kept_attempts FROM effect_attempts a
+    WHERE a.tableoid <> 'effect_attempts_default'::regclass
+      AND a.effect_id IN (SELECT e.id FROM effects e WHERE e.receipt_id = ANY (held));
     FOR part IN SELECT * FROM history_partitions() h
-                WHERE h.parent = 'receipts' AND h.end_day <= cutoff
-                  AND h.first_day < probed LOOP
-        low := (part.first_day - date '1970-01-01')::bigint * 10000000000;
-        high := (part.end_day - date '1970-01-01')::bigint * 10000000000;
-        CREATE TEMPORARY TABLE IF NOT EXISTS carried_receipts
-            ON COMMIT DROP AS SELECT * FROM receipts WITH NO DATA;
-        CREATE TEMPORARY TABLE IF NOT EXISTS carried_effects
-            ON COMMIT DROP AS SELECT * FROM effects WITH NO DATA;
-        CREATE TEMPORARY TABLE IF NOT EXISTS carried_attempts
-            ON COMMIT DROP AS SELECT * FROM effect_attempts WITH NO DATA;
-        TRUNCATE pg_temp.carried_receipts, pg_temp.carried_effects, pg_temp.carried_attempts;
-        INSERT INTO pg_temp.carried_receipts
-            SELECT r.* FROM receipts r WHERE r.id IN (SELECT held_receipts(low, high));
-        INSERT INTO pg_temp.carried_effects
-            SELECT e.* FROM effects e
-            WHERE e.receipt_id IN (SELECT c.id FROM pg_temp.carried_receipts c);
-        INSERT INTO pg_temp.carried_attempts
-            SELECT a.* FROM effect_attempts a
-            WHERE a.effect_id IN (SELECT c.id FROM pg_temp.carried_effects c);
-        EXECUTE format('DROP TABLE %I, %I, %I, %I', part.partition,
-                       'effects_' || right(part.partition, 8),
-                       'effect_attempts_' || right(part.partition, 8),
-                       'receipt_keys_' || right(part.partition, 8));
-        INSERT INTO receipts SELECT * FROM pg_temp.carried_receipts;
-        INSERT INTO effects SELECT * FROM pg_temp.carried_effects;
-        INSERT INTO effect_attempts OVERRIDING SYSTEM VALUE SELECT * FROM pg_temp.carried_attempts;
-        period := part.first_day;
-        carried := (SELECT count(*) FROM pg_temp.carried_receipts);
-        RETURN NEXT;
-        -- One period per call, so that each drop is a transaction of its own.
-        EXIT;
+                WHERE h.parent <> 'receipt_payloads' AND h.end_day = period_end LOOP
+        EXECUTE format('DROP TABLE %I', part.partition);
     END LOOP;
+    INSERT INTO receipts SELECT * FROM unnest(kept_receipts);
+    INSERT INTO effects SELECT * FROM unnest(kept_effects);
+    INSERT INTO effect_attempts OVERRIDING SYSTEM VALUE SELECT * FROM unnest(kept_attempts);
+    period := period_end - 90;
+    carried := coalesce(cardinality(kept_receipts), 0);
+    RETURN NEXT;
 END
 $$;
 
@@ -811,6 +878,7 @@ END;
 -- by store/roles.rs) may call these.
 REVOKE EXECUTE ON FUNCTION drop_payload_days(integer), drop_key_periods(integer),
     drop_payload_days_at(integer, timestamptz), drop_key_periods_at(integer, timestamptz),
+    release_default_rows(bigint, bigint),
     ensure_history_partitions(timestamptz, integer), history_attach(text, text, integer, integer),
     decision_lock_receipt(bigint), decision_make_receipt_due(bigint, text, text),
     decision_requeue_receipt(bigint, text, text), decision_take_receipt_out(bigint, text, text, text),

@@ -441,8 +441,8 @@ pub async fn receipt_in(pool: &sqlx::PgPool, event_id: &str, status: &str) -> i6
 pub async fn effect_in(pool: &sqlx::PgPool, key: &str, status: &str) -> i64 {
     let receipt = receipt_in(pool, &format!("evt_{key}"), "done_later").await;
     sqlx::query_scalar(
-        "INSERT INTO effects (receipt_id, operation_key, sink, kind, tenant, data, event, status, attempts, last_error)
-         VALUES ($1, $2, 'audit', 'order.paid', 'acme', '{}', '{}', $3, 1, 'unknown outcome') RETURNING id",
+        "INSERT INTO effects (id, receipt_id, operation_key, sink, kind, tenant, data, event, status, attempts, last_error)
+         VALUES (effect_id_for($1), $1, $2, 'audit', 'order.paid', 'acme', '{}', '{}', $3, 1, 'unknown outcome') RETURNING id",
     )
     .bind(receipt)
     .bind(key)

@@ -261,20 +261,27 @@ pub async fn purge(
     if options.dry_run {
         return preview_purge(&mut db, &options, as_json).await;
     }
-    let days = db
+    // One partition per unit of work: each its own transaction and its own time bound.
+    let mut days = Vec::new();
+    while let Some(day) = db
         .run(async |connection| {
-            Ok(admin::drop_payload_days(connection, options.payload_days, None).await?)
+            Ok(admin::drop_oldest_payload_day(connection, options.payload_days, None).await?)
         })
-        .await?;
-    let periods = match options.key_days {
-        Some(key_days) => {
-            db.run(
-                async |connection| Ok(admin::drop_key_periods(connection, key_days, None).await?),
-            )
+        .await?
+    {
+        days.push(day);
+    }
+    let mut periods = Vec::new();
+    if let Some(key_days) = options.key_days {
+        while let Some(period) = db
+            .run(async |connection| {
+                Ok(admin::drop_oldest_key_period(connection, key_days, None).await?)
+            })
             .await?
+        {
+            periods.push(period);
         }
-        None => Vec::new(),
-    };
+    }
     if as_json {
         let listed = |dropped: &[admin::Dropped]| {
             dropped

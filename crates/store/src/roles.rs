@@ -59,7 +59,7 @@ const GRANTS: &[(Process, &[&str])] = &[
             // Partitions are created ahead by the workers (the function is the owner's).
             "GRANT EXECUTE ON FUNCTION {schema}.ensure_history_partitions(timestamptz, integer) TO {role}",
             // The gauge of rows a missing partition left in a default one.
-            "GRANT SELECT ON {schema}.receipts_default, {schema}.receipt_payloads_default, {schema}.effects_default, {schema}.receipt_keys_default TO {role}",
+            "GRANT SELECT ON {schema}.receipts_default, {schema}.receipt_payloads_default, {schema}.effects_default, {schema}.effect_attempts_default TO {role}",
         ],
     ),
     (

@@ -182,7 +182,7 @@ async fn maintain_history(connection: &mut PgConnection) -> Result<(), sqlx::Err
 }
 
 /// The partitioned tables whose default partitions the gauge watches.
-const HISTORY_TABLES: [&str; 4] = ["receipts", "receipt_payloads", "effects", "receipt_keys"];
+const HISTORY_TABLES: [&str; 4] = ["receipts", "receipt_payloads", "effects", "effect_attempts"];
 
 /// The keys (integration or sink) a refresh exported besides the configured ones: set to
 /// 0 once their rows are gone, never left at their last count.

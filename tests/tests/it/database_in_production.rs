@@ -723,3 +723,53 @@ async fn a_temporary_table_never_stands_in_for_inbounds_own() {
         "{setting}"
     );
 }
+
+/// Retention runs as the tables' owner: what it keeps while it drops a partition must
+/// live where no caller can reach it. A temporary table the operator made beforehand,
+/// named as a retention function's working table and carrying a trigger, ran as the
+/// owner inside the drop — enough to erase the audit trail (red team of the partitioned
+/// history). The carried rows now live in the function's own variables.
+#[tokio::test]
+async fn retention_runs_nothing_an_operator_left_in_its_session() {
+    let database = TestDatabase::create().await;
+    let roles = TestRoles::create(&database).await;
+    // A pending receipt with its payload, ten days old, and an audit row.
+    sqlx::raw_sql(
+        "SELECT ensure_history_partitions(now() - interval '10 days', 0);
+         WITH old AS (
+             INSERT INTO receipts (id, integration, source_scope, event_id, event_type, route_key, received_at)
+             VALUES (history_day(now() - interval '10 days')::int8 * 10000000000 + 1,
+                     'stripe-acme', 's', 'evt_old', 't', 't', now() - interval '10 days')
+             RETURNING id)
+         INSERT INTO receipt_payloads SELECT id, '{}' FROM old;
+         INSERT INTO receipt_replays (receipt_id, previous_status, replayed_by, reason)
+           VALUES (1, 'failed', 'alice', 'on record');",
+    )
+    .execute(database.pool())
+    .await
+    .expect("seed");
+    let mut operator = connect_as(&roles, &database, Process::Operator).await;
+    sqlx::raw_sql(
+        "CREATE TEMP TABLE carried_payloads (receipt_id bigint, payload jsonb);
+         CREATE FUNCTION pg_temp.erase() RETURNS trigger LANGUAGE plpgsql AS
+           $$ BEGIN DELETE FROM inbound.receipt_replays; RETURN NEW; END $$;
+         CREATE TRIGGER erase BEFORE INSERT ON pg_temp.carried_payloads
+           FOR EACH ROW EXECUTE FUNCTION pg_temp.erase();
+         GRANT ALL ON pg_temp.carried_payloads TO PUBLIC;",
+    )
+    .execute(&mut operator)
+    .await
+    .expect("the operator's temporary table");
+    let dropped = inbound_store::admin::drop_payload_days(&mut operator, 7, None)
+        .await
+        .expect("retention as the operator");
+    assert!(
+        dropped.iter().any(|day| day.carried == 1),
+        "the pending receipt's payload was carried: {dropped:?}"
+    );
+    let audit: i64 = sqlx::query_scalar("SELECT count(*) FROM receipt_replays")
+        .fetch_one(database.pool())
+        .await
+        .expect("audit");
+    assert_eq!(audit, 1, "the audit trail is untouched");
+}

@@ -432,13 +432,13 @@ async fn the_due_wait_gauge_counts_only_effects_a_dispatcher_could_take_now() {
     )
     .await;
     sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-        "INSERT INTO effects (receipt_id, operation_key, sink, kind, tenant, data, event, status,
+        "INSERT INTO effects (id, receipt_id, operation_key, sink, kind, tenant, data, event, status,
                               visible_at, created_at)
-         VALUES ({receipt}, 'k:due', 'audit', 'k', 'acme', '{{}}', '{{}}', 'pending',
+         VALUES (effect_id_for({receipt}), {receipt}, 'k:due', 'audit', 'k', 'acme', '{{}}', '{{}}', 'pending',
                  now() - interval '40 seconds', now() - interval '1 hour'),
-                ({receipt}, 'k:later', 'audit', 'k', 'acme', '{{}}', '{{}}', 'pending',
+                (effect_id_for({receipt}), {receipt}, 'k:later', 'audit', 'k', 'acme', '{{}}', '{{}}', 'pending',
                  now() + interval '10 minutes', now() - interval '2 days'),
-                ({receipt}, 'k:uncertain', 'audit', 'k', 'acme', '{{}}', '{{}}', 'uncertain',
+                (effect_id_for({receipt}), {receipt}, 'k:uncertain', 'audit', 'k', 'acme', '{{}}', '{{}}', 'uncertain',
                  now() - interval '5 hours', now() - interval '3 days')"
     )))
     .execute(pool)

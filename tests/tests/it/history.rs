@@ -133,7 +133,7 @@ async fn two_first_deliveries_on_either_side_of_a_boundary_meet_in_one_index() {
 }
 
 #[tokio::test]
-async fn a_missing_partition_costs_no_delivery_and_is_made_with_its_rows() {
+async fn a_missing_partition_costs_no_delivery_and_is_made_again_without_a_lock() {
     let database = TestDatabase::create().await;
     let pool = database.pool();
     let today = Utc::now().date_naive().format("%Y%m%d").to_string();
@@ -165,36 +165,48 @@ async fn a_missing_partition_costs_no_delivery_and_is_made_with_its_rows() {
     assert_eq!(
         misplaced,
         [
-            ("receipt_keys".to_owned(), 1),
             ("receipt_payloads".to_owned(), 1),
             ("receipts".to_owned(), 1)
         ]
     );
+    // Made again without moving a row under a lock: the receipts' partition starts
+    // tomorrow, after the rows the default partition took; today's payloads and this
+    // period's keys stay in their default partitions (retention removes them by row).
     let created = admin::ensure_history_partitions(&mut connection, None, 7)
         .await
         .expect("ensure");
-    assert_eq!(created, 3, "the three missing partitions");
-    assert_eq!(
-        admin::unpartitioned_rows(&mut connection)
-            .await
-            .expect("gauge"),
-        vec![]
-    );
-    let (in_place, payload): (i64, Option<String>) = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT (SELECT count(*) FROM receipts_{period} WHERE id = $1),
-                (SELECT payload::text FROM receipt_payloads_{today} WHERE receipt_id = $1)"
-    )))
+    assert_eq!(created, 1, "the receipts' partition, from tomorrow");
+    let tomorrow = (Utc::now() + chrono::Duration::days(1))
+        .date_naive()
+        .format("%Y%m%d")
+        .to_string();
+    let made: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM history_partitions() WHERE partition = 'receipts_' || $1",
+    )
+    .bind(&tomorrow)
+    .fetch_one(pool)
+    .await
+    .expect("partitions");
+    assert_eq!(made, 1);
+    let (in_default, payload): (i64, Option<String>) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM receipts_default WHERE id = $1),
+                (SELECT payload::text FROM receipt_payloads WHERE receipt_id = $1)",
+    )
     .bind(id.0)
     .fetch_one(pool)
     .await
-    .expect("moved");
-    assert_eq!(in_place, 1);
+    .expect("where it is");
+    assert_eq!(in_default, 1);
     assert_eq!(payload.as_deref(), Some(r#"{"id": "x"}"#));
     assert_eq!(
         accept_at(&database, "evt_homeless", Utc::now()).await,
         InsertOutcome::Duplicate,
-        "its key moved with it"
+        "its key still holds"
     );
+    assert!(matches!(
+        accept_at(&database, "evt_next", Utc::now()).await,
+        InsertOutcome::Accepted(_)
+    ));
 }
 
 /// A day's payloads leave by one DROP while the ingress keeps accepting: no insert fails
@@ -335,5 +347,83 @@ async fn a_payload_read_locks_only_its_days_partition_however_many_days_are_kept
     assert!(
         locked <= 4,
         "{locked} payload partitions and indexes locked to read one payload"
+    );
+}
+
+/// A worker that finishes a receipt of an old key period — recording its effect — while
+/// retention drops that period: the drop waits for it, and what it committed is neither
+/// lost nor turned back (before the drop took its locks first, it read what to carry,
+/// then waited, and put back the receipt as it was before the worker's commit: pending
+/// again, its new effect gone).
+#[tokio::test]
+async fn a_receipt_finished_while_its_period_is_dropped_keeps_what_its_worker_committed() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool().clone();
+    let past = Utc::now() - chrono::Duration::days(300);
+    let mut connection = pool.acquire().await.expect("connection");
+    admin::ensure_history_partitions(&mut connection, Some(past), 0)
+        .await
+        .expect("past partitions");
+    // The period before it too was made: gone, so that this receipt's period is the
+    // oldest, and the first the drop takes.
+    sqlx::raw_sql(
+        "DO $$ DECLARE p record; BEGIN
+           FOR p IN SELECT partition FROM history_partitions()
+                    WHERE parent <> 'receipt_payloads'
+                      AND end_day <= key_period(now() - interval '300 days') LOOP
+             EXECUTE format('DROP TABLE %I', p.partition);
+           END LOOP;
+         END $$",
+    )
+    .execute(&pool)
+    .await
+    .expect("the older period gone");
+    let id = past.timestamp().div_euclid(86_400) * 10_000_000_000 + 1;
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO receipts (id, integration, source_scope, event_id, event_type, route_key, received_at)
+         VALUES ({id}, 'stripe-acme', 's', 'evt_late', 't', 't', now() - interval '300 days');
+         INSERT INTO receipt_queue (receipt_id, integration, enqueued_at) VALUES ({id}, 'stripe-acme', now());"
+    )))
+    .execute(&pool)
+    .await
+    .expect("an old pending receipt");
+    // The worker's business transaction: its effect, then the receipt done and dequeued.
+    let mut worker = pool.begin().await.expect("begin");
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO effects (id, receipt_id, operation_key, sink, kind, tenant, data, event)
+           VALUES (effect_id_for({id}), {id}, 'op-late', 'audit', 'order.paid', 'acme', '{{}}', '{{}}');
+         DELETE FROM receipt_queue WHERE receipt_id = {id};
+         UPDATE receipts SET status = 'done', outcome = 'applied', finished_at = now() WHERE id = {id};"
+    )))
+    .execute(&mut *worker)
+    .await
+    .expect("the worker's transaction");
+    let dropping = tokio::spawn({
+        let pool = pool.clone();
+        async move {
+            let mut connection = pool.acquire().await.expect("connection");
+            admin::drop_key_periods(&mut connection, 7, None).await
+        }
+    });
+    // Within the drop's 250 ms wait for each lock.
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    worker.commit().await.expect("commit");
+    let dropped = dropping
+        .await
+        .expect("task")
+        .expect("the drop, once the worker committed");
+    assert!(!dropped.is_empty(), "the old period was dropped");
+    let kept: Option<(String, i64)> = sqlx::query_as(
+        "SELECT r.status, (SELECT count(*) FROM effects e WHERE e.receipt_id = r.id)
+         FROM receipts r WHERE r.id = $1",
+    )
+    .bind(id)
+    .fetch_optional(&pool)
+    .await
+    .expect("the receipt");
+    assert_eq!(
+        kept,
+        Some(("done".to_owned(), 1)),
+        "carried as the worker left it: done, with the effect it recorded (still pending)"
     );
 }

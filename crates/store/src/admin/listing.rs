@@ -146,6 +146,8 @@ pub async fn receipt_id_below(
         r#"SELECT max(id) AS "id: ReceiptId" FROM receipts WHERE $1::int8 IS NULL OR id < $1"#,
         before as Option<ReceiptId>
     )
+    // Planned for this cursor: a generic plan would read every partition above it.
+    .persistent(false)
     .fetch_one(conn)
     .await
 }

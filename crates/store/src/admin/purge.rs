@@ -75,79 +75,97 @@ pub struct Dropped {
     pub carried: i64,
 }
 
-/// Drops the payloads of every day wholly older than `days` days, except those of
-/// receipts not done, queued or with an effect not closed (carried into the default
-/// partition), one day per statement — each its own transaction on a connection outside
-/// one — oldest first; first, payloads carried earlier that may now go leave. `at` is the
-/// clock: `None` is the server's, the only one the operator role may use (`Some` is the
-/// table owner's, for tests).
+/// Drops the payloads of every day wholly older than `days` days, oldest first, one
+/// [`drop_oldest_payload_day`] after another (each its own transaction on a connection
+/// outside one).
 pub async fn drop_payload_days(
     conn: &mut PgConnection,
     days: u32,
     at: Option<DateTime<Utc>>,
 ) -> Result<Vec<Dropped>, sqlx::Error> {
-    let days = i32::try_from(days).unwrap_or(i32::MAX);
     let mut dropped = Vec::new();
-    loop {
-        let next = match at {
-            None => sqlx::query!(
-                r#"SELECT day AS "day!", carried AS "carried!" FROM drop_payload_days($1)"#,
-                days
-            )
-            .fetch_optional(&mut *conn)
-            .await?
-            .map(|row| (row.day, row.carried)),
-            Some(at) => sqlx::query!(
-                r#"SELECT day AS "day!", carried AS "carried!" FROM drop_payload_days_at($1, $2)"#,
-                days,
-                at
-            )
-            .fetch_optional(&mut *conn)
-            .await?
-            .map(|row| (row.day, row.carried)),
-        };
-        match next {
-            Some((first_day, carried)) => dropped.push(Dropped { first_day, carried }),
-            None => return Ok(dropped),
-        }
+    while let Some(day) = drop_oldest_payload_day(&mut *conn, days, at).await? {
+        dropped.push(day);
     }
+    Ok(dropped)
+}
+
+/// Releases what the default partitions hold that may go, then drops the payloads of the
+/// oldest day wholly older than `days` days, except those of receipts not done, queued or
+/// with an effect not closed (carried into the default partition): that day, or `None`
+/// when no day is that old. More than 10,000 payloads to carry refuse the drop (an error
+/// naming the day). `at` is the clock: `None` is the server's, the only one the operator
+/// role may use (`Some` is the table owner's, for tests).
+pub async fn drop_oldest_payload_day(
+    conn: &mut PgConnection,
+    days: u32,
+    at: Option<DateTime<Utc>>,
+) -> Result<Option<Dropped>, sqlx::Error> {
+    let days = i32::try_from(days).unwrap_or(i32::MAX);
+    let dropped = match at {
+        None => sqlx::query!(
+            r#"SELECT day AS "day!", carried AS "carried!" FROM drop_payload_days($1)"#,
+            days
+        )
+        .fetch_optional(conn)
+        .await?
+        .map(|row| (row.day, row.carried)),
+        Some(at) => sqlx::query!(
+            r#"SELECT day AS "day!", carried AS "carried!" FROM drop_payload_days_at($1, $2)"#,
+            days,
+            at
+        )
+        .fetch_optional(conn)
+        .await?
+        .map(|row| (row.day, row.carried)),
+    };
+    Ok(dropped.map(|(first_day, carried)| Dropped { first_day, carried }))
 }
 
 /// Drops every key period wholly older than `days` days except the current and the
-/// previous one — its receipts, their effects and attempts, and its receipt keys — except
-/// the receipts not done, queued or with an effect not closed (carried, with all their
-/// effects, into the default partitions), one period per statement, oldest first; first,
-/// receipts carried earlier that may now go leave. `at` as in [`drop_payload_days`].
+/// previous one, oldest first, one [`drop_oldest_key_period`] after another.
 pub async fn drop_key_periods(
     conn: &mut PgConnection,
     days: u32,
     at: Option<DateTime<Utc>>,
 ) -> Result<Vec<Dropped>, sqlx::Error> {
-    let days = i32::try_from(days).unwrap_or(i32::MAX);
     let mut dropped = Vec::new();
-    loop {
-        let next = match at {
-            None => sqlx::query!(
-                r#"SELECT period AS "period!", carried AS "carried!" FROM drop_key_periods($1)"#,
-                days
-            )
-            .fetch_optional(&mut *conn)
-            .await?
-            .map(|row| (row.period, row.carried)),
-            Some(at) => sqlx::query!(
-                r#"SELECT period AS "period!", carried AS "carried!" FROM drop_key_periods_at($1, $2)"#,
-                days,
-                at
-            )
-            .fetch_optional(&mut *conn)
-            .await?
-            .map(|row| (row.period, row.carried)),
-        };
-        match next {
-            Some((first_day, carried)) => dropped.push(Dropped { first_day, carried }),
-            None => return Ok(dropped),
-        }
+    while let Some(period) = drop_oldest_key_period(&mut *conn, days, at).await? {
+        dropped.push(period);
     }
+    Ok(dropped)
+}
+
+/// Releases what the default partitions hold that may go, then drops the oldest key
+/// period wholly older than `days` days (never the current or the previous one) — its
+/// receipts, their effects and attempts, and its receipt keys — except the receipts not
+/// done, queued or with an effect not closed (carried, with all their effects, into the
+/// default partitions): that period, or `None`. More than 10,000 receipts to carry
+/// refuse the drop. `at` as in [`drop_oldest_payload_day`].
+pub async fn drop_oldest_key_period(
+    conn: &mut PgConnection,
+    days: u32,
+    at: Option<DateTime<Utc>>,
+) -> Result<Option<Dropped>, sqlx::Error> {
+    let days = i32::try_from(days).unwrap_or(i32::MAX);
+    let dropped = match at {
+        None => sqlx::query!(
+            r#"SELECT period AS "period!", carried AS "carried!" FROM drop_key_periods($1)"#,
+            days
+        )
+        .fetch_optional(conn)
+        .await?
+        .map(|row| (row.period, row.carried)),
+        Some(at) => sqlx::query!(
+            r#"SELECT period AS "period!", carried AS "carried!" FROM drop_key_periods_at($1, $2)"#,
+            days,
+            at
+        )
+        .fetch_optional(conn)
+        .await?
+        .map(|row| (row.period, row.carried)),
+    };
+    Ok(dropped.map(|(first_day, carried)| Dropped { first_day, carried }))
 }
 
 /// Creates the history partitions from yesterday to `days_ahead` days after `at` (`None`:
@@ -168,9 +186,10 @@ pub async fn ensure_history_partitions(
 }
 
 /// Rows of the last day that sit in a default partition because their partition is
-/// missing, per partitioned table (zero rows are left out): what
+/// missing, per partitioned table with ids (zero rows are left out): what
 /// `inbound_history_unpartitioned_rows` exports. Older rows there are the ones retention
-/// carried, and are not counted.
+/// carried or an earlier gap left, and are not counted; a receipt's key is written with
+/// its receipt, so the receipts count for the keys.
 pub async fn unpartitioned_rows(
     conn: &mut PgConnection,
 ) -> Result<Vec<(String, i64)>, sqlx::Error> {
@@ -185,8 +204,8 @@ pub async fn unpartitioned_rows(
          SELECT 'effects', count(*) FROM effects_default, since
            WHERE effects_default.id >= since.id
          UNION ALL
-         SELECT 'receipt_keys', count(*) FROM receipt_keys_default
-           WHERE receipt_keys_default.period >= key_period(now()) - 90"#
+         SELECT 'effect_attempts', count(*) FROM effect_attempts_default, since
+           WHERE effect_attempts_default.effect_id >= since.id"#
     )
     .fetch_all(conn)
     .await?;
@@ -200,7 +219,8 @@ pub async fn unpartitioned_rows(
 /// Days from now to the end of the newest payload partition (negative: today has none).
 pub async fn history_days_ahead(conn: &mut PgConnection) -> Result<f64, sqlx::Error> {
     sqlx::query_scalar!(
-        r#"SELECT coalesce(extract(epoch FROM max(end_day) - now()) / 86400, -1)::float8 AS "ahead!"
+        r#"SELECT coalesce(extract(epoch FROM (max(end_day)::timestamp AT TIME ZONE 'UTC') - now())
+                         / 86400, -1)::float8 AS "ahead!"
          FROM history_partitions() WHERE parent = 'receipt_payloads'"#
     )
     .fetch_one(conn)

@@ -195,6 +195,8 @@ pub async fn effect_id_below(
         r#"SELECT max(id) AS "id: EffectId" FROM effects WHERE $1::int8 IS NULL OR id < $1"#,
         before as Option<EffectId>
     )
+    // Planned for this cursor: a generic plan would read every partition above it.
+    .persistent(false)
     .fetch_one(conn)
     .await
 }

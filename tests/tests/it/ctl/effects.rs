@@ -14,8 +14,8 @@ async fn effect_in(pool: &sqlx::PgPool, key: &str, status: &str) -> i64 {
     );
     let receipt = domain::accept(pool, &config, &body).await.expect("new");
     let id: i64 = sqlx::query_scalar(
-        "INSERT INTO effects (receipt_id, operation_key, sink, kind, tenant, data, event, status, attempts, last_error)
-         VALUES ($1, $2, 'audit', 'order.paid', 'acme', '{}', '{}', $3, 1, 'server error 502') RETURNING id",
+        "INSERT INTO effects (id, receipt_id, operation_key, sink, kind, tenant, data, event, status, attempts, last_error)
+         VALUES (effect_id_for($1), $1, $2, 'audit', 'order.paid', 'acme', '{}', '{}', $3, 1, 'server error 502') RETURNING id",
     )
     .bind(receipt)
     .bind(key)
