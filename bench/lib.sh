@@ -57,15 +57,17 @@ bench_seed_pending() {
        FROM inserted JOIN input ON inserted.event_id = 'evt_' || input.n" -c "VACUUM ANALYZE" >/dev/null
 }
 
-# bench_seed_history URL RECEIPTS PENDING EFFECTS: a history as the ingress and workers
+# bench_seed_history URL RECEIPTS PENDING EFFECTS [SPARSE]: a history as the ingress and workers
 # leave it — RECEIPTS receipts of 5 integrations accepted evenly over the last 90 days
 # (ids of their days, in their day's and key period's partitions, each with its key and a
 # ~400-byte payload), done except every 2,000th failed and every 10,000th quarantined, the
 # newest PENDING still queued (a backlog), audit rows, and EFFECTS effects of the oldest
 # receipts (3 sinks, 3,600 open or in review, one attempt each). Receipt n's id is its day's
-# times 10^10 plus 1,000,000 + n, so `id % 2000` picks every 2,000th.
+# times 10^10 plus 1,000,000 + n, so `id % 2000` picks every 2,000th. SPARSE (1 by
+# default) divides the failed, quarantined and open ones by that much: a history whose
+# people keep up, for retention (which refuses a partition that keeps more than 10,000).
 bench_seed_history() {
-  local url="$1" receipts="$2" pending="$3" effects="$4"
+  local url="$1" receipts="$2" pending="$3" effects="$4" sparse="${5:-1}"
   local db=(psql -Atq -v ON_ERROR_STOP=1 "$url")
   local t0 step_us
   t0=$("${db[@]}" -c "SELECT now()")
@@ -101,11 +103,11 @@ bench_seed_history() {
   "${db[@]}" -c "SELECT setval('receipt_serials', 1000000 + $receipts + 1)" \
     -c "UPDATE receipts SET status = 'failed', outcome = NULL, attempts = 8,
          last_error = (ARRAY['order does not exist', 'handler timed out', 'deadlock detected'])[1 + id % 3]
-       WHERE id % 2000 = 7" \
+       WHERE id % (2000 * $sparse) = 7" \
     -c "UPDATE receipts SET status = 'quarantined', outcome = NULL,
          outcome_reason = (ARRAY['PaymentIntent does not pay its order: the amount differs',
                                  'invoice has no customer'])[1 + id % 2]
-       WHERE id % 10000 = 11" \
+       WHERE id % (10000 * $sparse) = 11" \
     -c "WITH queued AS (
          UPDATE receipts SET status = 'pending', outcome = NULL, finished_at = NULL
          WHERE id % 10000000000 > 1000000 + $receipts - $pending
@@ -132,8 +134,10 @@ bench_seed_history() {
                    'HTTP 422: unknown order', 'timed out after 10 s; no status_url'])[1 + n % 3] END,
               s IN ('review', 'uncertain')
        FROM generate_series(1, $effects) n,
-            LATERAL (SELECT CASE WHEN n % 1000 = 3 THEN 'review' WHEN n % 2000 = 5 THEN 'failed'
-                                 WHEN n % 500 = 9 THEN 'pending' WHEN n % 10000 = 13 THEN 'uncertain'
+            LATERAL (SELECT CASE WHEN n % (1000 * $sparse) = 3 THEN 'review'
+                                 WHEN n % (2000 * $sparse) = 5 THEN 'failed'
+                                 WHEN n % (500 * $sparse) = 9 THEN 'pending'
+                                 WHEN n % (10000 * $sparse) = 13 THEN 'uncertain'
                                  ELSE 'completed' END AS s) x" \
       -c "SELECT setval('effect_serials', $effects + 1)" \
       -c "INSERT INTO effect_attempts (effect_id, attempt, kind, started_at, finished_at, outcome, status_code, error)

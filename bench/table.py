@@ -152,6 +152,10 @@ def render(figures, machine, date, pending):
         (f"retention: a key period leaves — receipts, effects, keys (slowest of "
          f"{figures['history_periods_dropped']}; up to ~{int(figures['history_period_rows']):,} receipts)",
          f"{float(figures['history_drop_period_ms']):.1f} ms", "target < 1 s"),
+        (f"retention: the previous key period, full, leaves as if the next had begun (~{int(figures['history_full_period_rows']):,} "
+         f"receipts; {figures['history_full_period_carried']} kept and carried; locked, carried, detached)",
+         f"{float(figures['history_drop_full_period_ms']):.1f} ms, then its files {float(figures['history_drop_files_ms']):.1f} ms "
+         f"(slowest table, no lock a writer needs)", "target < 1 s"),
         ("memory: bytes per receipt of the indexes an insert writes at a random place "
          "(receipt key, event id)",
          f"{figures['history_key_index_bytes']} B", "docs/operations.md, the memory rule"),

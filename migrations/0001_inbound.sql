@@ -350,11 +350,13 @@ CREATE INDEX effect_resolutions_by_effect ON effect_resolutions (effect_id, id);
 -- partition, or the drop is refused with the reason (they are a backlog for a person,
 -- not history). A drop takes its tables' ACCESS EXCLUSIVE locks before it reads what to
 -- carry (so no commit lands between the read and the drop), in the writers' order, each
--- waited for at most lock_timeout (250 ms): the ingress and workers pause at most 1 s for
--- a key period (four tables), 250 ms for a day, and a drop that cannot get its locks
--- fails its call and is left for the next run. Each call drops at most one partition, in
--- its own transaction, and returns what it dropped and what it carried; carried rows are
--- kept in the function's own variables, never in a table a caller could have made.
+-- waited for at most lock_timeout (250 ms; the ingress and workers pause while it waits
+-- and while it carries, BENCHMARKS.md "history"), and a drop that cannot get its locks
+-- fails its call and is left for the next run. Each call detaches at most one partition
+-- (a day, or a key period's four), in its own transaction, and returns what it dropped
+-- and what it carried; drop_detached_history then removes the detached tables' files
+-- without any lock a writer needs. Carried rows are kept in the function's own
+-- variables, never in a table a caller could have made.
 
 -- The dated partitions of inbound's partitioned tables: the parent, the partition, the
 -- first day of its range and the day after its last, and the planner's estimate of its
@@ -565,7 +567,7 @@ BEGIN
         RAISE EXCEPTION 'the payloads of % are kept for % receipts that are not done, queued or have an effect not closed (more than 10,000): deal with them first (inboundctl receipts list, effects list)',
             part.first_day, cardinality(kept);
     END IF;
-    EXECUTE format('DROP TABLE %I', part.partition);
+    EXECUTE format('ALTER TABLE receipt_payloads DETACH PARTITION %I', part.partition);
     INSERT INTO receipt_payloads SELECT * FROM unnest(kept);
     day := part.first_day;
     carried := coalesce(cardinality(kept), 0);
@@ -624,9 +626,12 @@ BEGIN
     SELECT array_agg(a) INTO kept_attempts FROM effect_attempts a
     WHERE a.tableoid <> 'effect_attempts_default'::regclass
       AND a.effect_id IN (SELECT e.id FROM effects e WHERE e.receipt_id = ANY (held));
+    -- Detached, not dropped, under the locks: removing a period's files takes a while
+    -- (gigabytes), and drop_detached_history does it in a transaction of its own, with no
+    -- lock a writer needs.
     FOR part IN SELECT * FROM history_partitions() h
                 WHERE h.parent <> 'receipt_payloads' AND h.end_day = period_end LOOP
-        EXECUTE format('DROP TABLE %I', part.partition);
+        EXECUTE format('ALTER TABLE %I DETACH PARTITION %I', part.parent, part.partition);
     END LOOP;
     INSERT INTO receipts SELECT * FROM unnest(kept_receipts);
     INSERT INTO effects SELECT * FROM unnest(kept_effects);
@@ -634,6 +639,28 @@ BEGIN
     period := period_end - 90;
     carried := coalesce(cardinality(kept_receipts), 0);
     RETURN NEXT;
+END
+$$;
+
+-- Drops one history partition that retention detached (a table named as a partition of
+-- inbound's history that is no longer attached): its name, or NULL when none is left. No
+-- writer waits for it: nothing refers to a detached table. The caller calls it after each
+-- drop, until NULL.
+CREATE FUNCTION drop_detached_history() RETURNS text LANGUAGE plpgsql SECURITY DEFINER
+AS $$
+DECLARE
+    detached text;
+BEGIN
+    SELECT c.relname INTO detached FROM pg_class c
+    WHERE c.relnamespace = (SELECT r.relnamespace FROM pg_class r WHERE r.oid = 'receipts'::regclass)
+      AND c.relkind = 'r'
+      AND c.relname ~ '^(receipts|receipt_payloads|receipt_keys|effects|effect_attempts)_[0-9]{8}$'
+      AND NOT c.relispartition
+    ORDER BY c.relname LIMIT 1;
+    IF detached IS NOT NULL THEN
+        EXECUTE format('DROP TABLE %I', detached);
+    END IF;
+    RETURN detached;
 END
 $$;
 
@@ -660,6 +687,7 @@ BEGIN
     EXECUTE format('ALTER FUNCTION history_attach(text, text, integer, integer) SET search_path = %I, pg_temp', current_schema());
     EXECUTE format('ALTER FUNCTION drop_payload_days_at(integer, timestamptz) SET search_path = %I, pg_temp', current_schema());
     EXECUTE format('ALTER FUNCTION drop_key_periods_at(integer, timestamptz) SET search_path = %I, pg_temp', current_schema());
+    EXECUTE format('ALTER FUNCTION drop_detached_history() SET search_path = %I, pg_temp', current_schema());
 END
 $$;
 
@@ -878,7 +906,7 @@ END;
 -- by store/roles.rs) may call these.
 REVOKE EXECUTE ON FUNCTION drop_payload_days(integer), drop_key_periods(integer),
     drop_payload_days_at(integer, timestamptz), drop_key_periods_at(integer, timestamptz),
-    release_default_rows(bigint, bigint),
+    release_default_rows(bigint, bigint), drop_detached_history(),
     ensure_history_partitions(timestamptz, integer), history_attach(text, text, integer, integer),
     decision_lock_receipt(bigint), decision_make_receipt_due(bigint, text, text),
     decision_requeue_receipt(bigint, text, text), decision_take_receipt_out(bigint, text, text, text),

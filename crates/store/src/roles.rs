@@ -95,6 +95,7 @@ const GRANTS: &[(Process, &[&str])] = &[
 const OPERATOR_FUNCTIONS: &[&str] = &[
     "drop_payload_days(integer)",
     "drop_key_periods(integer)",
+    "drop_detached_history()",
     "decision_lock_receipt(bigint)",
     "decision_make_receipt_due(bigint, text, text)",
     "decision_requeue_receipt(bigint, text, text)",

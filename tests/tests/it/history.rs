@@ -305,6 +305,14 @@ async fn a_day_leaves_while_the_ingress_writes() {
         today, 600,
         "every payload accepted beside the drop is there"
     );
+    let detached: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_class
+         WHERE relname ~ '^receipt_payloads_[0-9]{8}$' AND relkind = 'r' AND NOT relispartition",
+    )
+    .fetch_one(&pool)
+    .await
+    .expect("detached tables");
+    assert_eq!(detached, 0, "the detached day's table was dropped after it");
 }
 
 /// A lookup by id names its day, so however many days of payloads are kept, reading one

@@ -107,7 +107,7 @@ pub async fn drop_oldest_payload_day(
             r#"SELECT day AS "day!", carried AS "carried!" FROM drop_payload_days($1)"#,
             days
         )
-        .fetch_optional(conn)
+        .fetch_optional(&mut *conn)
         .await?
         .map(|row| (row.day, row.carried)),
         Some(at) => sqlx::query!(
@@ -115,11 +115,15 @@ pub async fn drop_oldest_payload_day(
             days,
             at
         )
-        .fetch_optional(conn)
+        .fetch_optional(&mut *conn)
         .await?
         .map(|row| (row.day, row.carried)),
     };
-    Ok(dropped.map(|(first_day, carried)| Dropped { first_day, carried }))
+    let dropped = dropped.map(|(first_day, carried)| Dropped { first_day, carried });
+    if dropped.is_some() {
+        drop_detached_history(conn).await?;
+    }
+    Ok(dropped)
 }
 
 /// Drops every key period wholly older than `days` days except the current and the
@@ -153,7 +157,7 @@ pub async fn drop_oldest_key_period(
             r#"SELECT period AS "period!", carried AS "carried!" FROM drop_key_periods($1)"#,
             days
         )
-        .fetch_optional(conn)
+        .fetch_optional(&mut *conn)
         .await?
         .map(|row| (row.period, row.carried)),
         Some(at) => sqlx::query!(
@@ -161,11 +165,26 @@ pub async fn drop_oldest_key_period(
             days,
             at
         )
-        .fetch_optional(conn)
+        .fetch_optional(&mut *conn)
         .await?
         .map(|row| (row.period, row.carried)),
     };
-    Ok(dropped.map(|(first_day, carried)| Dropped { first_day, carried }))
+    let dropped = dropped.map(|(first_day, carried)| Dropped { first_day, carried });
+    if dropped.is_some() {
+        drop_detached_history(conn).await?;
+    }
+    Ok(dropped)
+}
+
+/// Removes the tables retention detached, one statement (and transaction) each: their
+/// files go without any lock a writer needs (a key period's are gigabytes).
+async fn drop_detached_history(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
+    while sqlx::query_scalar!(r#"SELECT drop_detached_history() AS "dropped""#)
+        .fetch_one(&mut *conn)
+        .await?
+        .is_some()
+    {}
+    Ok(())
 }
 
 /// Creates the history partitions from yesterday to `days_ahead` days after `at` (`None`:
