@@ -296,14 +296,14 @@ pub async fn purge(
     } else {
         for dropped in &days {
             out!(
-                "dropped the payloads of {} ({} kept: their receipts are not done or have an effect not closed)",
+                "dropped the payloads of {} ({} kept: their receipts are not done, queued, or have an effect not closed)",
                 dropped.first_day,
                 dropped.carried
             );
         }
         for dropped in &periods {
             out!(
-                "dropped the key period from {} (receipts, effects, keys; {} receipt(s) kept: not done or with an effect not closed)",
+                "dropped the key period from {} (receipts, effects, keys; {} receipt(s) kept: not done, queued, or with an effect not closed)",
                 dropped.first_day,
                 dropped.carried
             );

@@ -16,9 +16,9 @@ use sqlx::PgConnection;
 
 use crate::Worker;
 use crate::telemetry::{
-    EFFECTS, EFFECTS_FAILED, EFFECTS_FINISHED_TOTAL, EFFECTS_FOR_UNKNOWN_SINKS, HISTORY_DAYS_AHEAD,
-    HISTORY_UNPARTITIONED_ROWS, LEASE_RECLAIMS_TOTAL, OLDEST_DUE_EFFECT_WAIT_SECONDS,
-    OLDEST_EFFECT_AGE_SECONDS, RECEIPTS, RECEIPTS_FOR_REVIEW,
+    EFFECTS, EFFECTS_FAILED, EFFECTS_FINISHED_TOTAL, EFFECTS_FOR_UNKNOWN_SINKS,
+    HISTORY_AHEAD_SECONDS, HISTORY_UNPARTITIONED_ROWS, LEASE_RECLAIMS_TOTAL,
+    OLDEST_DUE_EFFECT_WAIT_SECONDS, OLDEST_EFFECT_AGE_SECONDS, RECEIPTS, RECEIPTS_FOR_REVIEW,
 };
 
 /// The end states the dispatcher reaches (an operator's `abandoned` is not its own).
@@ -176,8 +176,8 @@ async fn maintain_history(connection: &mut PgConnection) -> Result<(), sqlx::Err
             .map_or(0, |(_, rows)| *rows);
         metrics::gauge!(HISTORY_UNPARTITIONED_ROWS, "table" => parent).set(rows as f64);
     }
-    let ahead = admin::history_days_ahead(&mut *connection).await?;
-    metrics::gauge!(HISTORY_DAYS_AHEAD).set(ahead);
+    let ahead = admin::history_seconds_ahead(&mut *connection).await?;
+    metrics::gauge!(HISTORY_AHEAD_SECONDS).set(ahead);
     Ok(())
 }
 
@@ -253,7 +253,7 @@ pub fn initialise(worker: &Worker) {
         for parent in HISTORY_TABLES {
             metrics::gauge!(HISTORY_UNPARTITIONED_ROWS, "table" => parent).set(0.0);
         }
-        metrics::gauge!(HISTORY_DAYS_AHEAD).set(0.0);
+        metrics::gauge!(HISTORY_AHEAD_SECONDS).set(0.0);
     }
     worker.sink_gates().initialise_metrics();
 }

@@ -44,9 +44,9 @@ pub const EFFECTS_FOR_UNKNOWN_SINKS: &str = "inbound_effects_for_unknown_sinks";
 /// Gauge: rows of the last day in a default partition because their history partition
 /// is missing, per partitioned table (`InboundHistoryPartitionMissing`).
 pub const HISTORY_UNPARTITIONED_ROWS: &str = "inbound_history_unpartitioned_rows";
-/// Gauge: days from now to the end of the last payload partition created ahead (the
+/// Gauge: seconds from now to the end of the last payload partition created ahead (the
 /// worker keeps a week ahead; below a day, partition maintenance is failing).
-pub const HISTORY_DAYS_AHEAD: &str = "inbound_history_days_ahead";
+pub const HISTORY_AHEAD_SECONDS: &str = "inbound_history_ahead_seconds";
 
 /// From a fast commit to a receipt retried for an hour.
 const ACCEPT_TO_DONE_BUCKETS_SECONDS: &[f64] = &[
@@ -103,8 +103,9 @@ fn describe_receipt_metrics() {
         "Rows of the last day in a default partition because their history partition is missing, by table (the worker creates it and moves them)."
     );
     metrics::describe_gauge!(
-        HISTORY_DAYS_AHEAD,
-        "Days from now to the end of the last payload partition created ahead (a week when maintenance works)."
+        HISTORY_AHEAD_SECONDS,
+        metrics::Unit::Seconds,
+        "Seconds from now to the end of the last payload partition created ahead (a week when maintenance works)."
     );
     metrics::describe_counter!(
         BATCHES_TOTAL,

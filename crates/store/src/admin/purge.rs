@@ -235,11 +235,11 @@ pub async fn unpartitioned_rows(
         .collect())
 }
 
-/// Days from now to the end of the newest payload partition (negative: today has none).
-pub async fn history_days_ahead(conn: &mut PgConnection) -> Result<f64, sqlx::Error> {
+/// Seconds from now to the end of the newest payload partition (negative: today has none).
+pub async fn history_seconds_ahead(conn: &mut PgConnection) -> Result<f64, sqlx::Error> {
     sqlx::query_scalar!(
-        r#"SELECT coalesce(extract(epoch FROM (max(end_day)::timestamp AT TIME ZONE 'UTC') - now())
-                         / 86400, -1)::float8 AS "ahead!"
+        r#"SELECT coalesce(extract(epoch FROM (max(end_day)::timestamp AT TIME ZONE 'UTC') - now()),
+                         -1)::float8 AS "ahead!"
          FROM history_partitions() WHERE parent = 'receipt_payloads'"#
     )
     .fetch_one(conn)
