@@ -83,11 +83,7 @@ pub async fn drop_payload_days(
     days: u32,
     at: Option<DateTime<Utc>>,
 ) -> Result<Vec<Dropped>, sqlx::Error> {
-    let mut dropped = Vec::new();
-    while let Some(day) = drop_oldest_payload_day(&mut *conn, days, at).await? {
-        dropped.push(day);
-    }
-    Ok(dropped)
+    drop_all(conn, Partitions::PayloadDays, days, at).await
 }
 
 /// Releases what the default partitions hold that may go, then drops the payloads of the
@@ -101,29 +97,7 @@ pub async fn drop_oldest_payload_day(
     days: u32,
     at: Option<DateTime<Utc>>,
 ) -> Result<Option<Dropped>, sqlx::Error> {
-    let days = i32::try_from(days).unwrap_or(i32::MAX);
-    let dropped = match at {
-        None => sqlx::query!(
-            r#"SELECT day AS "day!", carried AS "carried!" FROM drop_payload_days($1)"#,
-            days
-        )
-        .fetch_optional(&mut *conn)
-        .await?
-        .map(|row| (row.day, row.carried)),
-        Some(at) => sqlx::query!(
-            r#"SELECT day AS "day!", carried AS "carried!" FROM drop_payload_days_at($1, $2)"#,
-            days,
-            at
-        )
-        .fetch_optional(&mut *conn)
-        .await?
-        .map(|row| (row.day, row.carried)),
-    };
-    let dropped = dropped.map(|(first_day, carried)| Dropped { first_day, carried });
-    if dropped.is_some() {
-        drop_detached_history(conn).await?;
-    }
-    Ok(dropped)
+    drop_oldest(conn, Partitions::PayloadDays, days, at).await
 }
 
 /// Drops every key period wholly older than `days` days except the current and the
@@ -133,11 +107,7 @@ pub async fn drop_key_periods(
     days: u32,
     at: Option<DateTime<Utc>>,
 ) -> Result<Vec<Dropped>, sqlx::Error> {
-    let mut dropped = Vec::new();
-    while let Some(period) = drop_oldest_key_period(&mut *conn, days, at).await? {
-        dropped.push(period);
-    }
-    Ok(dropped)
+    drop_all(conn, Partitions::KeyPeriods, days, at).await
 }
 
 /// Releases what the default partitions hold that may go, then drops the oldest key
@@ -151,25 +121,71 @@ pub async fn drop_oldest_key_period(
     days: u32,
     at: Option<DateTime<Utc>>,
 ) -> Result<Option<Dropped>, sqlx::Error> {
+    drop_oldest(conn, Partitions::KeyPeriods, days, at).await
+}
+
+/// What retention drops: payload days, or key periods.
+#[derive(Debug, Clone, Copy)]
+enum Partitions {
+    PayloadDays,
+    KeyPeriods,
+}
+
+/// [`drop_oldest`] until it drops nothing.
+async fn drop_all(
+    conn: &mut PgConnection,
+    what: Partitions,
+    days: u32,
+    at: Option<DateTime<Utc>>,
+) -> Result<Vec<Dropped>, sqlx::Error> {
+    let mut dropped = Vec::new();
+    while let Some(one) = drop_oldest(&mut *conn, what, days, at).await? {
+        dropped.push(one);
+    }
+    Ok(dropped)
+}
+
+/// One call of the database's retention function for `what` (its `_at` form with a
+/// clock), then the detached tables' files removed.
+async fn drop_oldest(
+    conn: &mut PgConnection,
+    what: Partitions,
+    days: u32,
+    at: Option<DateTime<Utc>>,
+) -> Result<Option<Dropped>, sqlx::Error> {
     let days = i32::try_from(days).unwrap_or(i32::MAX);
-    let dropped = match at {
-        None => sqlx::query!(
-            r#"SELECT period AS "period!", carried AS "carried!" FROM drop_key_periods($1)"#,
+    let dropped = match (what, at) {
+        (Partitions::PayloadDays, None) => sqlx::query_as!(
+            Dropped,
+            r#"SELECT day AS "first_day!", carried AS "carried!" FROM drop_payload_days($1)"#,
             days
         )
         .fetch_optional(&mut *conn)
-        .await?
-        .map(|row| (row.period, row.carried)),
-        Some(at) => sqlx::query!(
-            r#"SELECT period AS "period!", carried AS "carried!" FROM drop_key_periods_at($1, $2)"#,
+        .await?,
+        (Partitions::PayloadDays, Some(at)) => sqlx::query_as!(
+            Dropped,
+            r#"SELECT day AS "first_day!", carried AS "carried!" FROM drop_payload_days_at($1, $2)"#,
             days,
             at
         )
         .fetch_optional(&mut *conn)
-        .await?
-        .map(|row| (row.period, row.carried)),
+        .await?,
+        (Partitions::KeyPeriods, None) => sqlx::query_as!(
+            Dropped,
+            r#"SELECT period AS "first_day!", carried AS "carried!" FROM drop_key_periods($1)"#,
+            days
+        )
+        .fetch_optional(&mut *conn)
+        .await?,
+        (Partitions::KeyPeriods, Some(at)) => sqlx::query_as!(
+            Dropped,
+            r#"SELECT period AS "first_day!", carried AS "carried!" FROM drop_key_periods_at($1, $2)"#,
+            days,
+            at
+        )
+        .fetch_optional(&mut *conn)
+        .await?,
     };
-    let dropped = dropped.map(|(first_day, carried)| Dropped { first_day, carried });
     if dropped.is_some() {
         drop_detached_history(conn).await?;
     }
@@ -204,7 +220,12 @@ pub async fn ensure_history_partitions(
     .await
 }
 
-/// Rows of the last day that sit in a default partition because their partition is
+/// The most rows [`unpartitioned_rows`] counts per table: the gauge reads every few
+/// seconds, and a day written while a partition was missing may be millions of rows.
+pub const UNPARTITIONED_COUNTED_AT_MOST: i64 = 100_000;
+
+/// Rows of the last day (at most [`UNPARTITIONED_COUNTED_AT_MOST`] each) that sit in a
+/// default partition because their partition is
 /// missing, per partitioned table with ids (zero rows are left out): what
 /// `inbound_history_unpartitioned_rows` exports. Older rows there are the ones retention
 /// carried or an earlier gap left, and are not counted; a receipt's key is written with
@@ -214,17 +235,22 @@ pub async fn unpartitioned_rows(
 ) -> Result<Vec<(String, i64)>, sqlx::Error> {
     let rows = sqlx::query!(
         r#"WITH since AS (SELECT (history_day(now()) - 1)::bigint * 10000000000 AS id)
-         SELECT 'receipts' AS "parent!", count(*) AS "rows!" FROM receipts_default, since
-           WHERE receipts_default.id >= since.id
+         SELECT 'receipts' AS "parent!", count(*) AS "rows!"
+           FROM (SELECT 1 FROM receipts_default, since
+                 WHERE receipts_default.id >= since.id LIMIT $1) AS found
          UNION ALL
-         SELECT 'receipt_payloads', count(*) FROM receipt_payloads_default, since
-           WHERE receipt_payloads_default.receipt_id >= since.id
+         SELECT 'receipt_payloads', count(*)
+           FROM (SELECT 1 FROM receipt_payloads_default, since
+                 WHERE receipt_payloads_default.receipt_id >= since.id LIMIT $1) AS found
          UNION ALL
-         SELECT 'effects', count(*) FROM effects_default, since
-           WHERE effects_default.id >= since.id
+         SELECT 'effects', count(*)
+           FROM (SELECT 1 FROM effects_default, since
+                 WHERE effects_default.id >= since.id LIMIT $1) AS found
          UNION ALL
-         SELECT 'effect_attempts', count(*) FROM effect_attempts_default, since
-           WHERE effect_attempts_default.effect_id >= since.id"#
+         SELECT 'effect_attempts', count(*)
+           FROM (SELECT 1 FROM effect_attempts_default, since
+                 WHERE effect_attempts_default.effect_id >= since.id LIMIT $1) AS found"#,
+        UNPARTITIONED_COUNTED_AT_MOST,
     )
     .fetch_all(conn)
     .await?;
