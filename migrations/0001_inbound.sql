@@ -73,6 +73,14 @@ CREATE TABLE receipts (
     -- stripe backfill`).
     provenance     text        NOT NULL DEFAULT 'webhook'
                    CHECK (provenance IN ('webhook', 'api')),
+    -- The business object the event is about (its route's subject pointers, else its
+    -- provider's default: docs/contract.md, "Subjects"), NULL when it names none; and
+    -- the provider's own time of the event, NULL when it sends none.
+    subject        text        COLLATE "C",
+    event_at       timestamptz,
+    -- Accepted on an `ordered = true` route: its subject's receipts run one at a time,
+    -- in event-time order, and a failed or quarantined one holds the rest.
+    ordered        boolean     NOT NULL DEFAULT false,
     CONSTRAINT receipts_pkey PRIMARY KEY (id),
     CONSTRAINT receipts_outcome_only_when_done CHECK ((status = 'done') = (outcome IS NOT NULL))
 ) PARTITION BY RANGE (id);
@@ -88,6 +96,14 @@ CREATE INDEX receipts_unfinished ON receipts (id) WHERE status <> 'done';
 -- of scopes, which senders create (Shopify's unsigned shop header, Connect accounts,
 -- installations).
 CREATE INDEX receipts_by_event_id ON receipts (event_id);
+-- A subject's timeline: its newest receipts by id, one descent per key period, sorted
+-- by event time afterwards however many receipts the subject or the table holds.
+CREATE INDEX receipts_by_subject ON receipts (integration, subject, id)
+    WHERE subject IS NOT NULL;
+-- The subjects an ordered receipt holds: failed or quarantined, until replayed or closed.
+-- A claim looks here before it takes a subject's head.
+CREATE INDEX receipts_holding_subject ON receipts (integration, subject)
+    WHERE ordered AND status IN ('failed', 'quarantined');
 
 -- Payloads, apart from the receipt rows so that personal data leaves by day while the
 -- receipt's history stays: the validated JSON, one row per receipt, in its day's
@@ -181,15 +197,38 @@ CREATE TABLE receipt_queue (
     enqueued_at   timestamptz NOT NULL,
     leased_at     timestamptz,
     -- Claims are bounded by payload bytes as well as by count, without reading payloads.
-    payload_bytes integer     NOT NULL DEFAULT 0
+    payload_bytes integer     NOT NULL DEFAULT 0,
+    -- An ordered receipt's subject (NULL: unordered) and its place in the subject's
+    -- order: the provider's event time, else the time it was accepted; then receipt_id.
+    -- Only a subject's first row is claimed, under its subject_leases row.
+    subject       text        COLLATE "C",
+    ordered_at    timestamptz
 );
 
-CREATE INDEX receipt_queue_claimable ON receipt_queue (visible_at, receipt_id);
+-- Unordered receipts are claimed by visibility; ordered ones by subject, head first.
+CREATE INDEX receipt_queue_claimable ON receipt_queue (visible_at, receipt_id)
+    WHERE subject IS NULL;
+CREATE INDEX receipt_queue_subject_order ON receipt_queue (integration, subject, ordered_at, receipt_id)
+    WHERE subject IS NOT NULL;
 CREATE INDEX receipt_queue_integration_age ON receipt_queue (integration, enqueued_at);
 
 -- Fencing tokens come from one sequence, so a receipt's token only ever grows, across
 -- replays too: a worker stalled with a token from an earlier life can never match.
 CREATE SEQUENCE receipt_lease_tokens AS bigint START WITH 2147483648;
+
+-- Which ordered subjects a worker is applying now: a row is the subject's mutex, taken by
+-- the claim that leases the subject's head (INSERT … ON CONFLICT sees the latest row,
+-- whatever the claim's snapshot), with that receipt's lease token and lease. The head's
+-- business transaction deletes it with the head's queue row (both commit or neither); a
+-- retry's release deletes it; a dead worker's expires with its lease. So two receipts of
+-- one subject never run at once, even when a late one sorts before a running head.
+CREATE TABLE subject_leases (
+    integration  text        NOT NULL,
+    subject      text        COLLATE "C" NOT NULL,
+    lease_token  bigint      NOT NULL,
+    leased_until timestamptz NOT NULL,
+    PRIMARY KEY (integration, subject)
+);
 
 -- The audit trail: who decided what (receipt_replays, receipt_resolutions,
 -- effect_resolutions) and who read which payload (payload_reads). Insert-only for every
@@ -737,15 +776,21 @@ BEGIN ATOMIC
         -- receipt fail.
         SELECT r.id, r.status, r.integration,
                coalesce((SELECT pg_column_size(p.payload) FROM receipt_payloads p
-                         WHERE p.receipt_id = r.id), 0) AS size
+                         WHERE p.receipt_id = r.id), 0) AS size,
+               CASE WHEN r.ordered THEN r.subject END AS queue_subject,
+               coalesce(r.event_at, r.received_at) AS ordered_at
         FROM receipts r WHERE r.id = receipt AND r.status IN ('failed', 'quarantined')
         FOR UPDATE OF r
     ), logged AS (
         INSERT INTO receipt_replays (receipt_id, previous_status, replayed_by, reason)
         SELECT held.id, held.status, person, why FROM held
     ), queued AS (
-        INSERT INTO receipt_queue (receipt_id, integration, visible_at, enqueued_at, payload_bytes)
-        SELECT held.id, held.integration, now(), now(), held.size FROM held
+        -- An ordered receipt takes its place in its subject's order again.
+        INSERT INTO receipt_queue (receipt_id, integration, visible_at, enqueued_at, payload_bytes,
+                                   subject, ordered_at)
+        SELECT held.id, held.integration, now(), now(), held.size,
+               held.queue_subject, held.ordered_at
+        FROM held
     ), requeued AS (
         UPDATE receipts r
         SET status = 'pending', outcome = NULL, outcome_reason = NULL, attempts = 0,
@@ -863,23 +908,26 @@ END;
 -- order (claim_receipt_keys), as the ingress claims them.
 CREATE FUNCTION backfill_receipts(integrations text[], source_scopes text[], event_ids text[],
                                   event_types text[], route_keys text[], payloads text[],
-                                  deliveries text[])
+                                  deliveries text[], subjects text[], event_ats timestamptz[],
+                                  ordereds boolean[])
     RETURNS TABLE (out_position bigint, out_id bigint) LANGUAGE sql SECURITY DEFINER
 BEGIN ATOMIC
     WITH input AS (
         SELECT * FROM unnest(integrations, source_scopes, event_ids, event_types, route_keys,
-                             payloads, deliveries)
+                             payloads, deliveries, subjects, event_ats, ordereds)
             WITH ORDINALITY AS input (integration, source_scope, event_id, event_type,
-                                      route_key, payload, delivery, position)
+                                      route_key, payload, delivery, subject, event_at,
+                                      ordered, position)
     ), new AS (
         SELECT * FROM claim_receipt_keys(integrations, source_scopes, event_ids,
                                          array_fill(NULL::bytea, ARRAY[cardinality(event_ids)]),
                                          NULL)
     ), inserted AS (
         INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key,
-                              delivery, provenance)
+                              delivery, provenance, subject, event_at, ordered)
         SELECT input.integration, input.source_scope, input.event_id, input.event_type,
-               input.route_key, input.delivery::jsonb, 'api'
+               input.route_key, input.delivery::jsonb, 'api', input.subject, input.event_at,
+               input.ordered AND input.subject IS NOT NULL
         FROM input JOIN new USING (source_scope, event_id) ORDER BY input.position
         RETURNING receipts.id, receipts.integration, receipts.source_scope,
                   receipts.event_id, receipts.received_at
@@ -889,9 +937,12 @@ BEGIN ATOMIC
         FROM inserted JOIN input USING (source_scope, event_id)
     ), queued AS (
         INSERT INTO receipt_queue (receipt_id, integration, visible_at, enqueued_at,
-                                   payload_bytes)
+                                   payload_bytes, subject, ordered_at)
         SELECT inserted.id, inserted.integration, inserted.received_at,
-               inserted.received_at, octet_length(input.payload)
+               inserted.received_at, octet_length(input.payload),
+               CASE WHEN input.ordered THEN input.subject END,
+               CASE WHEN input.ordered AND input.subject IS NOT NULL
+                    THEN coalesce(input.event_at, inserted.received_at) END
         FROM inserted JOIN input USING (source_scope, event_id)
     ), durable AS (
         SELECT set_config('synchronous_commit', 'on', true)
@@ -912,4 +963,5 @@ REVOKE EXECUTE ON FUNCTION drop_payload_days(integer), drop_key_periods(integer)
     decision_requeue_receipt(bigint, text, text), decision_take_receipt_out(bigint, text, text, text),
     decision_close_receipt(bigint, text, text), decision_lock_effect(bigint),
     decision_resolve_effect(bigint, text, text, text),
-    backfill_receipts(text[], text[], text[], text[], text[], text[], text[]) FROM PUBLIC;
+    backfill_receipts(text[], text[], text[], text[], text[], text[], text[], text[],
+                      timestamptz[], boolean[]) FROM PUBLIC;

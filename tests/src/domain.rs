@@ -199,7 +199,9 @@ pub async fn accept_with_headers(
     else {
         panic!("fixture event does not extract: {body}");
     };
-    let (route_key, _) = event::find_route(integration, &event)?;
+    let (route_key, route) = event::find_route(integration, &event)?;
+    // What the ingress would store: the route's subject and order.
+    let subject = event::subject_for(route, &event, &event.payload_json);
     let receipt = store::NewReceipt {
         integration: &integration.id,
         source_scope: &event.source_scope,
@@ -209,6 +211,11 @@ pub async fn accept_with_headers(
         payload_json: &event.payload_json,
         content_digest: None,
         delivery_json: event.delivery.as_deref(),
+        order: store::ReceiptOrder {
+            subject: subject.as_deref(),
+            event_at: event.event_at,
+            ordered: route.ordered,
+        },
     };
     let mut connection = pool.acquire().await.expect("connection");
     Some(
@@ -352,7 +359,8 @@ pub async fn claim_at(
         max_attempts: settings().max_attempts(),
         statement_limit: settings().statement_limit(),
     };
-    store::queue::claim_batch(connection, limits, lease, worker_id, None, now)
+    let cursor = store::queue::SubjectCursor::default();
+    store::queue::claim_batch(connection, limits, lease, worker_id, None, &cursor, now)
         .await
         .expect("claim")
         .claimed

@@ -272,6 +272,14 @@ pub struct Route {
     /// The route's `options` table, for the handler (validated by it when a worker
     /// starts); an empty object when absent.
     pub options: serde_json::Value,
+    /// JSON pointers naming the business object an event is about, tried in order
+    /// (`subject = ["/data/object/customer"]`); empty: the provider's default
+    /// ([`crate::verify::Provider::default_subject`]).
+    pub subject: Vec<String>,
+    /// `ordered = true`: receipts of one subject run one at a time, in the provider's
+    /// event-time order (then arrival), and a failed or quarantined one holds the rest of
+    /// its subject until it is replayed or closed (docs/contract.md, "Ordered routes").
+    pub ordered: bool,
 }
 
 impl Route {
@@ -280,6 +288,9 @@ impl Route {
         self.sinks.first().map(String::as_str)
     }
 }
+
+/// The most subject pointers a route may name.
+pub const MAX_SUBJECT_POINTERS: usize = 8;
 
 /// The suffix that makes a route key a pattern.
 pub const PATTERN_SUFFIX: &str = ".*";

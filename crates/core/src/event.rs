@@ -26,6 +26,7 @@ use crate::verify::Provider;
 
 mod form;
 pub(crate) mod pointer;
+pub mod subject;
 
 /// The longest event id or type we store; longer ones are malformed, not truncated.
 pub const MAX_IDENTIFIER_LEN: usize = 255;
@@ -79,6 +80,11 @@ pub struct Event<'body> {
     /// API version, GitHub's hook id and target, Stripe's `api_version`. `None` when the
     /// provider sends none.
     pub delivery: Option<String>,
+    /// The business object the event is about, by its provider's default
+    /// ([`subject`]); a route's own subject pointers replace it ([`subject_for`]).
+    pub subject: Option<String>,
+    /// The provider's own time of the event, when it sends one ([`subject`]).
+    pub event_at: Option<chrono::DateTime<chrono::Utc>>,
     /// The payload as UTF-8 JSON text, checked against the storability contract: the
     /// body itself, or the JSON a form-encoded body carries (GitHub's default).
     pub payload_json: Cow<'body, str>,
@@ -244,6 +250,18 @@ pub(crate) fn route_for_keys<'i>(
         .find_map(|key| routes.get_key_value(key).or_else(|| longest_pattern(key)))
         .or_else(|| routes.get_key_value(CATCH_ALL))
         .map(|(key, route)| (key.as_str(), route))
+}
+
+/// The subject `event` is stored under on `route`: the first of the route's subject
+/// pointers present in `payload_json` (the payload as stored: a form's read-out JSON;
+/// one streaming pass, only when the route names pointers), else the provider's default
+/// the event was read with.
+pub fn subject_for(route: &Route, event: &Event<'_>, payload_json: &str) -> Option<String> {
+    if route.subject.is_empty() {
+        event.subject.clone()
+    } else {
+        subject::subject_at(payload_json, &route.subject)
+    }
 }
 
 /// Parses the fields we need; duplicate keys among them are refused by serde.

@@ -74,6 +74,13 @@ impl Provider {
         self.spec().known_events.map(KnownEvents::types)
     }
 
+    /// What names the business object of this provider's events by default (the
+    /// subject), in words: `None` when a route must name it with `subject` pointers
+    /// (Slack, Standard Webhooks, `hmac`, `token`). docs/contract.md, "Subjects".
+    pub fn default_subject(self) -> Option<&'static str> {
+        self.spec().default_subject
+    }
+
     /// Route keys under which any action is known: `event.` followed by anything (GitHub's
     /// `repository_dispatch`, whose action is the dispatching client's `event_type`).
     pub fn free_form_actions(self) -> &'static [&'static str] {
@@ -228,6 +235,8 @@ pub(crate) struct Spec {
     pub known_events: Option<&'static KnownEvents>,
     /// [`Provider::free_form_actions`].
     pub free_form_actions: &'static [&'static str],
+    /// [`Provider::default_subject`].
+    pub default_subject: Option<&'static str>,
 }
 
 /// A provider's known event types: a data file of one type per line, sorted, read once.

@@ -29,6 +29,8 @@ mod receipts_cmd;
 mod selection;
 mod sign;
 mod stripe_cmd;
+mod subject_cmd;
+mod subject_notes;
 
 use output::{out, out_exact};
 
@@ -102,6 +104,11 @@ enum Command {
     Receipts {
         #[command(subcommand)]
         command: receipts_cmd::ReceiptsCommand,
+    },
+    /// One business object's history in event-time order, and the ordered subjects held.
+    Subject {
+        #[command(subcommand)]
+        command: subject_cmd::SubjectCommand,
     },
     /// List, show or resolve effects (by id or by filter).
     Effects {
@@ -301,6 +308,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         } => operate::status(&database, config.as_deref(), owner.as_deref(), json).await,
         Command::Receipts { command } => receipts_cmd::run(command).await,
         Command::Audit { command } => audit_cmd::run(command).await,
+        Command::Subject { command } => subject_cmd::run(command).await,
         Command::Completions { shell } => {
             clap_complete::generate(
                 shell,
@@ -390,6 +398,10 @@ fn check_config(
     }
     if deny_warnings && !warnings.is_empty() {
         anyhow::bail!("{} warning(s) (--deny-warnings)", warnings.len());
+    }
+    // A route whose receipts name no subject has no timeline and cannot be ordered.
+    for note in subject_notes::routes_without_a_subject(&loaded) {
+        eprintln!("note: {note}");
     }
     out!(
         "{}: ok ({} integrations, {} sinks)",

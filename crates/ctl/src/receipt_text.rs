@@ -56,6 +56,16 @@ pub fn print_receipt(
             out!("  last error   {error}");
         }
     }
+    if let Some(subject) = &detail.subject {
+        out!(
+            "  subject      {subject}{} (inboundctl subject show {} {subject:?})",
+            if detail.ordered { ", ordered" } else { "" },
+            detail.integration
+        );
+    }
+    if let Some(event_at) = detail.event_at {
+        out!("  event time   {event_at}");
+    }
     out!("  received     {}", detail.received_at);
     if let Some(finished) = detail.finished_at {
         out!("  finished     {finished}");

@@ -31,7 +31,7 @@ use inbound_core::keys::ReceiptId;
 use inbound_core::keys::{EventId, SourceScope};
 use inbound_core::provider;
 use inbound_core::verify::Provider;
-use inbound_store::{self as store, InsertOutcome, NewReceipt};
+use inbound_store::{self as store, InsertOutcome, NewReceipt, ReceiptOrder};
 use serde_json::Value;
 
 use crate::operate::DatabaseArgs;
@@ -277,6 +277,9 @@ struct Storable {
     event_type: String,
     route_key: String,
     delivery: Option<String>,
+    subject: Option<String>,
+    event_at: Option<chrono::DateTime<chrono::Utc>>,
+    ordered: bool,
 }
 
 /// Extracts each listed event as the ingress would, counting the ones it would not store.
@@ -321,11 +324,15 @@ fn sort_events(
                 continue;
             }
         };
-        let Some((route_key, _)) = event::find_route(integration, &event) else {
+        let Some((route_key, route)) = event::find_route(integration, &event) else {
             summary.not_routed += 1;
             continue;
         };
         let route_key = route_key.to_owned();
+        // The subject and event time a delivery of it would have had: a late event found
+        // by the backfill takes its place in its subject's order.
+        let subject = event::subject_for(route, &event, &json);
+        let (event_at, ordered) = (event.event_at, route.ordered);
         let (source_scope, event_id, event_type, delivery) = (
             event.source_scope,
             event.event_id,
@@ -339,6 +346,9 @@ fn sort_events(
             event_type,
             route_key,
             delivery,
+            subject,
+            event_at,
+            ordered,
         });
     }
     storable
@@ -386,6 +396,11 @@ async fn store_page(
             payload_json: &one.json,
             content_digest: None,
             delivery_json: one.delivery.as_deref(),
+            order: ReceiptOrder {
+                subject: one.subject.as_deref(),
+                event_at: one.event_at,
+                ordered: one.ordered,
+            },
         })
         .collect();
     // In creation order (the worker claims by receipt id); a deadlock with the ingress on

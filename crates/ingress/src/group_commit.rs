@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use inbound_core::keys::{EventId, SourceScope};
 use inbound_runtime::failpoint;
 use inbound_runtime::sessions::SessionGate;
-use inbound_store::{self as store, InsertOutcome, NewReceipt};
+use inbound_store::{self as store, InsertOutcome, NewReceipt, ReceiptOrder};
 use sqlx::pool::PoolConnection;
 use sqlx::{Connection, PgConnection, PgPool, Postgres};
 use tokio::sync::{Mutex, mpsc, oneshot};
@@ -76,6 +76,9 @@ struct QueuedReceipt {
     route_key: String,
     content_digest: Option<Vec<u8>>,
     delivery_json: Option<String>,
+    subject: Option<String>,
+    event_at: Option<chrono::DateTime<chrono::Utc>>,
+    ordered: bool,
     payload: CommitPayload,
 }
 
@@ -116,6 +119,11 @@ impl QueuedReceipt {
             },
             content_digest: self.content_digest.as_deref(),
             delivery_json: self.delivery_json.as_deref(),
+            order: ReceiptOrder {
+                subject: self.subject.as_deref(),
+                event_at: self.event_at,
+                ordered: self.ordered,
+            },
         })
     }
 }
@@ -175,6 +183,9 @@ impl GroupCommit {
                 route_key: receipt.route_key.to_owned(),
                 content_digest: receipt.content_digest.map(<[u8]>::to_vec),
                 delivery_json: receipt.delivery_json.map(str::to_owned),
+                subject: receipt.order.subject.map(str::to_owned),
+                event_at: receipt.order.event_at,
+                ordered: receipt.order.ordered,
                 payload,
             },
             answer,

@@ -17,14 +17,14 @@ use std::time::Duration;
 use http::request::Parts;
 use hyper::body::Incoming;
 use inbound_core::clock::Clock;
-use inbound_core::config::Integration;
+use inbound_core::config::{Integration, Route};
 use inbound_core::event::{self, Event, ExtractError, Extracted};
 use inbound_core::headers::Headers;
 use inbound_core::keys::{self, EventId};
 use inbound_core::provider;
 use inbound_core::verify::VerifyContext;
 use inbound_runtime::failpoint;
-use inbound_store::{InsertOutcome, NewReceipt};
+use inbound_store::{InsertOutcome, NewReceipt, ReceiptOrder};
 use tokio::time::Instant;
 
 use crate::body::{self, BodyBudget, BodyError, HeldBody, HeldText};
@@ -134,8 +134,8 @@ pub async fn receive(
         let verified = read_and_verify(pipeline, integration, parts, body, deadline).await?;
         let headers = header_view(parts);
         let event = understand(pipeline, integration, &headers, &verified)?;
-        let route_key = route(integration, &event)?;
-        Stage::Ok(commit(pipeline, integration, event, route_key, &verified, deadline).await)
+        let routed = route(integration, &event)?;
+        Stage::Ok(commit(pipeline, integration, event, routed, &verified, deadline).await)
     };
     stages.await.unwrap_or_else(|ended| *ended)
 }
@@ -300,11 +300,14 @@ fn event_to_store<'body>(
     }))
 }
 
-/// The route the event takes (200 ignored when none): the key it is configured under.
-fn route<'i>(integration: &'i Integration, understood: &Understood<'_>) -> Stage<&'i str> {
+/// The route the event takes (200 ignored when none) and the key it is configured under.
+fn route<'i>(
+    integration: &'i Integration,
+    understood: &Understood<'_>,
+) -> Stage<(&'i str, &'i Route)> {
     let event = &understood.event;
     match event::find_route(integration, event) {
-        Some((route_key, _route)) => Ok(route_key),
+        Some(routed) => Ok(routed),
         None => {
             telemetry::record_ignored(&integration.id, &event.event_type);
             let mut outcome = Outcome::answer(Reply::Ignored);
@@ -321,11 +324,15 @@ async fn commit(
     pipeline: &Pipeline,
     integration: &Integration,
     understood: Understood<'_>,
-    route_key: &str,
+    (route_key, route): (&str, &Route),
     verified: &Verified,
     deadline: Instant,
 ) -> Outcome {
     let Understood { event, read_out } = understood;
+    let payload_json = read_out
+        .as_deref()
+        .map_or(&*event.payload_json, HeldText::text);
+    let subject = event::subject_for(route, &event, payload_json);
     // GitHub signs no delivery id: with content_dedupe, the body itself is a second key.
     let digest = integration
         .content_dedupe
@@ -336,11 +343,14 @@ async fn commit(
         event_id: &event.event_id,
         event_type: &event.event_type,
         route_key,
-        payload_json: read_out
-            .as_deref()
-            .map_or(&*event.payload_json, HeldText::text),
+        payload_json,
         content_digest: digest.as_ref().map(|digest| &digest[..]),
         delivery_json: event.delivery.as_deref(),
+        order: ReceiptOrder {
+            subject: subject.as_deref(),
+            event_at: event.event_at,
+            ordered: route.ordered,
+        },
     };
     let payload = CommitPayload {
         body: Arc::clone(&verified.held),

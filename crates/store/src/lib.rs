@@ -81,7 +81,7 @@ pub use clock::StatementClock;
 pub use migrations::{Migrated, MigrationError, NewerThanThisBuild, migrate, migrate_schema};
 #[doc(hidden)]
 pub use receipts::{
-    InsertOutcome, NewReceipt, insert_receipt, insert_receipts, insert_receipts_at,
+    InsertOutcome, NewReceipt, ReceiptOrder, insert_receipt, insert_receipts, insert_receipts_at,
 };
 #[doc(hidden)]
 pub use schema::{DEFAULT_SCHEMA, InvalidSchema, Schema};

@@ -52,6 +52,13 @@ pub struct ClaimedReceipt {
     pub payload_bytes: i64,
     /// When the ingress committed the receipt.
     pub received_at: DateTime<Utc>,
+    /// What the event is about ([`inbound_core::event::subject`]), if it names anything.
+    pub subject: Option<String>,
+    /// The provider's own time of the event, if it sends one.
+    pub event_at: Option<DateTime<Utc>>,
+    /// The subject it was claimed under, when its route is ordered: no other receipt of
+    /// the subject runs until this one's transaction ends or its lease does.
+    pub ordered_subject: Option<String>,
 }
 
 impl ClaimedReceipt {
@@ -123,6 +130,9 @@ struct ClaimRow {
     delivery: Option<serde_json::Value>,
     payload_bytes: i32,
     received_at: DateTime<Utc>,
+    ordered_subject: Option<String>,
+    subject: Option<String>,
+    event_at: Option<DateTime<Utc>>,
 }
 
 /// Claims visible receipts in one statement, leasing them for `lease`, within `limits`;
@@ -136,8 +146,13 @@ pub async fn claim_batch(
     lease: Duration,
     worker_id: &str,
     integrations: Option<&[String]>,
+    cursor: &SubjectCursor,
     now: Option<DateTime<Utc>>,
 ) -> Result<Claim, sqlx::Error> {
+    let (after_integration, after_subject) = match &cursor.last {
+        Some((integration, subject)) => (Some(integration.as_str()), Some(subject.as_str())),
+        None => (None, None),
+    };
     let claim = sqlx::query_file_as!(
         ClaimRow,
         "queries/queue/claim.sql",
@@ -149,6 +164,8 @@ pub async fn claim_batch(
         limits.max_attempts,
         limits.allow_one_larger,
         now,
+        after_integration,
+        after_subject,
     )
     .fetch_all(&mut *conn);
     let rows = super::bounded::statement(limits.statement_limit, claim).await?;
@@ -159,6 +176,34 @@ pub async fn claim_batch(
         .collect();
     let payloads = stored_payloads(conn, &claimed_ids, limits.statement_limit).await?;
     Ok(Claim::from_rows(rows, payloads))
+}
+
+/// Where a worker's walk over ordered subjects resumes: after the last subject it claimed,
+/// round to the first and on to it again (`queries/queue/claim.sql`), so that a queue of
+/// many subjects is served in turn rather than always from its first. `Default`: from the
+/// first subject.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SubjectCursor {
+    last: Option<(String, String)>,
+}
+
+impl SubjectCursor {
+    /// Moves past the subjects `claim` took; unchanged when it took none. The walk went
+    /// from the cursor to the end and then from the first subject: the last it reached
+    /// is the greatest taken at or before the cursor, if it went round, else the greatest.
+    pub fn advance(&mut self, claim: &Claim) {
+        let taken = claim.claimed.iter().filter_map(|receipt| {
+            let subject = receipt.ordered_subject.as_ref()?;
+            Some((receipt.integration.clone(), subject.clone()))
+        });
+        let (before, after): (Vec<_>, Vec<_>) = taken.partition(|key| match &self.last {
+            Some(last) => key <= last,
+            None => false,
+        });
+        if let Some(last) = before.into_iter().max().or_else(|| after.into_iter().max()) {
+            self.last = Some(last);
+        }
+    }
 }
 
 impl Claim {
@@ -191,6 +236,9 @@ impl Claim {
                     .unwrap_or(StoredPayload::Purged),
                 payload_bytes: i64::from(row.payload_bytes),
                 received_at: row.received_at,
+                subject: row.subject,
+                event_at: row.event_at,
+                ordered_subject: row.ordered_subject,
             });
         }
         claim
@@ -204,14 +252,24 @@ pub async fn dequeue_fenced(
     conn: &mut PgConnection,
     lease: ReceiptLease,
 ) -> Result<bool, sqlx::Error> {
-    let removed = sqlx::query!(
-        "DELETE FROM receipt_queue WHERE receipt_id = $1 AND lease_token = $2",
+    // The subject's lease goes with the queue row: both are restored if the transaction
+    // rolls back, and until it commits the row lock keeps the subject's next claim waiting.
+    let removed = sqlx::query_scalar!(
+        r#"WITH fenced AS (
+             DELETE FROM receipt_queue WHERE receipt_id = $1 AND lease_token = $2
+             RETURNING integration, subject, lease_token
+         ), released AS (
+             DELETE FROM subject_leases l USING fenced f
+             WHERE l.integration = f.integration AND l.subject = f.subject
+               AND l.lease_token = f.lease_token
+         )
+         SELECT count(*) AS "removed!" FROM fenced"#,
         lease.receipt_id as ReceiptId,
         lease.token as LeaseToken,
     )
-    .execute(conn)
+    .fetch_one(conn)
     .await?;
-    Ok(removed.rows_affected() == 1)
+    Ok(removed == 1)
 }
 
 /// [`dequeue_fenced`] for a whole batch in one statement: removes each queue row whose
@@ -224,10 +282,17 @@ pub async fn dequeue_fenced_all(
     let receipt_ids: Vec<ReceiptId> = leases.iter().map(|lease| lease.receipt_id).collect();
     let lease_tokens: Vec<LeaseToken> = leases.iter().map(|lease| lease.token).collect();
     sqlx::query_scalar!(
-        r#"DELETE FROM receipt_queue q
-         USING unnest($1::bigint[], $2::bigint[]) AS fence(receipt_id, lease_token)
-         WHERE q.receipt_id = fence.receipt_id AND q.lease_token = fence.lease_token
-         RETURNING q.receipt_id AS "receipt_id: ReceiptId""#,
+        r#"WITH fenced AS (
+             DELETE FROM receipt_queue q
+             USING unnest($1::bigint[], $2::bigint[]) AS fence(receipt_id, lease_token)
+             WHERE q.receipt_id = fence.receipt_id AND q.lease_token = fence.lease_token
+             RETURNING q.receipt_id, q.integration, q.subject, q.lease_token
+         ), released AS (
+             DELETE FROM subject_leases l USING fenced f
+             WHERE l.integration = f.integration AND l.subject = f.subject
+               AND l.lease_token = f.lease_token
+         )
+         SELECT receipt_id AS "receipt_id!: ReceiptId" FROM fenced"#,
         receipt_ids as Vec<ReceiptId>,
         lease_tokens as Vec<LeaseToken>,
     )
@@ -342,7 +407,13 @@ pub async fn release_for_retry(
              SET visible_at = coalesce($5, now()) + $3::int8 * interval '1 millisecond',
                  leased_by = NULL, leased_at = NULL, last_error = $4
              WHERE receipt_id = $1 AND lease_token = $2
-             RETURNING receipt_id, attempts
+             RETURNING receipt_id, attempts, integration, subject, lease_token
+         ), subject_released AS (
+             -- A waiting head keeps its place (its queue row sorts first): its subject
+             -- still waits for it, but no worker holds it.
+             DELETE FROM subject_leases l USING released f
+             WHERE l.integration = f.integration AND l.subject = f.subject
+               AND l.lease_token = f.lease_token
          )
          UPDATE receipts r SET attempts = released.attempts, last_error = $4
          FROM released WHERE r.id = released.receipt_id",
@@ -367,7 +438,13 @@ pub async fn fail_exhausted(
     let updated = sqlx::query!(
         "WITH removed AS (
              DELETE FROM receipt_queue WHERE receipt_id = $1 AND lease_token = $2
-             RETURNING receipt_id, attempts
+             RETURNING receipt_id, attempts, integration, subject, lease_token
+         ), subject_released AS (
+             -- An ordered receipt that failed holds its subject from now on
+             -- (receipts_holding_subject), not through its lease.
+             DELETE FROM subject_leases l USING removed f
+             WHERE l.integration = f.integration AND l.subject = f.subject
+               AND l.lease_token = f.lease_token
          )
          UPDATE receipts r
          SET status = 'failed', attempts = removed.attempts, last_error = $3, finished_at = now()

@@ -28,6 +28,22 @@ pub struct NewReceipt<'a> {
     /// The SHA-256 of the raw body, for integrations that deduplicate by content: a
     /// second receipt with the same digest in the same integration is a duplicate.
     pub content_digest: Option<&'a [u8]>,
+    /// What the event is about and when the provider says it happened
+    /// ([`inbound_core::event::subject`]), and whether its route is ordered.
+    pub order: ReceiptOrder<'a>,
+}
+
+/// A receipt's subject, its provider's event time, and whether its route is ordered: an
+/// ordered receipt with a subject runs after the earlier ones of its subject and never
+/// beside one (docs/contract.md, "Ordered routes"). `Default`: about nothing, unordered.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReceiptOrder<'a> {
+    /// The business object the event is about.
+    pub subject: Option<&'a str>,
+    /// The provider's own time of the event.
+    pub event_at: Option<DateTime<Utc>>,
+    /// Whether the route is `ordered = true` (without a subject, nothing is ordered).
+    pub ordered: bool,
 }
 
 /// What [`insert_receipt`] found.
@@ -87,6 +103,9 @@ pub async fn insert_receipts_at<'a>(
         batch.digests() as Vec<Option<&[u8]>>,
         batch.deliveries() as Vec<Option<&str>>,
         at,
+        batch.subjects() as Vec<Option<&str>>,
+        batch.event_times() as Vec<Option<DateTime<Utc>>>,
+        &batch.ordered(),
     )
     .fetch_all(&mut *conn)
     .await?;
@@ -106,7 +125,7 @@ pub async fn backfill_receipts<'a>(
     let batch = UniqueBatch::of(receipts);
     let inserted = sqlx::query!(
         r#"SELECT out_position AS "position!", out_id AS "id!"
-         FROM backfill_receipts($1, $2, $3, $4, $5, $6, $7)"#,
+         FROM backfill_receipts($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"#,
         batch.column(|receipt| receipt.integration) as Vec<&str>,
         batch.column(|receipt| receipt.source_scope.as_str()) as Vec<&str>,
         batch.column(|receipt| receipt.event_id.as_str()) as Vec<&str>,
@@ -114,6 +133,9 @@ pub async fn backfill_receipts<'a>(
         batch.column(|receipt| receipt.route_key) as Vec<&str>,
         batch.column(|receipt| receipt.payload_json) as Vec<&str>,
         batch.deliveries() as Vec<Option<&str>>,
+        batch.subjects() as Vec<Option<&str>>,
+        batch.event_times() as Vec<Option<DateTime<Utc>>>,
+        &batch.ordered(),
     )
     .fetch_all(&mut *conn)
     .await?;
@@ -158,6 +180,27 @@ impl<'r, 'a> UniqueBatch<'r, 'a> {
         self.unique
             .iter()
             .map(|&index| self.receipts[index].delivery_json)
+            .collect()
+    }
+
+    fn subjects(&self) -> Vec<Option<&'a str>> {
+        self.unique
+            .iter()
+            .map(|&index| self.receipts[index].order.subject)
+            .collect()
+    }
+
+    fn event_times(&self) -> Vec<Option<DateTime<Utc>>> {
+        self.unique
+            .iter()
+            .map(|&index| self.receipts[index].order.event_at)
+            .collect()
+    }
+
+    fn ordered(&self) -> Vec<bool> {
+        self.unique
+            .iter()
+            .map(|&index| self.receipts[index].order.ordered)
             .collect()
     }
 

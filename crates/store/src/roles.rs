@@ -28,13 +28,13 @@ const GRANTS: &[(Process, &[&str])] = &[
             // RETURNING, only what identifies the rows it inserted. Only the columns it
             // writes: an id or an acceptance time is the database's, never the caller's
             // (an id taken ahead would turn a later receipt into a silent duplicate).
-            "GRANT INSERT (integration, source_scope, event_id, event_type, route_key, content_digest, delivery) ON {schema}.receipts TO {role}",
+            "GRANT INSERT (integration, source_scope, event_id, event_type, route_key, content_digest, delivery, subject, event_at, ordered) ON {schema}.receipts TO {role}",
             "GRANT INSERT ON {schema}.receipt_payloads TO {role}",
             // A receipt's id is its day and the next of these (the column's default).
             "GRANT USAGE ON SEQUENCE {schema}.receipt_serials TO {role}",
             // Keys are claimed (claim_receipt_keys) by looking in the previous period first.
             "GRANT SELECT, INSERT ON {schema}.receipt_keys TO {role}",
-            "GRANT INSERT (receipt_id, integration, visible_at, enqueued_at, payload_bytes) ON {schema}.receipt_queue TO {role}",
+            "GRANT INSERT (receipt_id, integration, visible_at, enqueued_at, payload_bytes, subject, ordered_at) ON {schema}.receipt_queue TO {role}",
             "GRANT SELECT (id, integration, source_scope, event_id, received_at) ON {schema}.receipts TO {role}",
             // The queue ages that page and scale, which the ingress exports so that they
             // outlive every worker: when rows became claimable, never what they hold.
@@ -52,6 +52,8 @@ const GRANTS: &[(Process, &[&str])] = &[
             "GRANT SELECT ON {schema}.receipts, {schema}.receipt_payloads TO {role}",
             "GRANT UPDATE (status, outcome, outcome_reason, attempts, last_error, finished_at) ON {schema}.receipts TO {role}",
             "GRANT SELECT, UPDATE, DELETE ON {schema}.receipt_queue TO {role}",
+            // An ordered subject's mutex: taken by a claim, given back with its head.
+            "GRANT SELECT, INSERT, UPDATE, DELETE ON {schema}.subject_leases TO {role}",
             "GRANT SELECT, INSERT, UPDATE ON {schema}.effects, {schema}.effect_attempts TO {role}",
             // An operator's retry of a paused sink's effect ends its breaker's pause.
             "GRANT SELECT ON {schema}.effect_resolutions TO {role}",
@@ -82,7 +84,7 @@ const GRANTS: &[(Process, &[&str])] = &[
             // queue row or effect is written by the role itself, so no decision goes
             // unrecorded and nothing leaves but by retention's rule. The audit trail's
             // time and database role are the server's (column defaults).
-            "GRANT SELECT ON {schema}.receipts, {schema}.receipt_payloads, {schema}.receipt_keys, {schema}.receipt_queue, {schema}.effects, {schema}.effect_attempts TO {role}",
+            "GRANT SELECT ON {schema}.receipts, {schema}.receipt_payloads, {schema}.receipt_keys, {schema}.receipt_queue, {schema}.subject_leases, {schema}.effects, {schema}.effect_attempts TO {role}",
             "GRANT SELECT ON {schema}.receipt_replays, {schema}.receipt_resolutions, {schema}.effect_resolutions, {schema}.payload_reads TO {role}",
             "GRANT INSERT (receipt_id, read_by, surface) ON {schema}.payload_reads TO {role}",
             "GRANT EXECUTE ON FUNCTION {operator_functions} TO {role}",
@@ -103,7 +105,7 @@ const OPERATOR_FUNCTIONS: &[&str] = &[
     "decision_close_receipt(bigint, text, text)",
     "decision_lock_effect(bigint)",
     "decision_resolve_effect(bigint, text, text, text)",
-    "backfill_receipts(text[], text[], text[], text[], text[], text[], text[])",
+    "backfill_receipts(text[], text[], text[], text[], text[], text[], text[], text[], timestamptz[], boolean[])",
 ];
 
 /// The processes that get a role of their own.

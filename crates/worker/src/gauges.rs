@@ -19,6 +19,7 @@ use crate::telemetry::{
     EFFECTS, EFFECTS_FAILED, EFFECTS_FINISHED_TOTAL, EFFECTS_FOR_UNKNOWN_SINKS,
     HISTORY_AHEAD_SECONDS, HISTORY_UNPARTITIONED_ROWS, LEASE_RECLAIMS_TOTAL,
     OLDEST_DUE_EFFECT_WAIT_SECONDS, OLDEST_EFFECT_AGE_SECONDS, RECEIPTS, RECEIPTS_FOR_REVIEW,
+    SUBJECT_HELD_RECEIPTS, SUBJECTS_HELD,
 };
 
 /// The end states the dispatcher reaches (an operator's `abandoned` is not its own).
@@ -42,6 +43,7 @@ async fn refresh_on(worker: &Worker, connection: &mut PgConnection) -> Result<()
     if worker.settings.role().runs_receipts() {
         maintain_history(&mut *connection).await?;
     }
+    export_held_subjects(worker, &mut *connection).await?;
     let counts = admin::receipt_counts(&mut *connection).await?;
     for (state, count) in counts.by_state() {
         metrics::gauge!(RECEIPTS, "state" => state.as_str()).set(count as f64);
@@ -187,6 +189,43 @@ const HISTORY_TABLES: [&str; 4] = ["receipts", "receipt_payloads", "effects", "e
 /// The keys (integration or sink) a refresh exported besides the configured ones: set to
 /// 0 once their rows are gone, never left at their last count.
 static REVIEW_SEEN: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+/// The most failed or quarantined ordered receipts one refresh reads to count the held
+/// subjects (an incident that quarantines more shows this many: the alert still fires).
+const HELD_RECEIPTS_READ: i64 = 100_000;
+
+static HELD_SEEN: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+
+/// The held ordered subjects and the receipts waiting behind them, per integration: every
+/// configured integration's (0 when none) and every one named before, so a series goes
+/// back to 0 rather than stopping.
+async fn export_held_subjects(
+    worker: &Worker,
+    connection: &mut PgConnection,
+) -> Result<(), sqlx::Error> {
+    let held = admin::held_counts(connection, HELD_RECEIPTS_READ).await?;
+    let mut seen = HELD_SEEN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    seen.extend(held.iter().map(|(integration, _, _)| integration.clone()));
+    seen.extend(
+        worker
+            .config
+            .integrations()
+            .iter()
+            .map(|integration| integration.id.clone()),
+    );
+    for integration in seen.iter() {
+        let (subjects, waiting) = held
+            .iter()
+            .find(|(row, _, _)| row == integration)
+            .map_or((0, 0), |(_, subjects, waiting)| (*subjects, *waiting));
+        metrics::gauge!(SUBJECTS_HELD, "integration" => integration.clone()).set(subjects as f64);
+        metrics::gauge!(SUBJECT_HELD_RECEIPTS, "integration" => integration.clone())
+            .set(waiting as f64);
+    }
+    Ok(())
+}
+
 static OPEN_SEEN: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
 static FAILED_SEEN: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
 
@@ -231,6 +270,8 @@ pub fn initialise(worker: &Worker) {
         }
     }
     for integration in worker.config.integrations() {
+        metrics::gauge!(SUBJECTS_HELD, "integration" => integration.id.clone()).set(0.0);
+        metrics::gauge!(SUBJECT_HELD_RECEIPTS, "integration" => integration.id.clone()).set(0.0);
         for state in ReceiptStatus::NEEDS_A_PERSON {
             metrics::gauge!(RECEIPTS_FOR_REVIEW, "integration" => integration.id.clone(), "state" => state.as_str())
                 .set(0.0);

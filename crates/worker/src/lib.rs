@@ -134,6 +134,8 @@ pub struct Worker {
     sink_gates: SinkGates,
     /// The time its statements compare with (the database's, unless a test moves it).
     pub(crate) clock: Arc<store::StatementClock>,
+    /// Where its next claim resumes the walk over ordered subjects.
+    pub(crate) subject_cursor: std::sync::Mutex<store::queue::SubjectCursor>,
 }
 
 impl Worker {
@@ -161,7 +163,24 @@ impl Worker {
             payload_budget: Arc::new(Semaphore::new(budget)),
             sink_gates,
             clock: Arc::default(),
+            subject_cursor: std::sync::Mutex::default(),
         }
+    }
+
+    /// Where the next claim resumes its walk over ordered subjects.
+    pub(crate) fn subject_cursor(&self) -> store::queue::SubjectCursor {
+        self.subject_cursor
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Moves the walk past the subjects `claim` took.
+    pub(crate) fn advance_subject_cursor(&self, claim: &store::queue::Claim) {
+        self.subject_cursor
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .advance(claim);
     }
 
     /// The database.

@@ -480,6 +480,8 @@ fn handler_input<'a>(
         sink: route.route.sink(),
         sinks: &route.route.sinks,
         options: &route.route.options,
+        subject: claimed.subject.as_deref(),
+        ordered: claimed.ordered_subject.is_some(),
     }
 }
 

@@ -125,15 +125,18 @@ async fn claim_receipts(worker: &Worker, slots: usize) -> Result<Vec<ClaimedBatc
     // lease it takes (a claim that outlives its lease is worth nothing).
     let claim = with_connection(&worker.pool, worker.settings.lease, async |connection| {
         failpoint::pause("before_claim").await;
+        let cursor = worker.subject_cursor();
         let claim = queue::claim_batch(
             connection,
             limits,
             worker.settings.lease,
             &worker.settings.worker_id,
             worker.settings.integrations.as_deref(),
+            &cursor,
             worker.clock.now(),
         )
         .await?;
+        worker.advance_subject_cursor(&claim);
         let bytes: i64 = claim
             .claimed
             .iter()

@@ -48,6 +48,13 @@ pub const HISTORY_UNPARTITIONED_ROWS: &str = "inbound_history_unpartitioned_rows
 /// worker keeps a week ahead; below a day, partition maintenance is failing).
 pub const HISTORY_AHEAD_SECONDS: &str = "inbound_history_ahead_seconds";
 
+/// Gauge: ordered subjects held by a failed or quarantined receipt, per integration
+/// (`InboundSubjectHeld`; `inboundctl subject held` names them).
+pub const SUBJECTS_HELD: &str = "inbound_subjects_held";
+/// Gauge: queued receipts waiting behind a held subject's failed or quarantined receipt,
+/// per integration.
+pub const SUBJECT_HELD_RECEIPTS: &str = "inbound_subject_held_receipts";
+
 /// From a fast commit to a receipt retried for an hour.
 const ACCEPT_TO_DONE_BUCKETS_SECONDS: &[f64] = &[
     0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0,
@@ -106,6 +113,14 @@ fn describe_receipt_metrics() {
         HISTORY_AHEAD_SECONDS,
         metrics::Unit::Seconds,
         "Seconds from now to the end of the last payload partition created ahead (a week when maintenance works)."
+    );
+    metrics::describe_gauge!(
+        SUBJECTS_HELD,
+        "Ordered subjects held by a failed or quarantined receipt (their later receipts wait until it is replayed or closed), by integration."
+    );
+    metrics::describe_gauge!(
+        SUBJECT_HELD_RECEIPTS,
+        "Queued receipts waiting behind a held subject's failed or quarantined receipt, by integration."
     );
     metrics::describe_counter!(
         BATCHES_TOTAL,

@@ -731,6 +731,9 @@ pub async fn apply(
         sink: route.sink(),
         sinks: &route.sinks,
         options: &route.options,
+        // Applied alone, outside any subject's order.
+        subject: None,
+        ordered: false,
     };
     let mut connection = pool.acquire().await?;
     let mut transaction = connection.begin().await?;

@@ -20,6 +20,7 @@ fn receipt<'a>(
         payload_json: "{}",
         content_digest: None,
         delivery_json: None,
+        order: Default::default(),
     }
 }
 

@@ -39,6 +39,7 @@ async fn a_batch_answers_in_order_with_duplicates_inside_and_outside_it() {
             payload_json: r#"{"id":"x"}"#,
             content_digest: None,
             delivery_json: None,
+            order: Default::default(),
         }
     }
     let mut connection = database.pool().acquire().await.expect("connection");
@@ -237,6 +238,7 @@ fn spawn_commit(
             payload_json: payload,
             content_digest: None,
             delivery_json: None,
+            order: Default::default(),
         };
         group
             .commit(&receipt, CommitPayload::body(Arc::new(body)))
@@ -346,6 +348,7 @@ async fn nothing_is_committed_before_the_session_check_passed() {
                 payload_json: "{}",
                 content_digest: None,
                 delivery_json: None,
+                order: Default::default(),
             },
             CommitPayload::body(Arc::new(body)),
         ),

@@ -32,6 +32,7 @@ fn receipt<'a>(scope: &'a SourceScope, event_id: &'a EventId) -> NewReceipt<'a> 
         payload_json: r#"{"id":"x"}"#,
         content_digest: None,
         delivery_json: None,
+        order: Default::default(),
     }
 }
 

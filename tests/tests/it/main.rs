@@ -29,6 +29,7 @@ mod silent_database;
 mod states;
 mod status_table;
 mod storability;
+mod subjects;
 mod testing_kit;
 mod worker_e2e;
 mod worker_handlers;

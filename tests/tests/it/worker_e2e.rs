@@ -806,3 +806,131 @@ async fn failed_effects_are_gauged_until_a_person_closes_them() {
         .expect("a person abandons one");
     gauged("1").await;
 }
+
+/// The fixture's payment and refund routes ordered (Stripe's default subject: the
+/// PaymentIntent), as `config/example.toml` orders them.
+fn ordered_payments(config: &mut inbound_tests::config::ConfigEdit) {
+    for route in [
+        "payment_intent.succeeded",
+        "charge.refunded",
+        "charge.refund.updated",
+    ] {
+        config
+            .route("stripe-acme", route)
+            .insert("ordered".to_owned(), true.into());
+    }
+}
+
+/// Crash-table row "after an ordered head's claim, before its commit": a worker dies inside
+/// the business transaction of a PaymentIntent's payment, holding the subject's lease. The
+/// refund behind it (later `created`) is not run while the lease lasts — nothing of the
+/// subject runs beside or before its head — and once the lease expires a new worker runs
+/// the payment, then the refund, each once.
+#[tokio::test]
+async fn an_ordered_subject_waits_out_a_dead_workers_lease_then_runs_in_order() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let config = domain::config_edited(ordered_payments);
+    domain::seed_order(pool, "o1", "pi_1", 1000, "usd").await;
+    // The refund arrives first; the payment sorts first (Stripe's `created`).
+    let refund = domain::accept(
+        pool,
+        &config,
+        &domain::stripe_event_at(
+            "evt_refund",
+            "charge.refunded",
+            domain::order_charge("pi_1", "o1", 1000, 1000),
+            1_700_000_010,
+        ),
+    )
+    .await
+    .expect("new");
+    let payment = domain::accept(
+        pool,
+        &config,
+        &domain::stripe_event_at(
+            "evt_pay",
+            "payment_intent.succeeded",
+            domain::payment_intent("pi_1", "o1", 1000, "usd", "succeeded"),
+            1_700_000_000,
+        ),
+    )
+    .await
+    .expect("new");
+    let mut options = worker_options(database.url(), &["--lease-secs", "3"]);
+    let mut edit = inbound_tests::config::ConfigEdit::parse(&options.config_toml);
+    ordered_payments(&mut edit);
+    options.config_toml = edit.to_toml();
+    let mut doomed_options = options.clone();
+    doomed_options
+        .env
+        .push(("INBOUND_FAILPOINT".into(), "worker_in_business_tx".into()));
+    let mut doomed = Service::worker(&doomed_options);
+    let status = doomed
+        .wait_exit(Duration::from_secs(20))
+        .expect("the worker died at the failpoint");
+    assert!(!status.success(), "{status}");
+
+    // The dead worker's lease holds the subject: its head claimed once, the refund never.
+    assert_eq!(
+        count(
+            pool,
+            &format!("SELECT attempts::int8 FROM receipt_queue WHERE receipt_id = {payment}")
+        )
+        .await,
+        1
+    );
+    assert_eq!(
+        count(
+            pool,
+            &format!("SELECT attempts::int8 FROM receipt_queue WHERE receipt_id = {refund}")
+        )
+        .await,
+        0
+    );
+    assert_eq!(count(pool, "SELECT count(*) FROM subject_leases").await, 1);
+
+    let started = Instant::now();
+    let _successor = Service::worker(&options);
+    wait_for_count(
+        pool,
+        "SELECT count(*) FROM receipts WHERE status = 'done'",
+        2,
+        Duration::from_secs(30),
+    )
+    .await;
+    assert!(
+        started.elapsed() >= Duration::from_secs(1),
+        "it waited for the dead worker's lease"
+    );
+    assert_eq!(
+        domain::receipt_state(pool, payment).await,
+        (ReceiptStatus::Done, Some(ReceiptOutcome::Applied), None)
+    );
+    assert_eq!(
+        domain::receipt_state(pool, refund).await,
+        (ReceiptStatus::Done, Some(ReceiptOutcome::Applied), None)
+    );
+    assert_eq!(domain::order_status(pool, "o1").await, "refunded");
+    assert_eq!(
+        count(
+            pool,
+            &format!("SELECT attempts::int8 FROM receipts WHERE id = {refund}")
+        )
+        .await,
+        1,
+        "the refund ran once, after its payment: it never overtook it"
+    );
+    assert_eq!(
+        count(
+            pool,
+            &format!(
+                "SELECT ((SELECT finished_at FROM receipts WHERE id = {refund}) > \
+                 (SELECT finished_at FROM receipts WHERE id = {payment}))::int::int8"
+            )
+        )
+        .await,
+        1
+    );
+    assert_eq!(count(pool, "SELECT count(*) FROM subject_leases").await, 0);
+}

@@ -19,6 +19,7 @@ mod effects;
 mod overview;
 mod receipts;
 mod review;
+mod subjects;
 
 pub use effects::*;
 use inbound_core::selection::{self, integration_owner, sink_owner};
@@ -120,6 +121,7 @@ pub async fn get(
             Err(_) => Err(Problem::NotFound(format!("no effect has id {id:?}"))),
         },
         ["review"] => review::review(console, context).await,
+        ["subject"] => subjects::subject(console, context, &query).await,
         _ => Err(Problem::NotFound("no such page".to_owned())),
     };
     page.unwrap_or_else(|refusal| refusal.page(context))

@@ -179,6 +179,16 @@ pub struct ReceiptPage {
     pub effects: Vec<EffectRow>,
     pub offers: Vec<Offer>,
     pub notice: String,
+    /// The receipt's subject and the query of its timeline page.
+    pub subject_link: Option<SubjectLink>,
+}
+
+/// A link from a receipt to its subject's timeline.
+#[derive(Debug)]
+pub struct SubjectLink {
+    pub subject: String,
+    pub query: String,
+    pub ordered: bool,
 }
 
 /// One recorded read of a payload.
@@ -401,6 +411,14 @@ pub(super) async fn receipt(
                 .collect(),
             offers: receipt_offers(detail.status),
             notice: notice(query),
+            subject_link: detail.subject.as_deref().map(|subject| SubjectLink {
+                subject: view::text(subject),
+                query: form_urlencoded::Serializer::new(String::new())
+                    .append_pair("integration", &detail.integration)
+                    .append_pair("subject", subject)
+                    .finish(),
+                ordered: detail.ordered,
+            }),
         },
     ))
 }

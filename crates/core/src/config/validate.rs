@@ -18,6 +18,9 @@ struct RawRoute {
     sink: Option<String>,
     sinks: Option<Vec<String>>,
     options: Option<toml::Table>,
+    subject: Option<Vec<String>>,
+    #[serde(default)]
+    ordered: bool,
 }
 
 /// Parses and validates `text` (the body of [`Config::from_toml`]).
@@ -202,7 +205,7 @@ fn validate_integration(
     let mut routes = BTreeMap::new();
     for (key, raw_route) in raw.routes {
         let route_path = format!("{path}.routes.{key:?}");
-        let route = validate_route(&route_path, &key, raw_route, sinks)?;
+        let route = validate_route(&route_path, &key, raw_route, sinks, provider)?;
         routes.insert(key, route);
     }
     Ok(Integration {
@@ -377,6 +380,7 @@ fn validate_route(
     key: &str,
     raw: RawRoute,
     sinks: &[Sink],
+    provider: Provider,
 ) -> Result<Route, ConfigError> {
     if key.is_empty() {
         return Err(invalid(route_path, "event type must not be empty"));
@@ -437,11 +441,51 @@ fn validate_route(
             "cannot be passed to a handler (dates and non-finite numbers are not supported; write them as strings)",
         )
     })?;
+    let subject = validate_subject(route_path, raw.subject)?;
+    if raw.ordered && subject.is_empty() && provider.default_subject().is_none() {
+        return Err(invalid(
+            format!("{route_path}.ordered"),
+            format!(
+                "{} events name no subject by default: give the route `subject = [\"/json/pointer\", …]`",
+                provider.name()
+            ),
+        ));
+    }
     Ok(Route {
         handler: raw.handler,
         sinks: sinks_named,
         options,
+        subject,
+        ordered: raw.ordered,
     })
+}
+
+/// A route's subject pointers: JSON pointers into the body, at most
+/// [`MAX_SUBJECT_POINTERS`].
+fn validate_subject(
+    route_path: &str,
+    pointers: Option<Vec<String>>,
+) -> Result<Vec<String>, ConfigError> {
+    let Some(pointers) = pointers else {
+        return Ok(Vec::new());
+    };
+    let field = format!("{route_path}.subject");
+    if pointers.is_empty() || pointers.len() > MAX_SUBJECT_POINTERS {
+        return Err(invalid(
+            field,
+            format!("name 1 to {MAX_SUBJECT_POINTERS} JSON pointers, tried in order"),
+        ));
+    }
+    if let Some(bad) = pointers
+        .iter()
+        .find(|pointer| !pointer.starts_with('/') || pointer.len() > 1024)
+    {
+        return Err(invalid(
+            field,
+            format!("{bad:?} is not a JSON pointer into the body (it starts with '/')"),
+        ));
+    }
+    Ok(pointers)
 }
 
 /// A route's options as the JSON its handler reads; `None` for a TOML date or a

@@ -140,7 +140,7 @@ impl<'de: 'a, 'a> DeserializeSeed<'de> for Node<'_, '_, 'a> {
 }
 
 /// A string's text, a number's or boolean's text as written; `None` for the rest.
-fn scalar_text(raw: &str) -> Result<Option<Cow<'_, str>>, serde_json::Error> {
+pub(crate) fn scalar_text(raw: &str) -> Result<Option<Cow<'_, str>>, serde_json::Error> {
     match raw.as_bytes().first() {
         Some(b'"') => {
             let mut string = serde_json::Deserializer::from_str(raw);

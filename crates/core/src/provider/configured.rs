@@ -28,6 +28,7 @@ pub(crate) static SPEC: Spec = Spec {
     redelivery_horizon_days: 90,
     known_events: None,
     free_form_actions: &[],
+    default_subject: None,
 };
 
 /// The headers of a configurable scheme: its signature (or token), its timestamp, and the
@@ -152,6 +153,8 @@ pub(crate) fn extract<'body>(
         event_type,
         source_scope,
         delivery: None,
+        subject: None,
+        event_at: None,
         payload_json: Cow::Borrowed(payload_json),
     }))
 }

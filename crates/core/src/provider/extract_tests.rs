@@ -860,3 +860,191 @@ stripe = { connect = true }
         ("account", "-".to_owned())
     );
 }
+
+/// Each provider's documented delivery names its subject and event time by default
+/// (docs/contract.md, "Subjects"); the shapes are the providers' own samples, trimmed.
+#[test]
+fn each_provider_names_its_subject_and_event_time() {
+    let about = |event: Event<'_>| (event.subject, event.event_at.map(|at| at.to_rfc3339()));
+    // Stripe: a PaymentIntent's own id; a charge's and a refund's PaymentIntent.
+    let stripe = |object: &str| {
+        format!(
+            r#"{{"id":"evt_1","type":"x","livemode":true,"account":"acct_1","created":1700000000,"data":{{"object":{object}}}}}"#
+        )
+    };
+    let at = Some("2023-11-14T22:13:20+00:00".to_owned());
+    for (object, subject) in [
+        (r#"{"id":"pi_1","object":"payment_intent"}"#, "pi_1"),
+        (
+            r#"{"id":"ch_1","object":"charge","payment_intent":"pi_1"}"#,
+            "pi_1",
+        ),
+        (
+            r#"{"id":"re_1","object":"refund","payment_intent":"pi_1"}"#,
+            "pi_1",
+        ),
+        // No PaymentIntent (a charge made without one), or an expanded one: its own id.
+        (
+            r#"{"id":"ch_2","object":"charge","payment_intent":null}"#,
+            "ch_2",
+        ),
+        (
+            r#"{"id":"ch_3","object":"charge","payment_intent":{"id":"pi_9"}}"#,
+            "ch_3",
+        ),
+        // An invoice names a PaymentIntent too, but is its own object.
+        (
+            r#"{"id":"in_1","object":"invoice","payment_intent":"pi_1"}"#,
+            "in_1",
+        ),
+    ] {
+        let body = stripe(object);
+        assert_eq!(
+            about(event(run("stripe-acme", &[], &body))),
+            (Some(subject.to_owned()), at.clone()),
+            "{object}"
+        );
+    }
+    // A thin event: its related object, and an RFC 3339 `created`.
+    let thin = r#"{"id":"evt_t","object":"v2.core.event","type":"v1.billing.meter.error_report_triggered","livemode":true,"context":"acct_1","created":"2024-09-26T18:58:38.911Z","related_object":{"id":"mtr_1","type":"billing.meter"}}"#;
+    let (subject, time) = about(event(run("stripe-acme", &[], thin)));
+    assert_eq!(subject.as_deref(), Some("mtr_1"));
+    assert_eq!(time.as_deref(), Some("2024-09-26T18:58:38.911+00:00"));
+    // No data, or data of another shape: no subject, never a refusal.
+    for body in [
+        r#"{"id":"evt_1","type":"x","livemode":true,"account":"acct_1"}"#,
+        r#"{"id":"evt_1","type":"x","livemode":true,"account":"acct_1","data":[1],"created":"soon"}"#,
+        r#"{"id":"evt_1","type":"x","livemode":true,"account":"acct_1","data":{"object":"x"}}"#,
+    ] {
+        assert_eq!(
+            about(event(run("stripe-acme", &[], body))),
+            (None, None),
+            "{body}"
+        );
+    }
+
+    // GitHub: the repository, and the issue or pull request; no event time.
+    fn github(body: &str) -> Event<'_> {
+        event(run(
+            "gh",
+            &[
+                ("x-github-delivery", "d-1"),
+                ("x-github-event", "pull_request"),
+                ("x-github-hook-installation-target-id", "42"),
+            ],
+            body,
+        ))
+    }
+    let pr = r#"{"action":"opened","number":42,"pull_request":{"number":42},"repository":{"id":7,"full_name":"octo/repo"}}"#;
+    assert_eq!(about(github(pr)), (Some("octo/repo#42".to_owned()), None));
+    let push = r#"{"ref":"refs/heads/main","repository":{"id":7,"full_name":"octo/repo"}}"#;
+    assert_eq!(about(github(push)), (Some("octo/repo".to_owned()), None));
+    let issue = r#"{"action":"opened","issue":{"number":1347},"repository":{"id":7,"full_name":"octo/repo"}}"#;
+    assert_eq!(about(github(issue)).0.as_deref(), Some("octo/repo#1347"));
+
+    // Paddle: `data.id` and `occurred_at`.
+    let paddle = r#"{"event_id":"evt_01","event_type":"transaction.completed","occurred_at":"2024-04-12T13:16:10.809640Z","data":{"id":"txn_01"}}"#;
+    let (subject, time) = about(event(run("paddle", &[], paddle)));
+    assert_eq!(subject.as_deref(), Some("txn_01"));
+    assert_eq!(time.as_deref(), Some("2024-04-12T13:16:10.809640+00:00"));
+
+    // Zoom: `payload.object.id` (a number on some events) and `event_ts` in milliseconds.
+    let zoom = r#"{"event":"meeting.started","event_ts":1635885799302,"payload":{"account_id":"AAAAAABBBB","object":{"id":85392211234,"uuid":"x"}}}"#;
+    let (subject, time) = about(event(run("zoom", &[], zoom)));
+    assert_eq!(subject.as_deref(), Some("85392211234"));
+    assert_eq!(time.as_deref(), Some("2021-11-02T20:43:19.302+00:00"));
+
+    // Shopify: the resource's GraphQL id, else its id; triggered-at from the header.
+    let shop_headers = [
+        ("x-shopify-webhook-id", "w-1"),
+        ("x-shopify-topic", "orders/create"),
+        ("x-shopify-shop-domain", "acme.myshopify.com"),
+        ("x-shopify-triggered-at", "2025-03-11T20:54:30.516267807Z"),
+    ];
+    let order = r#"{"id":820982911946154508,"admin_graphql_api_id":"gid://shopify/Order/820982911946154508"}"#;
+    let (subject, time) = about(event(run("shop", &shop_headers, order)));
+    assert_eq!(
+        subject.as_deref(),
+        Some("gid://shopify/Order/820982911946154508")
+    );
+    assert_eq!(time.as_deref(), Some("2025-03-11T20:54:30.516267807+00:00"));
+    let deleted = r#"{"id":820982911946154508}"#;
+    assert_eq!(
+        about(event(run("shop", &shop_headers, deleted)))
+            .0
+            .as_deref(),
+        Some("820982911946154508")
+    );
+    // A repeated key on the subject's path: no subject, still accepted.
+    let repeated = r#"{"id":1,"id":2}"#;
+    assert_eq!(about(event(run("shop", &shop_headers, repeated))).0, None);
+}
+
+#[test]
+fn a_route_names_its_own_subject_with_pointers_tried_in_order() {
+    let text = CONFIG.replace(
+        r#"routes = { "transaction.completed" = { handler = "forward", sink = "s" } }"#,
+        r#"routes = { "transaction.completed" = { handler = "forward", sink = "s", subject = ["/data/subscription_id", "/data/customer_id"], ordered = true } }"#,
+    );
+    let config = Config::from_toml(&text, &|_| {
+        Some("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".to_owned())
+    })
+    .expect("config");
+    let integration = config.integration("paddle").expect("paddle");
+    let headers: Headers = std::iter::empty::<(&str, &[u8])>().collect();
+    let subject_of = |body: &str| {
+        let Ok(Extracted::Event(event)) = extract(integration, &headers, body.as_bytes()) else {
+            panic!("an event");
+        };
+        let (_, route) = find_route(integration, &event).expect("routed");
+        assert!(route.ordered);
+        subject_for(route, &event, body)
+    };
+    let both = r#"{"event_id":"e","event_type":"transaction.completed","data":{"id":"txn_1","subscription_id":"sub_1","customer_id":"ctm_1"}}"#;
+    assert_eq!(subject_of(both).as_deref(), Some("sub_1"));
+    let customer = r#"{"event_id":"e","event_type":"transaction.completed","data":{"id":"txn_1","subscription_id":null,"customer_id":"ctm_1"}}"#;
+    assert_eq!(subject_of(customer).as_deref(), Some("ctm_1"));
+    let neither = r#"{"event_id":"e","event_type":"transaction.completed","data":{"id":"txn_1"}}"#;
+    assert_eq!(
+        subject_of(neither),
+        None,
+        "the route's pointers replace the default"
+    );
+}
+
+#[test]
+fn an_ordered_route_needs_a_subject_and_pointers_must_be_pointers() {
+    let with_route = |route: &str| {
+        CONFIG.replace(
+            r#"expect = { team_id = "T1", api_app_id = "A1" }"#,
+            &format!("expect = {{ team_id = \"T1\", api_app_id = \"A1\" }}\nroutes = {{ \"message\" = {route} }}"),
+        )
+    };
+    let load = |text: &str| {
+        Config::from_toml(text, &|_| {
+            Some("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".to_owned())
+        })
+    };
+    let error = load(&with_route(
+        r#"{ handler = "forward", sink = "s", ordered = true }"#,
+    ))
+    .expect_err("slack has no default subject");
+    assert!(error.to_string().contains("subject"), "{error}");
+    assert!(
+        load(&with_route(
+            r#"{ handler = "forward", sink = "s", ordered = true, subject = ["/event/channel"] }"#
+        ))
+        .is_ok()
+    );
+    for bad in [
+        r#"[]"#,
+        r#"["event/channel"]"#,
+        r#"["/a","/b","/c","/d","/e","/f","/g","/h","/i"]"#,
+    ] {
+        let error = load(&with_route(&format!(
+            r#"{{ handler = "forward", sink = "s", subject = {bad} }}"#
+        )))
+        .expect_err(bad);
+        assert!(error.to_string().contains(".subject"), "{bad}: {error}");
+    }
+}

@@ -9,6 +9,7 @@ use serde::Deserialize;
 
 use super::{KnownEvents, Signing, Spec, Verifier};
 use crate::config::Integration;
+use crate::event::subject::{self, Lenient, Raw};
 use crate::event::{
     Event, ExtractError, Extracted, MAX_IDENTIFIER_LEN, delivery_facts, header_identifier,
     malformed, out_of_scope, parse_fields,
@@ -35,6 +36,9 @@ pub(crate) static SPEC: Spec = Spec {
     redelivery_horizon_days: 3,
     known_events: Some(&KNOWN_EVENTS),
     free_form_actions: &["repository_dispatch"],
+    default_subject: Some(
+        "`repository.full_name`, then `#` and `issue.number` or `pull_request.number` when there is one",
+    ),
 };
 
 /// The event types GitHub sends: `known_events/github.txt`, which follows GitHub's "Webhook
@@ -103,17 +107,59 @@ struct GithubFields<'a> {
     action: Option<Cow<'a, str>>,
     installation: Option<GithubAccount>,
     organization: Option<GithubAccount>,
-    repository: Option<GithubAccount>,
+    #[serde(borrow)]
+    repository: Option<GithubRepository<'a>>,
+    #[serde(borrow, default)]
+    issue: Lenient<GithubNumbered<'a>>,
+    #[serde(borrow, default)]
+    pull_request: Lenient<GithubNumbered<'a>>,
 }
 
-/// The signed id of an installation, organization or repository.
+/// The signed id of an installation or organization.
 #[derive(Deserialize)]
 struct GithubAccount {
     id: Option<u64>,
 }
 
+/// The signed id of a repository, and its name (the subject's first part).
+#[derive(Deserialize)]
+struct GithubRepository<'a> {
+    id: Option<u64>,
+    #[serde(borrow)]
+    full_name: Raw<'a>,
+}
+
+/// An issue or pull request: its number in the repository.
+#[derive(Deserialize)]
+struct GithubNumbered<'a> {
+    #[serde(borrow)]
+    number: Raw<'a>,
+}
+
 fn account_id(account: Option<GithubAccount>) -> Option<String> {
     account?.id.map(|id| id.to_string())
+}
+
+/// The subject: the repository (`octo/repo`), and the issue or pull request a delivery
+/// is about (`octo/repo#42`). GitHub: "Webhook payloads contain the `repository` property
+/// when the event occurs from activity in a repository" (github/docs,
+/// `content/webhooks/webhook-events-and-payloads.md`). A renamed repository starts a new
+/// subject. GitHub sends no event time: its receipts are ordered by arrival.
+fn github_subject(
+    repository: Option<&GithubRepository<'_>>,
+    issue: &Lenient<GithubNumbered<'_>>,
+    pull_request: &Lenient<GithubNumbered<'_>>,
+) -> Option<String> {
+    let name = subject::text(repository?.full_name)?;
+    let number = pull_request
+        .0
+        .as_ref()
+        .or(issue.0.as_ref())
+        .and_then(|numbered| subject::text(numbered.number));
+    subject::bounded(Some(match number {
+        Some(number) => Cow::Owned(format!("{name}#{number}")),
+        None => name,
+    }))
 }
 
 /// GitHub signs only the body. The delivery id (receipt key) and the event name (route)
@@ -139,7 +185,14 @@ pub(crate) fn extract<'body>(
     }
     let installation = account_id(fields.installation);
     let organization = account_id(fields.organization);
-    let repository = account_id(fields.repository);
+    let subject = github_subject(
+        fields.repository.as_ref(),
+        &fields.issue,
+        &fields.pull_request,
+    );
+    let repository = fields
+        .repository
+        .and_then(|repository| repository.id.map(|id| id.to_string()));
     let mut route_keys = Vec::with_capacity(2);
     if let Some(action) = fields.action.filter(|action| !action.is_empty()) {
         route_keys.push(format!("{event_name}.{action}"));
@@ -196,6 +249,8 @@ pub(crate) fn extract<'body>(
             account.as_deref().unwrap_or("-"),
         ]),
         delivery,
+        subject,
+        event_at: None,
         payload_json: Cow::Borrowed(payload_json),
     }))
 }

@@ -10,6 +10,7 @@ use serde::Deserialize;
 
 use super::{KnownEvents, Signing, Spec, Verifier};
 use crate::config::Integration;
+use crate::event::subject::{self, Lenient, Raw};
 use crate::event::{Event, ExtractError, Extracted, parse_fields, required_identifier};
 use crate::headers::Headers;
 use crate::keys::{EventId, SourceScope};
@@ -32,6 +33,7 @@ pub(crate) static SPEC: Spec = Spec {
     redelivery_horizon_days: 90,
     known_events: Some(&KNOWN_EVENTS),
     free_form_actions: &[],
+    default_subject: Some("`data.id`"),
 };
 
 /// The event types Paddle sends: `known_events/paddle.txt`, which lists the Paddle Billing
@@ -76,6 +78,19 @@ struct PaddleFields<'a> {
     event_id: Option<Cow<'a, str>>,
     #[serde(borrow)]
     event_type: Option<Cow<'a, str>>,
+    /// "RFC 3339 datetime string of when this event occurred"
+    /// (<https://developer.paddle.com/api-reference/events/list-events>).
+    #[serde(borrow)]
+    occurred_at: Raw<'a>,
+    #[serde(borrow, default)]
+    data: Lenient<PaddleEntity<'a>>,
+}
+
+/// The entity an event is about: its `id` (`sub_…`, `txn_…`, `ctm_…`) is the subject.
+#[derive(Deserialize)]
+struct PaddleEntity<'a> {
+    #[serde(borrow)]
+    id: Raw<'a>,
 }
 
 /// Paddle Billing: the event id and type from the signed body. `event_id` is the event's
@@ -95,6 +110,11 @@ pub(crate) fn extract<'body>(
         event_type,
         source_scope: SourceScope::from_parts([integration.id.as_str()]),
         delivery: None,
+        subject: fields
+            .data
+            .0
+            .and_then(|entity| subject::bounded(subject::text(entity.id))),
+        event_at: subject::rfc3339_field(fields.occurred_at),
         payload_json: Cow::Borrowed(payload_json),
     }))
 }

@@ -11,8 +11,11 @@ use std::borrow::Cow;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 
+use serde::Deserialize;
+
 use super::{KnownEvents, Signing, Spec, Verifier};
 use crate::config::Integration;
+use crate::event::subject::{self, Raw};
 use crate::event::{
     Event, ExtractError, Extracted, delivery_facts, out_of_scope, required_identifier,
 };
@@ -34,6 +37,7 @@ pub(crate) static SPEC: Spec = Spec {
     redelivery_horizon_days: 1,
     known_events: Some(&KNOWN_EVENTS),
     free_form_actions: &[],
+    default_subject: Some("`admin_graphql_api_id`, else `id` (the resource the body is)"),
 };
 
 /// The event types Shopify sends: `known_events/shopify.txt`, which lists the topics (the
@@ -160,14 +164,37 @@ pub(crate) fn extract<'body>(
         ("triggered_at", header("shopify-triggered-at")),
         ("api_version", header("shopify-api-version")),
     ])?;
+    let triggered_at = header("shopify-triggered-at").and_then(subject::rfc3339);
     Ok(Extracted::Event(Event {
         event_id: EventId::new(event_id),
         route_keys: vec![topic.clone()],
         source_scope: SourceScope::from_parts([integration.id.as_str(), &shop, &topic]),
         event_type: topic,
         delivery,
+        subject: shopify_subject(payload_json),
+        event_at: triggered_at,
         payload_json: Cow::Borrowed(payload_json),
     }))
+}
+
+/// The resource a body is ("By default, the body is the full REST resource payload for
+/// the topic": <https://shopify.dev/docs/apps/build/webhooks/delivery-structure>).
+#[derive(Deserialize)]
+struct ShopifyResource<'a> {
+    #[serde(borrow)]
+    admin_graphql_api_id: Raw<'a>,
+    #[serde(borrow)]
+    id: Raw<'a>,
+}
+
+/// The subject: the resource's GraphQL id (`gid://shopify/Order/820982911946154508`, which
+/// names its kind), else its `id` (an `orders/delete` body is only `{"id": …}`). Shopify
+/// sends every identifier in headers, so this is the one read of its body; one it cannot
+/// read (a repeated key) has no subject and is still accepted.
+fn shopify_subject(payload_json: &str) -> Option<String> {
+    let resource: ShopifyResource<'_> = serde_json::from_str(payload_json).ok()?;
+    subject::bounded(subject::text(resource.admin_graphql_api_id))
+        .or_else(|| subject::bounded(subject::text(resource.id)))
 }
 
 #[cfg(test)]

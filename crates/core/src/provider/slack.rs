@@ -9,6 +9,7 @@ use serde::Deserialize;
 
 use super::{KnownEvents, Signing, Spec, Verifier};
 use crate::config::Integration;
+use crate::event::subject::{self, Raw};
 use crate::event::{
     Event, ExtractError, Extracted, malformed, out_of_scope, parse_fields, required_identifier,
 };
@@ -31,6 +32,7 @@ pub(crate) static SPEC: Spec = Spec {
     redelivery_horizon_days: 1,
     known_events: Some(&KNOWN_EVENTS),
     free_form_actions: &[],
+    default_subject: None,
 };
 
 /// The event types Slack sends: `known_events/slack.txt`, which lists the Events API types
@@ -87,6 +89,10 @@ struct SlackFields<'a> {
     api_app_id: Option<Cow<'a, str>>,
     #[serde(borrow)]
     event: Option<SlackInnerEvent<'a>>,
+    /// "The epoch timestamp in seconds indicating when this event was dispatched"
+    /// (<https://api.slack.com/types/event>).
+    #[serde(borrow)]
+    event_time: Raw<'a>,
 }
 
 #[derive(Deserialize)]
@@ -139,6 +145,7 @@ pub(crate) fn extract<'body>(
         }
         _ => {}
     }
+    let event_at = subject::unix_seconds(fields.event_time);
     let event_id = required_identifier(fields.event_id, "event id")?;
     let event_type = required_identifier(
         fields.event.and_then(|event| event.event_type),
@@ -161,6 +168,10 @@ pub(crate) fn extract<'body>(
         event_type,
         source_scope: SourceScope::from_parts([integration.id.as_str(), &team_id, &api_app_id]),
         delivery: None,
+        // Slack's events share no object field (a message names a channel, a reaction an
+        // item): a route names its subject with pointers.
+        subject: None,
+        event_at,
         payload_json: Cow::Borrowed(payload_json),
     }))
 }

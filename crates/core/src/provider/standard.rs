@@ -37,6 +37,7 @@ pub(crate) static SPEC: Spec = Spec {
     redelivery_horizon_days: 90,
     known_events: None,
     free_form_actions: &[],
+    default_subject: None,
 };
 
 const ID_HEADERS: [&str; 2] = ["webhook-id", "svix-id"];
@@ -167,6 +168,8 @@ pub(crate) fn extract<'body>(
         event_type,
         source_scope: SourceScope::from_parts([integration.id.as_str()]),
         delivery: None,
+        subject: None,
+        event_at: None,
         payload_json: Cow::Borrowed(payload_json),
     }))
 }

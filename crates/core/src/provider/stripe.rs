@@ -10,6 +10,7 @@ use serde::Deserialize;
 
 use super::{KnownEvents, Signing, Spec, Verifier};
 use crate::config::{Integration, StripeEndpoint};
+use crate::event::subject::{self, Lenient, Raw};
 use crate::event::{
     Event, ExtractError, Extracted, OutOfScope, delivery_facts, malformed, out_of_scope,
     parse_fields, required_identifier,
@@ -34,6 +35,9 @@ pub(crate) static SPEC: Spec = Spec {
     redelivery_horizon_days: 30,
     known_events: Some(&KNOWN_EVENTS),
     free_form_actions: &[],
+    default_subject: Some(
+        "`data.object.payment_intent` for a charge or refund, else `data.object.id` (a thin event: `related_object.id`)",
+    ),
 };
 
 /// The event types Stripe sends: `known_events/stripe.txt`, which lists the generally
@@ -91,6 +95,57 @@ struct StripeFields<'a> {
     livemode: Option<bool>,
     #[serde(borrow)]
     api_version: Option<Cow<'a, str>>,
+    /// Unix seconds on a snapshot event; RFC 3339 on a thin one.
+    #[serde(borrow)]
+    created: Raw<'a>,
+    #[serde(borrow, default)]
+    data: Lenient<StripeData<'a>>,
+    /// A thin event's object (`{"id": …, "type": …}`).
+    #[serde(borrow, default)]
+    related_object: Lenient<StripeObject<'a>>,
+}
+
+#[derive(Deserialize)]
+struct StripeData<'a> {
+    #[serde(borrow, default)]
+    object: Lenient<StripeObject<'a>>,
+}
+
+/// The fields of an event's object that name its subject.
+#[derive(Deserialize)]
+struct StripeObject<'a> {
+    #[serde(borrow)]
+    id: Raw<'a>,
+    #[serde(borrow)]
+    object: Raw<'a>,
+    #[serde(borrow)]
+    payment_intent: Raw<'a>,
+}
+
+impl StripeFields<'_> {
+    /// The subject: a charge's or refund's PaymentIntent (so a payment's events and its
+    /// refunds are one history), else the object's id; a thin event's related object.
+    /// Stripe: "ID of the PaymentIntent associated with this charge" / "that's refunded"
+    /// (stripe-node `types/Charges.d.ts`, `types/Refunds.d.ts`); an expanded or null one
+    /// falls back to the object's own id.
+    fn subject(&self) -> Option<String> {
+        if let Some(related) = &self.related_object.0 {
+            return subject::bounded(subject::text(related.id));
+        }
+        let object = self.data.0.as_ref()?.object.0.as_ref()?;
+        let kind = subject::text(object.object);
+        let names_its_payment = matches!(kind.as_deref(), Some("charge" | "refund"));
+        names_its_payment
+            .then(|| subject::bounded(subject::text(object.payment_intent)))
+            .flatten()
+            .or_else(|| subject::bounded(subject::text(object.id)))
+    }
+
+    /// `created`: "Time at which the object was created. Measured in seconds since the
+    /// Unix epoch" (stripe-node `types/Events.d.ts`); a thin event's is RFC 3339.
+    fn event_at(&self) -> Option<chrono::DateTime<chrono::Utc>> {
+        subject::unix_seconds(self.created).or_else(|| subject::rfc3339_field(self.created))
+    }
 }
 
 /// The `object` of a thin event (API v2, event destinations).
@@ -110,6 +165,7 @@ pub(crate) fn extract<'body>(
     payload_json: &'body str,
 ) -> Result<Extracted<'body>, ExtractError> {
     let fields: StripeFields = parse_fields(payload_json)?;
+    let (subject, event_at) = (fields.subject(), fields.event_at());
     let event_id = required_identifier(fields.id, "event id")?;
     let event_type = required_identifier(fields.event_type, "event type")?;
     let livemode = fields.livemode.ok_or_else(|| malformed("no livemode"))?;
@@ -163,6 +219,8 @@ pub(crate) fn extract<'body>(
             mode,
         ]),
         delivery,
+        subject,
+        event_at,
         payload_json: Cow::Borrowed(payload_json),
     }))
 }

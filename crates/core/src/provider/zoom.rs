@@ -11,6 +11,7 @@ use serde::Deserialize;
 
 use super::{KnownEvents, Signing, Spec, Verifier};
 use crate::config::Integration;
+use crate::event::subject::{self, Lenient, Raw};
 use crate::event::{
     Event, ExtractError, Extracted, MAX_IDENTIFIER_LEN, malformed, out_of_scope, parse_fields,
     required_identifier,
@@ -35,6 +36,7 @@ pub(crate) static SPEC: Spec = Spec {
     redelivery_horizon_days: 1,
     known_events: Some(&KNOWN_EVENTS),
     free_form_actions: &[],
+    default_subject: Some("`payload.object.id`"),
 };
 
 /// The event types Zoom sends: `known_events/zoom.txt`, which lists the `event` names of
@@ -90,6 +92,10 @@ struct ZoomFields<'a> {
     event: Option<Cow<'a, str>>,
     #[serde(borrow)]
     payload: Option<ZoomPayload<'a>>,
+    /// "A timestamp when the event occurred", int64 (developers.zoom.us, meeting
+    /// events); milliseconds since the epoch in Zoom's samples (zoom/webhook-sample).
+    #[serde(borrow)]
+    event_ts: Raw<'a>,
 }
 
 #[derive(Deserialize)]
@@ -98,6 +104,16 @@ struct ZoomPayload<'a> {
     account_id: Option<Cow<'a, str>>,
     #[serde(borrow, rename = "plainToken")]
     plain_token: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    object: Lenient<ZoomObject<'a>>,
+}
+
+/// The meeting, webinar, user or recording an event is about: its `id` (a number on some
+/// events, a string on others) is the subject.
+#[derive(Deserialize)]
+struct ZoomObject<'a> {
+    #[serde(borrow)]
+    id: Raw<'a>,
 }
 
 /// Zoom: the type is `event`; Zoom sends no event id, so the receipt key is the SHA-256 of
@@ -118,7 +134,10 @@ pub(crate) fn extract<'body>(
             plain_token: required_identifier(plain_token, "plainToken")?,
         });
     }
-    let account_id = payload.and_then(|payload| payload.account_id);
+    let (account_id, object) = payload.map_or((None, None), |payload| {
+        (payload.account_id, payload.object.0)
+    });
+    let subject = object.and_then(|object| subject::bounded(subject::text(object.id)));
     let account_id = account_id.as_deref().filter(|id| !id.is_empty());
     if account_id.is_some_and(|id| id.len() > MAX_IDENTIFIER_LEN) {
         return Err(malformed(format!(
@@ -139,6 +158,8 @@ pub(crate) fn extract<'body>(
         event_type,
         source_scope: SourceScope::from_parts([integration.id.as_str(), account_id.unwrap_or("-")]),
         delivery: None,
+        subject,
+        event_at: subject::unix_millis(fields.event_ts),
         payload_json: Cow::Borrowed(payload_json),
     }))
 }

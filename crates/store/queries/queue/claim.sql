@@ -1,26 +1,96 @@
 -- Claims visible receipts for a worker: leases up to $1 of them (within the payload-byte
 -- budget $5; one larger alone when $7) for $2 ms with a fresh lease token, and fails in
 -- the same statement a visible receipt whose $6 attempts are spent (a crash loop ends).
--- Returns claimed rows (exhausted = false) and failed ones (exhausted = true), in
--- claim order. Payloads are read afterwards (queue/payloads.rs), so none can fail this.
--- Uses: receipt_queue_claimable (visible_at, receipt_id); receipts by primary key.
+-- Unordered receipts are taken oldest first; of an ordered subject only its first queue
+-- row (its head, in event-time then arrival order), only when the head is due, no receipt
+-- of the subject holds it (failed or quarantined) and no worker has the subject now — and
+-- then under the subject's subject_leases row, taken here with the receipt's token. The
+-- subjects are walked from the cursor ($9, $10: the last subject this worker claimed) to
+-- the end and round to it again, so every subject gets its turn. Returns claimed rows (exhausted = false) and failed
+-- ones (exhausted = true), in claim order. Payloads are read afterwards
+-- (queue/payloads.rs), so none can fail this.
+-- Uses: receipt_queue_claimable (visible_at, receipt_id) WHERE subject IS NULL;
+--   receipt_queue_subject_order, one descent per queued subject walked (a loose index
+--   scan: the walk costs the subjects it passes that cannot run now, at most the queue's
+--   distinct blocked subjects); subject_leases and receipts_holding_subject per head;
+--   receipts by primary key.
 -- Locks: the claimed queue rows, FOR UPDATE SKIP LOCKED (MATERIALIZED with LIMIT: never
---   more than are claimed), and the receipts it fails.
-WITH locked AS MATERIALIZED (
+--   more than are claimed), then the claimed subjects' subject_leases rows in subject
+--   order (a business transaction takes the same two in the same order), and the
+--   receipts it fails.
+WITH RECURSIVE unordered AS MATERIALIZED (
     -- MATERIALIZED with LIMIT: exactly these rows are locked, never more.
-    SELECT receipt_id, attempts, payload_bytes, visible_at,
-           leased_by IS NOT NULL AS reclaimed
+    SELECT receipt_id, integration, subject, attempts, payload_bytes, visible_at,
+           lease_token, leased_by IS NOT NULL AS reclaimed
     FROM receipt_queue
-    WHERE visible_at <= coalesce($8, now())
+    WHERE subject IS NULL AND visible_at <= coalesce($8, now())
       AND ($4::text[] IS NULL OR integration = ANY ($4))
     ORDER BY visible_at, receipt_id
     LIMIT $1
     FOR UPDATE SKIP LOCKED
+), heads_after AS (
+    -- Each queued subject's first row, in subject order after the cursor …
+    (SELECT q.integration, q.subject, q.receipt_id, q.visible_at
+     FROM receipt_queue q
+     WHERE q.subject IS NOT NULL
+       AND (q.integration, q.subject) > (coalesce($9::text, ''), coalesce($10::text, ''))
+     ORDER BY q.integration, q.subject, q.ordered_at, q.receipt_id
+     LIMIT 1)
+    UNION ALL
+    (SELECT next.integration, next.subject, next.receipt_id, next.visible_at
+     FROM heads_after h CROSS JOIN LATERAL (
+         SELECT q.integration, q.subject, q.receipt_id, q.visible_at
+         FROM receipt_queue q
+         WHERE q.subject IS NOT NULL AND (q.integration, q.subject) > (h.integration, h.subject)
+         ORDER BY q.integration, q.subject, q.ordered_at, q.receipt_id
+         LIMIT 1) next)
+), heads_before AS (
+    -- … then from the first subject up to the cursor: one full turn.
+    (SELECT q.integration, q.subject, q.receipt_id, q.visible_at
+     FROM receipt_queue q
+     WHERE q.subject IS NOT NULL
+       AND (q.integration, q.subject) <= (coalesce($9::text, ''), coalesce($10::text, ''))
+     ORDER BY q.integration, q.subject, q.ordered_at, q.receipt_id
+     LIMIT 1)
+    UNION ALL
+    (SELECT next.integration, next.subject, next.receipt_id, next.visible_at
+     FROM heads_before h CROSS JOIN LATERAL (
+         SELECT q.integration, q.subject, q.receipt_id, q.visible_at
+         FROM receipt_queue q
+         WHERE q.subject IS NOT NULL AND (q.integration, q.subject) > (h.integration, h.subject)
+           AND (q.integration, q.subject) <= (coalesce($9::text, ''), coalesce($10::text, ''))
+         ORDER BY q.integration, q.subject, q.ordered_at, q.receipt_id
+         LIMIT 1) next)
+), heads AS (
+    SELECT * FROM heads_after UNION ALL SELECT * FROM heads_before
+), runnable_heads AS MATERIALIZED (
+    -- The walk stops once $1 heads could run (the recursion is read lazily).
+    SELECT h.receipt_id FROM heads h
+    WHERE h.visible_at <= coalesce($8, now())
+      AND ($4::text[] IS NULL OR h.integration = ANY ($4))
+      AND NOT EXISTS (SELECT 1 FROM subject_leases l
+                      WHERE l.integration = h.integration AND l.subject = h.subject
+                        AND l.leased_until > coalesce($8, now()))
+      AND NOT EXISTS (SELECT 1 FROM receipts r
+                      WHERE r.integration = h.integration AND r.subject = h.subject
+                        AND r.ordered AND r.status IN ('failed', 'quarantined'))
+    LIMIT $1
+), ordered AS MATERIALIZED (
+    SELECT q.receipt_id, q.integration, q.subject, q.attempts, q.payload_bytes,
+           q.visible_at, q.lease_token, q.leased_by IS NOT NULL AS reclaimed
+    FROM receipt_queue q
+    WHERE q.receipt_id IN (SELECT receipt_id FROM runnable_heads)
+      AND q.visible_at <= coalesce($8, now())
+    ORDER BY q.integration, q.subject
+    FOR UPDATE SKIP LOCKED
+), locked AS MATERIALIZED (
+    SELECT * FROM unordered UNION ALL SELECT * FROM ordered
 ), exhausted AS (
     DELETE FROM receipt_queue q USING locked l
     WHERE q.receipt_id = l.receipt_id AND l.attempts >= $6
     RETURNING q.receipt_id, q.attempts, q.last_error
 ), failed AS (
+    -- An ordered one now holds its subject (receipts_holding_subject).
     UPDATE receipts r
     SET status = 'failed', attempts = e.attempts, finished_at = coalesce($8, now()),
         last_error = format(
@@ -29,24 +99,46 @@ WITH locked AS MATERIALIZED (
     FROM exhausted e WHERE r.id = e.receipt_id
     RETURNING r.id, r.integration, r.event_id, e.attempts
 ), sized AS (
-    -- The byte budget counts receipts in claim order; the rest stay unclaimed.
-    SELECT receipt_id, reclaimed, sum(payload_bytes) OVER claim_order AS running_bytes,
+    -- The count and byte budgets take receipts in claim order (oldest visible first,
+    -- ordered heads among them); the rest stay unclaimed.
+    SELECT receipt_id, integration, subject, lease_token, reclaimed,
+           sum(payload_bytes) OVER claim_order AS running_bytes,
            row_number() OVER claim_order AS position
     FROM locked WHERE attempts < $6
     WINDOW claim_order AS (ORDER BY visible_at, receipt_id)
+), tokened AS MATERIALIZED (
+    -- From the sequence, and past the row's own token in any case (a worker of the
+    -- previous version, mid-upgrade, still counts up per row).
+    SELECT receipt_id, integration, subject, reclaimed,
+           GREATEST(nextval('receipt_lease_tokens'), lease_token + 1) AS token
+    FROM sized
+    WHERE position <= $1 AND (running_bytes <= $5 OR (position = 1 AND $7))
+), subjects_leased AS (
+    -- INSERT … ON CONFLICT reads the latest row whatever this statement's snapshot: a
+    -- subject another claim leased a moment ago, or whose head is being applied (its
+    -- business transaction deleted the row and has not committed: this waits for it),
+    -- is not taken twice.
+    INSERT INTO subject_leases AS l (integration, subject, lease_token, leased_until)
+    SELECT t.integration, t.subject, t.token,
+           coalesce($8, now()) + $2::int8 * interval '1 millisecond'
+    FROM tokened t WHERE t.subject IS NOT NULL
+    ORDER BY t.integration, t.subject
+    ON CONFLICT (integration, subject) DO UPDATE
+    SET lease_token = excluded.lease_token, leased_until = excluded.leased_until
+    WHERE l.leased_until <= coalesce($8, now())
+    RETURNING l.lease_token
 ), claimed AS (
     UPDATE receipt_queue q
     SET visible_at = coalesce($8, now()) + $2::int8 * interval '1 millisecond',
         attempts = q.attempts + 1,
-        -- From the sequence, and past the row's own token in any case (a worker of
-        -- the previous version, mid-upgrade, still counts up per row).
-        lease_token = GREATEST(nextval('receipt_lease_tokens'), q.lease_token + 1),
+        lease_token = t.token,
         leased_by = $3,
         leased_at = coalesce($8, now())
-    FROM sized s
-    WHERE q.receipt_id = s.receipt_id
-      AND (s.running_bytes <= $5 OR (s.position = 1 AND $7))
-    RETURNING q.receipt_id, q.lease_token, q.attempts, s.reclaimed, q.payload_bytes
+    FROM tokened t
+    WHERE q.receipt_id = t.receipt_id
+      AND (t.subject IS NULL OR t.token IN (SELECT lease_token FROM subjects_leased))
+    RETURNING q.receipt_id, q.lease_token, q.attempts, t.reclaimed, q.payload_bytes,
+              q.subject
 )
 SELECT false AS "exhausted!", c.receipt_id AS "receipt_id!: ReceiptId",
        c.lease_token AS "lease_token!: LeaseToken", c.attempts AS "attempts!",
@@ -54,10 +146,11 @@ SELECT false AS "exhausted!", c.receipt_id AS "receipt_id!: ReceiptId",
        r.source_scope AS "source_scope!", r.event_id AS "event_id!",
        r.event_type AS "event_type!", r.route_key AS "route_key!",
        r.delivery AS "delivery?: serde_json::Value",
-       c.payload_bytes AS "payload_bytes!", r.received_at AS "received_at!"
+       c.payload_bytes AS "payload_bytes!", r.received_at AS "received_at!",
+       c.subject AS "ordered_subject?", r.subject AS "subject?", r.event_at AS "event_at?"
 FROM claimed c JOIN receipts r ON r.id = c.receipt_id
 UNION ALL
 SELECT true, f.id, 0, f.attempts, false, f.integration, '', f.event_id, '', '',
-       NULL::jsonb, 0, coalesce($8, now())
+       NULL::jsonb, 0, coalesce($8, now()), NULL::text, NULL::text, NULL::timestamptz
 FROM failed f
 ORDER BY 2 -- receipt_id: claim order, exhausted ones among them

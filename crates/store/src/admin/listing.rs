@@ -260,6 +260,12 @@ pub struct ReceiptDetail {
     pub visible_at: Option<DateTime<Utc>>,
     /// The worker holding its lease, while leased.
     pub leased_by: Option<String>,
+    /// The business object it is about (its timeline: `inboundctl subject show`).
+    pub subject: Option<String>,
+    /// The provider's own time of the event, when it sends one.
+    pub event_at: Option<DateTime<Utc>>,
+    /// Whether its route was ordered when it was accepted.
+    pub ordered: bool,
     /// The payload as PostgreSQL renders it (`null` once purged, or when it cannot be
     /// rendered). Kept as text, so that any stored row can be shown, even one the worker
     /// cannot decode.
@@ -415,7 +421,7 @@ async fn read_receipt_detail(
                 r.outcome AS "outcome: ReceiptOutcome", r.outcome_reason, r.attempts,
                 COALESCE(q.last_error, r.last_error) AS last_error,
                 r.received_at, r.finished_at, q.visible_at AS "visible_at?",
-                q.leased_by AS "leased_by?",
+                q.leased_by AS "leased_by?", r.subject, r.event_at, r.ordered,
                 NULL::text AS payload,
                 NULL::text AS payload_unreadable
          FROM receipts r LEFT JOIN receipt_queue q ON q.receipt_id = r.id
