@@ -6,7 +6,7 @@ TEST_FEATURES := --features inbound-runtime/failpoints
 # The published libraries, whose documentation `make lint` builds with warnings as errors.
 LIBRARIES := inbound-core inbound-store inbound-runtime inbound-ingress inbound-worker inbound-example
 
-.PHONY: run demo test soak fuzz deny lint fmt sqlx-prepare build release bench bench-memory bench-forgery bench-console deploy-check check-metrics check-patch postgres pgbouncer
+.PHONY: run demo test soak fuzz deny lint fmt sqlx-prepare build release bench bench-memory bench-forgery bench-console bench-subjects deploy-check check-metrics check-patch postgres pgbouncer
 
 ## Everything up locally: PostgreSQL, database, example config and secrets, ingress and worker.
 run:
@@ -92,6 +92,10 @@ bench-memory: postgres
 ## Each console page's time on 5,000,000 receipts and 1,000,000 effects, with the plans.
 bench-console: postgres
 	bench/console.sh
+
+## What subjects cost: the ingress naming one or not, the worker ordered or not (one run).
+bench-subjects: postgres
+	bench/subjects.sh
 
 ## Ingress CPU per forged request of each signature scheme (also part of `make bench`).
 bench-forgery: postgres

@@ -87,6 +87,7 @@ pages=(
   "receipts: done, a type never sent (one window of 200,000 ids)|/receipts?status=done&type=never.sent"
   "receipts: done, accepted before 30 h ago (one window of 200,000 ids)|/receipts?status=done&until=30h"
   "effects: completed, a sink never used (one window)|/effects?status=completed&sink=nowhere"
+  "a subject's timeline: 1,000 receipts of cus_hot (newest 200 a page)|/subject?integration=stripe-live&subject=cus_hot"
 )
 echo
 echo "| page | median ms | max ms (of $runs) |"
@@ -112,6 +113,13 @@ times=$(for _ in $(seq 1 $runs); do
 done)
 awk '{ t[NR] = $1 * 1000 } END {
     n = asort(t); printf "| inboundctl status (a process) | %.1f | %.1f |\n", t[int((n + 1) / 2)], t[n] }' <<<"$times"
+# A subject's whole timeline, 1,000 receipts (bench_seed_history's cus_hot), as on call.
+times=$(for _ in $(seq 1 $runs); do
+  /usr/bin/time -f '%e' "$bench_bin/inboundctl" subject show stripe-live cus_hot --limit 1000 \
+    --json --database-url "$url" 2>&1 >/dev/null | tail -1
+done)
+awk '{ t[NR] = $1 * 1000 } END {
+    n = asort(t); printf "| inboundctl subject show, 1,000 receipts (a process) | %.1f | %.1f |\n", t[int((n + 1) / 2)], t[n] }' <<<"$times"
 
 echo
 echo "== plans (EXPLAIN ANALYZE) of the statements the pages lean on"
@@ -135,6 +143,8 @@ explain "receipts: by provider event id (receipts_by_event_id, one lookup of its
   "SELECT id FROM receipts WHERE event_id = 'wh_123456' ORDER BY id"
 explain "one receipt's payload excerpt (receipt_payload_excerpt: rendered once, cut, never pretty-printed)" \
   "SELECT left(rendered.text, 65536), length(rendered.text) > 65536, octet_length(rendered.text) FROM receipt_payloads p, LATERAL (SELECT p.payload::text AS text OFFSET 0) rendered WHERE p.receipt_id = $deep_id"
+explain "a subject's timeline: its newest 1,000 receipts (subject_timeline, receipts_by_subject)" \
+  "SELECT id FROM (SELECT * FROM receipts WHERE integration = 'stripe-live' AND subject = 'cus_hot' ORDER BY id DESC LIMIT 1001) r LEFT JOIN receipt_queue q ON q.receipt_id = r.id"
 explain "one receipt's audit trail (receipt_history)" \
   "SELECT replayed_at FROM receipt_replays WHERE receipt_id = $failed_id UNION ALL SELECT resolved_at FROM receipt_resolutions WHERE receipt_id = $failed_id"
 

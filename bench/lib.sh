@@ -29,39 +29,47 @@ bench_db() {
   echo "${bench_admin_url%/*}/$1"
 }
 
-# bench_seed_pending URL N [FIRST]: orders oFIRST..o(FIRST+N-1) awaiting payment and one
-# pending ~1 KB payment_intent.succeeded receipt for each (with its payload and queue row).
+# bench_seed_pending URL N [FIRST] [SUBJECTS]: orders oFIRST..o(FIRST+N-1) awaiting payment
+# and one pending ~1 KB payment_intent.succeeded receipt for each (with its payload and
+# queue row).
 bench_seed_pending() {
-  local first="${3:-1}"
+  local first="${3:-1}" subjects="${4:-0}"
+  # With SUBJECTS, every receipt is ordered (as an `ordered = true` route accepts it), its
+  # subject one of SUBJECTS, its place in the subject's order its number.
+  local subject="NULL::text" ordered=false
+  if [ "$subjects" -gt 0 ]; then subject="'subj_' || (n % $subjects)" ordered=true; fi
   psql -Atq "$1" -c "INSERT INTO orders (tenant_id, id, provider_payment_id, total_minor, currency)
        SELECT 'bench', 'o' || n, 'pi_' || n, 2000, 'usd' FROM generate_series($first, $first + $2 - 1) n" \
     -c "WITH input AS (
-         SELECT n, jsonb_build_object('id', 'evt_' || n, 'type', 'payment_intent.succeeded', 'livemode', false,
+         SELECT n, $subject AS subject, jsonb_build_object('id', 'evt_' || n, 'type', 'payment_intent.succeeded', 'livemode', false,
                   'data', jsonb_build_object('object', jsonb_build_object('id', 'pi_' || n, 'object', 'payment_intent',
                     'status', 'succeeded', 'amount_received', 2000, 'currency', 'usd',
                     'metadata', jsonb_build_object('order_id', 'o' || n, 'note', repeat('x', 700))))) AS payload
          FROM generate_series($first, $first + $2 - 1) n
        ), inserted AS (
-         INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key)
+         INSERT INTO receipts (integration, source_scope, event_id, event_type, route_key, subject, ordered)
          SELECT 'stripe-bench', 'stripe-bench/platform/test', 'evt_' || n, 'payment_intent.succeeded',
-                'payment_intent.succeeded'
+                'payment_intent.succeeded', subject, $ordered
          FROM input ORDER BY n
-         RETURNING id, integration, event_id, received_at
+         RETURNING id, integration, event_id, received_at, subject
        ), stored AS (
          INSERT INTO receipt_payloads (receipt_id, payload)
          SELECT inserted.id, input.payload FROM inserted JOIN input ON inserted.event_id = 'evt_' || input.n
        )
-       INSERT INTO receipt_queue (receipt_id, integration, visible_at, enqueued_at, payload_bytes)
+       INSERT INTO receipt_queue (receipt_id, integration, visible_at, enqueued_at, payload_bytes,
+                                  subject, ordered_at)
        SELECT inserted.id, inserted.integration, inserted.received_at, inserted.received_at,
-              octet_length(input.payload::text)
+              octet_length(input.payload::text), inserted.subject,
+              CASE WHEN $ordered THEN inserted.received_at + input.n * interval '1 microsecond' END
        FROM inserted JOIN input ON inserted.event_id = 'evt_' || input.n" -c "VACUUM ANALYZE" >/dev/null
 }
 
 # bench_seed_history URL RECEIPTS PENDING EFFECTS [SPARSE]: a history as the ingress and workers
 # leave it — RECEIPTS receipts of 5 integrations accepted evenly over the last 90 days
-# (ids of their days, in their day's and key period's partitions, each with its key and a
-# ~400-byte payload), done except every 2,000th failed and every 10,000th quarantined, the
-# newest PENDING still queued (a backlog), audit rows, and EFFECTS effects of the oldest
+# (ids of their days, in their day's and key period's partitions, each with its key, a
+# ~400-byte payload, its own subject and an event time — but every 5,000th is about one
+# subject of stripe-live, `cus_hot`, the timeline benchmark's), done except every 2,000th
+# failed and every 10,000th quarantined, the newest PENDING still queued (a backlog), audit rows, and EFFECTS effects of the oldest
 # receipts (3 sinks, 3,600 open or in review, one attempt each). Receipt n's id is its day's
 # times 10^10 plus 1,000,000 + n, so `id % 2000` picks every 2,000th. SPARSE (1 by
 # default) divides the failed, quarantined and open ones by that much: a history whose
@@ -80,9 +88,11 @@ bench_seed_history() {
   for ((first = 1; first <= receipts; first += batch)); do
     last=$((first + batch - 1 < receipts ? first + batch - 1 : receipts))
     "${db[@]}" -c "INSERT INTO receipts (id, integration, source_scope, event_id, event_type, route_key,
-                                        status, outcome, attempts, received_at, finished_at)
+                                        status, outcome, attempts, received_at, finished_at,
+                                        subject, event_at)
          SELECT $id, i, i || '/acct_' || (n % 7) || '/live', 'evt_' || n, t, t,
-                'done', 'applied', 1, $at, $at
+                'done', 'applied', 1, $at, $at,
+                CASE WHEN n % 5000 = 0 THEN 'cus_hot' ELSE 'pi_' || n END, $at - interval '1 second'
          FROM generate_series($first, $last) n,
               LATERAL (SELECT (ARRAY['stripe-live', 'stripe-eu', 'github-app', 'shopify-shop', 'slack-app'])[1 + n % 5] AS i,
                               (ARRAY['payment_intent.succeeded', 'charge.refunded', 'invoice.paid',
@@ -188,13 +198,40 @@ bench_start_ingress() {
   return 1
 }
 
-# bench_load PORT CONNECTIONS SECONDS [RATE] [INTEGRATION] [PID]: signed Stripe load (to
-# stripe-bench unless INTEGRATION names another), prints the loadgen's JSON; with PID, that
-# includes the CPU process PID used during the timed window (`cpu_ticks`).
+# bench_load PORT CONNECTIONS SECONDS [RATE] [INTEGRATION] [PID] [LOADGEN_FLAG…]: signed
+# Stripe load (to stripe-bench unless INTEGRATION names another), prints the loadgen's JSON;
+# with PID, that includes the CPU process PID used during the timed window (`cpu_ticks`).
 bench_load() {
   LOADGEN_STRIPE_SECRET="$bench_secret" "$bench_bin/inbound-loadgen" --addr "127.0.0.1:$1" \
     --connections "$2" --rate "${4:-0}" --duration-secs "$3" --integration "${5:-stripe-bench}" \
-    --events-per-connection "${BENCH_EVENTS_PER_CONNECTION:-20000}" ${6:+--cpu-of "$6"}
+    --events-per-connection "${BENCH_EVENTS_PER_CONNECTION:-20000}" ${6:+--cpu-of "$6"} "${@:7}"
+}
+
+# bench_cpu_figures LOADGEN_JSON: the loadgen's JSON, plus where the CPU went over its timed
+# window (the loadgen signs its events before the window and frees them after): per
+# answered request, the ingress's, the loadgen's and the rest of the machine's
+# (PostgreSQL, its WAL writer, anything else), the machine's per accepted receipt, the
+# machine's busy cores, and the share of the machine the hypervisor took (steal: a virtual
+# machine's neighbours show up there, not in any process's figures).
+bench_cpu_figures() {
+  python3 - "$1" "$(getconf CLK_TCK)" <<'PY'
+import json, sys
+run, hz = json.loads(sys.argv[1]), float(sys.argv[2])
+ticks = run["cpu_ticks"]
+if None in ticks.values():
+    sys.exit("bench: the loadgen could not read the CPU figures from /proc")
+answers = max(sum(run[key] for key in ("accepted", "duplicate", "other_2xx", "unavailable_503", "other_status")), 1)
+per_answer = lambda used: round(used / hz / answers * 1e6, 1)
+window = max(ticks["window_secs"], 0.001)
+run["ingress_cpu_us_per_answer"] = per_answer(ticks["watched"])
+run["loadgen_cpu_us_per_answer"] = per_answer(ticks["loadgen"])
+run["rest_cpu_us_per_answer"] = per_answer(ticks["machine_busy"] - ticks["watched"] - ticks["loadgen"])
+run["machine_cpu_us_per_accepted"] = round(ticks["machine_busy"] / hz / max(run["accepted"], 1) * 1e6, 1)
+run["ingress_cores"] = round(ticks["watched"] / hz / window, 2)
+run["busy_cores"] = round(ticks["machine_busy"] / hz / window, 2)
+run["steal_share"] = round(ticks["machine_steal"] / max(ticks["machine_total"], 1), 3)
+print(json.dumps(run))
+PY
 }
 
 # bench_start_worker URL METRICS_PORT WORKER_ID FLAGS…: sets bench_worker_pid.

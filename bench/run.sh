@@ -83,33 +83,12 @@ INSERT INTO bench_physical (source_scope, event_id, event_type, payload)
 VALUES ('stripe-bench/platform/test', 'evt_' || :n, 'payment_intent.succeeded', '$payload')
 ON CONFLICT DO NOTHING;
 SQL
-# ingress_run CONNECTIONS [RATE] [INTEGRATION]: the loadgen's JSON, plus where the CPU went
-# over its timed window (the loadgen signs its events before the window and frees them
-# after): per answered request, the ingress's, the loadgen's and the rest of the machine's
-# (PostgreSQL, its WAL writer, anything else), the machine's busy cores, and the share of
-# the machine the hypervisor took (steal: a virtual machine's neighbours show up there, not
-# in any process's figures).
+# ingress_run CONNECTIONS [RATE] [INTEGRATION]: the loadgen's JSON with where the CPU went
+# over its timed window (bench_cpu_figures).
 ingress_run() {
   local run
   run=$(bench_load 18080 "$1" "$seconds" "${2:-0}" "${3:-stripe-bench}" "$bench_ingress_pid")
-  python3 - "$run" "$(getconf CLK_TCK)" <<'PY'
-import json, sys
-run, hz = json.loads(sys.argv[1]), float(sys.argv[2])
-ticks = run["cpu_ticks"]
-if None in ticks.values():
-    sys.exit("bench: the loadgen could not read the CPU figures from /proc")
-answers = max(sum(run[key] for key in ("accepted", "duplicate", "other_2xx", "unavailable_503", "other_status")), 1)
-per_answer = lambda used: round(used / hz / answers * 1e6, 1)
-window = max(ticks["window_secs"], 0.001)
-run["ingress_cpu_us_per_answer"] = per_answer(ticks["watched"])
-run["loadgen_cpu_us_per_answer"] = per_answer(ticks["loadgen"])
-run["rest_cpu_us_per_answer"] = per_answer(ticks["machine_busy"] - ticks["watched"] - ticks["loadgen"])
-run["machine_cpu_us_per_accepted"] = round(ticks["machine_busy"] / hz / max(run["accepted"], 1) * 1e6, 1)
-run["ingress_cores"] = round(ticks["watched"] / hz / window, 2)
-run["busy_cores"] = round(ticks["machine_busy"] / hz / window, 2)
-run["steal_share"] = round(ticks["machine_steal"] / max(ticks["machine_total"], 1), 3)
-print(json.dumps(run))
-PY
+  bench_cpu_figures "$run"
 }
 # ceiling_run PGBENCH_ARGS…: pgbench's transactions per second, with where the CPU went
 # over the run: pgbench's own per transaction, the rest of the machine's (PostgreSQL and

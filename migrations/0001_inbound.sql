@@ -186,7 +186,9 @@ END;
 -- the soak's audit counts a queue row without its pending receipt as stuck.
 CREATE TABLE receipt_queue (
     receipt_id    bigint      PRIMARY KEY,
-    integration   text        NOT NULL,
+    -- Compared byte by byte, as the subject is: a worker's walk over the ordered subjects
+    -- resumes where its own comparison says it stopped.
+    integration   text        COLLATE "C" NOT NULL,
     -- Claimable when visible_at <= now(); a lease is simply visibility in the future.
     visible_at    timestamptz NOT NULL DEFAULT now(),
     attempts      integer     NOT NULL DEFAULT 0,
@@ -210,6 +212,9 @@ CREATE INDEX receipt_queue_claimable ON receipt_queue (visible_at, receipt_id)
     WHERE subject IS NULL;
 CREATE INDEX receipt_queue_subject_order ON receipt_queue (integration, subject, ordered_at, receipt_id)
     WHERE subject IS NOT NULL;
+-- The oldest due ordered receipt of an integration (the claimable age that pages).
+CREATE INDEX receipt_queue_ordered_due ON receipt_queue (integration, visible_at)
+    WHERE subject IS NOT NULL;
 CREATE INDEX receipt_queue_integration_age ON receipt_queue (integration, enqueued_at);
 
 -- Fencing tokens come from one sequence, so a receipt's token only ever grows, across
@@ -219,11 +224,15 @@ CREATE SEQUENCE receipt_lease_tokens AS bigint START WITH 2147483648;
 -- Which ordered subjects a worker is applying now: a row is the subject's mutex, taken by
 -- the claim that leases the subject's head (INSERT … ON CONFLICT sees the latest row,
 -- whatever the claim's snapshot), with that receipt's lease token and lease. The head's
--- business transaction deletes it with the head's queue row (both commit or neither); a
--- retry's release deletes it; a dead worker's expires with its lease. So two receipts of
--- one subject never run at once, even when a late one sorts before a running head.
+-- business transaction deletes it with the head's queue row, and only while it still
+-- carries the head's token (both commit or neither); a retry's release deletes it; a dead
+-- worker's expires with its lease. So two receipts of one subject never run at once, even
+-- when a late one sorts before a running head or a worker outlives its lease. A receipt
+-- the worker quarantines or fails makes its subject's row one that never expires (token
+-- 0), so a claim that waited for that transaction sees the hold; the last holding
+-- receipt's replay or close deletes it.
 CREATE TABLE subject_leases (
-    integration  text        NOT NULL,
+    integration  text        COLLATE "C" NOT NULL,
     subject      text        COLLATE "C" NOT NULL,
     lease_token  bigint      NOT NULL,
     leased_until timestamptz NOT NULL,
@@ -796,7 +805,16 @@ BEGIN ATOMIC
         SET status = 'pending', outcome = NULL, outcome_reason = NULL, attempts = 0,
             finished_at = NULL
         FROM held WHERE r.id = held.id
-        RETURNING held.status
+        RETURNING held.status, r.integration, held.queue_subject
+    ), released AS (
+        -- The last receipt holding an ordered subject releases it (queue/finish.sql).
+        DELETE FROM subject_leases l USING requeued q
+        WHERE l.integration = q.integration AND l.subject = q.queue_subject
+          AND l.leased_until = 'infinity'
+          AND NOT EXISTS (SELECT 1 FROM receipts o
+                          WHERE o.integration = q.integration AND o.subject = q.queue_subject
+                            AND o.ordered AND o.status IN ('failed', 'quarantined')
+                            AND o.id <> receipt)
     )
     SELECT requeued.status FROM requeued;
 END;
@@ -845,7 +863,16 @@ BEGIN ATOMIC
         UPDATE receipts r
         SET status = 'done', outcome = 'closed', outcome_reason = why, finished_at = now()
         FROM held WHERE r.id = held.id
-        RETURNING held.status
+        RETURNING held.status, r.integration, r.subject, r.ordered
+    ), released AS (
+        -- The last receipt holding an ordered subject releases it (queue/finish.sql).
+        DELETE FROM subject_leases l USING closed c
+        WHERE c.ordered AND l.integration = c.integration AND l.subject = c.subject
+          AND l.leased_until = 'infinity'
+          AND NOT EXISTS (SELECT 1 FROM receipts o
+                          WHERE o.integration = c.integration AND o.subject = c.subject
+                            AND o.ordered AND o.status IN ('failed', 'quarantined')
+                            AND o.id <> receipt)
     )
     SELECT closed.status FROM closed;
 END;

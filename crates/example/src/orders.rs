@@ -325,11 +325,9 @@ async fn refund(
         return Ok(quarantine("the event has no created time"));
     };
     // One refund decision about this payment at a time: this refund and its failure,
-    // handled by two workers at once, see each other. A route ordered by PaymentIntent
-    // already runs them one at a time.
-    if !input.runs_alone_for(payment_id) {
-        orders::lock_payment(transaction, tenant, payment_id).await?;
-    }
+    // handled by two workers at once, see each other. Taken on an ordered route too: a
+    // receipt accepted before the route was ordered, or by another route, is in no order.
+    orders::lock_payment(transaction, tenant, payment_id).await?;
     // A snapshot from before the refund failed (Stripe does not order its events).
     if orders::refund_failed_since(transaction, tenant, payment_id, refunded, created).await? {
         return Ok(Transition::Ignored {
@@ -521,9 +519,7 @@ async fn refund_updated(
         return Ok(quarantine("the event has no created time"));
     };
     let tenant = input.integration.tenant.as_str();
-    if !input.runs_alone_for(payment_id) {
-        orders::lock_payment(transaction, tenant, payment_id).await?;
-    }
+    orders::lock_payment(transaction, tenant, payment_id).await?;
     let failure = orders::RefundFailure {
         tenant,
         refund_id,

@@ -97,6 +97,9 @@ pub struct Claim {
     pub claimed: Vec<ClaimedReceipt>,
     /// Failed by the claim itself: attempts spent without an outcome.
     pub exhausted: Vec<ExhaustedReceipt>,
+    /// The ordered subject (integration, subject) the claim's walk stopped at, if it
+    /// walked any: where the worker's next claim resumes ([`SubjectCursor`]).
+    pub walked_to: Option<(String, String)>,
 }
 
 /// How much one claim may take.
@@ -117,7 +120,8 @@ pub struct ClaimLimits {
 }
 
 struct ClaimRow {
-    exhausted: bool,
+    /// `claimed`, `exhausted`, or `walked_to` (where the walk over subjects stopped).
+    kind: String,
     receipt_id: ReceiptId,
     lease_token: LeaseToken,
     attempts: i32,
@@ -171,7 +175,7 @@ pub async fn claim_batch(
     let rows = super::bounded::statement(limits.statement_limit, claim).await?;
     let claimed_ids: Vec<ReceiptId> = rows
         .iter()
-        .filter(|row| !row.exhausted)
+        .filter(|row| row.kind == "claimed")
         .map(|row| row.receipt_id)
         .collect();
     let payloads = stored_payloads(conn, &claimed_ids, limits.statement_limit).await?;
@@ -188,20 +192,10 @@ pub struct SubjectCursor {
 }
 
 impl SubjectCursor {
-    /// Moves past the subjects `claim` took; unchanged when it took none. The walk went
-    /// from the cursor to the end and then from the first subject: the last it reached
-    /// is the greatest taken at or before the cursor, if it went round, else the greatest.
+    /// Moves to where `claim`'s walk stopped; unchanged when it walked no subject.
     pub fn advance(&mut self, claim: &Claim) {
-        let taken = claim.claimed.iter().filter_map(|receipt| {
-            let subject = receipt.ordered_subject.as_ref()?;
-            Some((receipt.integration.clone(), subject.clone()))
-        });
-        let (before, after): (Vec<_>, Vec<_>) = taken.partition(|key| match &self.last {
-            Some(last) => key <= last,
-            None => false,
-        });
-        if let Some(last) = before.into_iter().max().or_else(|| after.into_iter().max()) {
-            self.last = Some(last);
+        if let Some(walked_to) = &claim.walked_to {
+            self.last = Some(walked_to.clone());
         }
     }
 }
@@ -211,7 +205,13 @@ impl Claim {
     fn from_rows(rows: Vec<ClaimRow>, mut payloads: HashMap<ReceiptId, StoredPayload>) -> Self {
         let mut claim = Self::default();
         for row in rows {
-            if row.exhausted {
+            if row.kind == "walked_to" {
+                claim.walked_to = row
+                    .ordered_subject
+                    .map(|subject| (row.integration, subject));
+                continue;
+            }
+            if row.kind == "exhausted" {
                 claim.exhausted.push(ExhaustedReceipt {
                     receipt_id: row.receipt_id,
                     integration: row.integration,
@@ -246,61 +246,70 @@ impl Claim {
 }
 
 /// The first statement of a business transaction: removes the queue row if this attempt
-/// still holds the lease. `false` means the lease was lost: roll back. The row stays
-/// locked until the transaction ends, so no other worker can claim it meanwhile.
+/// still holds the lease — and, for an ordered receipt, its subject's lease too. `false`
+/// means the lease was lost: roll back. The row (and the subject's lease row) stays locked
+/// until the transaction ends, so no other worker can claim it (or the subject) meanwhile.
 pub async fn dequeue_fenced(
     conn: &mut PgConnection,
     lease: ReceiptLease,
 ) -> Result<bool, sqlx::Error> {
-    // The subject's lease goes with the queue row: both are restored if the transaction
-    // rolls back, and until it commits the row lock keeps the subject's next claim waiting.
-    let removed = sqlx::query_scalar!(
-        r#"WITH fenced AS (
-             DELETE FROM receipt_queue WHERE receipt_id = $1 AND lease_token = $2
-             RETURNING integration, subject, lease_token
-         ), released AS (
-             DELETE FROM subject_leases l USING fenced f
-             WHERE l.integration = f.integration AND l.subject = f.subject
-               AND l.lease_token = f.lease_token
-         )
-         SELECT count(*) AS "removed!" FROM fenced"#,
-        lease.receipt_id as ReceiptId,
-        lease.token as LeaseToken,
-    )
-    .fetch_one(conn)
-    .await?;
-    Ok(removed == 1)
+    Ok(dequeue_fenced_all(conn, &[lease])
+        .await?
+        .is_some_and(|fenced| fenced.len() == 1))
 }
 
 /// [`dequeue_fenced`] for a whole batch in one statement: removes each queue row whose
-/// attempt still holds its lease and returns those receipt ids; the rest lost their lease.
-/// The removed rows stay locked until the transaction ends.
+/// attempt still holds its lease — an ordered receipt's only while its subject's lease is
+/// still this attempt's — and returns those receipt ids; the rest lost their lease. The
+/// removed rows stay locked until the transaction ends.
+///
+/// `None`: a subject's lease was taken over by a claim that committed while this statement
+/// ran (a worker that outlived its lease, in the instant another claim took the subject):
+/// the queue row is gone in this transaction but the subject is no longer this attempt's,
+/// so the caller rolls the transaction back.
 pub async fn dequeue_fenced_all(
     conn: &mut PgConnection,
     leases: &[ReceiptLease],
-) -> Result<Vec<ReceiptId>, sqlx::Error> {
+) -> Result<Option<Vec<ReceiptId>>, sqlx::Error> {
     let receipt_ids: Vec<ReceiptId> = leases.iter().map(|lease| lease.receipt_id).collect();
     let lease_tokens: Vec<LeaseToken> = leases.iter().map(|lease| lease.token).collect();
-    sqlx::query_scalar!(
+    // An ordered row is fenced only while its subject's lease (in this statement's
+    // snapshot) still carries its token: a worker that outlived its lease, whose subject
+    // another claim took for a later head, loses the lease here. The subject's lease row
+    // is then deleted with the row (locked until the transaction ends: a claim of the
+    // subject waits for it); one that changed since the snapshot matches nothing, and the
+    // transaction must not commit.
+    let rows = sqlx::query!(
         r#"WITH fenced AS (
              DELETE FROM receipt_queue q
              USING unnest($1::bigint[], $2::bigint[]) AS fence(receipt_id, lease_token)
              WHERE q.receipt_id = fence.receipt_id AND q.lease_token = fence.lease_token
+               AND (q.subject IS NULL
+                    OR EXISTS (SELECT 1 FROM subject_leases l
+                               WHERE l.integration = q.integration AND l.subject = q.subject
+                                 AND l.lease_token = q.lease_token))
              RETURNING q.receipt_id, q.integration, q.subject, q.lease_token
          ), released AS (
              DELETE FROM subject_leases l USING fenced f
              WHERE l.integration = f.integration AND l.subject = f.subject
                AND l.lease_token = f.lease_token
+             RETURNING l.lease_token
          )
-         SELECT receipt_id AS "receipt_id!: ReceiptId" FROM fenced"#,
+         SELECT f.receipt_id AS "receipt_id!: ReceiptId",
+                (f.subject IS NULL OR f.lease_token IN (SELECT lease_token FROM released))
+                    AS "held!"
+         FROM fenced f"#,
         receipt_ids as Vec<ReceiptId>,
         lease_tokens as Vec<LeaseToken>,
     )
     .fetch_all(conn)
-    .await
+    .await?;
+    if rows.iter().any(|row| !row.held) {
+        return Ok(None);
+    }
+    Ok(Some(rows.into_iter().map(|row| row.receipt_id).collect()))
 }
 
-/// A terminal state written in the business transaction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Finish<'a> {
     /// `done` with `applied`.
@@ -354,7 +363,7 @@ pub async fn finish(
         reason,
         attempts,
     )
-    .execute(conn)
+    .fetch_one(conn)
     .await?;
     Ok(())
 }
@@ -386,7 +395,7 @@ pub async fn finish_all(
         reasons as Vec<Option<&str>>,
         &attempts,
     )
-    .execute(conn)
+    .fetch_one(conn)
     .await?;
     Ok(())
 }
@@ -439,10 +448,11 @@ pub async fn fail_exhausted(
         "WITH removed AS (
              DELETE FROM receipt_queue WHERE receipt_id = $1 AND lease_token = $2
              RETURNING receipt_id, attempts, integration, subject, lease_token
-         ), subject_released AS (
-             -- An ordered receipt that failed holds its subject from now on
-             -- (receipts_holding_subject), not through its lease.
-             DELETE FROM subject_leases l USING removed f
+         ), subject_held AS (
+             -- An ordered receipt that failed holds its subject from now on: its lease
+             -- row becomes one that never expires (queue/finish.sql says why).
+             UPDATE subject_leases l SET lease_token = 0, leased_until = 'infinity'
+             FROM removed f
              WHERE l.integration = f.integration AND l.subject = f.subject
                AND l.lease_token = f.lease_token
          )

@@ -35,10 +35,11 @@ const GRANTS: &[(Process, &[&str])] = &[
             // Keys are claimed (claim_receipt_keys) by looking in the previous period first.
             "GRANT SELECT, INSERT ON {schema}.receipt_keys TO {role}",
             "GRANT INSERT (receipt_id, integration, visible_at, enqueued_at, payload_bytes, subject, ordered_at) ON {schema}.receipt_queue TO {role}",
-            "GRANT SELECT (id, integration, source_scope, event_id, received_at) ON {schema}.receipts TO {role}",
             // The queue ages that page and scale, which the ingress exports so that they
-            // outlive every worker: when rows became claimable, never what they hold.
-            "GRANT SELECT (integration, visible_at, enqueued_at, leased_by) ON {schema}.receipt_queue TO {role}",
+            // outlive every worker: when rows became claimable and whether an ordered
+            // subject is held, never what they hold.
+            "GRANT SELECT (id, integration, source_scope, event_id, received_at, subject, ordered, status) ON {schema}.receipts TO {role}",
+            "GRANT SELECT (integration, visible_at, enqueued_at, leased_by, subject) ON {schema}.receipt_queue TO {role}",
         ],
     ),
     (

@@ -42,6 +42,7 @@ pub async fn refresh(worker: &Worker) -> Result<(), sqlx::Error> {
 async fn refresh_on(worker: &Worker, connection: &mut PgConnection) -> Result<(), sqlx::Error> {
     if worker.settings.role().runs_receipts() {
         maintain_history(&mut *connection).await?;
+        admin::sweep_subject_leases(&mut *connection).await?;
     }
     export_held_subjects(worker, &mut *connection).await?;
     let counts = admin::receipt_counts(&mut *connection).await?;
@@ -189,10 +190,6 @@ const HISTORY_TABLES: [&str; 4] = ["receipts", "receipt_payloads", "effects", "e
 /// The keys (integration or sink) a refresh exported besides the configured ones: set to
 /// 0 once their rows are gone, never left at their last count.
 static REVIEW_SEEN: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
-/// The most failed or quarantined ordered receipts one refresh reads to count the held
-/// subjects (an incident that quarantines more shows this many: the alert still fires).
-const HELD_RECEIPTS_READ: i64 = 100_000;
-
 static HELD_SEEN: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
 
 /// The held ordered subjects and the receipts waiting behind them, per integration: every
@@ -202,7 +199,7 @@ async fn export_held_subjects(
     worker: &Worker,
     connection: &mut PgConnection,
 ) -> Result<(), sqlx::Error> {
-    let held = admin::held_counts(connection, HELD_RECEIPTS_READ).await?;
+    let held = admin::held_counts(connection, admin::HELD_RECEIPTS_READ).await?;
     let mut seen = HELD_SEEN
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);

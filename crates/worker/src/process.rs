@@ -234,6 +234,11 @@ async fn transitions_together(
     let leases: Vec<ReceiptLease> = batch.iter().map(ClaimedReceipt::lease).collect();
     let fenced: HashSet<ReceiptId> = queue::dequeue_fenced_all(transaction, &leases)
         .await?
+        .ok_or_else(|| {
+            Abort::Transient(
+                "an ordered subject's lease was taken over as it was fenced".to_owned(),
+            )
+        })?
         .into_iter()
         .collect();
     let mut results = Vec::with_capacity(batch.len());

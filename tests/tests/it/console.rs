@@ -1199,3 +1199,92 @@ async fn a_decision_the_database_cannot_finish_in_time_is_a_503_not_a_conflict()
     );
     assert_eq!(audit_rows(pool).await, 0);
 }
+
+/// A subject's page: found from its receipt's page and by the search, every receipt of the
+/// subject listed with its state, a subject a sender chose rendered as inert text, and bad
+/// input answered 400, never as a database failure.
+#[tokio::test]
+async fn a_subjects_page_lists_its_receipts_and_shows_a_senders_subject_as_text() {
+    let database = TestDatabase::create().await;
+    let pool = database.pool();
+    let config = domain::config();
+    let hostile = "pi_<b>bold</b>\u{202e}x";
+    let object =
+        serde_json::json!({"id": hostile, "object": "payment_intent", "status": "succeeded"});
+    let first = domain::accept(
+        pool,
+        &config,
+        &domain::stripe_event_at(
+            "evt_s1",
+            "payment_intent.succeeded",
+            object.clone(),
+            1_700_000_000,
+        ),
+    )
+    .await
+    .expect("new");
+    domain::accept(
+        pool,
+        &config,
+        &domain::stripe_event_at(
+            "evt_s2",
+            "payment_intent.payment_failed",
+            object,
+            1_699_999_000,
+        ),
+    )
+    .await
+    .expect("new");
+    let console = Console::start(database.url(), &["--by", "alice"]);
+    let session = Session::open(&console).await;
+
+    let receipt = text(&session.get(&format!("/receipts/{first}")).await);
+    let link = "/subject?integration=stripe-acme&#38;subject=pi_%3Cb%3Ebold%3C%2Fb%3E%E2%80%AEx";
+    assert!(
+        receipt.contains(link),
+        "the receipt links to its subject: {receipt}"
+    );
+    let page = session
+        .get("/subject?integration=stripe-acme&subject=pi_%3Cb%3Ebold%3C%2Fb%3E%E2%80%AEx")
+        .await;
+    assert_eq!(page.status, 200, "{}", text(&page));
+    let html = text(&page);
+    assert!(
+        !html.contains("<b>bold"),
+        "a sender's subject is text: {html}"
+    );
+    assert!(html.contains("&#60;b&#62;bold"), "{html}");
+    assert!(
+        !html.contains('\u{202e}'),
+        "no bidirectional override reaches the page"
+    );
+    let s2 = html.find("evt_s2").expect("evt_s2 listed");
+    let s1 = html.find("evt_s1").expect("evt_s1 listed");
+    assert!(
+        s2 < s1,
+        "event-time order: the payment failure was created first"
+    );
+    assert!(html.contains("pending"), "{html}");
+
+    let search = text(&session.get("/receipts").await);
+    assert!(
+        search.contains("id=\"subject-search\""),
+        "the receipts page searches subjects"
+    );
+    let none = text(
+        &session
+            .get("/subject?integration=stripe-acme&subject=pi_none")
+            .await,
+    );
+    assert!(none.contains("No receipt of this integration is about this subject"));
+    assert_eq!(session.get("/subject").await.status, 200, "the search form");
+    assert_eq!(session.get("/subject?subject=pi_1").await.status, 400);
+    assert_eq!(
+        session
+            .get("/subject?integration=stripe-acme&subject=a%00b")
+            .await
+            .status,
+        400
+    );
+    assert_eq!(audit_rows(pool).await, 0, "GETs decide nothing");
+}

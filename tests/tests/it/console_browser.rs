@@ -4,9 +4,9 @@
 //! trail; resolve an effect in review and find the same audit row in the CLI; close in
 //! bulk after a listing; a payload an attacker wrote stays inert text; a cross-site form,
 //! a form without its token and one posted without a person or `--read-only` change
-//! nothing, and no action is offered without a person. Screenshots of the overview, a
-//! receipt and the review queue are saved
-//! under `target/console-screenshots/`.
+//! nothing, and no action is offered without a person; a held subject followed from its
+//! receipt to its timeline and released. Screenshots of the overview, a receipt, the
+//! review queue and a subject are saved under `target/console-screenshots/`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -355,5 +355,97 @@ async fn a_bulk_close_lists_what_it_will_change_and_closes_exactly_that() {
             Some(ReceiptOutcome::Closed)
         );
     }
+    browser.close().await;
+}
+
+/// The fixture configuration's payment and refund routes ordered (by PaymentIntent).
+fn ordered(mut options: inbound_tests::ServiceOptions) -> inbound_tests::ServiceOptions {
+    let mut config = inbound_tests::config::ConfigEdit::parse(&options.config_toml);
+    for route in ["payment_intent.succeeded", "charge.refunded"] {
+        config
+            .route("stripe-acme", route)
+            .insert("ordered".to_owned(), true.into());
+    }
+    options.config_toml = config.to_toml();
+    options
+}
+
+/// On call: a refund waits behind its PaymentIntent's quarantined payment (an ordered
+/// route). From the payment's page, its subject's page shows the whole history — the
+/// payment quarantined and why, the refund pending behind it, the banner naming the receipt
+/// that holds it — and after the fix a replay lets both run, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_follows_a_held_subject_from_its_receipt_to_its_timeline_and_releases_it() {
+    let stack = Stack::builder()
+        .ingress(ordered)
+        .worker(ordered)
+        .start()
+        .await;
+    let pool = stack.pool();
+    domain::seed_order(pool, "o9", "pi_o9", 2500, "usd").await;
+    send_payment(&stack, "evt_pay_o9", "o9", 2000, "order o9").await;
+    let payment = receipt_of(pool, "evt_pay_o9").await;
+    eventually(
+        "the worker quarantines the payment",
+        Duration::from_secs(20),
+        async || {
+            (domain::receipt_state(pool, payment).await.0 == ReceiptStatus::Quarantined)
+                .then_some(())
+        },
+    )
+    .await;
+    let body = domain::stripe_event(
+        "evt_refund_o9",
+        "charge.refunded",
+        domain::order_charge("pi_o9", "o9", 2000, 2000),
+    );
+    let request = SignedRequest::new("stripe-acme", stripe_headers(STRIPE_SECRET, &body, 0), body);
+    assert_eq!(stack.deliver(&request).await.status, 200);
+    let refund = receipt_of(pool, "evt_refund_o9").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        domain::receipt_state(pool, refund).await.0,
+        ReceiptStatus::Pending,
+        "held behind the quarantined payment"
+    );
+
+    let console = Console::start(stack.database.url(), &["--by", "alice"]);
+    let browser = Browser::start().await;
+    browser
+        .open(&console.url(&format!("/receipts/{payment}")))
+        .await;
+    browser.click("#subject-link a").await;
+    let held = browser.text_of("#held").await;
+    assert!(held.contains(&format!("receipt {payment}")), "{held}");
+    let timeline = browser.text_of("#timeline").await;
+    assert!(timeline.contains("evt_pay_o9"), "{timeline}");
+    assert!(
+        timeline.contains("does not pay order o9"),
+        "the reason: {timeline}"
+    );
+    assert!(timeline.contains("evt_refund_o9"), "{timeline}");
+    assert!(timeline.contains("pending"), "{timeline}");
+    browser.screenshot("subject").await;
+
+    // Fixed, the payment is replayed from its page: it runs, then the refund behind it.
+    sqlx::query("UPDATE orders SET total_minor = 2000 WHERE id = 'o9'")
+        .execute(pool)
+        .await
+        .expect("fix the order");
+    browser
+        .click(&format!("a[href='/receipts/{payment}']"))
+        .await;
+    browser
+        .type_into("#reason", "order o9 total corrected (INC-512)")
+        .await;
+    browser.click("#action-replay").await;
+    browser.click("#confirm-button").await;
+    eventually("both run", Duration::from_secs(20), async || {
+        let refunded = domain::receipt_state(pool, refund).await
+            == (ReceiptStatus::Done, Some(ReceiptOutcome::Applied), None);
+        refunded.then_some(())
+    })
+    .await;
+    assert_eq!(domain::order_status(pool, "o9").await, "refunded");
     browser.close().await;
 }

@@ -533,3 +533,87 @@ async fn a_subjects_timeline_lists_every_status_its_effects_and_decisions_in_eve
     assert_eq!(rest.receipts.len(), 1);
     assert!(!rest.older);
 }
+
+/// A worker that outlived its lease: another claim took its subject for a later-accepted
+/// head that sorts first. The late worker's fence finds the subject's lease no longer its
+/// own and loses the receipt (before, it passed and ran beside the other).
+#[tokio::test]
+async fn a_worker_that_outlived_its_lease_cannot_fence_a_subject_another_claim_took() {
+    let database = inbound_tests::TestDatabase::create().await;
+    let pool = database.pool();
+    let config = ordered_config();
+    accept(pool, &config, "evt_head", "sub_1", 1_700_000_100).await;
+    let lease = Duration::from_secs(30);
+    let mut connection = pool.acquire().await.expect("connection");
+    let late = domain::claim(&mut connection, 10, lease, "late").await;
+    assert_eq!(late.len(), 1);
+    accept(pool, &config, "evt_first", "sub_1", 1_700_000_050).await;
+    // A minute on, by the claims' clock: the late worker's lease is over.
+    let later = chrono::Utc::now() + chrono::Duration::seconds(60);
+    let taken = domain::claim_at(&mut connection, 10, lease, "other", Some(later)).await;
+    let events: Vec<&str> = taken
+        .iter()
+        .map(|receipt| receipt.event_id.as_str())
+        .collect();
+    assert_eq!(
+        events,
+        ["evt_first"],
+        "the subject's head, under a new lease"
+    );
+    let mut transaction = sqlx::Acquire::begin(&mut *connection).await.expect("begin");
+    assert!(
+        !inbound_store::queue::dequeue_fenced(&mut transaction, late[0].lease())
+            .await
+            .expect("fence"),
+        "the late worker's lease is lost"
+    );
+    transaction.rollback().await.expect("rollback");
+}
+
+/// A worker quarantines its head while a claim, whose snapshot saw the subject free, waits
+/// for the subject's lease row: the hold is written there too, at its latest, so the claim
+/// takes nothing once the worker commits.
+#[tokio::test]
+async fn a_claim_that_waited_for_a_quarantine_sees_the_subject_held() {
+    let database = inbound_tests::TestDatabase::create().await;
+    let pool = database.pool();
+    let config = ordered_config();
+    let head = accept(pool, &config, "evt_head", "sub_1", 1_700_000_100).await;
+    let lease = Duration::from_secs(30);
+    let mut connection = pool.acquire().await.expect("connection");
+    let claimed = domain::claim(&mut connection, 10, lease, "worker").await;
+    assert_eq!(claimed[0].receipt_id, ReceiptId(head));
+    accept(pool, &config, "evt_first", "sub_1", 1_700_000_050).await;
+    let mut transaction = sqlx::Acquire::begin(&mut *connection).await.expect("begin");
+    assert!(
+        inbound_store::queue::dequeue_fenced(&mut transaction, claimed[0].lease())
+            .await
+            .expect("fence")
+    );
+    // The other claim's clock is past the worker's lease: its snapshot sees the subject
+    // free and the late event as its head, and it waits for the worker's lease row.
+    let later = chrono::Utc::now() + chrono::Duration::seconds(60);
+    let other = tokio::spawn({
+        let pool = pool.clone();
+        async move {
+            let mut connection = pool.acquire().await.expect("connection");
+            domain::claim_at(&mut connection, 10, lease, "other", Some(later)).await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !other.is_finished(),
+        "it waits for the worker's transaction"
+    );
+    inbound_store::queue::finish(
+        &mut transaction,
+        ReceiptId(head),
+        1,
+        inbound_store::queue::Finish::Quarantined("the test quarantines it"),
+    )
+    .await
+    .expect("finish");
+    transaction.commit().await.expect("commit");
+    let taken = other.await.expect("joined");
+    assert!(taken.is_empty(), "the subject is held: {taken:?}");
+}

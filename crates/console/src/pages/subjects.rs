@@ -56,10 +56,11 @@ pub(super) async fn subject(console: &Console, context: &Context, query: &Query)
     let integration = query.get("integration").unwrap_or("").trim().to_owned();
     let subject = query.get("subject").unwrap_or("").to_owned();
     let before = query.parsed::<ReceiptId>("before")?;
+    // What the form shows again: as text, like anything a link may carry.
     let mut page = SubjectPage {
         frame: context.frame("Subject"),
-        integration: integration.clone(),
-        subject: subject.clone(),
+        integration: view::text(&integration),
+        subject: view::text(&subject),
         searched: false,
         held_by: Vec::new(),
         rows: Vec::new(),

@@ -5,14 +5,14 @@
 -- row (its head, in event-time then arrival order), only when the head is due, no receipt
 -- of the subject holds it (failed or quarantined) and no worker has the subject now — and
 -- then under the subject's subject_leases row, taken here with the receipt's token. The
--- subjects are walked from the cursor ($9, $10: the last subject this worker claimed) to
--- the end and round to it again, so every subject gets its turn. Returns claimed rows (exhausted = false) and failed
+-- subjects are walked from the cursor ($9, $10: where this worker's last walk stopped) to
+-- the end and round to it again, at most $1 + 100 a claim, so every subject gets its turn;
+-- a `walked_to` row says where this walk stopped. Returns claimed rows (exhausted = false) and failed
 -- ones (exhausted = true), in claim order. Payloads are read afterwards
 -- (queue/payloads.rs), so none can fail this.
 -- Uses: receipt_queue_claimable (visible_at, receipt_id) WHERE subject IS NULL;
 --   receipt_queue_subject_order, one descent per queued subject walked (a loose index
---   scan: the walk costs the subjects it passes that cannot run now, at most the queue's
---   distinct blocked subjects); subject_leases and receipts_holding_subject per head;
+--   scan, at most $1 + 100 subjects); subject_leases and receipts_holding_subject per head;
 --   receipts by primary key.
 -- Locks: the claimed queue rows, FOR UPDATE SKIP LOCKED (MATERIALIZED with LIMIT: never
 --   more than are claimed), then the claimed subjects' subject_leases rows in subject
@@ -30,51 +30,67 @@ WITH RECURSIVE unordered AS MATERIALIZED (
     FOR UPDATE SKIP LOCKED
 ), heads_after AS (
     -- Each queued subject's first row, in subject order after the cursor …
-    (SELECT q.integration, q.subject, q.receipt_id, q.visible_at
+    (SELECT q.integration, q.subject, q.receipt_id, q.visible_at, 1 AS lap, 1 AS step
      FROM receipt_queue q
      WHERE q.subject IS NOT NULL
        AND (q.integration, q.subject) > (coalesce($9::text, ''), coalesce($10::text, ''))
      ORDER BY q.integration, q.subject, q.ordered_at, q.receipt_id
      LIMIT 1)
     UNION ALL
-    (SELECT next.integration, next.subject, next.receipt_id, next.visible_at
+    (SELECT next.integration, next.subject, next.receipt_id, next.visible_at, 1, h.step + 1
      FROM heads_after h CROSS JOIN LATERAL (
          SELECT q.integration, q.subject, q.receipt_id, q.visible_at
          FROM receipt_queue q
          WHERE q.subject IS NOT NULL AND (q.integration, q.subject) > (h.integration, h.subject)
          ORDER BY q.integration, q.subject, q.ordered_at, q.receipt_id
-         LIMIT 1) next)
+         LIMIT 1) next
+     WHERE h.step < $1 + 100)
 ), heads_before AS (
     -- … then from the first subject up to the cursor: one full turn.
-    (SELECT q.integration, q.subject, q.receipt_id, q.visible_at
+    (SELECT q.integration, q.subject, q.receipt_id, q.visible_at, 2 AS lap, 1 AS step
      FROM receipt_queue q
      WHERE q.subject IS NOT NULL
        AND (q.integration, q.subject) <= (coalesce($9::text, ''), coalesce($10::text, ''))
      ORDER BY q.integration, q.subject, q.ordered_at, q.receipt_id
      LIMIT 1)
     UNION ALL
-    (SELECT next.integration, next.subject, next.receipt_id, next.visible_at
+    (SELECT next.integration, next.subject, next.receipt_id, next.visible_at, 2, h.step + 1
      FROM heads_before h CROSS JOIN LATERAL (
          SELECT q.integration, q.subject, q.receipt_id, q.visible_at
          FROM receipt_queue q
          WHERE q.subject IS NOT NULL AND (q.integration, q.subject) > (h.integration, h.subject)
-           AND (q.integration, q.subject) <= (coalesce($9::text, ''), coalesce($10::text, ''))
          ORDER BY q.integration, q.subject, q.ordered_at, q.receipt_id
-         LIMIT 1) next)
-), heads AS (
-    SELECT * FROM heads_after UNION ALL SELECT * FROM heads_before
+         LIMIT 1) next
+     WHERE h.step < $1 + 100
+       AND (next.integration, next.subject) <= (coalesce($9::text, ''), coalesce($10::text, '')))
+), walked AS MATERIALIZED (
+    -- At most $1 + 100 subjects a claim: those that cannot run now (leased, waiting,
+    -- held) cost one descent each, and the next claim walks on from the last.
+    SELECT h.*, row_number() OVER () AS place
+    FROM (SELECT * FROM heads_after UNION ALL SELECT * FROM heads_before) h
+    LIMIT $1 + 100
 ), runnable_heads AS MATERIALIZED (
-    -- The walk stops once $1 heads could run (the recursion is read lazily).
-    SELECT h.receipt_id FROM heads h
-    WHERE h.visible_at <= coalesce($8, now())
-      AND ($4::text[] IS NULL OR h.integration = ANY ($4))
+    -- Read in walk order, lazily: the walk stops once $1 heads could run.
+    SELECT w.receipt_id, w.integration, w.subject, w.place FROM walked w
+    WHERE w.visible_at <= coalesce($8, now())
+      AND ($4::text[] IS NULL OR w.integration = ANY ($4))
       AND NOT EXISTS (SELECT 1 FROM subject_leases l
-                      WHERE l.integration = h.integration AND l.subject = h.subject
+                      WHERE l.integration = w.integration AND l.subject = w.subject
                         AND l.leased_until > coalesce($8, now()))
       AND NOT EXISTS (SELECT 1 FROM receipts r
-                      WHERE r.integration = h.integration AND r.subject = h.subject
+                      WHERE r.integration = w.integration AND r.subject = w.subject
                         AND r.ordered AND r.status IN ('failed', 'quarantined'))
     LIMIT $1
+), walked_to AS (
+    -- Where the next claim resumes: after the last head taken when $1 were (the walk
+    -- stopped there), else after the last subject walked.
+    (SELECT integration, subject FROM runnable_heads
+     WHERE (SELECT count(*) FROM runnable_heads) >= $1
+     ORDER BY place DESC LIMIT 1)
+    UNION ALL
+    (SELECT integration, subject FROM walked
+     WHERE (SELECT count(*) FROM runnable_heads) < $1
+     ORDER BY place DESC LIMIT 1)
 ), ordered AS MATERIALIZED (
     SELECT q.receipt_id, q.integration, q.subject, q.attempts, q.payload_bytes,
            q.visible_at, q.lease_token, q.leased_by IS NOT NULL AS reclaimed
@@ -140,7 +156,7 @@ WITH RECURSIVE unordered AS MATERIALIZED (
     RETURNING q.receipt_id, q.lease_token, q.attempts, t.reclaimed, q.payload_bytes,
               q.subject
 )
-SELECT false AS "exhausted!", c.receipt_id AS "receipt_id!: ReceiptId",
+SELECT 'claimed' AS "kind!", c.receipt_id AS "receipt_id!: ReceiptId",
        c.lease_token AS "lease_token!: LeaseToken", c.attempts AS "attempts!",
        c.reclaimed AS "reclaimed!", r.integration AS "integration!",
        r.source_scope AS "source_scope!", r.event_id AS "event_id!",
@@ -150,7 +166,12 @@ SELECT false AS "exhausted!", c.receipt_id AS "receipt_id!: ReceiptId",
        c.subject AS "ordered_subject?", r.subject AS "subject?", r.event_at AS "event_at?"
 FROM claimed c JOIN receipts r ON r.id = c.receipt_id
 UNION ALL
-SELECT true, f.id, 0, f.attempts, false, f.integration, '', f.event_id, '', '',
+SELECT 'exhausted', f.id, 0, f.attempts, false, f.integration, '', f.event_id, '', '',
        NULL::jsonb, 0, coalesce($8, now()), NULL::text, NULL::text, NULL::timestamptz
 FROM failed f
-ORDER BY 2 -- receipt_id: claim order, exhausted ones among them
+UNION ALL
+-- One row: the subject the walk reached (integration, ordered_subject), if it walked.
+SELECT 'walked_to', 0, 0, 0, false, w.integration, '', '', '', '', NULL::jsonb, 0,
+       coalesce($8, now()), w.subject, NULL::text, NULL::timestamptz
+FROM walked_to w
+ORDER BY 2 -- receipt_id: claim order, exhausted ones among them (the walk's row first)

@@ -177,10 +177,18 @@ async fn integration_ages(
 ) -> Result<Vec<(f64, f64)>, sqlx::Error> {
     let rows = sqlx::query!(
         r#"SELECT
-             COALESCE(EXTRACT(EPOCH FROM now() - (
-                 SELECT q.visible_at FROM receipt_queue q
-                 WHERE q.integration = i.integration AND q.visible_at <= now()
-                 ORDER BY q.visible_at LIMIT 1)), 0)::float8 AS "pending!",
+             COALESCE(EXTRACT(EPOCH FROM now() - LEAST(
+                 (SELECT q.visible_at FROM receipt_queue q
+                  WHERE q.integration = i.integration AND q.subject IS NULL
+                    AND q.visible_at <= now()
+                  ORDER BY q.visible_at LIMIT 1),
+                 (SELECT q.visible_at FROM receipt_queue q
+                  WHERE q.integration = i.integration AND q.subject IS NOT NULL
+                    AND q.visible_at <= now()
+                    AND NOT EXISTS (SELECT 1 FROM receipts r
+                                    WHERE r.integration = q.integration AND r.subject = q.subject
+                                      AND r.ordered AND r.status IN ('failed', 'quarantined'))
+                  ORDER BY q.visible_at LIMIT 1))), 0)::float8 AS "pending!",
              COALESCE(EXTRACT(EPOCH FROM now() - (
                  SELECT q.enqueued_at FROM receipt_queue q
                  WHERE q.integration = i.integration AND q.visible_at > now()

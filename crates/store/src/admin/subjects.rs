@@ -36,8 +36,9 @@ pub struct SubjectTimeline {
     pub receipts: Vec<TimelineReceipt>,
     /// Whether older receipts than these exist (ask again with `before` = the first id).
     pub older: bool,
-    /// The ordered receipts that hold the subject now (failed or quarantined): none of
-    /// its later receipts runs until each is replayed or closed.
+    /// The ordered receipts that hold the subject now (failed or quarantined; at most
+    /// 100, whatever page is shown): none of its receipts runs until each is replayed or
+    /// closed.
     pub held_by: Vec<ReceiptId>,
 }
 
@@ -129,17 +130,17 @@ pub async fn subject_timeline(
     let receipt_ids: Vec<ReceiptId> = rows.iter().map(|row| row.id).collect();
     let mut effects = timeline_effects(conn, &receipt_ids).await?;
     let mut decisions = receipt_decisions(conn, &receipt_ids).await?;
-    let held_by = rows
-        .iter()
-        .filter(|row| {
-            row.ordered
-                && matches!(
-                    row.status,
-                    ReceiptStatus::Failed | ReceiptStatus::Quarantined
-                )
-        })
-        .map(|row| row.id)
-        .collect();
+    // Whatever page is shown: the holding receipts of the subject, older ones too.
+    let held_by = sqlx::query_scalar!(
+        r#"SELECT id AS "id!: ReceiptId" FROM receipts
+         WHERE integration = $1 AND subject = $2 AND ordered
+           AND status IN ('failed', 'quarantined')
+         ORDER BY id LIMIT 100"#,
+        integration,
+        subject,
+    )
+    .fetch_all(&mut *conn)
+    .await?;
     let receipts = rows
         .into_iter()
         .map(|row| TimelineReceipt {
@@ -313,9 +314,17 @@ pub struct HeldSubject {
     pub waiting: i64,
 }
 
+/// The most failed or quarantined ordered receipts one read of the held subjects looks at
+/// (an incident that holds more still shows this many).
+pub const HELD_RECEIPTS_READ: i64 = 100_000;
+
+/// The most queued receipts counted as waiting behind one held subject.
+pub const MAX_WAITING_COUNTED: i64 = 10_000;
+
 /// The ordered subjects held now (of `integration`, when given), the longest held first:
-/// at most `limit`. Through `receipts_holding_subject` (partial: only failed and
-/// quarantined ordered receipts) and the queue's subject order.
+/// at most `limit`, from at most [`HELD_RECEIPTS_READ`] holding receipts, each with up to
+/// [`MAX_WAITING_COUNTED`] waiting. Through `receipts_holding_subject` (partial: only
+/// failed and quarantined ordered receipts) and the queue's subject order.
 pub async fn held_subjects(
     conn: &mut PgConnection,
     integration: Option<&str>,
@@ -323,29 +332,36 @@ pub async fn held_subjects(
 ) -> Result<Vec<HeldSubject>, sqlx::Error> {
     sqlx::query_as!(
         HeldSubject,
-        r#"SELECT DISTINCT ON (r.integration, r.subject)
-                r.integration AS "integration!", r.subject AS "subject!",
-                r.id AS "held_by!: ReceiptId", r.event_id AS "event_id!",
-                r.status AS "status!: ReceiptStatus",
-                COALESCE(r.outcome_reason, r.last_error) AS reason, r.finished_at AS since,
-                (SELECT count(*) FROM receipt_queue q
-                 WHERE q.integration = r.integration AND q.subject = r.subject) AS "waiting!"
-         FROM receipts r
-         WHERE r.ordered AND r.status IN ('failed', 'quarantined')
-           AND ($1::text IS NULL OR r.integration = $1)
-         ORDER BY r.integration, r.subject, coalesce(r.event_at, r.received_at), r.id
+        r#"SELECT h.integration AS "integration!", h.subject AS "subject!",
+                h.id AS "held_by!: ReceiptId", h.event_id AS "event_id!",
+                h.status AS "status!: ReceiptStatus", h.reason, h.since,
+                (SELECT count(*) FROM (SELECT 1 FROM receipt_queue q
+                                       WHERE q.integration = h.integration
+                                         AND q.subject = h.subject
+                                       LIMIT $4) waiting) AS "waiting!"
+         FROM (SELECT DISTINCT ON (r.integration, r.subject)
+                      r.integration, r.subject, r.id, r.event_id, r.status,
+                      COALESCE(r.outcome_reason, r.last_error) AS reason, r.finished_at AS since
+               FROM (SELECT * FROM receipts
+                     WHERE ordered AND status IN ('failed', 'quarantined')
+                       AND ($1::text IS NULL OR integration = $1)
+                     LIMIT $3) r
+               ORDER BY r.integration, r.subject, coalesce(r.event_at, r.received_at), r.id) h
+         ORDER BY h.since NULLS LAST, h.integration, h.subject
          LIMIT $2"#,
         integration,
         limit,
+        HELD_RECEIPTS_READ,
+        MAX_WAITING_COUNTED,
     )
     .fetch_all(conn)
     .await
 }
 
 /// Per integration: how many ordered subjects are held, and how many queued receipts
-/// wait behind them (the gauges `inbound_subjects_held` and
-/// `inbound_subject_held_receipts`). Reads at most `limit` holding receipts, through
-/// `receipts_holding_subject`.
+/// wait behind them, up to [`MAX_WAITING_COUNTED`] a subject (the gauges
+/// `inbound_subjects_held` and `inbound_subject_held_receipts`). Reads at most `limit`
+/// holding receipts, through `receipts_holding_subject`.
 pub async fn held_counts(
     conn: &mut PgConnection,
     limit: i64,
@@ -358,11 +374,13 @@ pub async fn held_counts(
                  LIMIT $1) holding
          )
          SELECT h.integration AS "integration!", count(*) AS "subjects!",
-                coalesce(sum((SELECT count(*) FROM receipt_queue q
-                              WHERE q.integration = h.integration
-                                AND q.subject = h.subject)), 0)::int8 AS "waiting!"
+                coalesce(sum((SELECT count(*) FROM (SELECT 1 FROM receipt_queue q
+                                                    WHERE q.integration = h.integration
+                                                      AND q.subject = h.subject
+                                                    LIMIT $2) waiting)), 0)::int8 AS "waiting!"
          FROM held h GROUP BY h.integration ORDER BY 1"#,
         limit,
+        MAX_WAITING_COUNTED,
     )
     .fetch_all(conn)
     .await?;
@@ -370,4 +388,33 @@ pub async fn held_counts(
         .into_iter()
         .map(|row| (row.integration, row.subjects, row.waiting))
         .collect())
+}
+
+/// Removes subject lease rows nothing needs any more, at most 1,000 of each kind a call:
+/// leases that expired over an hour ago (a dead worker's whose subject was never claimed
+/// again, or one left by an operator's take-out of a leased head), and holds no failed or
+/// quarantined receipt stands behind (none should exist: a safeguard, so that no subject
+/// can stay held by a row alone). Run with the gauges; returns how many went.
+pub async fn sweep_subject_leases(conn: &mut PgConnection) -> Result<u64, sqlx::Error> {
+    let swept = sqlx::query!(
+        r#"WITH stale AS (
+             SELECT l.integration, l.subject FROM subject_leases l
+             WHERE l.leased_until < now() - interval '1 hour'
+             LIMIT 1000
+         ), orphaned AS (
+             SELECT l.integration, l.subject FROM subject_leases l
+             WHERE l.leased_until = 'infinity'
+               AND NOT EXISTS (SELECT 1 FROM receipts r
+                               WHERE r.integration = l.integration AND r.subject = l.subject
+                                 AND r.ordered AND r.status IN ('failed', 'quarantined'))
+             LIMIT 1000
+         )
+         DELETE FROM subject_leases l
+         USING (SELECT * FROM stale UNION SELECT * FROM orphaned) gone
+         WHERE l.integration = gone.integration AND l.subject = gone.subject
+           AND (l.leased_until < now() - interval '1 hour' OR l.leased_until = 'infinity')"#
+    )
+    .execute(conn)
+    .await?;
+    Ok(swept.rows_affected())
 }

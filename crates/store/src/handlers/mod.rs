@@ -80,19 +80,14 @@ pub struct HandlerInput<'a> {
     /// provider's default: docs/contract.md, "Subjects"), when it names one.
     pub subject: Option<&'a str>,
     /// Whether it runs in its subject's order (an `ordered = true` route): no other
-    /// receipt of `subject` runs beside it, and every one accepted before it with an
-    /// earlier event time has finished (one that arrives later still may come after:
-    /// docs/handlers.md, "Ordered routes").
+    /// ordered receipt of `subject` runs beside it, and every one accepted before it with
+    /// an earlier event time has finished (one that arrives later may still come after,
+    /// and receipts accepted unordered — before the route was ordered, or by another
+    /// route — are in no order: docs/handlers.md, "Ordered routes").
     pub ordered: bool,
 }
 
 impl HandlerInput<'_> {
-    /// Whether this receipt runs in the order of subject `subject`: no receipt about it
-    /// runs beside this one ([`HandlerInput::ordered`]).
-    pub fn runs_alone_for(&self, subject: &str) -> bool {
-        self.ordered && self.subject == Some(subject)
-    }
-
     /// An effect intent towards the route's sink, or `None` when the route has no sink.
     /// `business_key` must identify one instance of the transition — not the event (a
     /// redelivered or re-sent event must map to the same key), and not just the object (an

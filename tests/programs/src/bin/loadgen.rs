@@ -51,6 +51,10 @@ struct Args {
     /// A process (the ingress) whose CPU over the timed window is reported.
     #[arg(long)]
     cpu_of: Option<u32>,
+    /// Events whose object names no id (`ref` instead of `id`, the same bytes): their
+    /// receipts have no subject, so the pair of runs measures what naming one costs.
+    #[arg(long)]
+    without_subject: bool,
 }
 
 /// CPU clock ticks used so far (`/proc`, in USER_HZ): by the loadgen, by the watched
@@ -147,10 +151,11 @@ fn sign_events(args: &Args, connection: usize) -> Vec<Event> {
         .map_or(0, |elapsed| elapsed.as_secs() as i64);
     let padding = "x".repeat(700);
     let run = std::process::id();
+    let object_id = if args.without_subject { "ref" } else { "id" };
     (0..args.events_per_connection)
         .map(|index| {
             let body = format!(
-                r#"{{"id":"evt_{run}_{connection}_{index}","object":"event","type":"payment_intent.succeeded","livemode":false,"created":{now},"data":{{"object":{{"id":"pi_{connection}_{index}","object":"payment_intent","amount_received":2000,"currency":"usd","metadata":{{"order_id":"order_{connection}_{index}","note":"{padding}"}}}}}}}}"#
+                r#"{{"id":"evt_{run}_{connection}_{index}","object":"event","type":"payment_intent.succeeded","livemode":false,"created":{now},"data":{{"object":{{"{object_id}":"pi_{run}_{connection}_{index}","object":"payment_intent","amount_received":2000,"currency":"usd","metadata":{{"order_id":"order_{connection}_{index}","note":"{padding}"}}}}}}}}"#
             );
             Event { signature: provider::sign_stripe(&secret, now, body.as_bytes()), body: Bytes::from(body) }
         })

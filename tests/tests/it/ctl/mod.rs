@@ -19,6 +19,7 @@ mod effects;
 mod migrate;
 mod receipts;
 mod sign_event;
+mod subject;
 
 /// Runs inboundctl with `env` alone on top of a clean environment (no fixture secrets:
 /// these tests say which secrets exist).
