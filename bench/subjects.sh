@@ -89,7 +89,7 @@ python3 - "$results" "$rounds" <<'PY'
 import json, sys
 figures, rounds = json.load(open(sys.argv[1])), int(sys.argv[2])
 summary = {}
-for arm in ("with", "without"):
+for arm in ("with", "without") if rounds else ():
     runs = [json.loads(figures[f"ingress_{arm}_{n}"]) for n in range(1, rounds + 1)]
     summary[f"ingress_{arm}"] = [
         {key: run[key] for key in ("accepted_per_sec", "machine_cpu_us_per_accepted",
@@ -98,8 +98,9 @@ for arm in ("with", "without"):
         for run in runs]
 cpu = lambda arm: [r["machine_cpu_us_per_accepted"] for r in summary[f"ingress_{arm}"]]
 rate = lambda arm: [r["accepted_per_sec"] for r in summary[f"ingress_{arm}"]]
-summary["ingress_cpu_ratio_per_round"] = [round(w / o, 3) for w, o in zip(cpu("with"), cpu("without"))]
-summary["ingress_rate_ratio_per_round"] = [round(w / o, 3) for w, o in zip(rate("with"), rate("without"))]
+if rounds:
+    summary["ingress_cpu_ratio_per_round"] = [round(w / o, 3) for w, o in zip(cpu("with"), cpu("without"))]
+    summary["ingress_rate_ratio_per_round"] = [round(w / o, 3) for w, o in zip(rate("with"), rate("without"))]
 for key in ("worker_unordered", "worker_ordered_10000", "worker_unordered_again",
             "worker_ordered_10000_again", "worker_ordered_10_hot"):
     summary[key] = int(figures[key])

@@ -212,9 +212,6 @@ CREATE INDEX receipt_queue_claimable ON receipt_queue (visible_at, receipt_id)
     WHERE subject IS NULL;
 CREATE INDEX receipt_queue_subject_order ON receipt_queue (integration, subject, ordered_at, receipt_id)
     WHERE subject IS NOT NULL;
--- The oldest due ordered receipt of an integration (the claimable age that pages).
-CREATE INDEX receipt_queue_ordered_due ON receipt_queue (integration, visible_at)
-    WHERE subject IS NOT NULL;
 CREATE INDEX receipt_queue_integration_age ON receipt_queue (integration, enqueued_at);
 
 -- Fencing tokens come from one sequence, so a receipt's token only ever grows, across
@@ -224,20 +221,25 @@ CREATE SEQUENCE receipt_lease_tokens AS bigint START WITH 2147483648;
 -- Which ordered subjects a worker is applying now: a row is the subject's mutex, taken by
 -- the claim that leases the subject's head (INSERT … ON CONFLICT sees the latest row,
 -- whatever the claim's snapshot), with that receipt's lease token and lease. The head's
--- business transaction deletes it with the head's queue row, and only while it still
+-- business transaction ends it with the head's queue row, and only while it still
 -- carries the head's token (both commit or neither); a retry's release deletes it; a dead
 -- worker's expires with its lease. So two receipts of one subject never run at once, even
--- when a late one sorts before a running head or a worker outlives its lease. A receipt
--- the worker quarantines or fails makes its subject's row one that never expires (token
--- 0), so a claim that waited for that transaction sees the hold; the last holding
--- receipt's replay or close deletes it.
+-- when a late one sorts before a running head or a worker outlives its lease. A held
+-- subject's row never expires (token 0): every path that fails or quarantines an ordered
+-- receipt writes it (the worker's finish and retry bookkeeping, the claim's exhausted
+-- ones, an operator's take-out), so a claim reads the hold here, at its latest when it
+-- waited for that transaction; the last holding receipt's replay or close deletes it
+-- (and the gauges' sweep one no receipt holds: a safeguard).
+-- A lease is given back by ending it in place ('-infinity'): an update that touches no
+-- index (room is left on each page for it), and the row serves the subject's next lease;
+-- the gauges' sweep deletes rows ended over an hour ago.
 CREATE TABLE subject_leases (
     integration  text        COLLATE "C" NOT NULL,
     subject      text        COLLATE "C" NOT NULL,
     lease_token  bigint      NOT NULL,
     leased_until timestamptz NOT NULL,
     PRIMARY KEY (integration, subject)
-);
+) WITH (fillfactor = 50);
 
 -- The audit trail: who decided what (receipt_replays, receipt_resolutions,
 -- effect_resolutions) and who read which payload (payload_reads). Insert-only for every
@@ -829,7 +831,13 @@ BEGIN ATOMIC
         DELETE FROM receipt_queue q
         WHERE q.receipt_id = receipt AND resolution IN ('quarantine', 'fail')
           AND EXISTS (SELECT 1 FROM receipts r WHERE r.id = receipt AND r.status = 'pending')
-        RETURNING q.receipt_id
+        RETURNING q.receipt_id, q.integration, q.subject
+    ), held AS (
+        -- An ordered receipt taken out holds its subject (a worker holding its lease
+        -- loses it: the row now says the subject is held).
+        INSERT INTO subject_leases (integration, subject, lease_token, leased_until)
+        SELECT integration, subject, 0, 'infinity' FROM dequeued WHERE subject IS NOT NULL
+        ON CONFLICT (integration, subject) DO UPDATE SET lease_token = 0, leased_until = 'infinity'
     ), logged AS (
         INSERT INTO receipt_resolutions (receipt_id, previous_status, action, resolved_by, reason)
         SELECT dequeued.receipt_id, 'pending', resolution, person, why FROM dequeued

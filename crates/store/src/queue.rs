@@ -290,7 +290,10 @@ pub async fn dequeue_fenced_all(
                                  AND l.lease_token = q.lease_token))
              RETURNING q.receipt_id, q.integration, q.subject, q.lease_token
          ), released AS (
-             DELETE FROM subject_leases l USING fenced f
+             -- Given back by ending it (an update in place, no index touched: the row is
+             -- the subject's next lease too; the gauges' sweep deletes it an hour on).
+             UPDATE subject_leases l SET leased_until = '-infinity'
+             FROM fenced f
              WHERE l.integration = f.integration AND l.subject = f.subject
                AND l.lease_token = f.lease_token
              RETURNING l.lease_token
@@ -420,7 +423,8 @@ pub async fn release_for_retry(
          ), subject_released AS (
              -- A waiting head keeps its place (its queue row sorts first): its subject
              -- still waits for it, but no worker holds it.
-             DELETE FROM subject_leases l USING released f
+             UPDATE subject_leases l SET leased_until = '-infinity'
+             FROM released f
              WHERE l.integration = f.integration AND l.subject = f.subject
                AND l.lease_token = f.lease_token
          )
@@ -451,10 +455,11 @@ pub async fn fail_exhausted(
          ), subject_held AS (
              -- An ordered receipt that failed holds its subject from now on: its lease
              -- row becomes one that never expires (queue/finish.sql says why).
-             UPDATE subject_leases l SET lease_token = 0, leased_until = 'infinity'
-             FROM removed f
-             WHERE l.integration = f.integration AND l.subject = f.subject
-               AND l.lease_token = f.lease_token
+             INSERT INTO subject_leases (integration, subject, lease_token, leased_until)
+             SELECT integration, subject, 0, 'infinity' FROM removed
+             WHERE subject IS NOT NULL
+             ON CONFLICT (integration, subject)
+             DO UPDATE SET lease_token = 0, leased_until = 'infinity'
          )
          UPDATE receipts r
          SET status = 'failed', attempts = removed.attempts, last_error = $3, finished_at = now()

@@ -38,8 +38,9 @@ const GRANTS: &[(Process, &[&str])] = &[
             // The queue ages that page and scale, which the ingress exports so that they
             // outlive every worker: when rows became claimable and whether an ordered
             // subject is held, never what they hold.
-            "GRANT SELECT (id, integration, source_scope, event_id, received_at, subject, ordered, status) ON {schema}.receipts TO {role}",
+            "GRANT SELECT (id, integration, source_scope, event_id, received_at) ON {schema}.receipts TO {role}",
             "GRANT SELECT (integration, visible_at, enqueued_at, leased_by, subject) ON {schema}.receipt_queue TO {role}",
+            "GRANT SELECT (integration, subject, leased_until) ON {schema}.subject_leases TO {role}",
         ],
     ),
     (

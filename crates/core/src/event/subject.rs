@@ -1,7 +1,7 @@
 //! What a delivery is about and when it happened: its **subject** (the business object
 //! its event concerns, e.g. a PaymentIntent or `octo/repo#42`) and the provider's own
 //! **event time**. Both are read in the provider's one streaming pass over the body
-//! (fields typed [`Raw`] and [`Lenient`] in its serde struct: no tree, and no value of an
+//! (fields typed `Raw` and `Lenient` in its serde struct: no tree, and no value of an
 //! unexpected type ever refuses a verified delivery), or, for a route that names its own
 //! subject pointers, in one pointer pass ([`subject_at`]). Neither ever refuses a
 //! delivery: a subject that is absent, not a string or number, empty or longer than

@@ -2,9 +2,10 @@
 -- budget $5; one larger alone when $7) for $2 ms with a fresh lease token, and fails in
 -- the same statement a visible receipt whose $6 attempts are spent (a crash loop ends).
 -- Unordered receipts are taken oldest first; of an ordered subject only its first queue
--- row (its head, in event-time then arrival order), only when the head is due, no receipt
--- of the subject holds it (failed or quarantined) and no worker has the subject now — and
--- then under the subject's subject_leases row, taken here with the receipt's token. The
+-- row (its head, in event-time then arrival order), only when the head is due and its
+-- subject's subject_leases row neither is a live lease nor a hold (a failed or
+-- quarantined receipt of the subject) — and then under that row, taken here with the
+-- receipt's token. The
 -- subjects are walked from the cursor ($9, $10: where this worker's last walk stopped) to
 -- the end and round to it again, at most $1 + 100 a claim, so every subject gets its turn;
 -- a `walked_to` row says where this walk stopped. Returns claimed rows (exhausted = false) and failed
@@ -12,7 +13,7 @@
 -- (queue/payloads.rs), so none can fail this.
 -- Uses: receipt_queue_claimable (visible_at, receipt_id) WHERE subject IS NULL;
 --   receipt_queue_subject_order, one descent per queued subject walked (a loose index
---   scan, at most $1 + 100 subjects); subject_leases and receipts_holding_subject per head;
+--   scan, at most $1 + 100 subjects); subject_leases by its key per head;
 --   receipts by primary key.
 -- Locks: the claimed queue rows, FOR UPDATE SKIP LOCKED (MATERIALIZED with LIMIT: never
 --   more than are claimed), then the claimed subjects' subject_leases rows in subject
@@ -63,34 +64,31 @@ WITH RECURSIVE unordered AS MATERIALIZED (
          LIMIT 1) next
      WHERE h.step < $1 + 100
        AND (next.integration, next.subject) <= (coalesce($9::text, ''), coalesce($10::text, '')))
-), walked AS MATERIALIZED (
-    -- At most $1 + 100 subjects a claim: those that cannot run now (leased, waiting,
-    -- held) cost one descent each, and the next claim walks on from the last.
-    SELECT h.*, row_number() OVER () AS place
-    FROM (SELECT * FROM heads_after UNION ALL SELECT * FROM heads_before) h
+), walked AS (
+    -- At most $1 + 100 subjects a claim, read lazily: those that cannot run now (leased,
+    -- waiting, held) cost one descent each, and the next claim walks on from the last.
+    SELECT * FROM heads_after UNION ALL SELECT * FROM heads_before
     LIMIT $1 + 100
 ), runnable_heads AS MATERIALIZED (
-    -- Read in walk order, lazily: the walk stops once $1 heads could run.
-    SELECT w.receipt_id, w.integration, w.subject, w.place FROM walked w
+    -- Read in walk order: the walk stops once $1 heads could run.
+    SELECT w.receipt_id, w.integration, w.subject, w.lap, w.step FROM walked w
     WHERE w.visible_at <= coalesce($8, now())
       AND ($4::text[] IS NULL OR w.integration = ANY ($4))
+      -- Leased now, or held (a held subject's row never expires).
       AND NOT EXISTS (SELECT 1 FROM subject_leases l
                       WHERE l.integration = w.integration AND l.subject = w.subject
                         AND l.leased_until > coalesce($8, now()))
-      AND NOT EXISTS (SELECT 1 FROM receipts r
-                      WHERE r.integration = w.integration AND r.subject = w.subject
-                        AND r.ordered AND r.status IN ('failed', 'quarantined'))
     LIMIT $1
 ), walked_to AS (
     -- Where the next claim resumes: after the last head taken when $1 were (the walk
     -- stopped there), else after the last subject walked.
     (SELECT integration, subject FROM runnable_heads
      WHERE (SELECT count(*) FROM runnable_heads) >= $1
-     ORDER BY place DESC LIMIT 1)
+     ORDER BY lap DESC, step DESC LIMIT 1)
     UNION ALL
     (SELECT integration, subject FROM walked
      WHERE (SELECT count(*) FROM runnable_heads) < $1
-     ORDER BY place DESC LIMIT 1)
+     ORDER BY lap DESC, step DESC LIMIT 1)
 ), ordered AS MATERIALIZED (
     SELECT q.receipt_id, q.integration, q.subject, q.attempts, q.payload_bytes,
            q.visible_at, q.lease_token, q.leased_by IS NOT NULL AS reclaimed
@@ -104,7 +102,14 @@ WITH RECURSIVE unordered AS MATERIALIZED (
 ), exhausted AS (
     DELETE FROM receipt_queue q USING locked l
     WHERE q.receipt_id = l.receipt_id AND l.attempts >= $6
-    RETURNING q.receipt_id, q.attempts, q.last_error
+    RETURNING q.receipt_id, q.attempts, q.last_error, q.integration, q.subject
+), exhausted_held AS (
+    -- An ordered one failed holds its subject (subject_leases says so).
+    INSERT INTO subject_leases AS l (integration, subject, lease_token, leased_until)
+    SELECT DISTINCT integration, subject, 0::int8, 'infinity'::timestamptz FROM exhausted
+    WHERE subject IS NOT NULL
+    ORDER BY integration, subject
+    ON CONFLICT (integration, subject) DO UPDATE SET lease_token = 0, leased_until = 'infinity'
 ), failed AS (
     -- An ordered one now holds its subject (receipts_holding_subject).
     UPDATE receipts r

@@ -89,10 +89,10 @@ pub async fn queue_ages(
     // Each age is the first row in an index order, not an aggregate over the integration's
     // whole queue (which a backlog makes large): the claimable one walks
     // receipt_queue_claimable (visible_at) over the unordered claimable rows, and
-    // receipt_queue_ordered_due (integration, visible_at) over the ordered ones, passing
-    // those of a held subject (a person's, not a worker's, to move: InboundSubjectHeld
-    // says so); the waiting one walks receipt_queue_integration_age (integration,
-    // enqueued_at).
+    // receipt_queue_integration_age (integration, enqueued_at) over the ordered ones (a
+    // due ordered row's visible_at is its enqueued_at unless a lease or a retry moved
+    // it), passing those of a held subject (a person's, not a worker's, to move:
+    // InboundSubjectHeld says so); the waiting one walks receipt_queue_integration_age.
     sqlx::query_as!(
         QueueAges,
         r#"SELECT
@@ -102,10 +102,10 @@ pub async fn queue_ages(
                   ORDER BY visible_at LIMIT 1),
                  (SELECT q.visible_at FROM receipt_queue q
                   WHERE q.integration = $1 AND q.subject IS NOT NULL AND q.visible_at <= now()
-                    AND NOT EXISTS (SELECT 1 FROM receipts r
-                                    WHERE r.integration = q.integration AND r.subject = q.subject
-                                      AND r.ordered AND r.status IN ('failed', 'quarantined'))
-                  ORDER BY q.visible_at LIMIT 1))), 0)::float8 AS "pending!",
+                    AND NOT EXISTS (SELECT 1 FROM subject_leases l
+                                    WHERE l.integration = q.integration AND l.subject = q.subject
+                                      AND l.leased_until = 'infinity')
+                  ORDER BY q.enqueued_at LIMIT 1))), 0)::float8 AS "pending!",
              COALESCE(EXTRACT(EPOCH FROM now() - (
                  SELECT enqueued_at FROM receipt_queue
                  WHERE integration = $1 AND visible_at > now() AND leased_by IS NULL
@@ -136,9 +136,9 @@ pub async fn claimable_or_leased(
          WHERE (q.visible_at <= now() OR q.leased_by IS NOT NULL)
            AND ($1::text[] IS NULL OR q.integration = ANY($1))
            AND NOT (q.subject IS NOT NULL
-                    AND EXISTS (SELECT 1 FROM receipts r
-                                WHERE r.integration = q.integration AND r.subject = q.subject
-                                  AND r.ordered AND r.status IN ('failed', 'quarantined')))"#,
+                    AND EXISTS (SELECT 1 FROM subject_leases l
+                                WHERE l.integration = q.integration AND l.subject = q.subject
+                                  AND l.leased_until = 'infinity'))"#,
         integrations as Option<&[String]>
     )
     .fetch_one(conn)

@@ -185,10 +185,10 @@ async fn integration_ages(
                  (SELECT q.visible_at FROM receipt_queue q
                   WHERE q.integration = i.integration AND q.subject IS NOT NULL
                     AND q.visible_at <= now()
-                    AND NOT EXISTS (SELECT 1 FROM receipts r
-                                    WHERE r.integration = q.integration AND r.subject = q.subject
-                                      AND r.ordered AND r.status IN ('failed', 'quarantined'))
-                  ORDER BY q.visible_at LIMIT 1))), 0)::float8 AS "pending!",
+                    AND NOT EXISTS (SELECT 1 FROM subject_leases l
+                                    WHERE l.integration = q.integration AND l.subject = q.subject
+                                      AND l.leased_until = 'infinity')
+                  ORDER BY q.enqueued_at LIMIT 1))), 0)::float8 AS "pending!",
              COALESCE(EXTRACT(EPOCH FROM now() - (
                  SELECT q.enqueued_at FROM receipt_queue q
                  WHERE q.integration = i.integration AND q.visible_at > now()
