@@ -100,8 +100,9 @@ CREATE INDEX receipts_by_event_id ON receipts (event_id);
 -- by event time afterwards however many receipts the subject or the table holds.
 CREATE INDEX receipts_by_subject ON receipts (integration, subject, id)
     WHERE subject IS NOT NULL;
--- The subjects an ordered receipt holds: failed or quarantined, until replayed or closed.
--- A claim looks here before it takes a subject's head.
+-- The subjects an ordered receipt holds: failed or quarantined, until replayed or closed
+-- (what the held-subject gauges, `inboundctl subject held` and a replay or close of the
+-- last holding receipt read; a claim reads the hold from subject_leases).
 CREATE INDEX receipts_holding_subject ON receipts (integration, subject)
     WHERE ordered AND status IN ('failed', 'quarantined');
 
