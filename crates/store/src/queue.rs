@@ -276,7 +276,7 @@ pub async fn dequeue_fenced_all(
     // An ordered row is fenced only while its subject's lease (in this statement's
     // snapshot) still carries its token: a worker that outlived its lease, whose subject
     // another claim took for a later head, loses the lease here. The subject's lease row
-    // is then deleted with the row (locked until the transaction ends: a claim of the
+    // is then ended with the row (locked until the transaction ends: a claim of the
     // subject waits for it); one that changed since the snapshot matches nothing, and the
     // transaction must not commit.
     let rows = sqlx::query!(

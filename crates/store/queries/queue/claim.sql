@@ -3,13 +3,13 @@
 -- the same statement a visible receipt whose $6 attempts are spent (a crash loop ends).
 -- Unordered receipts are taken oldest first; of an ordered subject only its first queue
 -- row (its head, in event-time then arrival order), only when the head is due and its
--- subject's subject_leases row neither is a live lease nor a hold (a failed or
+-- subject's subject_leases row is neither a live lease nor a hold (a failed or
 -- quarantined receipt of the subject) — and then under that row, taken here with the
--- receipt's token. The
--- subjects are walked from the cursor ($9, $10: where this worker's last walk stopped) to
--- the end and round to it again, at most $1 + 100 a claim, so every subject gets its turn;
--- a `walked_to` row says where this walk stopped. Returns claimed rows (exhausted = false) and failed
--- ones (exhausted = true), in claim order. Payloads are read afterwards
+-- receipt's token. The subjects are walked from the cursor ($9, $10: where this worker's
+-- last walk stopped) to the end and round to it again, at most $1 + 100 a claim, so every
+-- subject gets its turn. Returns the claimed rows (kind `claimed`), the failed ones
+-- (`exhausted`) and where the walk stopped (`walked_to`, at most one), in claim order.
+-- Payloads are read afterwards
 -- (queue/payloads.rs), so none can fail this.
 -- Uses: receipt_queue_claimable (visible_at, receipt_id) WHERE subject IS NULL;
 --   receipt_queue_subject_order, one descent per queued subject walked (a loose index
@@ -111,7 +111,6 @@ WITH RECURSIVE unordered AS MATERIALIZED (
     ORDER BY integration, subject
     ON CONFLICT (integration, subject) DO UPDATE SET lease_token = 0, leased_until = 'infinity'
 ), failed AS (
-    -- An ordered one now holds its subject (receipts_holding_subject).
     UPDATE receipts r
     SET status = 'failed', attempts = e.attempts, finished_at = coalesce($8, now()),
         last_error = format(
@@ -136,9 +135,9 @@ WITH RECURSIVE unordered AS MATERIALIZED (
     WHERE position <= $1 AND (running_bytes <= $5 OR (position = 1 AND $7))
 ), subjects_leased AS (
     -- INSERT … ON CONFLICT reads the latest row whatever this statement's snapshot: a
-    -- subject another claim leased a moment ago, or whose head is being applied (its
-    -- business transaction deleted the row and has not committed: this waits for it),
-    -- is not taken twice.
+    -- subject another claim leased a moment ago, one whose head is being applied (its
+    -- business transaction ended the lease and has not committed: this waits for it), or
+    -- one held since, is not taken.
     INSERT INTO subject_leases AS l (integration, subject, lease_token, leased_until)
     SELECT t.integration, t.subject, t.token,
            coalesce($8, now()) + $2::int8 * interval '1 millisecond'
