@@ -230,7 +230,8 @@ CREATE SEQUENCE receipt_lease_tokens AS bigint START WITH 2147483648;
 -- receipt writes it (the worker's finish and retry bookkeeping, the claim's exhausted
 -- ones, an operator's take-out), so a claim reads the hold here, at its latest when it
 -- waited for that transaction; the last holding receipt's replay or close deletes it
--- (and the gauges' sweep one no receipt holds: a safeguard).
+-- (release_subject_hold; and the gauges' sweep one no receipt holds: a safeguard). A lease
+-- is given back by ending it now, in place.
 -- A lease is given back by ending it in place ('-infinity'): an update that touches no
 -- index (room is left on each page for it), and the row serves the subject's next lease;
 -- the gauges' sweep deletes rows ended over an hour ago.
@@ -730,6 +731,37 @@ BEGIN ATOMIC
     SELECT * FROM drop_key_periods_at(older_than_days, now());
 END;
 
+-- After a replay or close of `receipt` (in the decision's transaction, its own statement):
+-- when it was an ordered subject's and no failed or quarantined receipt of the subject is
+-- left, the subject's hold (its subject_leases row that never expires) goes, and the
+-- subject runs again. The hold's row is locked first and the holders read after, in a
+-- statement of their own: a receipt another transaction is failing or quarantining at
+-- the same time writes that row too, so it is either seen here or waits for this.
+CREATE FUNCTION release_subject_hold(receipt bigint)
+    RETURNS void LANGUAGE plpgsql SECURITY DEFINER
+AS $$
+DECLARE
+    held_integration text;
+    held_subject text;
+BEGIN
+    SELECT r.integration, r.subject INTO held_integration, held_subject FROM receipts r
+    WHERE r.id = receipt AND r.ordered AND r.status NOT IN ('failed', 'quarantined');
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    PERFORM 1 FROM subject_leases l
+    WHERE l.integration = held_integration AND l.subject = held_subject
+      AND l.leased_until = 'infinity'
+    FOR UPDATE;
+    DELETE FROM subject_leases l
+    WHERE l.integration = held_integration AND l.subject = held_subject
+      AND l.leased_until = 'infinity'
+      AND NOT EXISTS (SELECT 1 FROM receipts o
+                      WHERE o.integration = held_integration AND o.subject = held_subject
+                        AND o.ordered AND o.status IN ('failed', 'quarantined'));
+END;
+$$;
+
 -- The plpgsql functions above name tables unqualified: fix their search_path to this
 -- schema with pg_temp last, so that no caller's temporary table stands in for one.
 DO $$
@@ -739,6 +771,7 @@ BEGIN
     EXECUTE format('ALTER FUNCTION drop_payload_days_at(integer, timestamptz) SET search_path = %I, pg_temp', current_schema());
     EXECUTE format('ALTER FUNCTION drop_key_periods_at(integer, timestamptz) SET search_path = %I, pg_temp', current_schema());
     EXECUTE format('ALTER FUNCTION drop_detached_history() SET search_path = %I, pg_temp', current_schema());
+    EXECUTE format('ALTER FUNCTION release_subject_hold(bigint) SET search_path = %I, pg_temp', current_schema());
 END
 $$;
 
@@ -808,16 +841,7 @@ BEGIN ATOMIC
         SET status = 'pending', outcome = NULL, outcome_reason = NULL, attempts = 0,
             finished_at = NULL
         FROM held WHERE r.id = held.id
-        RETURNING held.status, r.integration, held.queue_subject
-    ), released AS (
-        -- The last receipt holding an ordered subject releases it (queue/finish.sql).
-        DELETE FROM subject_leases l USING requeued q
-        WHERE l.integration = q.integration AND l.subject = q.queue_subject
-          AND l.leased_until = 'infinity'
-          AND NOT EXISTS (SELECT 1 FROM receipts o
-                          WHERE o.integration = q.integration AND o.subject = q.queue_subject
-                            AND o.ordered AND o.status IN ('failed', 'quarantined')
-                            AND o.id <> receipt)
+        RETURNING held.status
     )
     SELECT requeued.status FROM requeued;
 END;
@@ -872,16 +896,7 @@ BEGIN ATOMIC
         UPDATE receipts r
         SET status = 'done', outcome = 'closed', outcome_reason = why, finished_at = now()
         FROM held WHERE r.id = held.id
-        RETURNING held.status, r.integration, r.subject, r.ordered
-    ), released AS (
-        -- The last receipt holding an ordered subject releases it (queue/finish.sql).
-        DELETE FROM subject_leases l USING closed c
-        WHERE c.ordered AND l.integration = c.integration AND l.subject = c.subject
-          AND l.leased_until = 'infinity'
-          AND NOT EXISTS (SELECT 1 FROM receipts o
-                          WHERE o.integration = c.integration AND o.subject = c.subject
-                            AND o.ordered AND o.status IN ('failed', 'quarantined')
-                            AND o.id <> receipt)
+        RETURNING held.status
     )
     SELECT closed.status FROM closed;
 END;
@@ -997,7 +1012,8 @@ REVOKE EXECUTE ON FUNCTION drop_payload_days(integer), drop_key_periods(integer)
     ensure_history_partitions(timestamptz, integer), history_attach(text, text, integer, integer),
     decision_lock_receipt(bigint), decision_make_receipt_due(bigint, text, text),
     decision_requeue_receipt(bigint, text, text), decision_take_receipt_out(bigint, text, text, text),
-    decision_close_receipt(bigint, text, text), decision_lock_effect(bigint),
+    decision_close_receipt(bigint, text, text), release_subject_hold(bigint),
+    decision_lock_effect(bigint),
     decision_resolve_effect(bigint, text, text, text),
     backfill_receipts(text[], text[], text[], text[], text[], text[], text[], text[],
                       timestamptz[], boolean[]) FROM PUBLIC;

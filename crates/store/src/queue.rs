@@ -290,9 +290,9 @@ pub async fn dequeue_fenced_all(
                                  AND l.lease_token = q.lease_token))
              RETURNING q.receipt_id, q.integration, q.subject, q.lease_token
          ), released AS (
-             -- Given back by ending it (an update in place, no index touched: the row is
-             -- the subject's next lease too; the gauges' sweep deletes it an hour on).
-             UPDATE subject_leases l SET leased_until = '-infinity'
+             -- Given back by ending it now (an update in place, no index touched: the row
+             -- is the subject's next lease too; the gauges' sweep deletes it an hour on).
+             UPDATE subject_leases l SET leased_until = now()
              FROM fenced f
              WHERE l.integration = f.integration AND l.subject = f.subject
                AND l.lease_token = f.lease_token
@@ -423,7 +423,7 @@ pub async fn release_for_retry(
          ), subject_released AS (
              -- A waiting head keeps its place (its queue row sorts first): its subject
              -- still waits for it, but no worker holds it.
-             UPDATE subject_leases l SET leased_until = '-infinity'
+             UPDATE subject_leases l SET leased_until = coalesce($5, now())
              FROM released f
              WHERE l.integration = f.integration AND l.subject = f.subject
                AND l.lease_token = f.lease_token

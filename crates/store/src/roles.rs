@@ -104,6 +104,7 @@ const OPERATOR_FUNCTIONS: &[&str] = &[
     "decision_make_receipt_due(bigint, text, text)",
     "decision_requeue_receipt(bigint, text, text)",
     "decision_take_receipt_out(bigint, text, text, text)",
+    "release_subject_hold(bigint)",
     "decision_close_receipt(bigint, text, text)",
     "decision_lock_effect(bigint)",
     "decision_resolve_effect(bigint, text, text, text)",

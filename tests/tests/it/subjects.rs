@@ -619,3 +619,43 @@ async fn a_claim_that_waited_for_a_quarantine_sees_the_subject_held() {
     let taken = other.await.expect("joined");
     assert!(taken.is_empty(), "the subject is held: {taken:?}");
 }
+
+/// The gauges' sweep removes a hold no receipt stands behind and ended leases an hour old,
+/// never a hold a receipt stands behind: the subject stays held until a person decides.
+#[tokio::test]
+async fn the_sweep_keeps_a_hold_a_receipt_stands_behind_and_removes_one_none_does() {
+    let database = inbound_tests::TestDatabase::create().await;
+    let pool = database.pool();
+    let config = ordered_config();
+    let head = accept(pool, &config, "evt_head", "sub_held", 1_700_000_000).await;
+    accept(pool, &config, "evt_next", "sub_held", 1_700_000_001).await;
+    let mut connection = pool.acquire().await.expect("connection");
+    inbound_store::admin::resolve_pending(
+        &mut connection,
+        &[ReceiptId(head)],
+        inbound_store::admin::PendingResolution::Quarantine,
+        "ops",
+        "checking",
+    )
+    .await
+    .expect("quarantine");
+    sqlx::query(
+        "INSERT INTO subject_leases (integration, subject, lease_token, leased_until) VALUES
+           ('stripe-acme', 'sub_orphan', 0, 'infinity'),
+           ('stripe-acme', 'sub_ended', 7, now() - interval '2 hours')",
+    )
+    .execute(pool)
+    .await
+    .expect("rows");
+    let swept = admin::sweep_subject_leases(&mut connection)
+        .await
+        .expect("sweep");
+    assert_eq!(swept, 2, "the orphaned hold and the old ended lease");
+    let left: Vec<String> = sqlx::query_scalar("SELECT subject FROM subject_leases ORDER BY 1")
+        .fetch_all(pool)
+        .await
+        .expect("left");
+    assert_eq!(left, ["sub_held"]);
+    let claimed = domain::claim(&mut connection, 10, Duration::from_secs(30), "w").await;
+    assert!(claimed.is_empty(), "still held: {claimed:?}");
+}

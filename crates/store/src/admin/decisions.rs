@@ -84,6 +84,7 @@ pub async fn replay(
                 if requeue(&mut transaction, id, replayed_by, reason).await? != Some(status) {
                     return Err(ReplayError::WrongState { id, status });
                 }
+                release_subject_hold(&mut transaction, id).await?;
             }
         }
     }
@@ -280,9 +281,20 @@ pub async fn close(
                 if left != Some(status) {
                     return Err(ReceiptResolveError::NotClosable { id, status });
                 }
+                release_subject_hold(&mut transaction, id).await?;
             }
         }
     }
     transaction.commit().await?;
+    Ok(())
+}
+
+/// After a replay or close of `id`, in the decision's transaction: an ordered subject no
+/// failed or quarantined receipt holds any more runs again (`release_subject_hold`,
+/// migrations/0001_inbound.sql: the hold's row locked, then the holders read afresh).
+async fn release_subject_hold(conn: &mut PgConnection, id: ReceiptId) -> Result<(), sqlx::Error> {
+    sqlx::query!("SELECT release_subject_hold($1)", id as ReceiptId)
+        .fetch_one(conn)
+        .await?;
     Ok(())
 }

@@ -391,30 +391,50 @@ pub async fn held_counts(
 }
 
 /// Removes subject lease rows nothing needs any more, at most 1,000 of each kind a call:
-/// leases that expired over an hour ago (a dead worker's whose subject was never claimed
-/// again, or one left by an operator's take-out of a leased head), and holds no failed or
-/// quarantined receipt stands behind (none should exist: a safeguard, so that no subject
-/// can stay held by a row alone). Run with the gauges; returns how many went.
+/// leases that ended or expired over an hour ago (a subject not claimed again since; a
+/// dead worker's; one left by an operator's take-out of a leased head), and holds no
+/// failed or quarantined receipt stands behind (none should exist: a safeguard, so that
+/// no subject can stay held by a row alone). Each kind is deleted only as it still is when
+/// deleted: an ended lease a claim or a hold took over since stays, and a hold's row is
+/// locked before its holders are read, in a statement of their own (a receipt failing at
+/// the same time writes that row too). Run with the gauges; returns how many went.
 pub async fn sweep_subject_leases(conn: &mut PgConnection) -> Result<u64, sqlx::Error> {
-    let swept = sqlx::query!(
-        r#"WITH stale AS (
-             SELECT l.integration, l.subject FROM subject_leases l
-             WHERE l.leased_until < now() - interval '1 hour'
-             LIMIT 1000
-         ), orphaned AS (
-             SELECT l.integration, l.subject FROM subject_leases l
-             WHERE l.leased_until = 'infinity'
-               AND NOT EXISTS (SELECT 1 FROM receipts r
-                               WHERE r.integration = l.integration AND r.subject = l.subject
-                                 AND r.ordered AND r.status IN ('failed', 'quarantined'))
-             LIMIT 1000
-         )
-         DELETE FROM subject_leases l
-         USING (SELECT * FROM stale UNION SELECT * FROM orphaned) gone
+    use sqlx::Connection;
+    let stale = sqlx::query!(
+        r#"DELETE FROM subject_leases l
+         USING (SELECT integration, subject FROM subject_leases
+                WHERE leased_until < now() - interval '1 hour' LIMIT 1000) gone
          WHERE l.integration = gone.integration AND l.subject = gone.subject
-           AND (l.leased_until < now() - interval '1 hour' OR l.leased_until = 'infinity')"#
+           AND l.leased_until < now() - interval '1 hour'"#
     )
-    .execute(conn)
+    .execute(&mut *conn)
+    .await?
+    .rows_affected();
+    let mut transaction = conn.begin().await?;
+    let holds = sqlx::query!(
+        r#"SELECT integration, subject FROM subject_leases
+         WHERE leased_until = 'infinity' LIMIT 1000 FOR UPDATE SKIP LOCKED"#
+    )
+    .fetch_all(&mut *transaction)
     .await?;
-    Ok(swept.rows_affected())
+    let (integrations, subjects): (Vec<String>, Vec<String>) = holds
+        .into_iter()
+        .map(|hold| (hold.integration, hold.subject))
+        .unzip();
+    let orphaned = sqlx::query!(
+        r#"DELETE FROM subject_leases l
+         USING unnest($1::text[], $2::text[]) AS hold(integration, subject)
+         WHERE l.integration = hold.integration AND l.subject = hold.subject
+           AND l.leased_until = 'infinity'
+           AND NOT EXISTS (SELECT 1 FROM receipts r
+                           WHERE r.integration = hold.integration AND r.subject = hold.subject
+                             AND r.ordered AND r.status IN ('failed', 'quarantined'))"#,
+        &integrations,
+        &subjects,
+    )
+    .execute(&mut *transaction)
+    .await?
+    .rows_affected();
+    transaction.commit().await?;
+    Ok(stale + orphaned)
 }
