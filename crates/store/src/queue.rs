@@ -182,10 +182,10 @@ pub async fn claim_batch(
     Ok(Claim::from_rows(rows, payloads))
 }
 
-/// Where a worker's walk over ordered subjects resumes: after the last subject it claimed,
-/// round to the first and on to it again (`queries/queue/claim.sql`), so that a queue of
-/// many subjects is served in turn rather than always from its first. `Default`: from the
-/// first subject.
+/// Where a worker's walk over ordered subjects resumes: after the subject its last walk
+/// stopped at, to the last subject and round from the first (`queries/queue/claim.sql`),
+/// so that a queue of many subjects is served in turn rather than always from its first.
+/// `Default`: from the first subject.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SubjectCursor {
     last: Option<(String, String)>,
@@ -313,6 +313,7 @@ pub async fn dequeue_fenced_all(
     Ok(Some(rows.into_iter().map(|row| row.receipt_id).collect()))
 }
 
+/// A terminal state written in the business transaction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Finish<'a> {
     /// `done` with `applied`.

@@ -391,6 +391,12 @@ async fn a_failed_head_holds_only_its_subject_until_it_is_replayed_or_closed() {
             .expect("counts"),
         [("stripe-acme".to_owned(), 2, 3)]
     );
+    // What waits behind a held subject is a person's to move, not a worker's: the age
+    // that pages and scales workers does not count it.
+    let ages = admin::queue_ages(&mut connection, "stripe-acme")
+        .await
+        .expect("ages");
+    assert_eq!(ages.pending, 0.0, "{ages:?}");
 
     // The cause fixed, a replay releases sub_a in order; a close releases sub_c.
     recorder.state().quarantine.clear();

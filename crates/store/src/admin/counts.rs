@@ -88,10 +88,11 @@ pub async fn queue_ages(
 ) -> Result<QueueAges, sqlx::Error> {
     // Each age is the first row in an index order, not an aggregate over the integration's
     // whole queue (which a backlog makes large): the claimable one walks
-    // receipt_queue_claimable (visible_at) over the unordered claimable rows, and
-    // receipt_queue_integration_age (integration, enqueued_at) over the ordered ones (a
-    // due ordered row's visible_at is its enqueued_at unless a lease or a retry moved
-    // it), passing those of a held subject (a person's, not a worker's, to move:
+    // receipt_queue_claimable (visible_at) over the unordered claimable rows; the ordered
+    // ones, when the integration has any (one descent of receipt_queue_subject_order), are
+    // read from its 10,000 oldest queued rows (receipt_queue_integration_age: a due
+    // ordered row's visible_at is its enqueued_at unless a lease or a retry moved it),
+    // passing those of a held subject (a person's, not a worker's, to move:
     // InboundSubjectHeld says so); the waiting one walks receipt_queue_integration_age.
     sqlx::query_as!(
         QueueAges,
@@ -100,12 +101,17 @@ pub async fn queue_ages(
                  (SELECT visible_at FROM receipt_queue
                   WHERE integration = $1 AND subject IS NULL AND visible_at <= now()
                   ORDER BY visible_at LIMIT 1),
-                 (SELECT q.visible_at FROM receipt_queue q
-                  WHERE q.integration = $1 AND q.subject IS NOT NULL AND q.visible_at <= now()
+                 (SELECT o.visible_at FROM (
+                      SELECT q.subject, q.visible_at, q.enqueued_at FROM receipt_queue q
+                      WHERE q.integration = $1
+                        AND EXISTS (SELECT 1 FROM receipt_queue s
+                                    WHERE s.integration = $1 AND s.subject IS NOT NULL)
+                      ORDER BY q.enqueued_at LIMIT 10000) o
+                  WHERE o.subject IS NOT NULL AND o.visible_at <= now()
                     AND NOT EXISTS (SELECT 1 FROM subject_leases l
-                                    WHERE l.integration = q.integration AND l.subject = q.subject
+                                    WHERE l.integration = $1 AND l.subject = o.subject
                                       AND l.leased_until = 'infinity')
-                  ORDER BY q.enqueued_at LIMIT 1))), 0)::float8 AS "pending!",
+                  ORDER BY o.enqueued_at LIMIT 1))), 0)::float8 AS "pending!",
              COALESCE(EXTRACT(EPOCH FROM now() - (
                  SELECT enqueued_at FROM receipt_queue
                  WHERE integration = $1 AND visible_at > now() AND leased_by IS NULL

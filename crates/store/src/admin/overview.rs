@@ -182,13 +182,19 @@ async fn integration_ages(
                   WHERE q.integration = i.integration AND q.subject IS NULL
                     AND q.visible_at <= now()
                   ORDER BY q.visible_at LIMIT 1),
-                 (SELECT q.visible_at FROM receipt_queue q
-                  WHERE q.integration = i.integration AND q.subject IS NOT NULL
-                    AND q.visible_at <= now()
+                 -- The ordered ones as queue_ages reads them (admin/counts.rs).
+                 (SELECT o.visible_at FROM (
+                      SELECT q.subject, q.visible_at, q.enqueued_at FROM receipt_queue q
+                      WHERE q.integration = i.integration
+                        AND EXISTS (SELECT 1 FROM receipt_queue s
+                                    WHERE s.integration = i.integration
+                                      AND s.subject IS NOT NULL)
+                      ORDER BY q.enqueued_at LIMIT 10000) o
+                  WHERE o.subject IS NOT NULL AND o.visible_at <= now()
                     AND NOT EXISTS (SELECT 1 FROM subject_leases l
-                                    WHERE l.integration = q.integration AND l.subject = q.subject
+                                    WHERE l.integration = i.integration AND l.subject = o.subject
                                       AND l.leased_until = 'infinity')
-                  ORDER BY q.enqueued_at LIMIT 1))), 0)::float8 AS "pending!",
+                  ORDER BY o.enqueued_at LIMIT 1))), 0)::float8 AS "pending!",
              COALESCE(EXTRACT(EPOCH FROM now() - (
                  SELECT q.enqueued_at FROM receipt_queue q
                  WHERE q.integration = i.integration AND q.visible_at > now()

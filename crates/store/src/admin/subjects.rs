@@ -97,8 +97,8 @@ pub struct TimelineEffect {
 
 /// The timeline of `subject` in `integration`: its newest `limit` receipts (older than
 /// `before`, when given; `limit` at most [`MAX_TIMELINE_RECEIPTS`]) in event-time order.
-/// Five statements, each through an index: receipts, effects, attempts, and the two kinds
-/// of decision.
+/// Six statements, each through an index: receipts, effects, attempts, the two kinds of
+/// decision, and the subject's holding receipts.
 pub async fn subject_timeline(
     conn: &mut PgConnection,
     integration: &str,
